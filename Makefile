@@ -1,0 +1,36 @@
+# kvtier: every entry point a user or CI needs. See README.md.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PY := /usr/bin/python3
+CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build test run bench fuzz clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
+
+run: deps
+	$(MAKE) build
+	scripts/demo.sh
+
+bench: build
+	scripts/bench.sh
+
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,65 @@
+// Fixed-size thread pools with named lanes. A Lane is a FIFO served by its own threads; Submit()
+// never blocks. SubmitAffine(k, fn) runs every task with the same affinity key k on the same
+// thread, in submission order (one worker's STORE/RETRIEVE stay ordered without a lock).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kvtier {
+
+class ThreadPool {
+ public:
+  // Threads are named "<name>-<i>" (visible in top/gdb; truncated to 15 chars by the kernel).
+  ThreadPool(std::string name, size_t threads);
+  ~ThreadPool();  // runs what is queued, then joins
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Submit(std::function<void()> task);
+  void SubmitAffine(uint64_t key, std::function<void()> task);
+  // Stops accepting work, drains queued tasks and joins. Idempotent.
+  void Shutdown();
+
+  size_t Size() const { return workers_.size(); }
+  const std::string& Name() const { return name_; }
+  size_t QueuedTasks() const;
+
+ private:
+  struct Worker {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> q;
+    std::thread thread;
+  };
+  void Run(Worker* w);
+
+  std::string name_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+// A set of named pools; a lane that was not configured falls back to the "default" lane.
+class Lanes {
+ public:
+  Lanes(std::string name, size_t default_threads);
+  void Configure(const std::string& lane, size_t threads);  // before first use
+  ThreadPool& Get(const std::string& lane);
+  void Shutdown();
+
+ private:
+  std::string name_;
+  std::unique_ptr<ThreadPool> default_;
+  std::mutex mu_;
+  std::vector<std::pair<std::string, std::unique_ptr<ThreadPool>>> lanes_;
+};
+
+}  // namespace kvtier
