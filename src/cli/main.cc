@@ -1,1 +1,19 @@
-int main() { return 0; }
+// kvtier: one binary, subcommands `server` and `bench` (store `master`/`node` come later).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvtier: KV-cache server and tools for LLM inference (version " KVTIER_VERSION ")"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", KVTIER_VERSION);
+  auto server = kvtier::cli::AddServerCommand(app);
+  auto bench = kvtier::cli::AddBenchCommand(app);
+  CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("server")) return server();
+  if (app.got_subcommand("bench")) return bench();
+  std::cerr << app.help();
+  return 2;
+}

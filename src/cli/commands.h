@@ -1,0 +1,16 @@
+// Subcommands of the `kvtier` binary. Each adds itself to the CLI11 app and returns the function
+// that runs it once parsing succeeded.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace kvtier::cli {
+
+using RunFn = std::function<int()>;
+
+RunFn AddServerCommand(CLI::App& app);
+RunFn AddBenchCommand(CLI::App& app);
+
+}  // namespace kvtier::cli

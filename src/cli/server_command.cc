@@ -1,0 +1,104 @@
+// `kvtier server`: flags (docs/configuration.md), signal handling, run until SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/json_config.h"
+#include "common/logging.h"
+#include "server/cache_server.h"
+
+namespace kvtier::cli {
+
+RunFn AddServerCommand(CLI::App& app) {
+  auto cfg = std::make_shared<ServerConfig>();
+  CLI::App* cmd = app.add_subcommand("server", "Run the KV cache server");
+  cmd->config_formatter(std::make_shared<JsonConfig>());
+  cmd->set_config("--config", "", "JSON file with the same keys as these flags");
+  cmd->add_option("--host", cfg->host, "Address of every listener")->capture_default_str();
+  cmd->add_option("--port", cfg->port, "ZMQ port for engine workers")->capture_default_str();
+  cmd->add_option("--http-port", cfg->http_port, "HTTP admin port (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--l1-size-gb", cfg->l1_size_gb, "L1 pool size in GiB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk-size", cfg->chunk_size, "Tokens per cached chunk")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--eviction-policy", cfg->eviction_policy, "LRU or noop")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"LRU", "noop"}));
+  cmd->add_option("--eviction-trigger-watermark", cfg->eviction_trigger_watermark,
+                  "Evict when L1 use reaches this fraction")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--eviction-target-watermark", cfg->eviction_target_watermark,
+                  "... down to this fraction")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--hash", cfg->hash, "Chunk hash: xxh3 or sha256")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"xxh3", "sha256"}));
+  cmd->add_option("--max-workers", cfg->max_workers, "Threads for STORE/RETRIEVE copies")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--lookup-workers", cfg->lookup_workers, "Threads for lookups and sessions")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--log-level", cfg->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  cmd->add_option("--max-body-bytes", cfg->max_body_bytes, "Largest request body accepted")
+      ->capture_default_str();
+  cmd->add_option("--max-chunks-per-request", cfg->max_chunks_per_request,
+                  "Most chunks one request may name")
+      ->capture_default_str();
+  cmd->add_option("--pin-ttl-s", cfg->pin_ttl_s, "Lookup read locks expire after this")
+      ->capture_default_str();
+  cmd->add_option("--session-ttl-s", cfg->session_ttl_s, "Idle sessions expire after this")
+      ->capture_default_str();
+  cmd->add_flag("!--no-l1-prefault", cfg->l1_prefault,
+                "Do not touch every L1 page at startup (faster start, slower first stores)");
+
+  return [cfg] {
+    SetLogLevel(cfg->log_level);
+    if (cfg->eviction_target_watermark > cfg->eviction_trigger_watermark) {
+      std::cerr << "error: --eviction-target-watermark must be <= --eviction-trigger-watermark\n";
+      return 2;
+    }
+    // Block the signals in every thread; one thread waits for them and stops the server.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    auto server = CacheServer::Create(*cfg);
+    if (!server.ok()) {
+      std::cerr << "error: " << server.status().ToString() << "\n";
+      return 1;
+    }
+    if (Status s = (*server)->Start(); !s.ok()) {
+      std::cerr << "error: " << s.ToString() << "\n";
+      return 1;
+    }
+    std::cerr << "kvtier server listening on tcp://" << cfg->host << ":" << cfg->port
+              << " (http " << (*server)->HttpPort() << ", L1 " << cfg->l1_size_gb << " GiB)"
+              << std::endl;
+    CacheServer* srv = server->get();
+    std::thread waiter([srv, signals] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      srv->Shutdown();
+    });
+    srv->Run();
+    std::cerr << "kvtier server stopping" << std::endl;
+    pthread_kill(waiter.native_handle(), SIGTERM);  // harmless if it already returned
+    waiter.join();
+    return 0;
+  };
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,196 @@
+#include "client/cache_client.h"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "wire/fd_passing.h"
+#include "wire/frames.h"
+
+namespace kvtier {
+
+using wire::RequestType;
+
+CacheClient::CacheClient(const ClientOptions& options)
+    : options_(options), socket_(zctx_, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+}
+
+CacheClient::~CacheClient() = default;
+
+Result<std::unique_ptr<CacheClient>> CacheClient::Connect(const ClientOptions& options) {
+  std::unique_ptr<CacheClient> c(new CacheClient(options));
+  try {
+    c->socket_.connect(fmt::format("tcp://{}:{}", options.host, options.port));
+  } catch (const zmq::error_t& e) {
+    return Status(Code::kIoError, fmt::format("connect {}:{}: {}", options.host, options.port,
+                                              e.what()));
+  }
+  KVT_RETURN_IF_ERROR(c->Hello());
+  return c;
+}
+
+Status CacheClient::Hello() {
+  wire::HelloRequest req;
+  req.client = options_.name;
+  auto r = Call(RequestType::kHello, EncodeBody(req));
+  if (!r.ok()) return r.status();
+  auto reply = wire::HelloReply::Decode(*r);
+  if (!reply.ok()) return reply.status();
+  server_ = std::move(reply).value();
+  return Status::Ok();
+}
+
+Result<uint64_t> CacheClient::Send(RequestType type, const std::string& body) {
+  std::lock_guard lock(mu_);
+  const uint64_t id = next_id_++;
+  const std::string id_frame = wire::EncodeUintFrame(id);
+  const std::string type_frame = wire::EncodeUintFrame(static_cast<uint64_t>(type));
+  try {
+    socket_.send(zmq::buffer(id_frame), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(type_frame), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(body), zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    return Status(Code::kIoError, fmt::format("send: {}", e.what()));
+  }
+  return id;
+}
+
+Result<wire::BodyReader> CacheClient::Wait(uint64_t request_id) {
+  std::lock_guard lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  std::string body;
+  if (auto it = early_replies_.find(request_id); it != early_replies_.end()) {
+    body = std::move(it->second);
+    early_replies_.erase(it);
+  } else {
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return Status(Code::kTimeout,
+                      fmt::format("no reply to request {} within {} ms", request_id,
+                                  options_.timeout.count()));
+      }
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> parts;
+      while (true) {
+        zmq::message_t m;
+        (void)socket_.recv(m);
+        const bool more = m.more();
+        parts.push_back(std::move(m));
+        if (!more) break;
+      }
+      if (parts.size() != 3) continue;  // not a reply we understand: drop it
+      auto id = wire::DecodeUintFrame(parts[0].data(), parts[0].size());
+      if (!id.ok()) continue;
+      if (*id == request_id) {
+        body = parts[2].to_string();
+        break;
+      }
+      early_replies_[*id] = parts[2].to_string();
+    }
+  }
+  auto reader = wire::BodyReader::Parse(body.data(), body.size());
+  if (!reader.ok()) return reader.status();
+  KVT_RETURN_IF_ERROR(wire::DecodeStatus(*reader));
+  return reader;
+}
+
+Result<wire::BodyReader> CacheClient::Call(RequestType type, const std::string& body) {
+  auto id = Send(type, body);
+  if (!id.ok()) return id.status();
+  return Wait(*id);
+}
+
+Status CacheClient::RegisterKvBuffers(uint64_t instance_id, const std::string& model,
+                                      uint32_t world_size, uint32_t rank,
+                                      std::span<const int> fds, const wire::KvLayout& layout) {
+  const std::string uds =
+      options_.uds_name.empty() ? wire::UdsNameForPort(options_.port) : options_.uds_name;
+  auto token = wire::HandOffFds(uds, fds);
+  if (!token.ok()) return token.status();
+  wire::RegisterRequest req;
+  req.instance_id = instance_id;
+  req.model = model;
+  req.world_size = world_size;
+  req.rank = rank;
+  req.fd_token = *token;
+  req.layout = layout;
+  return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
+}
+
+Status CacheClient::UnregisterKvBuffers(uint64_t instance_id) {
+  return Call(RequestType::kUnregisterKvBuffers, EncodeBody(wire::InstanceRequest{instance_id}))
+      .status();
+}
+
+Result<wire::StoreReply> CacheClient::Store(const wire::TransferRequest& req) {
+  auto r = Call(RequestType::kStore, EncodeBody(req));
+  if (!r.ok()) return r.status();
+  return wire::StoreReply::Decode(*r);
+}
+
+Result<wire::RetrieveReply> CacheClient::Retrieve(const wire::TransferRequest& req) {
+  auto r = Call(RequestType::kRetrieve, EncodeBody(req));
+  if (!r.ok()) return r.status();
+  return wire::RetrieveReply::Decode(*r);
+}
+
+Status CacheClient::Lookup(const wire::PrefixKey& key) {
+  return Call(RequestType::kLookup, EncodeBody(key)).status();
+}
+
+Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(const std::string& request_id) {
+  auto r = Call(RequestType::kQueryPrefetchStatus, EncodeBody(wire::SessionRequest{request_id}));
+  if (!r.ok()) return r.status();
+  auto reply = wire::PrefetchStatusReply::Decode(*r);
+  if (!reply.ok()) return reply.status();
+  return reply->hit_chunks;
+}
+
+Result<uint64_t> CacheClient::WaitPrefetch(const std::string& request_id) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    auto s = QueryPrefetchStatus(request_id);
+    if (!s.ok()) return s.status();
+    if (s->has_value()) return **s;
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(Code::kTimeout, "prefetch of '" + request_id + "' did not finish in time");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+Status CacheClient::FreeLookupLocks(const std::string& request_id) {
+  return Call(RequestType::kFreeLookupLocks, EncodeBody(wire::SessionRequest{request_id}))
+      .status();
+}
+
+Status CacheClient::EndSession(const std::string& request_id) {
+  return Call(RequestType::kEndSession, EncodeBody(wire::SessionRequest{request_id})).status();
+}
+
+Status CacheClient::Ping() { return Call(RequestType::kPing, wire::BodyWriter().Finish()).status(); }
+
+Result<uint64_t> CacheClient::Clear() {
+  auto r = Call(RequestType::kClear, wire::BodyWriter().Finish());
+  if (!r.ok()) return r.status();
+  uint64_t removed = 0;
+  KVT_RETURN_IF_ERROR(r->GetOptional("removed_objects", removed));
+  return removed;
+}
+
+Result<std::vector<std::pair<std::string, double>>> CacheClient::Stats() {
+  auto r = Call(RequestType::kStats, wire::BodyWriter().Finish());
+  if (!r.ok()) return r.status();
+  auto numbers = r->Numbers();
+  std::erase_if(numbers, [](const auto& kv) { return kv.first == "status"; });
+  return numbers;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,86 @@
+// C++ client of the cache server: what an inference worker (or the scheduler) links. One DEALER
+// socket; replies are matched by request id, so Send()/Wait() may be interleaved freely and
+// replies may come back in any order. Thread-safe (calls are serialised on one mutex).
+#pragma once
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "wire/messages.h"
+#include "wire/protocol.h"
+
+namespace kvtier {
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5555;
+  std::string uds_name;  // empty = derived from port
+  std::chrono::milliseconds timeout{30'000};
+  std::string name = "kvtier-cpp";
+};
+
+class CacheClient {
+ public:
+  // Connects and says HELLO; fails with VERSION_MISMATCH against an incompatible server.
+  static Result<std::unique_ptr<CacheClient>> Connect(const ClientOptions& options);
+  ~CacheClient();
+
+  const wire::HelloReply& server() const { return server_; }
+
+  // Hands `fds` (memfds holding the KV blocks) to the server, then registers `layout` over them.
+  Status RegisterKvBuffers(uint64_t instance_id, const std::string& model, uint32_t world_size,
+                           uint32_t rank, std::span<const int> fds, const wire::KvLayout& layout);
+  Status UnregisterKvBuffers(uint64_t instance_id);
+
+  Result<wire::StoreReply> Store(const wire::TransferRequest& req);
+  Result<wire::RetrieveReply> Retrieve(const wire::TransferRequest& req);
+  // Starts the lookup job; the hit count comes from QueryPrefetchStatus/WaitPrefetch.
+  Status Lookup(const wire::PrefixKey& key);
+  // nullopt while the job runs.
+  Result<std::optional<uint64_t>> QueryPrefetchStatus(const std::string& request_id);
+  // Polls until the job is done; returns the number of leading chunks every rank has.
+  Result<uint64_t> WaitPrefetch(const std::string& request_id);
+  Status FreeLookupLocks(const std::string& request_id);
+  Status EndSession(const std::string& request_id);
+  Status Ping();
+  Result<uint64_t> Clear();
+  Result<std::vector<std::pair<std::string, double>>> Stats();
+
+  // Low level: send one request, then wait for the reply with that id. The reply's status is
+  // returned as the error when it is not OK.
+  Result<uint64_t> Send(wire::RequestType type, const std::string& body);
+  Result<wire::BodyReader> Wait(uint64_t request_id);
+  Result<wire::BodyReader> Call(wire::RequestType type, const std::string& body);
+
+ private:
+  explicit CacheClient(const ClientOptions& options);
+  Status Hello();
+
+  ClientOptions options_;
+  zmq::context_t zctx_{1};
+  zmq::socket_t socket_;
+  std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::string> early_replies_;  // replies that arrived before their Wait()
+  wire::HelloReply server_;
+};
+
+// Encodes a message struct into a body.
+template <typename Msg>
+std::string EncodeBody(const Msg& m) {
+  wire::BodyWriter w;
+  m.Encode(w);
+  return w.Finish();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,81 @@
+#include "server/cache_server.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include "common/logging.h"
+
+namespace kvtier {
+
+Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& config) {
+  auto algo = ParseHashAlgo(config.hash);
+  if (!algo) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("--hash '{}' is not one of: xxh3, sha256", config.hash));
+  }
+  if (config.chunk_size == 0) return Status(Code::kInvalidArgument, "--chunk-size must be > 0");
+  if (config.l1_size_gb <= 0) return Status(Code::kInvalidArgument, "--l1-size-gb must be > 0");
+  if (config.pin_ttl_s <= 0 || config.session_ttl_s <= 0) {
+    return Status(Code::kInvalidArgument, "TTLs must be > 0");
+  }
+  auto ctx = std::make_unique<ServerContext>(config, *algo);
+  L1Options l1;
+  l1.capacity_bytes = static_cast<uint64_t>(config.l1_size_gb * (1ULL << 30));
+  l1.trigger_watermark = config.eviction_trigger_watermark;
+  l1.target_watermark = config.eviction_target_watermark;
+  l1.policy = config.eviction_policy;
+  l1.prefault = config.l1_prefault;
+  l1.read_lock_ttl = std::chrono::milliseconds(static_cast<int64_t>(config.pin_ttl_s * 1000));
+  l1.metrics = &ctx->metrics;
+  auto pool = L1Pool::Create(l1);
+  if (!pool.ok()) return pool.status();
+  ctx->l1 = std::move(pool).value();
+  return std::unique_ptr<CacheServer>(new CacheServer(std::move(ctx)));
+}
+
+CacheServer::CacheServer(std::unique_ptr<ServerContext> ctx) : ctx_(std::move(ctx)) {
+  RegisterRegistrationHandlers(*ctx_, table_);
+  RegisterTransferHandlers(*ctx_, table_);
+  RegisterLookupHandlers(*ctx_, table_);
+  RegisterAdminHandlers(*ctx_, table_);
+  front_ = std::make_unique<RpcFront>(*ctx_, table_, zctx_);
+  handoff_ = std::make_unique<FdHandoffService>(ctx_->workers, ctx_->metrics);
+}
+
+CacheServer::~CacheServer() {
+  housekeeping_stop_.Notify();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  if (http_) http_->Stop();
+  handoff_->Stop();
+  front_.reset();
+}
+
+Status CacheServer::Start() {
+  const auto& c = ctx_->config;
+  KVT_RETURN_IF_ERROR(front_->Bind(fmt::format("tcp://{}:{}", c.host, c.port)));
+  const std::string uds = c.uds_name.empty() ? wire::UdsNameForPort(c.port) : c.uds_name;
+  KVT_RETURN_IF_ERROR(handoff_->Start(uds));
+  if (c.http_port != 0) {
+    http_ = std::make_unique<HttpAdmin>(*ctx_);
+    KVT_RETURN_IF_ERROR(http_->Start(c.host, c.http_port));
+  }
+  if (c.host != "127.0.0.1" && c.host != "localhost" && c.host != "::1") {
+    KVT_LOG_WARN("listening on {} without authentication: anyone who can reach it can read and "
+                 "write the cache", c.host);
+  }
+  housekeeping_ = std::thread([this] { Housekeeping(); });
+  return Status::Ok();
+}
+
+void CacheServer::Run() { front_->Run(stop_); }
+
+void CacheServer::Housekeeping() {
+  pthread_setname_np(pthread_self(), "kvt-housekeep");
+  pollfd pfd{housekeeping_stop_.Fd(), POLLIN, 0};
+  while (::poll(&pfd, 1, 1000) == 0) {
+    ctx_->l1->Unpin(ctx_->sessions.Sweep());
+    ctx_->l1->EvictIfNeeded();
+  }
+}
+
+}  // namespace kvtier

@@ -1,0 +1,51 @@
+// The cache server, assembled: L1 pool, worker registry, sessions, the Unix-socket fd hand-off,
+// the ZMQ rpc front with its handler table, the HTTP admin, and a housekeeping thread (session
+// TTLs, L1 eviction and expired locks).
+#pragma once
+
+#include <zmq.hpp>
+
+#include <memory>
+#include <thread>
+
+#include "common/eventfd.h"
+#include "server/fd_handoff_service.h"
+#include "server/handler_table.h"
+#include "server/http_admin.h"
+#include "server/rpc_front.h"
+#include "server/server_config.h"
+#include "server/server_context.h"
+
+namespace kvtier {
+
+class CacheServer {
+ public:
+  // Validates the config and creates the L1 arena; binds nothing yet.
+  static Result<std::unique_ptr<CacheServer>> Create(const ServerConfig& config);
+  ~CacheServer();
+
+  // Binds every listener; an error names the one that failed.
+  Status Start();
+  // Serves until Shutdown() is called (from any thread or a signal handler thread).
+  void Run();
+  void Shutdown() { stop_.Notify(); }
+
+  ServerContext& context() { return *ctx_; }
+  uint16_t HttpPort() const { return http_ ? http_->Port() : 0; }
+
+ private:
+  explicit CacheServer(std::unique_ptr<ServerContext> ctx);
+  void Housekeeping();
+
+  std::unique_ptr<ServerContext> ctx_;  // destroyed last
+  HandlerTable table_;
+  zmq::context_t zctx_{1};
+  std::unique_ptr<RpcFront> front_;
+  std::unique_ptr<FdHandoffService> handoff_;
+  std::unique_ptr<HttpAdmin> http_;
+  EventNotifier stop_;
+  EventNotifier housekeeping_stop_;
+  std::thread housekeeping_;
+};
+
+}  // namespace kvtier

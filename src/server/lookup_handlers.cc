@@ -1,0 +1,85 @@
+// LOOKUP, QUERY_PREFETCH_STATUS, FREE_LOOKUP_LOCKS, END_SESSION: the scheduler's side.
+#include <fmt/format.h>
+
+#include "server/handler_table.h"
+#include "server/prefetch_controller.h"
+
+namespace kvtier {
+namespace {
+
+void ReleaseAllPins(ServerContext& ctx, Session& s) {
+  std::vector<ObjectKey> pins;
+  {
+    std::lock_guard lock(s.mu);
+    pins.swap(s.lookup_pins);
+  }
+  ctx.l1->Unpin(pins);
+}
+
+Status UnknownSession(const std::string& id) {
+  return Status(Code::kNotFound, fmt::format("no session for request_id '{}'", id));
+}
+
+}  // namespace
+
+void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table) {
+  auto prefetch = std::make_shared<PrefetchController>(ctx);
+
+  // LOOKUP only validates and hashes on the socket thread; the job runs on the prefetch pool
+  // and its result is read by QUERY_PREFETCH_STATUS (also inline: it only reads the session).
+  table.Add(wire::RequestType::kLookup, Lane::kInline,
+            [&ctx, prefetch](const wire::BodyReader& body, wire::BodyWriter&) {
+              auto key = wire::PrefixKey::Decode(body);
+              if (!key.ok()) return key.status();
+              if (key->model.empty()) return Status(Code::kInvalidArgument, "missing 'model'");
+              if (key->request_id.empty()) {
+                return Status(Code::kInvalidArgument, "LOOKUP needs a request_id");
+              }
+              auto session = ctx.sessions.GetOrCreate(key->request_id);
+              auto prefix = ctx.resolver.Resolve(*key, *session);
+              if (!prefix.ok()) return prefix.status();
+              prefetch->Submit(session, std::move(prefix).value(), key->model, key->world_size,
+                               key->salt);
+              return Status::Ok();
+            });
+
+  table.Add(wire::RequestType::kQueryPrefetchStatus, Lane::kInline,
+            [&ctx](const wire::BodyReader& body, wire::BodyWriter& reply) {
+              auto req = wire::SessionRequest::Decode(body);
+              if (!req.ok()) return req.status();
+              auto s = ctx.sessions.Find(req->request_id);
+              if (!s) return UnknownSession(req->request_id);
+              wire::PrefetchStatusReply out;
+              {
+                std::lock_guard lock(s->mu);
+                if (!s->lookup_running && !s->lookup_hits) {
+                  return Status(Code::kNotFound,
+                                fmt::format("request '{}' has no LOOKUP", req->request_id));
+                }
+                out.hit_chunks = s->lookup_hits;
+              }
+              out.Encode(reply);
+              return Status::Ok();
+            });
+
+  table.Add(wire::RequestType::kFreeLookupLocks, Lane::kLookup,
+            [&ctx](const wire::BodyReader& body, wire::BodyWriter&) {
+              auto req = wire::SessionRequest::Decode(body);
+              if (!req.ok()) return req.status();
+              auto s = ctx.sessions.Find(req->request_id);
+              if (!s) return UnknownSession(req->request_id);
+              ReleaseAllPins(ctx, *s);
+              return Status::Ok();
+            });
+
+  table.Add(wire::RequestType::kEndSession, Lane::kLookup,
+            [&ctx](const wire::BodyReader& body, wire::BodyWriter&) {
+              auto req = wire::SessionRequest::Decode(body);
+              if (!req.ok()) return req.status();
+              auto s = ctx.sessions.Remove(req->request_id);
+              if (s) ReleaseAllPins(ctx, *s);
+              return Status::Ok();  // ending an unknown session is harmless
+            });
+}
+
+}  // namespace kvtier

@@ -1,0 +1,256 @@
+#include "server/rpc_front.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "common/logging.h"
+#include "wire/frames.h"
+#include "wire/messages.h"
+
+namespace kvtier {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Codes that mean "the client sent something wrong": logged once per kind, never fatal.
+bool IsClientError(Code c) {
+  return c == Code::kProtocolError || c == Code::kInvalidArgument || c == Code::kOutOfRange ||
+         c == Code::kTooLarge || c == Code::kUnknownRequest || c == Code::kNotRegistered ||
+         c == Code::kVersionMismatch;
+}
+
+}  // namespace
+
+RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t& zctx)
+    : ctx_(ctx),
+      table_(table),
+      router_(zctx, zmq::socket_type::router),
+      transfer_pool_("kvt-xfer", std::max<uint32_t>(1, ctx.config.max_workers)),
+      lookup_pool_("kvt-lookup", std::max<uint32_t>(1, ctx.config.lookup_workers)),
+      dropped_replies_(ctx.metrics.GetCounter(
+          "kvtier_dropped_replies_total", "Replies dropped because the client stopped reading")) {
+  // Frames between the limit and 4x the limit get a TOO_LARGE reply; beyond that ZMQ drops the
+  // connection before buffering the whole frame.
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(ctx.limits.max_body_bytes * 4));
+  router_.set(zmq::sockopt::linger, 1000);
+  // Mandatory routing turns "peer gone" and "peer not reading" into errors we can count.
+  router_.set(zmq::sockopt::router_mandatory, 1);
+  router_.set(zmq::sockopt::sndhwm, 10000);
+  router_.set(zmq::sockopt::rcvhwm, 10000);
+}
+
+RpcFront::~RpcFront() {
+  transfer_pool_.Shutdown();
+  lookup_pool_.Shutdown();
+}
+
+Status RpcFront::Bind(const std::string& endpoint) {
+  try {
+    router_.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status(Code::kIoError, fmt::format("cannot bind {}: {}", endpoint, e.what()));
+  }
+  return Status::Ok();
+}
+
+void RpcFront::Run(EventNotifier& stop) {
+  zmq::pollitem_t items[] = {
+      {router_.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, replies_ready_.Fd(), ZMQ_POLLIN, 0},
+      {nullptr, stop.Fd(), ZMQ_POLLIN, 0},
+  };
+  while (true) {
+    try {
+      zmq::poll(items, 3, std::chrono::milliseconds(-1));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      KVT_LOG_ERROR("zmq poll failed: {}", e.what());
+      break;
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      replies_ready_.Drain();
+      SendReplies();
+    }
+    if (items[0].revents & ZMQ_POLLIN) ReceiveAll();
+    if (items[2].revents & ZMQ_POLLIN) break;
+  }
+  // Finish what was accepted, so no client waits forever for a reply.
+  transfer_pool_.Shutdown();
+  lookup_pool_.Shutdown();
+  SendReplies();
+}
+
+void RpcFront::ReceiveAll() {
+  // Bounded batch so replies are not starved by a flood; poll reports the rest at once.
+  for (int n = 0; n < 256; ++n) {
+    std::vector<zmq::message_t> parts;
+    while (true) {
+      zmq::message_t msg;
+      auto ok = router_.recv(msg, zmq::recv_flags::dontwait);
+      if (!ok) {
+        if (parts.empty()) return;
+        continue;  // the remaining parts of a multipart message arrive atomically
+      }
+      const bool more = msg.more();
+      parts.push_back(std::move(msg));
+      if (!more) break;
+    }
+    Dispatch(parts, NowNs());
+  }
+}
+
+void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
+  Request req;
+  req.peer = parts[0].to_string();
+  req.start_ns = start_ns;
+  // Echo whatever id/type we can read, so even a malformed request can be matched.
+  if (parts.size() > 1) {
+    if (auto id = wire::DecodeUintFrame(parts[1].data(), parts[1].size()); id.ok()) req.id = *id;
+  }
+  if (parts.size() > 2) {
+    if (auto t = wire::DecodeUintFrame(parts[2].data(), parts[2].size()); t.ok() && *t <= 1000) {
+      req.type = static_cast<uint32_t>(*t);
+    }
+  }
+  if (parts.size() != 1 + wire::kRequestFrames) {
+    return Complete(req,
+                    Status(Code::kProtocolError,
+                           fmt::format("expected {} frames (id, type, body), got {}",
+                                       wire::kRequestFrames, parts.size() - 1)),
+                    nullptr);
+  }
+  for (int i = 1; i <= 2; ++i) {
+    auto v = wire::DecodeUintFrame(parts[i].data(), parts[i].size());
+    if (!v.ok()) return Complete(req, v.status(), nullptr);
+  }
+  const zmq::message_t& body = parts[3];
+  if (body.size() > ctx_.limits.max_body_bytes) {
+    return Complete(req,
+                    Status(Code::kTooLarge, fmt::format("body of {} bytes exceeds the limit of {}",
+                                                        body.size(), ctx_.limits.max_body_bytes)),
+                    nullptr);
+  }
+  if (req.type == static_cast<uint32_t>(wire::RequestType::kHello)) {
+    wire::BodyWriter reply;
+    Status s = Hello(req, body, reply);
+    return Complete(req, s, &reply);
+  }
+  const Handler* h = table_.Find(req.type);
+  if (h == nullptr) {
+    return Complete(req,
+                    Status(Code::kUnknownRequest, fmt::format("unknown request type {}", req.type)),
+                    nullptr);
+  }
+  if (req.type != static_cast<uint32_t>(wire::RequestType::kPing) &&
+      !hello_versions_.contains(req.peer)) {
+    return Complete(req, Status(Code::kProtocolError, "send HELLO before other requests"),
+                    nullptr);
+  }
+  switch (h->lane) {
+    case Lane::kInline:
+      return Execute(req, *h, body);
+    case Lane::kTransfer:
+      transfer_pool_.SubmitAffine(std::hash<std::string>{}(req.peer),
+                                  [this, req, h, b = std::make_shared<zmq::message_t>(
+                                                     std::move(parts[3]))] { Execute(req, *h, *b); });
+      return;
+    case Lane::kLookup:
+      lookup_pool_.Submit([this, req, h, b = std::make_shared<zmq::message_t>(std::move(parts[3]))] {
+        Execute(req, *h, *b);
+      });
+      return;
+  }
+}
+
+Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::BodyWriter& reply) {
+  auto r = wire::BodyReader::Parse(body.data(), body.size());
+  if (!r.ok()) return r.status();
+  auto hello = wire::HelloRequest::Decode(*r);
+  if (!hello.ok()) return hello.status();
+  if (hello->version != wire::kProtocolVersion) {
+    return Status(Code::kVersionMismatch,
+                  fmt::format("client speaks protocol v{}, this server speaks v{}",
+                              hello->version, wire::kProtocolVersion));
+  }
+  auto [it, fresh] = hello_versions_.try_emplace(req.peer, hello->version);
+  if (!fresh && it->second != hello->version) {
+    return Status(Code::kVersionMismatch,
+                  fmt::format("this connection already negotiated v{}", it->second));
+  }
+  wire::HelloReply out;
+  out.version = wire::kProtocolVersion;
+  out.server_version = KVTIER_VERSION;
+  out.chunk_size = ctx_.config.chunk_size;
+  out.hash = HashAlgoName(ctx_.hash);
+  out.max_body_bytes = ctx_.limits.max_body_bytes;
+  out.max_chunks_per_request = ctx_.limits.max_chunks_per_request;
+  out.Encode(reply);
+  return Status::Ok();
+}
+
+void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_t& body) {
+  auto r = wire::BodyReader::Parse(body.data(), body.size());
+  if (!r.ok()) return Complete(req, r.status(), nullptr);
+  wire::BodyWriter reply;
+  Status s;
+  try {
+    s = h.fn(*r, reply);
+  } catch (const std::exception& e) {  // a bug must cost one request, not the server
+    s = Status(Code::kInternal, fmt::format("handler failed: {}", e.what()));
+  }
+  Complete(req, s, &reply);
+}
+
+void RpcFront::Complete(const Request& req, const Status& status, wire::BodyWriter* fields) {
+  const char* type_name = wire::RequestTypeName(req.type);
+  ctx_.metrics
+      .GetCounter("kvtier_requests_total", "Requests by type and status",
+                  {{"type", type_name}, {"status", CodeName(status.code())}})
+      ->Inc();
+  ctx_.metrics
+      .GetHistogram("kvtier_request_seconds", "Request latency (receive to reply queued)",
+                    {{"type", type_name}})
+      ->Observe(static_cast<double>(NowNs() - req.start_ns) * 1e-9);
+  if (!status.ok() && IsClientError(status.code()) &&
+      ShouldLog(fmt::format("{}:{}", type_name, CodeName(status.code())))) {
+    KVT_LOG_WARN("bad {} request: {}", type_name, status.ToString());
+  }
+  wire::BodyWriter error_body;
+  wire::BodyWriter& w = status.ok() && fields != nullptr ? *fields : error_body;
+  wire::EncodeStatus(w, status);
+  std::vector<std::string> frames{wire::EncodeUintFrame(req.id), wire::EncodeUintFrame(req.type),
+                                  w.Finish()};
+  {
+    std::lock_guard lock(out_mu_);
+    outbox_.emplace_back(req.peer, std::move(frames));
+  }
+  replies_ready_.Notify();
+}
+
+void RpcFront::SendReplies() {
+  std::deque<std::pair<std::string, std::vector<std::string>>> batch;
+  {
+    std::lock_guard lock(out_mu_);
+    batch.swap(outbox_);
+  }
+  for (auto& [peer, frames] : batch) {
+    try {
+      if (!router_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        dropped_replies_->Inc();  // the client's queue is full: it stopped reading
+        continue;
+      }
+      router_.send(zmq::buffer(frames[0]), zmq::send_flags::sndmore);
+      router_.send(zmq::buffer(frames[1]), zmq::send_flags::sndmore);
+      router_.send(zmq::buffer(frames[2]), zmq::send_flags::none);
+    } catch (const zmq::error_t&) {
+      dropped_replies_->Inc();
+    }
+  }
+}
+
+}  // namespace kvtier

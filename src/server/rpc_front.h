@@ -1,0 +1,60 @@
+// The socket thread of the cache server. It owns the ZMQ ROUTER (ZMQ sockets are not thread-safe),
+// checks every frame, answers HELLO, runs cheap handlers inline and hands the rest to the
+// transfer lane (per-client affinity) or the lookup lane. Workers give replies back through a
+// queue and an eventfd, so only this thread ever touches the socket. Bad input is answered with
+// an error status, counted, logged once, and never stops the loop.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/eventfd.h"
+#include "common/thread_pool.h"
+#include "server/handler_table.h"
+
+namespace kvtier {
+
+class RpcFront {
+ public:
+  RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t& zctx);
+  ~RpcFront();
+
+  Status Bind(const std::string& endpoint);
+  // Serves until `stop` is notified, then lets queued work finish, sends its replies and returns.
+  void Run(EventNotifier& stop);
+
+ private:
+  struct Request {
+    std::string peer;
+    uint64_t id = 0;
+    uint32_t type = 0;
+    int64_t start_ns = 0;
+  };
+
+  void ReceiveAll();
+  void Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns);
+  Status Hello(const Request& req, const zmq::message_t& body, wire::BodyWriter& reply);
+  void Execute(const Request& req, const Handler& h, const zmq::message_t& body);
+  // Thread-safe: queues a finished reply and wakes the socket thread.
+  void Complete(const Request& req, const Status& status, wire::BodyWriter* fields);
+  void SendReplies();
+
+  ServerContext& ctx_;
+  const HandlerTable& table_;
+  zmq::socket_t router_;
+  ThreadPool transfer_pool_;
+  ThreadPool lookup_pool_;
+  EventNotifier replies_ready_;
+  std::mutex out_mu_;
+  std::deque<std::pair<std::string, std::vector<std::string>>> outbox_;  // peer, frames
+  std::unordered_map<std::string, uint32_t> hello_versions_;  // socket thread only
+  Counter* dropped_replies_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,33 @@
+// Everything `kvtier server` can be told, with its defaults. docs/configuration.md lists the same
+// keys; a --config JSON file uses them too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/hashing.h"
+
+namespace kvtier {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5555;
+  uint16_t http_port = 8080;  // 0 = no HTTP admin
+  double l1_size_gb = 1.0;
+  uint32_t chunk_size = 256;
+  std::string eviction_policy = "LRU";
+  double eviction_trigger_watermark = 0.8;
+  double eviction_target_watermark = 0.7;
+  std::string hash = "xxh3";
+  uint32_t max_workers = 4;  // transfer threads (STORE/RETRIEVE, per-worker affinity)
+  uint32_t lookup_workers = 2;  // LOOKUP / session threads
+  std::string log_level = "warn";
+  uint64_t max_body_bytes = 16ULL << 20;
+  uint64_t max_chunks_per_request = 65536;
+  double pin_ttl_s = 300;       // lookup read locks expire after this
+  double session_ttl_s = 600;   // idle sessions (and their pins) are dropped after this
+  bool l1_prefault = true;
+  std::string uds_name;  // empty = derived from port (wire::UdsNameForPort)
+};
+
+}  // namespace kvtier

@@ -1,0 +1,41 @@
+// What every request handler of the cache server may use. One instance per server, built by
+// CacheServer; handlers get a reference and keep no state of their own.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "common/hashing.h"
+#include "common/metrics.h"
+#include "l1/l1_pool.h"
+#include "server/key_resolver.h"
+#include "server/server_config.h"
+#include "server/session_manager.h"
+#include "server/worker_registry.h"
+#include "wire/protocol.h"
+
+namespace kvtier {
+
+struct ServerContext {
+  ServerContext(const ServerConfig& cfg, HashAlgo algo)
+      : config(cfg),
+        hash(algo),
+        sessions(std::chrono::milliseconds(static_cast<int64_t>(cfg.session_ttl_s * 1000))),
+        resolver(algo, cfg.chunk_size, cfg.max_chunks_per_request),
+        started(std::chrono::steady_clock::now()) {
+    limits.max_body_bytes = cfg.max_body_bytes;
+    limits.max_chunks_per_request = cfg.max_chunks_per_request;
+  }
+
+  ServerConfig config;
+  HashAlgo hash;
+  wire::Limits limits;
+  MetricsRegistry metrics;
+  std::unique_ptr<L1Pool> l1;
+  WorkerRegistry workers;
+  SessionManager sessions;
+  KeyResolver resolver;
+  std::chrono::steady_clock::time_point started;
+};
+
+}  // namespace kvtier

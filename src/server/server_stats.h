@@ -1,0 +1,18 @@
+// One snapshot of the server's state, shared by the STATS request, /status and /metrics.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/server_context.h"
+
+namespace kvtier {
+
+// Flat (name, value) pairs: l1_capacity_bytes, l1_used_bytes, l1_objects, ..., uptime_s.
+std::vector<std::pair<std::string, double>> CollectStats(ServerContext& ctx);
+
+// Copies the snapshot into gauges named kvtier_<name> so /metrics shows them.
+void PublishStatsGauges(ServerContext& ctx);
+
+}  // namespace kvtier

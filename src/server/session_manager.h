@@ -1,0 +1,48 @@
+// Per-request sessions, keyed by the engine's request id. A session caches the chain hashes of
+// the request's tokens (so repeated STORE/RETRIEVE calls only hash new chunks) and holds the
+// state of its LOOKUP job and the read locks that job took. Idle sessions expire; their pins are
+// handed back to the caller of Sweep() to release.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/object_key.h"
+
+namespace kvtier {
+
+struct Session {
+  std::mutex mu;  // guards everything below
+  std::vector<uint32_t> hashed_tokens;  // tokens whose full chunks are in `hashes`
+  std::vector<ChunkHash> hashes;
+  bool lookup_running = false;
+  std::optional<uint64_t> lookup_hits;  // set when the LOOKUP job finished
+  std::vector<ObjectKey> lookup_pins;   // read locks held for the coming RETRIEVEs
+  std::chrono::steady_clock::time_point last_used;
+};
+
+class SessionManager {
+ public:
+  explicit SessionManager(std::chrono::milliseconds ttl) : ttl_(ttl) {}
+
+  // An empty id gets a fresh session that is not remembered.
+  std::shared_ptr<Session> GetOrCreate(const std::string& request_id);
+  std::shared_ptr<Session> Find(const std::string& request_id);
+  std::shared_ptr<Session> Remove(const std::string& request_id);
+  // Removes sessions idle for longer than the TTL and returns the pins they still held.
+  std::vector<ObjectKey> Sweep();
+  size_t Count() const;
+
+ private:
+  std::chrono::milliseconds ttl_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,82 @@
+#include "server/worker_registry.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+namespace kvtier {
+
+uint64_t WorkerRegistry::AddPending(std::vector<MappedFile> buffers) {
+  std::lock_guard lock(mu_);
+  DropExpiredPendingLocked();
+  // Tokens are not guessable from a counter alone, so one local user cannot easily claim
+  // another's buffers by racing REGISTER with small integers.
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t token = (rng() & ~0xffffULL) | (next_token_++ & 0xffff);
+  pending_[token] = Pending{std::move(buffers), std::chrono::steady_clock::now()};
+  return token;
+}
+
+void WorkerRegistry::DropExpiredPendingLocked() {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(pending_, [&](const auto& kv) { return now - kv.second.created > pending_ttl_; });
+}
+
+Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk_size) {
+  if (req.model.empty() || req.model.find('@') != std::string::npos) {
+    return Status(Code::kInvalidArgument, "model must be non-empty and must not contain '@'");
+  }
+  if (req.world_size == 0 || req.world_size > 255 || req.rank >= req.world_size) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("rank {} / world_size {} out of range", req.rank, req.world_size));
+  }
+  std::lock_guard lock(mu_);
+  DropExpiredPendingLocked();
+  auto it = pending_.find(req.fd_token);
+  if (it == pending_.end()) {
+    return Status(Code::kNotFound, "unknown or expired fd_token: hand the buffers over first");
+  }
+  std::vector<uint64_t> sizes;
+  for (const auto& b : it->second.buffers) sizes.push_back(b.size());
+  KVT_RETURN_IF_ERROR(req.layout.Validate(sizes, chunk_size));
+  auto w = std::make_shared<RegisteredWorker>();
+  w->instance_id = req.instance_id;
+  w->model = req.model;
+  w->world_size = req.world_size;
+  w->rank = req.rank;
+  w->layout = req.layout;
+  w->buffers = std::move(it->second.buffers);
+  pending_.erase(it);
+  workers_[req.instance_id] = std::move(w);
+  return Status::Ok();
+}
+
+Status WorkerRegistry::Unregister(uint64_t instance_id) {
+  std::lock_guard lock(mu_);
+  if (workers_.erase(instance_id) == 0) {
+    return Status(Code::kNotRegistered, fmt::format("instance {} is not registered", instance_id));
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const RegisteredWorker>> WorkerRegistry::Get(uint64_t instance_id) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(instance_id);
+  if (it == workers_.end()) {
+    return Status(Code::kNotRegistered,
+                  fmt::format("instance {} has no registered KV buffers", instance_id));
+  }
+  return it->second;
+}
+
+size_t WorkerRegistry::Count() const {
+  std::lock_guard lock(mu_);
+  return workers_.size();
+}
+
+size_t WorkerRegistry::PendingCount() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,64 @@
+// Registered inference workers and their KV buffers. A worker first hands its memfds over the Unix
+// socket (AddPending -> token), then REGISTER_KV_BUFFERS claims the token with a layout. Lookups
+// return shared_ptr so that an UNREGISTER during a transfer cannot unmap memory in use.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/memfd.h"
+#include "common/status.h"
+#include "wire/messages.h"
+
+namespace kvtier {
+
+struct RegisteredWorker {
+  uint64_t instance_id = 0;
+  std::string model;
+  uint32_t world_size = 1;
+  uint32_t rank = 0;
+  wire::KvLayout layout;
+  std::vector<MappedFile> buffers;
+
+  // Address of block `block` in region `region` (bounds already validated at registration).
+  uint8_t* Block(size_t region, uint32_t block) const {
+    const auto& g = layout.regions[region];
+    return buffers[g.fd_index].data() + g.offset + uint64_t{block} * g.block_stride;
+  }
+};
+
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(std::chrono::seconds pending_ttl = std::chrono::seconds(60))
+      : pending_ttl_(pending_ttl) {}
+
+  // Keeps mapped buffers until a REGISTER claims them; unclaimed ones expire after pending_ttl.
+  uint64_t AddPending(std::vector<MappedFile> buffers);
+  // Validates the layout against the buffers and registers (replacing an earlier registration of
+  // the same instance id).
+  Status Register(const wire::RegisterRequest& req, uint32_t chunk_size);
+  Status Unregister(uint64_t instance_id);
+  Result<std::shared_ptr<const RegisteredWorker>> Get(uint64_t instance_id) const;
+  size_t Count() const;
+  size_t PendingCount() const;
+
+ private:
+  struct Pending {
+    std::vector<MappedFile> buffers;
+    std::chrono::steady_clock::time_point created;
+  };
+  void DropExpiredPendingLocked();
+
+  std::chrono::seconds pending_ttl_;
+  mutable std::mutex mu_;
+  uint64_t next_token_ = 1;
+  std::map<uint64_t, Pending> pending_;
+  std::map<uint64_t, std::shared_ptr<const RegisteredWorker>> workers_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,42 @@
+// The kvtier cache-server protocol: request types, version and limits. docs/protocol.md is the
+// byte-level description; this header is its source of truth. Request type values are only
+// ever appended, never renumbered or reused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kvtier::wire {
+
+// Bumped on any incompatible change. A server accepts clients whose major version equals its own.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+enum class RequestType : uint32_t {
+  kHello = 1,
+  kRegisterKvBuffers = 2,
+  kUnregisterKvBuffers = 3,
+  kStore = 4,
+  kRetrieve = 5,
+  kLookup = 6,
+  kQueryPrefetchStatus = 7,
+  kFreeLookupLocks = 8,
+  kEndSession = 9,
+  kPing = 10,
+  kClear = 11,
+  kStats = 12,
+};
+inline constexpr uint32_t kMaxRequestType = 12;
+
+// "STORE", or "UNKNOWN" for values outside the enum.
+const char* RequestTypeName(uint32_t type);
+
+// Limits a server enforces (and announces in the HELLO reply).
+struct Limits {
+  uint64_t max_body_bytes = 16ULL << 20;  // larger bodies get TOO_LARGE
+  uint64_t max_chunks_per_request = 65536;
+};
+
+// Abstract Unix socket name (leading NUL implied) where a server on `port` takes buffer fds.
+std::string UdsNameForPort(uint16_t port);
+
+}  // namespace kvtier::wire
