@@ -153,12 +153,16 @@ Result<uint64_t> HandOffFds(const std::string& uds_name, std::span<const int> fd
   std::string req(kMagic, 4);
   PutU32(req, kHandoffVersion);
   PutU32(req, static_cast<uint32_t>(fds.size()));
-  KVT_RETURN_IF_ERROR(SendWithFds(sock->get(), req.data(), req.size(), fds));
+  // A server that refuses us (wrong uid) replies and closes before reading: the send then fails,
+  // but its reply is still waiting in our socket and says why.
+  const Status sent = SendWithFds(sock->get(), req.data(), req.size(), fds);
   char buf[4096];
   std::vector<UniqueFd> none;
   auto n = RecvWithFds(sock->get(), buf, sizeof(buf), none);
-  if (!n.ok()) return n.status();
-  if (*n < 16) return Status(Code::kProtocolError, "short hand-off reply");
+  if (!n.ok() || *n < 16) {
+    if (!sent.ok()) return sent;
+    return n.ok() ? Status(Code::kProtocolError, "short hand-off reply") : n.status();
+  }
   uint32_t code, msg_len;
   uint64_t token;
   std::memcpy(&code, buf, 4);
