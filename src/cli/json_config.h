@@ -1,19 +1,17 @@
-// Lets CLI11 read `--config FILE` as JSON: {"port": 5556, "l1-size-gb": 2, "log_level": "info"}.
-// Keys are the long flag names ('_' and '-' both accepted); flags on the command line win;
-// an unknown key is an error that names it.
+// `--config FILE` for subcommands: a JSON object whose keys are the long flag names ('_' and '-'
+// both accepted), e.g. {"port": 5556, "l1-size-gb": 2, "log_level": "info"}. A flag given on the
+// command line wins over the file. Unknown keys and invalid values are errors that name them.
+// (CLI11 2.1's own config support does not reach subcommand options, hence this.)
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <string>
-#include <vector>
+
+#include "common/status.h"
 
 namespace kvtier::cli {
 
-class JsonConfig : public CLI::Config {
- public:
-  std::string to_config(const CLI::App*, bool, bool, std::string) const override;
-  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
-};
+Status ApplyJsonConfig(CLI::App& cmd, const std::string& path);
 
 }  // namespace kvtier::cli

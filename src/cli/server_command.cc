@@ -15,8 +15,9 @@ namespace kvtier::cli {
 RunFn AddServerCommand(CLI::App& app) {
   auto cfg = std::make_shared<ServerConfig>();
   CLI::App* cmd = app.add_subcommand("server", "Run the KV cache server");
-  cmd->config_formatter(std::make_shared<JsonConfig>());
-  cmd->set_config("--config", "", "JSON file with the same keys as these flags");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
+  auto config_file = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_file, "JSON file with the same keys as these flags");
   cmd->add_option("--host", cfg->host, "Address of every listener")->capture_default_str();
   cmd->add_option("--port", cfg->port, "ZMQ port for engine workers")->capture_default_str();
   cmd->add_option("--http-port", cfg->http_port, "HTTP admin port (0 = off)")
@@ -62,7 +63,14 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_flag("!--no-l1-prefault", cfg->l1_prefault,
                 "Do not touch every L1 page at startup (faster start, slower first stores)");
 
-  return [cfg] {
+  return [cfg, cmd, config_file] {
+    if (!config_file->empty()) {
+      if (Status s = ApplyJsonConfig(*cmd, *config_file); !s.ok()) {
+        std::cerr << "error: " << s.ToString() << "\n";
+        return 2;
+      }
+    }
+    InitLogging();
     SetLogLevel(cfg->log_level);
     if (cfg->eviction_target_watermark > cfg->eviction_trigger_watermark) {
       std::cerr << "error: --eviction-target-watermark must be <= --eviction-trigger-watermark\n";

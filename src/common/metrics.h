@@ -16,7 +16,7 @@ using Labels = std::map<std::string, std::string>;
 
 class Counter {
  public:
-  void Inc(double v = 1.0);
+  void Inc(double v = 1.0);  // counters only go up: negative and NaN increments are ignored
   double Value() const { return value_.load(std::memory_order_relaxed); }
 
  private:
@@ -34,7 +34,8 @@ class Gauge {
 };
 
 // Cumulative buckets (le); `+Inf` is implicit. Default buckets suit latencies in seconds
-// from 10 µs to 10 s.
+// from 10 µs to 10 s. Bounds are sorted and deduplicated; non-finite bounds are dropped.
+// NaN observations are ignored.
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
@@ -62,6 +63,12 @@ class MetricsRegistry {
                           const Labels& labels = {},
                           std::vector<double> bounds = Histogram::LatencyBuckets());
 
+  // A request that cannot be exported (a name already registered with another type, or an
+  // invalid metric/label name, or label "le" on a histogram) still gets a working handle, kept
+  // apart and never rendered, and a warning is logged: a metrics mistake must not crash or
+  // corrupt the exposition. Repeating such a request returns the same detached handle.
+  // A histogram's bounds are fixed by the first call for its (name, labels).
+
   // Prometheus text format: # HELP, # TYPE, then one line per series (histograms as
   // _bucket{le=...}, _sum, _count). Families sorted by name, label values escaped.
   std::string RenderPrometheus() const;
@@ -74,8 +81,14 @@ class MetricsRegistry {
     std::map<Labels, std::unique_ptr<Gauge>> gauges;
     std::map<Labels, std::unique_ptr<Histogram>> histograms;
   };
+  // The family a (name, type, labels) request belongs to: exported, or detached_ when the
+  // request cannot be exported. Caller holds mu_.
+  Family& FamilyFor(const std::string& name, const char* type, const std::string& help,
+                    const Labels& labels);
+
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
+  std::map<std::string, Family> detached_;  // by name; each type has its own map inside
 };
 
 }  // namespace kvtier

@@ -3,6 +3,7 @@
 // thread, in submission order (one worker's STORE/RETRIEVE stay ordered without a lock).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -23,9 +24,12 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // Tasks submitted after Shutdown() are dropped (logged once). A task that throws is logged and
+  // does not take its worker down.
   void Submit(std::function<void()> task);
   void SubmitAffine(uint64_t key, std::function<void()> task);
-  // Stops accepting work, drains queued tasks and joins. Idempotent.
+  // Stops accepting work, drains queued tasks and joins. Idempotent and thread-safe; must not be
+  // called from one of this pool's own tasks (it would join itself).
   void Shutdown();
 
   size_t Size() const { return workers_.size(); }
@@ -39,19 +43,22 @@ class ThreadPool {
     std::deque<std::function<void()>> q;
     std::thread thread;
   };
-  void Run(Worker* w);
+  void Run(size_t index);
+  void Enqueue(Worker& w, std::function<void()> task);
 
   std::string name_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<uint64_t> next_{0};
   std::atomic<bool> stopping_{false};
+  std::mutex join_mu_;  // serializes concurrent Shutdown() calls around join()
 };
 
 // A set of named pools; a lane that was not configured falls back to the "default" lane.
 class Lanes {
  public:
   Lanes(std::string name, size_t default_threads);
-  void Configure(const std::string& lane, size_t threads);  // before first use
+  // Before first use; configuring a lane twice keeps the first pool (a warning is logged).
+  void Configure(const std::string& lane, size_t threads);
   ThreadPool& Get(const std::string& lane);
   void Shutdown();
 

@@ -54,6 +54,10 @@ class ServerProcess {
     }
     // Ready when it answers PING.
     for (int i = 0; i < 200; ++i) {
+      if (int st = 0; ::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = 0;
+        throw std::runtime_error("kvtier server exited at startup");
+      }
       ClientOptions o = Options();
       o.timeout = std::chrono::milliseconds(200);
       if (auto c = CacheClient::Connect(o); c.ok()) return;

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""`make run` demo: replays a chat-like workload against a local kvtier server.
+
+Prompts share a handful of system prompts, so their leading chunks repeat. For each prompt the
+scheduler looks the prefix up, the worker retrieves the cached chunks into fresh blocks and checks
+every byte, "computes" the rest and stores it. The fake KV of a chunk is a deterministic function
+of its token prefix, so any byte the cache returns can be verified.
+"""
+
+import argparse
+import hashlib
+import signal
+import sys
+import time
+
+import numpy as np
+
+import kvtier
+from kvtier.server import LocalServer
+
+LAYERS, BLOCKS, BLOCK_TOKENS, BYTES_PER_TOKEN = 4, 1024, 16, 256
+MODEL, INSTANCE = "demo-model", 1
+VOCAB = 32000
+
+
+def build_prompts(count, seed):
+    rng = np.random.default_rng(seed)
+    systems = [rng.integers(0, VOCAB, rng.integers(300, 2100), dtype=np.uint32) for _ in range(6)]
+    users = [rng.integers(0, VOCAB, rng.integers(40, 900), dtype=np.uint32) for _ in range(50)]
+    return [np.concatenate([systems[rng.integers(len(systems))], users[rng.integers(len(users))]])
+            for _ in range(count)]
+
+
+def chunk_kv(tokens, chunk, chunk_size):
+    """The KV blocks of one chunk, [layers, 2, blocks, block_tokens, bytes], from its prefix."""
+    digest = hashlib.blake2b(tokens[: (chunk + 1) * chunk_size].tobytes(), digest_size=8).digest()
+    rng = np.random.default_rng(int.from_bytes(digest, "little"))
+    shape = (LAYERS, 2, chunk_size // BLOCK_TOKENS, BLOCK_TOKENS, BYTES_PER_TOKEN)
+    words = rng.integers(0, 2**64 - 1, int(np.prod(shape)) // 8, dtype=np.uint64, endpoint=True)
+    return words.view(np.uint8).reshape(shape)
+
+
+def report(msg):
+    # On a TTY the progress line has no newline yet; start a fresh line.
+    print(("\n" if sys.stdout.isatty() else "") + msg)
+
+
+class Totals:
+    def __init__(self):
+        self.prompts = self.chunks = self.hits = self.failures = 0
+        self.stored_bytes = self.retrieved_bytes = 0
+        self.store_s = self.retrieve_s = 0.0
+        self.lookup_ms = []
+
+
+def run_prompt(i, tokens, sched, worker, cache, chunk_size, rng, t):
+    per_chunk = chunk_size // BLOCK_TOKENS
+    object_bytes = LAYERS * 2 * chunk_size * BYTES_PER_TOKEN
+    full = len(tokens) // chunk_size
+    if full == 0:
+        return
+    rid = f"req-{i}"
+    # Fresh blocks in a random order, zeroed so that a missed copy shows up.
+    blocks = rng.permutation(BLOCKS)[: -(-len(tokens) // BLOCK_TOKENS)].astype(np.uint32)
+    cache.kv[:, :, blocks] = 0
+
+    t0 = time.perf_counter()
+    sched.lookup(MODEL, 1, tokens, request_id=rid)
+    hits = sched.wait_prefetch(rid)
+    t.lookup_ms.append((time.perf_counter() - t0) * 1e3)
+
+    got = 0
+    if hits:
+        t0 = time.perf_counter()
+        got = worker.retrieve(INSTANCE, blocks, tokens, end=hits * chunk_size, request_id=rid)
+        t.retrieve_s += time.perf_counter() - t0
+        t.retrieved_bytes += got * object_bytes
+        if got != hits:
+            t.failures += 1
+            report(f"prompt {i}: lookup promised {hits} chunks, retrieve copied {got}")
+        for c in range(got):
+            ids = blocks[c * per_chunk:(c + 1) * per_chunk]
+            if not np.array_equal(cache.kv[:, :, ids], chunk_kv(tokens, c, chunk_size)):
+                t.failures += 1
+                report(f"prompt {i}: chunk {c} came back with wrong bytes")
+
+    for c in range(got, full):  # the "prefill" of what the cache did not have
+        cache.kv[:, :, blocks[c * per_chunk:(c + 1) * per_chunk]] = chunk_kv(tokens, c, chunk_size)
+    if got < full:
+        t0 = time.perf_counter()
+        r = worker.store(INSTANCE, blocks, tokens, start=got * chunk_size,
+                         end=full * chunk_size, request_id=rid)
+        t.store_s += time.perf_counter() - t0
+        t.stored_bytes += r["stored_chunks"] * object_bytes
+    sched.end_session(rid)
+    t.prompts += 1
+    t.chunks += full
+    t.hits += hits
+
+
+def summary(t, elapsed):
+    gb = 1e9
+    p50 = float(np.percentile(t.lookup_ms, 50)) if t.lookup_ms else 0.0
+    rate = lambda n, s: n / s / gb if s > 0 else 0.0  # noqa: E731
+    print(f"prompts            {t.prompts} in {elapsed:.1f} s")
+    print(f"chunk hit rate     {t.hits}/{t.chunks} = {t.hits / max(t.chunks, 1):.1%}")
+    print(f"stored             {t.stored_bytes / 2**20:.0f} MiB at "
+          f"{rate(t.stored_bytes, t.store_s):.2f} GB/s")
+    print(f"retrieved          {t.retrieved_bytes / 2**20:.0f} MiB at "
+          f"{rate(t.retrieved_bytes, t.retrieve_s):.2f} GB/s (every byte checked)")
+    print(f"lookup p50         {p50:.3f} ms")
+    print(f"verification       {'OK' if t.failures == 0 else f'{t.failures} FAILURES'}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--chunk-size", type=int, default=256)
+    ap.add_argument("--l1-size-gb", type=float, default=0.5)
+    ap.add_argument("--binary", default=None, help="kvtier executable (default: $KVTIER_BIN)")
+    args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the server is stopped either way.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with it ignored
+
+    prompts = build_prompts(args.prompts, args.seed)
+    rng = np.random.default_rng(args.seed + 1)
+    t = Totals()
+    tty = sys.stdout.isatty()
+    with LocalServer(binary=args.binary, l1_size_gb=args.l1_size_gb,
+                     chunk_size=args.chunk_size, prefault=True) as srv:
+        sched, worker = srv.client(timeout_ms=10000), srv.client(timeout_ms=10000)
+        cache = kvtier.KvCache(LAYERS, BLOCKS, BLOCK_TOKENS, BYTES_PER_TOKEN)
+        cache.register(worker, INSTANCE, MODEL)
+        print(f"kvtier server pid {srv.pid} on port {srv.port}, chunk {args.chunk_size} tokens, "
+              f"L1 {args.l1_size_gb} GiB; replaying {len(prompts)} prompts")
+        start = time.perf_counter()
+        for i, tokens in enumerate(prompts):
+            run_prompt(i, tokens, sched, worker, cache, args.chunk_size, rng, t)
+            if tty:
+                print(f"\r[{i + 1:4d}/{len(prompts)}] hit rate {t.hits / max(t.chunks, 1):6.1%}",
+                      end="", flush=True)
+        elapsed = time.perf_counter() - start
+        if tty:
+            print()
+        stats = worker.stats()
+        worker.unregister_kv_buffers(INSTANCE)
+    summary(t, elapsed)
+    print(f"server L1          {int(stats['l1_objects'])} objects, "
+          f"{stats['l1_used_bytes'] / 2**20:.0f} MiB used, {int(stats['l1_evictions'])} evictions")
+    return 1 if t.failures else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\ninterrupted; server stopped")
+        sys.exit(130)

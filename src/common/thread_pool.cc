@@ -1,0 +1,137 @@
+#include "common/thread_pool.h"
+
+#include <pthread.h>
+
+#include <exception>
+#include <utility>
+
+#include "common/logging.h"
+
+namespace kvtier {
+
+namespace {
+// The kernel rejects thread names over 15 bytes, so cut them rather than lose the name.
+void NameThisThread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+}  // namespace
+
+ThreadPool::ThreadPool(std::string name, size_t threads) : name_(std::move(name)) {
+  if (threads == 0) threads = 1;  // a pool that can never run its tasks is never what was meant
+  workers_.reserve(threads);
+  for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
+  // Start threads only after workers_ is complete: Run() indexes into it.
+  for (size_t i = 0; i < threads; ++i) {
+    workers_[i]->thread = std::thread([this, i] { Run(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() { Shutdown(); }
+
+void ThreadPool::Submit(std::function<void()> task) {
+  uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
+  Enqueue(*workers_[n % workers_.size()], std::move(task));
+}
+
+void ThreadPool::SubmitAffine(uint64_t key, std::function<void()> task) {
+  Enqueue(*workers_[key % workers_.size()], std::move(task));
+}
+
+void ThreadPool::Enqueue(Worker& w, std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    // Checked under the worker's lock: a worker only exits while holding it with stopping_ set
+    // and its queue empty, so a task accepted here is always run.
+    if (stopping_.load()) {
+      if (ShouldLog("thread_pool.submit_after_shutdown." + name_)) {
+        KVT_LOG_WARN("thread pool {}: task submitted after shutdown dropped", name_);
+      }
+      return;
+    }
+    w.q.push_back(std::move(task));
+  }
+  w.cv.notify_one();
+}
+
+void ThreadPool::Run(size_t index) {
+  NameThisThread(name_ + "-" + std::to_string(index));
+  Worker& w = *workers_[index];
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(w.mu);
+      w.cv.wait(lock, [&] { return !w.q.empty() || stopping_.load(); });
+      if (w.q.empty()) return;  // stopping and drained
+      task = std::move(w.q.front());
+      w.q.pop_front();
+    }
+    try {
+      if (task) task();
+    } catch (const std::exception& e) {
+      KVT_LOG_ERROR("thread pool {}: task threw: {}", name_, e.what());
+    } catch (...) {
+      KVT_LOG_ERROR("thread pool {}: task threw a non-standard exception", name_);
+    }
+  }
+}
+
+void ThreadPool::Shutdown() {
+  stopping_.store(true);
+  for (auto& w : workers_) {
+    // Taking the lock before notifying closes the window where a worker has checked the
+    // predicate but not yet started waiting.
+    { std::lock_guard<std::mutex> lock(w->mu); }
+    w->cv.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(join_mu_);
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+size_t ThreadPool::QueuedTasks() const {
+  size_t total = 0;
+  for (const auto& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    total += w->q.size();
+  }
+  return total;
+}
+
+Lanes::Lanes(std::string name, size_t default_threads)
+    : name_(std::move(name)),
+      default_(std::make_unique<ThreadPool>(name_ + "-default", default_threads)) {}
+
+void Lanes::Configure(const std::string& lane, size_t threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [n, pool] : lanes_) {
+    if (n == lane) {
+      // Replacing the pool would pull it out from under callers that already hold it.
+      KVT_LOG_WARN("lanes {}: lane {} configured twice; keeping the first ({} threads)", name_,
+                   lane, pool->Size());
+      return;
+    }
+  }
+  lanes_.emplace_back(lane, std::make_unique<ThreadPool>(name_ + "-" + lane, threads));
+}
+
+ThreadPool& Lanes::Get(const std::string& lane) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [n, pool] : lanes_) {
+    if (n == lane) return *pool;
+  }
+  return *default_;
+}
+
+void Lanes::Shutdown() {
+  // Join outside mu_: tasks still draining may call Get().
+  std::vector<ThreadPool*> pools;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [n, pool] : lanes_) pools.push_back(pool.get());
+  }
+  pools.push_back(default_.get());
+  for (ThreadPool* pool : pools) pool->Shutdown();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,100 @@
+// The `kvtier server` command line: --help, --config JSON files, and clear startup errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "server_process.h"
+
+namespace kvtier::testing {
+namespace {
+
+struct Output {
+  int status;
+  std::string text;
+};
+
+Output RunKvtier(const std::string& args) {
+  const std::string cmd = std::string(std::getenv("KVTIER_BIN")) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  return {WEXITSTATUS(st), out};
+}
+
+TEST(Cli, HelpListsEveryFlagWithItsDefault) {
+  auto out = RunKvtier("server --help");
+  EXPECT_EQ(out.status, 0);
+  for (const char* flag :
+       {"--host TEXT=127.0.0.1", "--port UINT=5555", "--http-port UINT=8080", "--l1-size-gb",
+        "=1", "--chunk-size UINT:POSITIVE=256", "--eviction-policy", "=LRU",
+        "--eviction-trigger-watermark", "=0.8", "--eviction-target-watermark", "=0.7", "--hash",
+        "=xxh3", "--max-workers", "--log-level", "--config"}) {
+    EXPECT_NE(out.text.find(flag), std::string::npos) << flag << "\n" << out.text;
+  }
+}
+
+TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
+  const std::string path = ::testing::TempDir() + "/kvtier-config.json";
+  const uint16_t port = FreePort();
+  std::ofstream(path) << "{\"port\": " << port << ", \"chunk_size\": 32, \"http-port\": 0, "
+                      << "\"l1-size-gb\": 0.01, \"hash\": \"sha256\"}";
+  // The server from the config answers HELLO with the config's chunk size; --hash overrides.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(std::getenv("KVTIER_BIN"), "kvtier", "server", "--config", path.c_str(), "--hash",
+            "xxh3", "--no-l1-prefault", nullptr);
+    ::_exit(127);
+  }
+  ClientOptions o;
+  o.port = port;
+  o.timeout = std::chrono::milliseconds(200);
+  std::unique_ptr<CacheClient> c;
+  for (int i = 0; i < 100 && !c; ++i) {
+    if (auto r = CacheClient::Connect(o); r.ok()) c = std::move(r).value();
+  }
+  const uint32_t chunk_size = c ? c->server().chunk_size : 0;
+  const std::string hash = c ? c->server().hash : "";
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(c) << "server from the config file did not answer on port " << port;
+  EXPECT_EQ(chunk_size, 32u);
+  EXPECT_EQ(hash, "xxh3");
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+TEST(Cli, BadConfigsAreClearStartupErrors) {
+  const std::string path = ::testing::TempDir() + "/kvtier-bad.json";
+  std::ofstream(path) << "{\"port\": 1, \"no_such_flag\": 3}";
+  auto out = RunKvtier("server --config " + path);
+  EXPECT_NE(out.status, 0);
+  EXPECT_NE(out.text.find("no_such_flag"), std::string::npos) << out.text;
+
+  std::ofstream(path) << "{ not json";
+  out = RunKvtier("server --config " + path);
+  EXPECT_NE(out.status, 0);
+  EXPECT_NE(out.text.find("parse error"), std::string::npos) << out.text;
+
+  out = RunKvtier("server --eviction-policy FIFO");
+  EXPECT_NE(out.status, 0);
+  EXPECT_NE(out.text.find("FIFO"), std::string::npos) << out.text;
+
+  out = RunKvtier("server --eviction-trigger-watermark 0.5 --eviction-target-watermark 0.6");
+  EXPECT_NE(out.status, 0);
+  EXPECT_NE(out.text.find("target"), std::string::npos) << out.text;
+}
+
+TEST(Cli, PortInUseIsReported) {
+  ServerProcess first;
+  auto out = RunKvtier("server --no-l1-prefault --l1-size-gb 0.01 --http-port 0 --port " +
+                       std::to_string(first.port()));
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find("cannot bind"), std::string::npos) << out.text;
+}
+
+}  // namespace
+}  // namespace kvtier::testing

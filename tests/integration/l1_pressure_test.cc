@@ -1,0 +1,153 @@
+// L1 under memory pressure, through the server: eviction by bytes, pins that protect objects
+// until their TTL expires, stores that skip (never block) when nothing can be evicted.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "server_process.h"
+#include "worker_fixture.h"
+
+namespace kvtier::testing {
+namespace {
+
+double Stat(CacheClient& c, const std::string& name) {
+  auto s = c.Stats();
+  EXPECT_TRUE(s.ok());
+  for (const auto& [k, v] : *s) {
+    if (k == name) return v;
+  }
+  ADD_FAILURE() << "no stat " << name;
+  return -1;
+}
+
+// Objects are 16 KiB (2 layers x K/V x 4 blocks x 1 KiB); 1 MiB of L1 holds 64 of them.
+const std::vector<std::string> kSmallL1 = {"--chunk-size", "64", "--l1-size-gb", "0.0009765625"};
+
+uint64_t StoreRounds(CacheClient& client, Worker& w, uint32_t first_seed, uint32_t rounds) {
+  uint64_t skipped = 0;
+  for (uint32_t i = 0; i < rounds; ++i) {
+    w.Fill(Blocks(0, 16), 256, first_seed + i);
+    auto st = client.Store(w.Request(Tokens(256, first_seed + i), Blocks(0, 16)));
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    if (st.ok()) skipped += st->skipped_chunks;
+  }
+  return skipped;
+}
+
+TEST(L1Pressure, EvictsOldestByBytesAndKeepsRecent) {
+  ServerProcess server(kSmallL1);
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StoreRounds(*client, w, 1000, 40);  // 160 chunks into room for 64
+  EXPECT_GT(Stat(*client, "l1_evictions"), 0);
+  EXPECT_LE(Stat(*client, "l1_used_bytes"), Stat(*client, "l1_capacity_bytes"));
+
+  // The newest prompt survived, byte for byte; the oldest was evicted.
+  w.Zero();
+  auto rt = client->Retrieve(w.Request(Tokens(256, 1039), Blocks(0, 16)));
+  ASSERT_TRUE(rt.ok());
+  EXPECT_EQ(rt->retrieved_chunks, 4u);
+  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, 256, 1039), 0u);
+  rt = client->Retrieve(w.Request(Tokens(256, 1000), Blocks(0, 16)));
+  ASSERT_TRUE(rt.ok());
+  EXPECT_EQ(rt->retrieved_chunks, 0u);
+}
+
+TEST(L1Pressure, PinnedChunksSurviveUntilTheirTtl) {
+  auto args = kSmallL1;
+  args.insert(args.end(), {"--pin-ttl-s", "1"});
+  ServerProcess server(args);
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StoreRounds(*client, w, 1, 1);
+  wire::PrefixKey key;
+  key.model = "test-model";
+  key.request_id = "pinned";
+  key.tokens = Tokens(256, 1);
+  ASSERT_TRUE(client->Lookup(key).ok());
+  ASSERT_EQ(*client->WaitPrefetch("pinned"), 4u);
+
+  // Fill L1 several times over: the pinned (and oldest) chunks must stay.
+  StoreRounds(*client, w, 2000, 40);
+  EXPECT_GT(Stat(*client, "l1_evictions"), 0);
+  auto probe = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ(probe->retrieved_chunks, 4u);
+
+  // Our retrieve consumed the lookup's pins. Pin again, then let the pins expire unreleased
+  // (as a crashed engine would): after the TTL the chunks become evictable.
+  ASSERT_TRUE(client->Lookup(key).ok());
+  ASSERT_EQ(*client->WaitPrefetch("pinned"), 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  StoreRounds(*client, w, 3000, 40);
+  probe = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ(probe->retrieved_chunks, 0u);
+}
+
+TEST(L1Pressure, NoopPolicySkipsStoresWhenFull) {
+  auto args = kSmallL1;
+  args.insert(args.end(), {"--eviction-policy", "noop"});
+  ServerProcess server(args);
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  const uint64_t skipped = StoreRounds(*client, w, 1, 40);
+  EXPECT_GT(skipped, 0u);
+  EXPECT_GT(Stat(*client, "l1_alloc_failures"), 0);
+  EXPECT_EQ(Stat(*client, "l1_evictions"), 0);
+  // What was stored first is still there.
+  w.Zero();
+  auto rt = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
+  ASSERT_TRUE(rt.ok());
+  EXPECT_EQ(rt->retrieved_chunks, 4u);
+  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, 256, 1), 0u);
+}
+
+TEST(L1Pressure, ClearKeepsPinnedAndDropsTheRest) {
+  ServerProcess server({"--chunk-size", "64"});
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StoreRounds(*client, w, 1, 2);
+  wire::PrefixKey key;
+  key.model = "test-model";
+  key.request_id = "keep";
+  key.tokens = Tokens(256, 1);
+  ASSERT_TRUE(client->Lookup(key).ok());
+  ASSERT_EQ(*client->WaitPrefetch("keep"), 4u);
+  auto removed = client->Clear();
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 4u);
+  EXPECT_EQ(Stat(*client, "l1_objects"), 4);
+}
+
+TEST(HttpAdmin, HealthStatusAndMetrics) {
+  ServerProcess server({"--chunk-size", "64"});
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StoreRounds(*client, w, 1, 1);
+  httplib::Client http("127.0.0.1", server.http_port());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto status = http.Get("/status");
+  ASSERT_TRUE(status);
+  EXPECT_NE(status->body.find("\"l1_objects\": 4"), std::string::npos) << status->body;
+  EXPECT_NE(status->body.find("\"registered_workers\": 1"), std::string::npos);
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("kvtier_requests_total{status=\"OK\",type=\"STORE\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("kvtier_request_seconds_bucket{type=\"STORE\",le=\"+Inf\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("kvtier_l1_evictions_total"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvtier::testing

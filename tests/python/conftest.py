@@ -1,0 +1,34 @@
+"""Shared fixtures: one real `kvtier server` per test session, fresh names per test."""
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import _workers from here
+
+import kvtier  # noqa: E402
+from kvtier.server import LocalServer  # noqa: E402
+
+CHUNK = 64  # small chunks keep the tests fast; block_tokens (16) must divide it
+_ids = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def server():
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    c = server.client(timeout_ms=10000)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def uid():
+    """A fresh integer per test, for instance ids, model names and request ids."""
+    return next(_ids) * 100
