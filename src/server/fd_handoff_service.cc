@@ -51,6 +51,12 @@ void FdHandoffService::Serve(int conn) {
   timeval tv{2, 0};
   ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
+  // Read the request before judging the peer: closing a socket with unread data would reset
+  // the connection and lose our reply. A refused peer's fds are closed unmapped.
+  char buf[64];
+  std::vector<wire::UniqueFd> fds;
+  auto n = wire::RecvWithFds(conn, buf, sizeof(buf), fds);
+  if (!n.ok()) return reply(n.status(), 0);
   auto uid = wire::PeerUid(conn);
   if (!uid.ok()) return reply(uid.status(), 0);
   if (*uid != ::geteuid() && *uid != 0) {
@@ -58,10 +64,6 @@ void FdHandoffService::Serve(int conn) {
                         fmt::format("peer uid {} differs from server uid {}", *uid, ::geteuid())),
                  0);
   }
-  char buf[64];
-  std::vector<wire::UniqueFd> fds;
-  auto n = wire::RecvWithFds(conn, buf, sizeof(buf), fds);
-  if (!n.ok()) return reply(n.status(), 0);
   auto count = wire::ParseHandoffRequest(buf, *n);
   if (!count.ok()) return reply(count.status(), 0);
   if (*count != fds.size() || fds.empty()) {
