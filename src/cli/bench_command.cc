@@ -1,13 +1,75 @@
 // `kvtier bench <what>`: benchmarks that print their numbers next to machine limits measured in
-// the same run. Filled in by bench_server.cc.
+// the same run. `bench server` lives in bench_server.cc.
+#include <memory>
+
+#include "cli/bench_server.h"
 #include "cli/commands.h"
 
 namespace kvtier::cli {
 
+namespace {
+
+RunFn AddBenchServer(CLI::App& bench) {
+  auto o = std::make_shared<BenchServerOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "server", "Worker processes drive a cache server: STORE, LOOKUP, RETRIEVE, verify");
+  auto positive = CLI::Range(uint64_t{1}, uint64_t{1} << 40);
+  cmd->add_option("--workers", o->workers, "Worker processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--prompts", o->prompts, "Measured prompts per worker")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--warmup", o->warmup, "Unmeasured prompts per worker, run first")
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Tokens per prompt (whole chunks)")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--chunk-size", o->chunk_size, "Tokens per cached chunk")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--layers", o->layers, "Model layers (two regions, K and V, each)")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--bytes-per-token", o->bytes_per_token,
+                  "Bytes of one token in one K (or V) tensor of one layer")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--num-blocks", o->num_blocks, "KV blocks in each worker's buffer")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--block-tokens", o->block_tokens, "Tokens per KV block")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--prefix-groups", o->prefix_groups,
+                  "Distinct shared prefixes (0 = every prompt unique)")
+      ->capture_default_str();
+  cmd->add_option("--shared-prefix-tokens", o->shared_prefix_tokens,
+                  "Leading tokens a prompt shares with its prefix group")
+      ->capture_default_str();
+  cmd->add_option("--server", o->server, "HOST:PORT of a running server (default: spawn one)");
+  cmd->add_option("--l1-size-gb", o->l1_size_gb, "L1 size of the spawned server, GiB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--server-arg", o->server_args,
+                  "Extra flag for the spawned server, repeatable (--server-arg=--max-workers=2)")
+      ->allow_extra_args(false);
+  cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  cmd->add_option("--seed", o->seed, "Seed for tokens, block choice and data patterns")
+      ->capture_default_str();
+  return [o] { return RunBenchServer(*o); };
+}
+
+}  // namespace
+
 RunFn AddBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmarks");
   cmd->require_subcommand(1);
-  return [] { return 0; };
+  RunFn server = AddBenchServer(*cmd);
+  return [cmd, server] {
+    if (cmd->got_subcommand("server")) return server();
+    return 2;
+  };
 }
 
 }  // namespace kvtier::cli

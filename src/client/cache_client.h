@@ -1,6 +1,7 @@
 // C++ client of the cache server: what an inference worker (or the scheduler) links. One DEALER
-// socket; replies are matched by request id, so Send()/Wait() may be interleaved freely and
-// replies may come back in any order. Thread-safe (calls are serialised on one mutex).
+// socket; replies are matched by request id, so one thread may Send() several requests and
+// Wait() for them in any order. Thread-safe but serialised: a ZMQ socket cannot be used by two
+// threads at once, so a Wait() blocks other threads' calls; give each busy thread its own client.
 #pragma once
 
 #include <zmq.hpp>
