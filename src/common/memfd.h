@@ -1,6 +1,6 @@
 // memfd + mmap helpers. A MappedFile owns one shared mapping of an fd (and the fd); it is how
 // the L1 arena and registered worker buffers are held. Prefault touches every page up front
-// (MAP_POPULATE + MADV_WILLNEED) so the first copy does not pay page faults; huge pages are
+// (MADV_POPULATE_WRITE, then a write per page) so the first copy pays no page faults; huge pages are
 // advised (MADV_HUGEPAGE), never required.
 #pragma once
 
