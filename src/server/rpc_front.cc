@@ -109,14 +109,13 @@ void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
   req.peer = parts[0].to_string();
   req.start_ns = start_ns;
   // Echo whatever id/type we can read, so even a malformed request can be matched.
-  if (parts.size() > 1) {
-    if (auto id = wire::DecodeUintFrame(parts[1].data(), parts[1].size()); id.ok()) req.id = *id;
-  }
-  if (parts.size() > 2) {
-    if (auto t = wire::DecodeUintFrame(parts[2].data(), parts[2].size()); t.ok() && *t <= 1000) {
-      req.type = static_cast<uint32_t>(*t);
-    }
-  }
+  const Status missing(Code::kProtocolError, "missing id/type frame");
+  const Result<uint64_t> id =
+      parts.size() > 1 ? wire::DecodeUintFrame(parts[1].data(), parts[1].size()) : missing;
+  const Result<uint64_t> type =
+      parts.size() > 2 ? wire::DecodeUintFrame(parts[2].data(), parts[2].size()) : missing;
+  if (id.ok()) req.id = *id;
+  if (type.ok() && *type <= UINT32_MAX) req.type = static_cast<uint32_t>(*type);
   if (parts.size() != 1 + wire::kRequestFrames) {
     return Complete(req,
                     Status(Code::kProtocolError,
@@ -124,10 +123,8 @@ void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
                                        wire::kRequestFrames, parts.size() - 1)),
                     nullptr);
   }
-  for (int i = 1; i <= 2; ++i) {
-    auto v = wire::DecodeUintFrame(parts[i].data(), parts[i].size());
-    if (!v.ok()) return Complete(req, v.status(), nullptr);
-  }
+  if (!id.ok()) return Complete(req, id.status(), nullptr);
+  if (!type.ok()) return Complete(req, type.status(), nullptr);
   const zmq::message_t& body = parts[3];
   if (body.size() > ctx_.limits.max_body_bytes) {
     return Complete(req,
