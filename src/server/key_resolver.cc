@@ -39,7 +39,8 @@ Result<ResolvedPrefix> KeyResolver::Resolve(const wire::PrefixKey& key, Session&
   // Reuse the session's hashes while its tokens agree with this request's; start over if not.
   std::lock_guard lock(session.mu);
   const size_t known = std::min(session.hashed_tokens.size(), static_cast<size_t>(end));
-  if (std::memcmp(session.hashed_tokens.data(), key.tokens.data(), known * sizeof(uint32_t))) {
+  if (known != 0 &&
+      std::memcmp(session.hashed_tokens.data(), key.tokens.data(), known * sizeof(uint32_t))) {
     session.hashes.clear();
     session.hashed_tokens.clear();
   }

@@ -21,12 +21,47 @@ bool AsUint(const msgpack::object& o, uint64_t& out) {
   return true;
 }
 
+// Every element of a valid body takes at least one byte, so the containers of a body can declare
+// at most `size` elements in all. msgpack allocates a container's slots when it reads its header,
+// so a few nested headers claiming millions of elements each would cost gigabytes before the
+// parser noticed the bytes are missing; this pass adds up the claims first and refuses the lie.
+class ClaimedElementsCheck : public msgpack::null_visitor {
+ public:
+  explicit ClaimedElementsCheck(size_t size) : budget_(size) {}
+  bool start_array(uint32_t n) { return Spend(n); }
+  bool start_map(uint32_t n) { return Spend(uint64_t{n} * 2); }
+  void parse_error(size_t, size_t) {}
+  void insufficient_bytes(size_t, size_t) {}
+
+ private:
+  bool Spend(uint64_t n) {
+    if (n > budget_) return false;
+    budget_ -= n;
+    return true;
+  }
+  uint64_t budget_;
+};
+
 }  // namespace
 
 Result<BodyReader> BodyReader::Parse(const void* data, size_t size) {
   BodyReader r;
   const auto n = static_cast<std::size_t>(size);
-  // Every element takes at least one byte, so counts above the body size are lies.
+  {
+    ClaimedElementsCheck check(size);
+    std::size_t off = 0;
+    bool ok = false;
+    try {
+      ok = msgpack::parse(static_cast<const char*>(data), size, off, check);
+    } catch (const std::exception&) {
+      ok = false;  // unpack below reports the precise error
+    }
+    if (!ok) {
+      return Status(Code::kProtocolError,
+                    "body is not valid msgpack: truncated, malformed, or containers claim more "
+                    "elements than the body holds");
+    }
+  }
   msgpack::unpack_limit limit(n, n, n, n, n, 32);
   try {
     std::size_t off = 0;
@@ -123,7 +158,7 @@ Status BodyReader::GetOptional(std::string_view key, std::vector<uint32_t>& out)
   if (o->type == msgpack::type::BIN) {
     if (o->via.bin.size % 4 != 0) return FieldError(key, "a bin whose length is a multiple of 4");
     out.resize(o->via.bin.size / 4);
-    std::memcpy(out.data(), o->via.bin.ptr, o->via.bin.size);  // little-endian hosts only
+    if (!out.empty()) std::memcpy(out.data(), o->via.bin.ptr, o->via.bin.size);  // little-endian
     return Status::Ok();
   }
   if (o->type != msgpack::type::ARRAY) return FieldError(key, "an array of uint32 or a bin");
@@ -145,7 +180,7 @@ Status BodyReader::GetOptional(std::string_view key, std::vector<ChunkHash>& out
     return FieldError(key, "a bin of 16-byte chunk hashes");
   }
   out.resize(o->via.bin.size / sizeof(ChunkHash));
-  std::memcpy(out.data(), o->via.bin.ptr, o->via.bin.size);
+  if (!out.empty()) std::memcpy(out.data(), o->via.bin.ptr, o->via.bin.size);
   return Status::Ok();
 }
 

@@ -2,6 +2,8 @@
 
 #include <msgpack.hpp>
 
+#include <cstdint>
+
 namespace kvtier::wire {
 
 std::string EncodeUintFrame(uint64_t v) {
@@ -10,20 +12,25 @@ std::string EncodeUintFrame(uint64_t v) {
   return std::string(buf.data(), buf.size());
 }
 
+// Decoded by hand: handing msgpack a frame whose first byte is a container header would let a
+// 5-byte frame make it allocate a 4-billion-slot array before noticing the bytes are missing.
 Result<uint64_t> DecodeUintFrame(const void* data, size_t size) {
-  if (size == 0 || size > 9) {
-    return Status(Code::kProtocolError, "id/type frame must be one msgpack integer (1-9 bytes)");
+  const auto* p = static_cast<const uint8_t*>(data);
+  const Status bad(Code::kProtocolError, "id/type frame must be one msgpack unsigned integer");
+  if (size == 0) return bad;
+  const uint8_t tag = p[0];
+  if (tag <= 0x7f) {  // positive fixint
+    if (size != 1) return bad;
+    return uint64_t{tag};
   }
-  try {
-    std::size_t off = 0;
-    auto oh = msgpack::unpack(static_cast<const char*>(data), size, off);
-    if (off != size || oh.get().type != msgpack::type::POSITIVE_INTEGER) {
-      return Status(Code::kProtocolError, "id/type frame must be one msgpack unsigned integer");
-    }
-    return oh.get().via.u64;
-  } catch (const std::exception& e) {
-    return Status(Code::kProtocolError, std::string("id/type frame: ") + e.what());
-  }
+  // uint8/16/32/64 (0xcc-0xcf) and int8/16/32/64 (0xd0-0xd3) holding a non-negative value.
+  if (tag < 0xcc || tag > 0xd3) return bad;
+  const size_t len = size_t{1} << ((tag - 0xcc) & 3);
+  if (size != 1 + len) return bad;
+  uint64_t v = 0;
+  for (size_t i = 0; i < len; ++i) v = v << 8 | p[1 + i];
+  if (tag >= 0xd0 && (p[1] & 0x80)) return bad;  // negative
+  return v;
 }
 
 }  // namespace kvtier::wire

@@ -71,6 +71,14 @@ Status KvLayout::Validate(const std::vector<uint64_t>& fd_sizes, uint32_t chunk_
                                 fd_sizes[g.fd_index]));
     }
   }
+  // Buffers may be huge sparse memfds, so bound the object size itself (and keep it from wrapping).
+  constexpr uint64_t kMaxObjectBytes = 1ULL << 40;
+  const unsigned __int128 object_bytes = static_cast<unsigned __int128>(regions.size()) *
+                                         (chunk_size / block_tokens) * block_bytes;
+  if (object_bytes > kMaxObjectBytes) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("one chunk object would exceed {} bytes", kMaxObjectBytes));
+  }
   return Status::Ok();
 }
 

@@ -1,0 +1,165 @@
+// Writes the seed corpus for body_fuzzer: one valid encoded body per message type, plus a few
+// frames. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
+// valid, not current, so they are not regenerated on every run.
+#include <cstdio>
+#include <cstdlib>
+#include <msgpack.hpp>
+#include <string>
+#include <vector>
+
+#include "wire/frames.h"
+#include "wire/messages.h"
+
+namespace {
+
+using kvtier::ChunkHash;
+using kvtier::wire::BodyWriter;
+
+void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
+  const std::string path = dir + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+    std::perror(path.c_str());
+    std::exit(1);
+  }
+  std::fclose(f);
+}
+
+template <typename M>
+std::string Body(const M& m) {
+  BodyWriter w;
+  m.Encode(w);
+  return w.Finish();
+}
+
+kvtier::wire::KvLayout Layout() {
+  kvtier::wire::KvLayout l;
+  l.num_blocks = 16;
+  l.block_tokens = 16;
+  l.block_bytes = 16 * 128;
+  for (uint64_t r = 0; r < 4; ++r) l.regions.push_back({0, r * 16 * 16 * 128, 16 * 128});
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  namespace w = kvtier::wire;
+
+  w::HelloRequest hello;
+  hello.client = "seed";
+  Write(dir, "hello_request", Body(hello));
+
+  w::HelloReply hello_reply;
+  hello_reply.version = 1;
+  hello_reply.server_version = "0.1.0";
+  hello_reply.chunk_size = 256;
+  hello_reply.hash = "xxh3";
+  hello_reply.max_body_bytes = 16 << 20;
+  hello_reply.max_chunks_per_request = 65536;
+  {
+    BodyWriter bw;
+    w::EncodeStatus(bw, kvtier::Status::Ok());
+    hello_reply.Encode(bw);
+    Write(dir, "hello_reply", bw.Finish());
+  }
+
+  w::RegisterRequest reg;
+  reg.instance_id = 77;
+  reg.model = "llama";
+  reg.world_size = 2;
+  reg.rank = 1;
+  reg.fd_token = 0x1234567890abULL;
+  reg.layout = Layout();
+  Write(dir, "register_request", Body(reg));
+  Write(dir, "kv_layout", Body(reg.layout));
+
+  w::TransferRequest store;
+  store.instance_id = 77;
+  store.key.request_id = "req-1";
+  for (uint32_t t = 0; t < 40; ++t) store.key.tokens.push_back(t * 3 + 1);
+  store.key.end = 32;
+  store.key.salt = "lora";
+  store.block_ids = {0, 1, 2, 3};
+  store.skip_first_n_tokens = 16;
+  Write(dir, "transfer_tokens", Body(store));
+
+  // Edge cases a mutator rarely reaches on its own: an empty bin must also shrink the map.
+  w::TransferRequest empty_blocks = store;
+  empty_blocks.block_ids.clear();
+  Write(dir, "transfer_empty_blocks", Body(empty_blocks));
+
+  w::PrefixKey lookup;
+  lookup.model = "llama";
+  lookup.world_size = 2;
+  lookup.request_id = "req-2";
+  ChunkHash h{};
+  for (uint8_t i = 0; i < 3; ++i) {
+    h.fill(static_cast<uint8_t>(i + 1));
+    lookup.hashes.push_back(h);
+  }
+  lookup.start = 16;
+  Write(dir, "lookup_hashes", Body(lookup));
+
+  w::InstanceRequest inst;
+  inst.instance_id = 77;
+  Write(dir, "instance_request", Body(inst));
+
+  w::SessionRequest sess;
+  sess.request_id = "req-1";
+  Write(dir, "session_request", Body(sess));
+
+  w::StoreReply sr;
+  sr.stored_chunks = 1;
+  sr.present_chunks = 2;
+  sr.skipped_chunks = 3;
+  Write(dir, "store_reply", Body(sr));
+
+  w::RetrieveReply rr;
+  rr.retrieved_chunks = 5;
+  Write(dir, "retrieve_reply", Body(rr));
+
+  w::PrefetchStatusReply pending, done;
+  done.hit_chunks = 4;
+  Write(dir, "prefetch_pending", Body(pending));
+  Write(dir, "prefetch_done", Body(done));
+
+  {
+    BodyWriter bw;
+    w::EncodeStatus(bw, kvtier::Status(kvtier::Code::kNotFound, "no such key"));
+    bw.Put("l1_bytes", uint64_t{1} << 30).Put("hit_ratio", 0.5).Put("delta", int64_t{-3});
+    Write(dir, "status_stats", bw.Finish());
+  }
+  // A token list as a msgpack array rather than a bin: the reader's slow path.
+  {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    pk.pack_map(3);
+    pk.pack(std::string("tokens"));
+    pk.pack(std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8});
+    pk.pack(std::string("request_id"));
+    pk.pack(std::string("r"));
+    pk.pack(std::string("end"));
+    pk.pack(uint32_t{4});
+    Write(dir, "prefix_key_array", std::string(buf.data(), buf.size()));
+  }
+  Write(dir, "uint_frame_small", w::EncodeUintFrame(6));
+  Write(dir, "uint_frame_large", w::EncodeUintFrame(UINT64_MAX));
+
+  const std::string hdir = argv[2];
+  auto handoff = [](uint32_t version, uint32_t count) {
+    std::string s("KVTF", 4);
+    s.append(reinterpret_cast<const char*>(&version), 4);
+    s.append(reinterpret_cast<const char*>(&count), 4);
+    return s;
+  };
+  Write(hdir, "request_one_fd", handoff(1, 1));
+  Write(hdir, "request_many_fds", handoff(1, 64));
+  Write(hdir, "request_bad_version", handoff(2, 1));
+  return 0;
+}
