@@ -1,0 +1,287 @@
+// Orchestration of `kvtier bench server`: validate, measure machine limits, start (or find) the
+// server, fork the workers, show progress, collect, report. Order matters: every fork happens
+// before this process creates a ZMQ context (ZMQ's I/O threads do not survive fork()).
+#include "cli/bench_server.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "cli/bench_data.h"
+#include "cli/bench_limits.h"
+#include "cli/bench_process.h"
+#include "cli/bench_report.h"
+#include "cli/bench_rtt.h"
+#include "cli/bench_worker.h"
+#include "client/cache_client.h"
+#include "client/kv_layouts.h"
+
+namespace kvtier::cli {
+
+namespace {
+
+std::string Validate(const BenchServerOptions& o) {
+  if (o.prompt_tokens < o.chunk_size || o.prompt_tokens % o.chunk_size != 0) {
+    return fmt::format("--prompt-tokens ({}) must be a positive multiple of --chunk-size ({})",
+                       o.prompt_tokens, o.chunk_size);
+  }
+  if (o.chunk_size % o.block_tokens != 0) {
+    return fmt::format("--chunk-size ({}) must be a multiple of --block-tokens ({})", o.chunk_size,
+                       o.block_tokens);
+  }
+  if (o.block_tokens * o.bytes_per_token % 8 != 0) {
+    return "--block-tokens x --bytes-per-token must be a multiple of 8 bytes";
+  }
+  if (o.num_blocks < o.prompt_tokens / o.block_tokens) {
+    return fmt::format("--num-blocks ({}) is fewer than one prompt needs ({})", o.num_blocks,
+                       o.prompt_tokens / o.block_tokens);
+  }
+  return "";
+}
+
+// "host:port" -> pair; nullopt when malformed.
+std::optional<std::pair<std::string, uint16_t>> ParseEndpoint(const std::string& s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  try {
+    const int port = std::stoi(s.substr(colon + 1));
+    if (port <= 0 || port > 65535) return std::nullopt;
+    return std::make_pair(s.substr(0, colon), static_cast<uint16_t>(port));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A status line that rewrites itself; only when a person is watching stderr.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  void Show(const std::string& line) {
+    if (tty_) std::cerr << "\r\033[K[bench] " << line << std::flush;
+  }
+  void Done() {
+    if (tty_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  bool tty_;
+};
+
+// Waits for every worker while showing progress. The first failure stops the others, and so
+// does the death of a spawned server (the workers would otherwise wait out their timeouts).
+std::vector<int> RunWorkers(const std::vector<pid_t>& pids, const SharedResults& shared,
+                            uint64_t total_prompts, SpawnedServer* server, BenchRun& run,
+                            Progress& progress) {
+  std::vector<int> codes(pids.size(), -1);
+  size_t running = pids.size();
+  bool stopping = false;
+  while (running > 0) {
+    if (server != nullptr && !stopping && !server->Alive()) {
+      stopping = true;
+      run.errors.push_back(fmt::format("kvtier server died during the run (exit code {}); log:\n{}",
+                                       server->Stop(), server->Log()));
+      for (size_t k = 0; k < pids.size(); ++k) {
+        if (codes[k] == -1) ::kill(pids[k], SIGTERM);
+      }
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1) continue;
+      if (auto code = TryReap(pids[i])) {
+        codes[i] = *code;
+        --running;
+        if (*code != 0 && !stopping) {
+          stopping = true;  // the run has failed; do not wait for the rest
+          for (size_t k = 0; k < pids.size(); ++k) {
+            if (codes[k] == -1) ::kill(pids[k], SIGTERM);
+          }
+        }
+      }
+    }
+    uint64_t done = 0;
+    for (uint32_t w = 0; w < shared.workers(); ++w) {
+      done += shared.header(w).done_prompts.load(std::memory_order_relaxed);
+    }
+    progress.Show(fmt::format("workload: {}/{} prompts ({:.0f}%)", done, total_prompts,
+                              100.0 * static_cast<double>(done) / total_prompts));
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return codes;
+}
+
+std::vector<std::pair<std::string, double>> FetchServerStats(const std::string& host,
+                                                             uint16_t port) {
+  ClientOptions co;
+  co.host = host;
+  co.port = port;
+  co.timeout = std::chrono::seconds(5);
+  co.name = "kvtier-bench";
+  auto client = CacheClient::Connect(co);
+  if (!client.ok()) return {};
+  auto stats = (*client)->Stats();
+  return stats.ok() ? *stats : std::vector<std::pair<std::string, double>>{};
+}
+
+// The whole run; RunBenchServer only adds a last-resort catch.
+int RunBench(const BenchServerOptions& o) {
+  if (std::string err = Validate(o); !err.empty()) {
+    std::cerr << "error: " << err << "\n";
+    return 2;
+  }
+  BenchRun run;
+  run.options = o;
+  run.object_bytes = PagedKvLayout(o.layers, o.num_blocks, o.block_tokens, o.bytes_per_token)
+                         .ObjectBytes(o.chunk_size);
+  run.buffer_bytes = PagedKvBufferBytes(o.layers, o.num_blocks, o.block_tokens, o.bytes_per_token);
+  std::string host;
+  uint16_t port = 0;
+  if (!o.server.empty()) {  // fail fast, before the limits are measured
+    auto ep = ParseEndpoint(o.server);
+    if (!ep) {
+      std::cerr << "error: --server must be HOST:PORT, got '" << o.server << "'\n";
+      return 2;
+    }
+    std::tie(host, port) = *ep;
+    if (Status s = CheckTcpReachable(host, port); !s.ok()) {
+      std::cerr << "error: --server: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  Progress progress;
+
+  progress.Show("measuring machine limits (memcpy, ZMQ round trip)");
+  auto limits = MeasureMachineLimits(uint64_t{o.block_tokens} * o.bytes_per_token);
+  if (!limits.ok()) {
+    progress.Done();
+    std::cerr << "error: machine limits: " << limits.status().ToString() << "\n";
+    return 1;
+  }
+  run.limits = *limits;
+
+  std::unique_ptr<SpawnedServer> server;
+  if (o.server.empty()) {
+    progress.Show(fmt::format("starting kvtier server (L1 {} GiB, prefaulted)", o.l1_size_gb));
+    auto s = SpawnedServer::Start(o.chunk_size, o.l1_size_gb, o.server_args);
+    if (!s.ok()) {
+      progress.Done();
+      std::cerr << "error: " << s.status().ToString() << "\n";
+      return 1;
+    }
+    server = std::move(s).value();
+    host = "127.0.0.1";
+    port = server->port();
+    run.spawned_server = true;
+  }
+  run.endpoint = fmt::format("{}:{}", host, port);
+
+  auto shared = SharedResults::Create(o.workers, o.prompts);
+  if (!shared.ok()) {
+    progress.Done();
+    std::cerr << "error: " << shared.status().ToString() << "\n";
+    return 1;  // `server` is stopped by its destructor
+  }
+  WorkerPlan plan;
+  plan.options = o;
+  plan.host = host;
+  plan.port = port;
+  plan.model = fmt::format("kvtier-bench-{}-{}", ::getpid(), NowNs() % 1'000'000'007);
+  plan.instance_base = (static_cast<uint64_t>(::getpid()) << 16) + 1;
+
+  std::vector<pid_t> pids;
+  for (uint32_t w = 0; w < o.workers; ++w) {
+    auto pid = ForkChild([&plan, w, &shared] { return RunWorker(plan, w, *shared); });
+    if (!pid.ok()) {
+      run.errors.push_back("fork worker: " + pid.status().ToString());
+      break;
+    }
+    pids.push_back(*pid);
+  }
+  const uint64_t total = uint64_t{o.workers} * (o.warmup + o.prompts);
+  const std::vector<int> codes = RunWorkers(pids, *shared, total, server.get(), run, progress);
+  progress.Done();
+
+  // A worker we stopped (SIGTERM, no message) only says that something else failed.
+  auto stopped = [&](uint32_t w) {
+    return codes[w] == 128 + SIGTERM && shared->header(w).error[0] == '\0';
+  };
+  bool other_failure = !run.errors.empty();
+  for (uint32_t w = 0; w < pids.size(); ++w) other_failure |= codes[w] != 0 && !stopped(w);
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  for (uint32_t w = 0; w < pids.size(); ++w) {
+    const WorkerHeader& h = shared->header(w);
+    run.register_s.push_back(h.register_s);
+    if (codes[w] != 0) {
+      if (stopped(w) && other_failure) continue;
+      run.errors.push_back(h.error[0] != '\0'
+                               ? std::string(h.error)
+                               : fmt::format("bench worker {} exited with code {}", w, codes[w]));
+      continue;
+    }
+    first = std::min(first, h.start_ns);
+    last = std::max(last, h.end_ns);
+    const PromptSample* s = shared->samples(w);
+    run.samples.insert(run.samples.end(), s, s + o.prompts);
+  }
+  run.wall_s = last > first ? static_cast<double>(last - first) * 1e-9 : 0;
+
+  // Every fork is done: this process may talk ZMQ now.
+  if (run.errors.empty()) {
+    progress.Show("server round trips in a tight loop");
+    const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
+    const Prompt last = MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1);
+    auto rtt = MeasureServerRtt(host, port, plan.model, last.tokens);
+    if (rtt.ok()) {
+      run.server_rtt = *rtt;
+    } else {
+      run.errors.push_back("server round-trip probe: " + rtt.status().ToString());
+    }
+    progress.Done();
+  }
+  run.server_stats = FetchServerStats(host, port);
+  if (server && server->Alive()) {
+    const int code = server->Stop();
+    if (code != 0) {
+      run.errors.push_back(
+          fmt::format("kvtier server exited with code {}; its log:\n{}", code, server->Log()));
+    }
+  }
+
+  const nlohmann::json summary = Summarize(run);
+  if (o.json) {
+    std::cout << summary.dump(2) << std::endl;
+  } else {
+    PrintReport(summary, std::cout);
+  }
+  return run.errors.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int RunBenchServer(const BenchServerOptions& options) {
+  // Unwinding matters: it is what stops a spawned server on an unexpected error.
+  try {
+    return RunBench(options);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,230 @@
+#include "cli/bench_worker.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "cli/bench_data.h"
+#include "client/cache_client.h"
+#include "client/kv_layouts.h"
+#include "common/memfd.h"
+
+namespace kvtier::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// Times one call into `seconds`.
+template <typename F>
+auto Timed(double& seconds, F&& f) {
+  const auto t0 = Clock::now();
+  auto r = f();
+  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+class Worker {
+ public:
+  Worker(const WorkerPlan& plan, uint32_t index, SharedResults& out)
+      : plan_(plan),
+        o_(plan.options),
+        index_(index),
+        out_(out),
+        rng_(Mix(o_.seed, 0xB10C0 + index)) {}
+
+  Status Run();
+
+ private:
+  uint8_t* Block(size_t region, uint32_t block) const {
+    const auto& r = layout_.regions[region];
+    return buffer_.data() + r.offset + uint64_t{block} * r.block_stride;
+  }
+  uint32_t BlocksPerChunk() const { return o_.chunk_size / o_.block_tokens; }
+  Status RunPrompt(uint32_t prompt, PromptSample& s);
+  void FillBlocks(uint32_t prompt, const Prompt& p);
+
+  void ChooseBlocks();
+  Status Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) const;
+
+  const WorkerPlan& plan_;
+  const BenchServerOptions& o_;
+  const uint32_t index_;
+  SharedResults& out_;
+  SplitMix rng_;
+  std::unique_ptr<CacheClient> client_;
+  wire::KvLayout layout_;
+  MappedFile buffer_;
+  uint64_t instance_ = 0;
+  uint32_t chunks_ = 0;
+  std::vector<uint32_t> free_order_;  // a permutation of all block ids
+  std::vector<uint32_t> block_ids_;   // this prompt's blocks, token order
+};
+
+Status Worker::Run() {
+  ClientOptions co;
+  co.host = plan_.host;
+  co.port = plan_.port;
+  co.timeout = std::chrono::seconds(60);
+  co.name = fmt::format("kvtier-bench-w{}", index_);
+  auto client = CacheClient::Connect(co);
+  if (!client.ok()) return client.status();
+  client_ = std::move(client).value();
+  if (client_->server().chunk_size != o_.chunk_size) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("server chunk size is {}, the bench was told {}",
+                              client_->server().chunk_size, o_.chunk_size));
+  }
+  layout_ = PagedKvLayout(o_.layers, o_.num_blocks, o_.block_tokens, o_.bytes_per_token);
+  const uint64_t bytes =
+      PagedKvBufferBytes(o_.layers, o_.num_blocks, o_.block_tokens, o_.bytes_per_token);
+  // Prefaulted, like an engine's pinned host pool: no page fault inside a timed operation.
+  auto buffer = MappedFile::Create(co.name, bytes, /*prefault=*/true, /*huge_pages=*/false);
+  if (!buffer.ok()) return buffer.status();
+  buffer_ = std::move(buffer).value();
+  instance_ = plan_.instance_base + index_;
+  const int fd = buffer_.fd();
+  WorkerHeader& h = out_.header(index_);
+  const Status reg = Timed(h.register_s, [&] {
+    return client_->RegisterKvBuffers(instance_, plan_.model, 1, 0, std::span<const int>(&fd, 1),
+                                      layout_);
+  });
+  KVT_RETURN_IF_ERROR(reg);
+
+  chunks_ = o_.prompt_tokens / o_.chunk_size;
+  free_order_.resize(o_.num_blocks);
+  std::iota(free_order_.begin(), free_order_.end(), 0u);
+  const uint32_t total = o_.warmup + o_.prompts;
+  PromptSample scratch;
+  for (uint32_t p = 0; p < total; ++p) {
+    const bool measured = p >= o_.warmup;
+    if (p == o_.warmup) h.start_ns = NowNs();
+    PromptSample& s = measured ? out_.samples(index_)[p - o_.warmup] : scratch;
+    KVT_RETURN_IF_ERROR(RunPrompt(p, s));
+    h.done_prompts.fetch_add(1, std::memory_order_relaxed);
+  }
+  h.end_ns = NowNs();
+  return client_->UnregisterKvBuffers(instance_);
+}
+
+void Worker::FillBlocks(uint32_t prompt, const Prompt& p) {
+  const uint32_t bpc = BlocksPerChunk();
+  for (uint32_t c = 0; c < chunks_; ++c) {
+    const uint64_t seed = ChunkSeed(o_.seed, p, index_, prompt, c);
+    for (size_t r = 0; r < layout_.regions.size(); ++r) {
+      for (uint32_t j = 0; j < bpc; ++j) {
+        FillBlock(Block(r, block_ids_[c * bpc + j]), layout_.block_bytes, seed,
+                  static_cast<uint32_t>(r), j);
+      }
+    }
+  }
+}
+
+void Worker::ChooseBlocks() {
+  // Partial Fisher-Yates: a fresh scattered set of blocks, like a paged allocator after churn.
+  const uint32_t n = chunks_ * BlocksPerChunk();
+  for (uint32_t i = 0; i < n; ++i) {
+    std::swap(free_order_[i], free_order_[i + rng_.Below(o_.num_blocks - i)]);
+  }
+  block_ids_.assign(free_order_.begin(), free_order_.begin() + n);
+}
+
+Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
+  const PromptShape shape{o_.prompt_tokens, o_.chunk_size, o_.prefix_groups,
+                          o_.shared_prefix_tokens};
+  const Prompt p = MakePrompt(shape, o_.seed, index_, prompt);
+  ChooseBlocks();
+  FillBlocks(prompt, p);
+
+  wire::TransferRequest req;
+  req.instance_id = instance_;
+  req.key.request_id = fmt::format("{}-w{}-p{}", plan_.model, index_, prompt);
+  req.key.tokens = p.tokens;
+  req.key.end = uint64_t{chunks_} * o_.chunk_size;
+  req.block_ids = block_ids_;
+  s.chunks = chunks_;
+
+  auto stored = Timed(s.seconds[kOpStore], [&] { return client_->Store(req); });
+  if (!stored.ok()) return stored.status();
+  s.stored_chunks = static_cast<uint32_t>(stored->stored_chunks);
+  s.present_chunks = static_cast<uint32_t>(stored->present_chunks);
+  s.skipped_chunks = static_cast<uint32_t>(stored->skipped_chunks);
+
+  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpPing], [&] { return client_->Ping(); }));
+  wire::PrefixKey lookup = req.key;
+  lookup.model = plan_.model;
+  lookup.world_size = 1;
+  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpLookup], [&] { return client_->Lookup(lookup); }));
+  auto hits = Timed(s.seconds[kOpWait], [&] { return client_->WaitPrefetch(req.key.request_id); });
+  if (!hits.ok()) return hits.status();
+  s.lookup_hits = static_cast<uint32_t>(*hits);
+
+  // Zeroes first, so a block the server forgets to write cannot pass as correct.
+  for (size_t r = 0; r < layout_.regions.size(); ++r) {
+    for (uint32_t b : block_ids_) std::memset(Block(r, b), 0, layout_.block_bytes);
+  }
+  auto got = Timed(s.seconds[kOpRetrieve], [&] { return client_->Retrieve(req); });
+  if (!got.ok()) return got.status();
+  if (got->retrieved_chunks > chunks_) {
+    return Status(Code::kInternal, fmt::format("prompt {}: RETRIEVE reports {} of {} chunks",
+                                               prompt, got->retrieved_chunks, chunks_));
+  }
+  s.retrieved_chunks = static_cast<uint32_t>(got->retrieved_chunks);
+  KVT_RETURN_IF_ERROR(Verify(prompt, p, s.retrieved_chunks));
+  return Timed(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+}
+
+Status Worker::Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) const {
+  const uint32_t bpc = BlocksPerChunk();
+  const uint64_t bb = layout_.block_bytes;
+  for (uint32_t c = 0; c < chunks_; ++c) {
+    const uint64_t seed = ChunkSeed(o_.seed, p, index_, prompt, c);
+    for (size_t r = 0; r < layout_.regions.size(); ++r) {
+      for (uint32_t j = 0; j < bpc; ++j) {
+        const uint32_t block = block_ids_[c * bpc + j];
+        const uint8_t* data = Block(r, block);
+        // Chunks past the retrieved prefix must be left alone (still zero).
+        const int64_t bad = c < retrieved ? CheckBlock(data, bb, seed, static_cast<uint32_t>(r), j)
+                                          : CheckZero(data, bb);
+        if (bad < 0) continue;
+        uint64_t got = 0;
+        const uint64_t word = static_cast<uint64_t>(bad) / 8;
+        std::memcpy(&got, data + word * 8, 8);
+        const uint64_t want =
+            c < retrieved ? PatternWord(seed, static_cast<uint32_t>(r), j, word) : 0;
+        return Status(
+            Code::kInternal,
+            fmt::format("data mismatch: worker {} prompt {} chunk {} (group {}, {} of "
+                        "{} chunks retrieved) region {} block #{} (id {}) byte {}: "
+                        "word is {:#018x}, expected {:#018x}",
+                        index_, prompt, c, p.group == Prompt::kNoGroup ? -1 : int64_t{p.group},
+                        retrieved, chunks_, r, j, block, bad, got, want));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunWorker(const WorkerPlan& plan, uint32_t index, SharedResults& out) {
+  Worker worker(plan, index, out);
+  const Status s = worker.Run();
+  if (s.ok()) return 0;
+  const std::string msg = fmt::format("bench worker {}: {}", index, s.ToString());
+  std::fprintf(stderr, "\n%s\n", msg.c_str());
+  std::snprintf(out.header(index).error, sizeof(WorkerHeader::error), "%s", msg.c_str());
+  return 1;
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,27 @@
+// One `bench server` worker process: the engine side of the data path. It registers a paged KV
+// buffer once, then for every prompt fills its blocks, STOREs them, PINGs, LOOKUPs and waits for
+// the prefetch, zeroes the blocks, RETRIEVEs them, checks every byte and ends the session.
+// Timings and progress go into SharedResults.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli/bench_server.h"
+#include "cli/bench_shared.h"
+
+namespace kvtier::cli {
+
+// PING is the server's cheapest request: its RTT separates framing/dispatch cost from LOOKUP's.
+struct WorkerPlan {
+  BenchServerOptions options;
+  std::string host;
+  uint16_t port = 0;
+  std::string model;  // unique per run, so an existing server holds none of our keys yet
+  uint64_t instance_base = 0;
+};
+
+// Body of worker process `index`; returns its exit code (non-zero on any error or mismatch).
+int RunWorker(const WorkerPlan& plan, uint32_t index, SharedResults& out);
+
+}  // namespace kvtier::cli
