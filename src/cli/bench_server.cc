@@ -126,6 +126,34 @@ std::vector<int> RunWorkers(const std::vector<pid_t>& pids, const SharedResults&
   return codes;
 }
 
+// Moves the workers' samples into `run`, with one error per worker that failed on its own.
+void CollectResults(const std::vector<pid_t>& pids, const std::vector<int>& codes,
+                    const SharedResults& shared, BenchRun& run) {
+  // A worker we stopped (SIGTERM, no message) only says that something else failed.
+  auto stopped = [&](uint32_t w) {
+    return codes[w] == 128 + SIGTERM && shared.header(w).error[0] == '\0';
+  };
+  bool other_failure = !run.errors.empty();
+  for (uint32_t w = 0; w < pids.size(); ++w) other_failure |= codes[w] != 0 && !stopped(w);
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  for (uint32_t w = 0; w < pids.size(); ++w) {
+    const WorkerHeader& h = shared.header(w);
+    run.register_s.push_back(h.register_s);
+    if (codes[w] != 0) {
+      if (stopped(w) && other_failure) continue;
+      run.errors.push_back(h.error[0] != '\0'
+                               ? std::string(h.error)
+                               : fmt::format("bench worker {} exited with code {}", w, codes[w]));
+      continue;
+    }
+    first = std::min(first, h.start_ns);
+    last = std::max(last, h.end_ns);
+    const PromptSample* s = shared.samples(w);
+    run.samples.insert(run.samples.end(), s, s + shared.prompts());
+  }
+  run.wall_s = last > first ? static_cast<double>(last - first) * 1e-9 : 0;
+}
+
 std::vector<std::pair<std::string, double>> FetchServerStats(const std::string& host,
                                                              uint16_t port) {
   ClientOptions co;
@@ -217,36 +245,14 @@ int RunBench(const BenchServerOptions& o) {
   const std::vector<int> codes = RunWorkers(pids, *shared, total, server.get(), run, progress);
   progress.Done();
 
-  // A worker we stopped (SIGTERM, no message) only says that something else failed.
-  auto stopped = [&](uint32_t w) {
-    return codes[w] == 128 + SIGTERM && shared->header(w).error[0] == '\0';
-  };
-  bool other_failure = !run.errors.empty();
-  for (uint32_t w = 0; w < pids.size(); ++w) other_failure |= codes[w] != 0 && !stopped(w);
-  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  for (uint32_t w = 0; w < pids.size(); ++w) {
-    const WorkerHeader& h = shared->header(w);
-    run.register_s.push_back(h.register_s);
-    if (codes[w] != 0) {
-      if (stopped(w) && other_failure) continue;
-      run.errors.push_back(h.error[0] != '\0'
-                               ? std::string(h.error)
-                               : fmt::format("bench worker {} exited with code {}", w, codes[w]));
-      continue;
-    }
-    first = std::min(first, h.start_ns);
-    last = std::max(last, h.end_ns);
-    const PromptSample* s = shared->samples(w);
-    run.samples.insert(run.samples.end(), s, s + o.prompts);
-  }
-  run.wall_s = last > first ? static_cast<double>(last - first) * 1e-9 : 0;
+  CollectResults(pids, codes, *shared, run);
 
   // Every fork is done: this process may talk ZMQ now.
   if (run.errors.empty()) {
     progress.Show("server round trips in a tight loop");
     const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
-    const Prompt last = MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1);
-    auto rtt = MeasureServerRtt(host, port, plan.model, last.tokens);
+    const Prompt stored = MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1);
+    auto rtt = MeasureServerRtt(host, port, plan.model, stored.tokens);
     if (rtt.ok()) {
       run.server_rtt = *rtt;
     } else {
@@ -254,7 +260,7 @@ int RunBench(const BenchServerOptions& o) {
     }
     progress.Done();
   }
-  run.server_stats = FetchServerStats(host, port);
+  if (!server || server->Alive()) run.server_stats = FetchServerStats(host, port);
   if (server && server->Alive()) {
     const int code = server->Stop();
     if (code != 0) {

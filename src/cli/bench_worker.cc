@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -53,7 +54,6 @@ class Worker {
   uint32_t BlocksPerChunk() const { return o_.chunk_size / o_.block_tokens; }
   Status RunPrompt(uint32_t prompt, PromptSample& s);
   void FillBlocks(uint32_t prompt, const Prompt& p);
-
   void ChooseBlocks();
   Status Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) const;
 
