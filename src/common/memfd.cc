@@ -111,6 +111,13 @@ Result<MappedFile> MappedFile::MapFd(int fd, size_t expected_min_size) {
   return f;
 }
 
+void MappedFile::PopulateForWrite() {
+  const uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  if (data_ == nullptr || size_ > ram / 2) return;
+  (void)madvise(data_, size_, MADV_POPULATE_WRITE);
+}
+
 namespace {
 
 // Unit suffix (already lowercased) -> multiplier; 0 for an unknown unit.

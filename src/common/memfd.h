@@ -28,6 +28,11 @@ class MappedFile {
   // The size is read with fstat; expected_min_size > size is an error.
   static Result<MappedFile> MapFd(int fd, size_t expected_min_size = 0);
 
+  // Maps every page of this mapping writable now (MADV_POPULATE_WRITE), without changing the
+  // contents: a mapping of another process's buffer then pays no page fault on its first copy.
+  // Best effort; skipped for mappings larger than half the machine's RAM (sparse memfds).
+  void PopulateForWrite();
+
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   int fd() const { return fd_; }

@@ -25,8 +25,8 @@ Status UnknownSession(const std::string& id) {
 void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table) {
   auto prefetch = std::make_shared<PrefetchController>(ctx);
 
-  // LOOKUP only validates and hashes on the socket thread; the job runs on the prefetch pool
-  // and its result is read by QUERY_PREFETCH_STATUS (also inline: it only reads the session).
+  // Everything here is cheap enough for the socket thread: LOOKUP only validates and hashes (the
+  // job runs on the prefetch pool), the others read a session or release its locks.
   table.Add(wire::RequestType::kLookup, Lane::kInline,
             [&ctx, prefetch](const wire::BodyReader& body, wire::BodyWriter&) {
               auto key = wire::PrefixKey::Decode(body);
@@ -62,7 +62,7 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table) {
               return Status::Ok();
             });
 
-  table.Add(wire::RequestType::kFreeLookupLocks, Lane::kLookup,
+  table.Add(wire::RequestType::kFreeLookupLocks, Lane::kInline,
             [&ctx](const wire::BodyReader& body, wire::BodyWriter&) {
               auto req = wire::SessionRequest::Decode(body);
               if (!req.ok()) return req.status();
@@ -72,7 +72,7 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table) {
               return Status::Ok();
             });
 
-  table.Add(wire::RequestType::kEndSession, Lane::kLookup,
+  table.Add(wire::RequestType::kEndSession, Lane::kInline,
             [&ctx](const wire::BodyReader& body, wire::BodyWriter&) {
               auto req = wire::SessionRequest::Decode(body);
               if (!req.ok()) return req.status();

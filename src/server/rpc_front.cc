@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <thread>
 
 #include "common/logging.h"
 #include "wire/frames.h"
@@ -59,6 +60,7 @@ Status RpcFront::Bind(const std::string& endpoint) {
 }
 
 void RpcFront::Run(EventNotifier& stop) {
+  socket_thread_ = std::this_thread::get_id();
   zmq::pollitem_t items[] = {
       {router_.handle(), 0, ZMQ_POLLIN, 0},
       {nullptr, replies_ready_.Fd(), ZMQ_POLLIN, 0},
@@ -222,6 +224,8 @@ void RpcFront::Complete(const Request& req, const Status& status, wire::BodyWrit
   wire::EncodeStatus(w, status);
   std::vector<std::string> frames{wire::EncodeUintFrame(req.id), wire::EncodeUintFrame(req.type),
                                   w.Finish()};
+  // Inline handlers answer straight from the socket thread: no queue, no eventfd round trip.
+  if (std::this_thread::get_id() == socket_thread_) return SendReply(req.peer, frames);
   {
     std::lock_guard lock(out_mu_);
     outbox_.emplace_back(req.peer, std::move(frames));
@@ -235,18 +239,20 @@ void RpcFront::SendReplies() {
     std::lock_guard lock(out_mu_);
     batch.swap(outbox_);
   }
-  for (auto& [peer, frames] : batch) {
-    try {
-      if (!router_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-        dropped_replies_->Inc();  // the client's queue is full: it stopped reading
-        continue;
-      }
-      router_.send(zmq::buffer(frames[0]), zmq::send_flags::sndmore);
-      router_.send(zmq::buffer(frames[1]), zmq::send_flags::sndmore);
-      router_.send(zmq::buffer(frames[2]), zmq::send_flags::none);
-    } catch (const zmq::error_t&) {
-      dropped_replies_->Inc();
+  for (auto& [peer, frames] : batch) SendReply(peer, frames);
+}
+
+void RpcFront::SendReply(const std::string& peer, const std::vector<std::string>& frames) {
+  try {
+    if (!router_.send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      dropped_replies_->Inc();  // the client's queue is full: it stopped reading
+      return;
     }
+    router_.send(zmq::buffer(frames[0]), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(frames[1]), zmq::send_flags::sndmore);
+    router_.send(zmq::buffer(frames[2]), zmq::send_flags::none);
+  } catch (const zmq::error_t&) {
+    dropped_replies_->Inc();  // the peer is gone
   }
 }
 

@@ -11,6 +11,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +45,7 @@ class RpcFront {
   // Thread-safe: queues a finished reply and wakes the socket thread.
   void Complete(const Request& req, const Status& status, wire::BodyWriter* fields);
   void SendReplies();
+  void SendReply(const std::string& peer, const std::vector<std::string>& frames);
 
   ServerContext& ctx_;
   const HandlerTable& table_;
@@ -55,6 +57,7 @@ class RpcFront {
   std::deque<std::pair<std::string, std::vector<std::string>>> outbox_;  // peer, frames
   std::unordered_map<std::string, uint32_t> hello_versions_;  // socket thread only
   Counter* dropped_replies_;
+  std::thread::id socket_thread_;
 };
 
 }  // namespace kvtier

@@ -30,23 +30,29 @@ Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk
     return Status(Code::kInvalidArgument,
                   fmt::format("rank {} / world_size {} out of range", req.rank, req.world_size));
   }
-  std::lock_guard lock(mu_);
-  DropExpiredPendingLocked();
-  auto it = pending_.find(req.fd_token);
-  if (it == pending_.end()) {
-    return Status(Code::kNotFound, "unknown or expired fd_token: hand the buffers over first");
-  }
-  std::vector<uint64_t> sizes;
-  for (const auto& b : it->second.buffers) sizes.push_back(b.size());
-  KVT_RETURN_IF_ERROR(req.layout.Validate(sizes, chunk_size));
   auto w = std::make_shared<RegisteredWorker>();
+  {
+    std::lock_guard lock(mu_);
+    DropExpiredPendingLocked();
+    auto it = pending_.find(req.fd_token);
+    if (it == pending_.end()) {
+      return Status(Code::kNotFound, "unknown or expired fd_token: hand the buffers over first");
+    }
+    std::vector<uint64_t> sizes;
+    for (const auto& b : it->second.buffers) sizes.push_back(b.size());
+    KVT_RETURN_IF_ERROR(req.layout.Validate(sizes, chunk_size));
+    w->buffers = std::move(it->second.buffers);
+    pending_.erase(it);
+  }
   w->instance_id = req.instance_id;
   w->model = req.model;
   w->world_size = req.world_size;
   w->rank = req.rank;
   w->layout = req.layout;
-  w->buffers = std::move(it->second.buffers);
-  pending_.erase(it);
+  // Fault the worker's pages into our mapping now (outside the lock: it takes a while), so the
+  // first STORE/RETRIEVE copies at memory speed instead of paying a fault per page.
+  for (auto& b : w->buffers) b.PopulateForWrite();
+  std::lock_guard lock(mu_);
   workers_[req.instance_id] = std::move(w);
   return Status::Ok();
 }
