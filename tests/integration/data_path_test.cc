@@ -48,14 +48,7 @@ TEST(DataPath, OnlyTheLeadingRunOfAPrefixHits) {
 
   // Change a token in chunk 1: chunks 1.. are different prefixes now.
   tokens[70] ^= 1;
-  wire::PrefixKey key;
-  key.model = "test-model";
-  key.request_id = "req-a";
-  key.tokens = tokens;
-  ASSERT_TRUE(client->Lookup(key).ok());
-  auto hits = client->WaitPrefetch("req-a");
-  ASSERT_TRUE(hits.ok()) << hits.status().ToString();
-  EXPECT_EQ(*hits, 1u);
+  EXPECT_EQ(LookupHits(*client, "req-a", tokens), 1);
   auto rt = client->Retrieve(w.Request(tokens, Blocks(0, 16), "req-a"));
   ASSERT_TRUE(rt.ok());
   EXPECT_EQ(rt->retrieved_chunks, 1u);
@@ -131,15 +124,7 @@ TEST(DataPath, TwoRankProcessesAndAScheduler) {
   ASSERT_EQ(WEXITSTATUS(sb), 0);
 
   auto sched = server.Client();
-  wire::PrefixKey key;
-  key.model = "test-model";
-  key.world_size = 2;
-  key.request_id = "r1";
-  key.tokens = tokens;
-  ASSERT_TRUE(sched->Lookup(key).ok());
-  auto hits = sched->WaitPrefetch("r1");
-  ASSERT_TRUE(hits.ok());
-  EXPECT_EQ(*hits, 2u);
+  EXPECT_EQ(LookupHits(*sched, "r1", tokens, 2), 2);
 
   // Each rank (a new process again) retrieves its own two chunks byte for byte.
   for (uint32_t rank = 0; rank < 2; ++rank) {

@@ -63,12 +63,7 @@ TEST(L1Pressure, PinnedChunksSurviveUntilTheirTtl) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StoreRounds(*client, w, 1, 1);
-  wire::PrefixKey key;
-  key.model = "test-model";
-  key.request_id = "pinned";
-  key.tokens = Tokens(256, 1);
-  ASSERT_TRUE(client->Lookup(key).ok());
-  ASSERT_EQ(*client->WaitPrefetch("pinned"), 4u);
+  ASSERT_EQ(LookupHits(*client, "pinned", Tokens(256, 1)), 4);
 
   // Fill L1 several times over: the pinned (and oldest) chunks must stay.
   StoreRounds(*client, w, 2000, 40);
@@ -79,8 +74,7 @@ TEST(L1Pressure, PinnedChunksSurviveUntilTheirTtl) {
 
   // Our retrieve consumed the lookup's pins. Pin again, then let the pins expire unreleased
   // (as a crashed engine would): after the TTL the chunks become evictable.
-  ASSERT_TRUE(client->Lookup(key).ok());
-  ASSERT_EQ(*client->WaitPrefetch("pinned"), 4u);
+  ASSERT_EQ(LookupHits(*client, "pinned", Tokens(256, 1)), 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   StoreRounds(*client, w, 3000, 40);
   probe = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
@@ -113,12 +107,7 @@ TEST(L1Pressure, ClearKeepsPinnedAndDropsTheRest) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StoreRounds(*client, w, 1, 2);
-  wire::PrefixKey key;
-  key.model = "test-model";
-  key.request_id = "keep";
-  key.tokens = Tokens(256, 1);
-  ASSERT_TRUE(client->Lookup(key).ok());
-  ASSERT_EQ(*client->WaitPrefetch("keep"), 4u);
+  ASSERT_EQ(LookupHits(*client, "keep", Tokens(256, 1)), 4);
   auto removed = client->Clear();
   ASSERT_TRUE(removed.ok());
   EXPECT_EQ(*removed, 4u);

@@ -96,6 +96,19 @@ inline std::vector<uint32_t> Tokens(size_t n, uint32_t seed) {
   return t;
 }
 
+// A scheduler's LOOKUP followed by the wait for its result: the hit count, or -1 on an error.
+inline int64_t LookupHits(CacheClient& client, const std::string& request_id,
+                          const std::vector<uint32_t>& tokens, uint32_t world_size = 1) {
+  wire::PrefixKey key;
+  key.model = "test-model";
+  key.world_size = world_size;
+  key.request_id = request_id;
+  key.tokens = tokens;
+  if (!client.Lookup(key).ok()) return -1;
+  auto hits = client.WaitPrefetch(request_id);
+  return hits.ok() ? static_cast<int64_t>(*hits) : -1;
+}
+
 inline std::vector<uint32_t> Blocks(uint32_t first, uint32_t count) {
   std::vector<uint32_t> b(count);
   std::iota(b.begin(), b.end(), first);
