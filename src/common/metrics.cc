@@ -36,29 +36,16 @@ std::string FormatValue(double v) {
   return fmt::format("{}", v);
 }
 
-std::string EscapeHelp(const std::string& s) {
+// HELP text escapes backslash and newline; label values also escape the double quote.
+std::string Escape(const std::string& s, bool quote) {
   std::string out;
   for (char c : s) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string EscapeLabelValue(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"') {
+    } else if (c == '"' && quote) {
       out += "\\\"";
-    } else if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
     } else {
       out += c;
     }
@@ -74,7 +61,7 @@ std::string LabelString(const Labels& labels, const std::string* le = nullptr) {
   for (const auto& [k, v] : labels) {
     if (!first) out += ',';
     first = false;
-    out += k + "=\"" + EscapeLabelValue(v) + "\"";
+    out += k + "=\"" + Escape(v, /*quote=*/true) + "\"";
   }
   if (le != nullptr) {
     if (!first) out += ',';
@@ -169,7 +156,7 @@ std::string MetricsRegistry::RenderPrometheus() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
-    if (!f.help.empty()) out += "# HELP " + name + " " + EscapeHelp(f.help) + "\n";
+    if (!f.help.empty()) out += "# HELP " + name + " " + Escape(f.help, /*quote=*/false) + "\n";
     out += "# TYPE " + name + " " + f.type + "\n";
     for (const auto& [labels, c] : f.counters) {
       out += name + LabelString(labels) + " " + FormatValue(c->Value()) + "\n";
