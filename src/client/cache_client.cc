@@ -108,9 +108,7 @@ Result<wire::BodyReader> CacheClient::Call(RequestType type, const std::string& 
 Status CacheClient::RegisterKvBuffers(uint64_t instance_id, const std::string& model,
                                       uint32_t world_size, uint32_t rank,
                                       std::span<const int> fds, const wire::KvLayout& layout) {
-  const std::string uds =
-      options_.uds_name.empty() ? wire::UdsNameForPort(options_.port) : options_.uds_name;
-  auto token = wire::HandOffFds(uds, fds);
+  auto token = wire::HandOffFds(wire::UdsNameForPort(options_.port), fds);
   if (!token.ok()) return token.status();
   wire::RegisterRequest req;
   req.instance_id = instance_id;

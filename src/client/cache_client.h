@@ -25,7 +25,6 @@ namespace kvtier {
 struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 5555;
-  std::string uds_name;  // empty = derived from port
   std::chrono::milliseconds timeout{30'000};
   std::string name = "kvtier-cpp";
 };

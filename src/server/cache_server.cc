@@ -53,8 +53,7 @@ CacheServer::~CacheServer() {
 Status CacheServer::Start() {
   const auto& c = ctx_->config;
   KVT_RETURN_IF_ERROR(front_->Bind(fmt::format("tcp://{}:{}", c.host, c.port)));
-  const std::string uds = c.uds_name.empty() ? wire::UdsNameForPort(c.port) : c.uds_name;
-  KVT_RETURN_IF_ERROR(handoff_->Start(uds));
+  KVT_RETURN_IF_ERROR(handoff_->Start(wire::UdsNameForPort(c.port)));
   if (c.http_port != 0) {
     http_ = std::make_unique<HttpAdmin>(*ctx_);
     KVT_RETURN_IF_ERROR(http_->Start(c.host, c.http_port));

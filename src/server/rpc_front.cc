@@ -37,7 +37,7 @@ RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t
           "kvtier_dropped_replies_total", "Replies dropped because the client stopped reading")) {
   // Frames between the limit and 4x the limit get a TOO_LARGE reply; beyond that ZMQ drops the
   // connection before buffering the whole frame.
-  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(ctx.limits.max_body_bytes * 4));
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(ctx.config.max_body_bytes * 4));
   router_.set(zmq::sockopt::linger, 1000);
   // Mandatory routing turns "peer gone" and "peer not reading" into errors we can count.
   router_.set(zmq::sockopt::router_mandatory, 1);
@@ -128,10 +128,10 @@ void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
   if (!id.ok()) return Complete(req, id.status(), nullptr);
   if (!type.ok()) return Complete(req, type.status(), nullptr);
   const zmq::message_t& body = parts[3];
-  if (body.size() > ctx_.limits.max_body_bytes) {
+  if (body.size() > ctx_.config.max_body_bytes) {
     return Complete(req,
                     Status(Code::kTooLarge, fmt::format("body of {} bytes exceeds the limit of {}",
-                                                        body.size(), ctx_.limits.max_body_bytes)),
+                                                        body.size(), ctx_.config.max_body_bytes)),
                     nullptr);
   }
   if (req.type == static_cast<uint32_t>(wire::RequestType::kHello)) {
@@ -186,8 +186,8 @@ Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::Bod
   out.server_version = KVTIER_VERSION;
   out.chunk_size = ctx_.config.chunk_size;
   out.hash = HashAlgoName(ctx_.hash);
-  out.max_body_bytes = ctx_.limits.max_body_bytes;
-  out.max_chunks_per_request = ctx_.limits.max_chunks_per_request;
+  out.max_body_bytes = ctx_.config.max_body_bytes;
+  out.max_chunks_per_request = ctx_.config.max_chunks_per_request;
   out.Encode(reply);
   return Status::Ok();
 }

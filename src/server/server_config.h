@@ -27,7 +27,6 @@ struct ServerConfig {
   double pin_ttl_s = 300;       // lookup read locks expire after this
   double session_ttl_s = 600;   // idle sessions (and their pins) are dropped after this
   bool l1_prefault = true;
-  std::string uds_name;  // empty = derived from port (wire::UdsNameForPort)
 };
 
 }  // namespace kvtier

@@ -22,14 +22,10 @@ struct ServerContext {
         hash(algo),
         sessions(std::chrono::milliseconds(static_cast<int64_t>(cfg.session_ttl_s * 1000))),
         resolver(algo, cfg.chunk_size, cfg.max_chunks_per_request),
-        started(std::chrono::steady_clock::now()) {
-    limits.max_body_bytes = cfg.max_body_bytes;
-    limits.max_chunks_per_request = cfg.max_chunks_per_request;
-  }
+        started(std::chrono::steady_clock::now()) {}
 
   ServerConfig config;
   HashAlgo hash;
-  wire::Limits limits;
   MetricsRegistry metrics;
   std::unique_ptr<L1Pool> l1;
   WorkerRegistry workers;

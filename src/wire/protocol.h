@@ -1,4 +1,4 @@
-// The kvtier cache-server protocol: request types, version and limits. docs/protocol.md is the
+// The kvtier cache-server protocol: request types and version. docs/protocol.md is the
 // byte-level description; this header is its source of truth. Request type values are only
 // ever appended, never renumbered or reused.
 #pragma once
@@ -29,12 +29,6 @@ inline constexpr uint32_t kMaxRequestType = 12;
 
 // "STORE", or "UNKNOWN" for values outside the enum.
 const char* RequestTypeName(uint32_t type);
-
-// Limits a server enforces (and announces in the HELLO reply).
-struct Limits {
-  uint64_t max_body_bytes = 16ULL << 20;  // larger bodies get TOO_LARGE
-  uint64_t max_chunks_per_request = 65536;
-};
 
 // Abstract Unix socket name (leading NUL implied) where a server on `port` takes buffer fds.
 std::string UdsNameForPort(uint16_t port);
