@@ -1,0 +1,126 @@
+// The L2 connector contract: what the cache server's store and prefetch controllers (and
+// `kvtier bench l2`) see of a backend. Every operation is a batch, submitted without blocking;
+// each submission returns a task id (unique per connector, from 1) and completes exactly once.
+// Completions of one operation kind are drained in bulk with Drain(op), and EventFd(op) becomes
+// readable while some are waiting. Keys are the L2 string form of ObjectKey
+// (`model@rank8hex@group@hash[@salt]`).
+//
+// Buffers passed to SubmitLoad/SubmitStore belong to the caller and must stay valid until the
+// task's completion has been drained: a backend may still touch them until then, even when the
+// task failed or passed its deadline.
+//
+// This header, connector_base.h and plugin_abi.h are installed: out-of-tree plugins build
+// against them (ABI: plugin_abi.h).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvtier {
+
+// The per-op lanes: lookup (EXISTS + lock), retrieve (GET), store (SET), delete (DEL).
+enum class ConnectorOp : uint8_t { kLookup = 0, kLoad = 1, kStore = 2, kRemove = 3 };
+inline constexpr size_t kConnectorOps = 4;
+inline constexpr std::array<ConnectorOp, kConnectorOps> kAllConnectorOps = {
+    ConnectorOp::kLookup, ConnectorOp::kLoad, ConnectorOp::kStore, ConnectorOp::kRemove};
+
+// The lane name used in `per_op_workers` and in metrics labels.
+inline const char* LaneName(ConnectorOp op) {
+  static constexpr const char* kNames[] = {"lookup", "retrieve", "store", "delete"};
+  return kNames[static_cast<size_t>(op)];
+}
+inline std::optional<ConnectorOp> LaneFromName(std::string_view name) {
+  for (ConnectorOp op : kAllConnectorOps) {
+    if (name == LaneName(op)) return op;
+  }
+  return std::nullopt;
+}
+
+using TaskId = uint64_t;
+using Deadline = std::chrono::steady_clock::time_point;
+
+struct MutableBuffer {
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+struct ConstBuffer {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+struct Completion {
+  TaskId id = 0;
+  ConnectorOp op = ConnectorOp::kLookup;
+  // OK when the backend answered for every key (a miss is an answer). Otherwise the first error
+  // (backend down, deadline passed, connector closed); keys it affected have result 0.
+  Status status;
+  // One byte per key, in submission order: 1 = found and locked (lookup), loaded completely
+  // (load), stored or already present (store), removed (remove); 0 otherwise.
+  std::vector<uint8_t> results;
+  uint64_t bytes = 0;  // bytes loaded or stored by this task
+  std::chrono::nanoseconds latency{0};  // submission to completion
+  size_t Hits() const {
+    size_t n = 0;
+    for (uint8_t r : results) n += r;
+    return n;
+  }
+};
+
+// The keys kvtier itself reads from an adapter's JSON config; every other key goes to the backend.
+struct ConnectorOptions {
+  std::string type;
+  std::string name;          // "<type>#<position in the cascade>", for logs and metrics
+  uint32_t num_workers = 4;  // the shared pool, serving every lane not named below
+  std::array<uint32_t, kConnectorOps> per_op_workers{};  // 0 = use the shared pool
+  uint64_t max_inflight_bytes = 256ULL << 20;  // store controller's bound (max_inflight_mb)
+  std::chrono::milliseconds deadline{5000};    // per operation (deadline_ms)
+};
+
+struct OpCounters {
+  uint64_t tasks = 0;
+  uint64_t failed_tasks = 0;  // completions with a non-ok status
+  uint64_t keys = 0;
+  uint64_t hits = 0;  // keys with result 1
+  uint64_t bytes = 0;
+};
+
+struct ConnectorStats {
+  std::array<OpCounters, kConnectorOps> ops{};
+  uint64_t inflight_bytes = 0;  // submitted load/store bytes not yet completed
+  uint64_t locked_keys = 0;     // keys held by lookup-and-lock, not yet unlocked
+};
+
+class Connector {
+ public:
+  virtual ~Connector() = default;
+
+  virtual const ConnectorOptions& Options() const = 0;
+
+  // Lookup-and-lock: a found key stays locked (remove skips it) until Unlock.
+  virtual TaskId SubmitLookup(std::vector<std::string> keys) = 0;
+  virtual void Unlock(std::span<const std::string> keys) = 0;
+  // Loads each key into its buffer; a stored value of another size is a miss.
+  virtual TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) = 0;
+  // First writer wins: a key already present counts as stored and is left unchanged. A failed
+  // store never leaves a readable partial value.
+  virtual TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) = 0;
+  virtual TaskId SubmitRemove(std::vector<std::string> keys) = 0;
+
+  virtual int EventFd(ConnectorOp op) const = 0;
+  virtual std::vector<Completion> Drain(ConnectorOp op) = 0;
+
+  virtual ConnectorStats Stats() const = 0;
+  // Stops the workers; tasks not yet run complete with UNAVAILABLE, later submissions too.
+  // Idempotent.
+  virtual void Close() = 0;
+};
+
+}  // namespace kvtier

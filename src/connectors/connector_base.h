@@ -1,0 +1,457 @@
+// ConnectorBase<Derived>: everything generic about an L2 connector, so that a backend only says
+// how to move one key over one connection. The base owns
+//  - the worker lanes: one thread pool per operation kind named in per_op_workers, and a shared
+//    pool of num_workers threads for the kinds not named; every thread has its own connection;
+//  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
+//    tile to finish completes the task (exactly once);
+//  - deadlines: a tile that starts after the task's deadline fails without asking the backend,
+//    and the per-key loops stop at the deadline; backends get the deadline to bound their I/O;
+//  - lookup locks: keys found by a lookup are locked (remove skips them) until Unlock;
+//  - completion queues, one eventfd per operation kind, and counters.
+//
+// Derived (CRTP, resolved at compile time) provides, for its connection type C:
+//   Result<std::unique_ptr<C>> Connect();  // per worker thread; retried on the next tile after a
+//                                          // failure
+//   Status Get(C&, const std::string& key, MutableBuffer dst, Deadline);  // NOT_FOUND = miss
+//   Status Set(C&, const std::string& key, ConstBuffer src, Deadline);    // ALREADY_EXISTS = kept
+//   Result<bool> Exists(C&, const std::string& key, Deadline);
+//   Result<bool> Remove(C&, const std::string& key, Deadline);
+// and may hide BatchGet/BatchSet/BatchExists/BatchRemove (a backend with batch commands) and
+// TilesFor (e.g. 1 to keep a batch on one connection). A per-key NOT_FOUND is a miss; any other
+// error fails the rest of the tile. Derived calls StartWorkers() at the end of its constructor
+// and Close() first thing in its destructor (workers call into Derived).
+//
+// Header-only on purpose: plugins build against the installed headers and nothing else.
+#pragma once
+
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "connectors/connector.h"
+
+namespace kvtier {
+
+template <class Derived>
+class ConnectorBase : public Connector {
+ public:
+  explicit ConnectorBase(ConnectorOptions options) : options_(std::move(options)) {
+    for (size_t i = 0; i < kConnectorOps; ++i) efd_[i] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  ~ConnectorBase() override {
+    Close();
+    for (int fd : efd_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  ConnectorBase(const ConnectorBase&) = delete;
+  ConnectorBase& operator=(const ConnectorBase&) = delete;
+
+  const ConnectorOptions& Options() const final { return options_; }
+
+  TaskId SubmitLookup(std::vector<std::string> keys) final {
+    auto b = NewBatch(ConnectorOp::kLookup, std::move(keys));
+    return Submit(std::move(b));
+  }
+  void Unlock(std::span<const std::string> keys) final {
+    std::lock_guard lock(lock_mu_);
+    for (const auto& k : keys) {
+      auto it = locks_.find(k);
+      if (it != locks_.end() && --it->second == 0) locks_.erase(it);
+    }
+  }
+  TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) final {
+    auto b = NewBatch(ConnectorOp::kLoad, std::move(keys));
+    if (dst.size() != b->keys.size()) return Reject(std::move(b), "one buffer per key needed");
+    for (const auto& d : dst) b->inflight += d.size;
+    b->dst = std::move(dst);
+    return Submit(std::move(b));
+  }
+  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) final {
+    auto b = NewBatch(ConnectorOp::kStore, std::move(keys));
+    if (src.size() != b->keys.size()) return Reject(std::move(b), "one buffer per key needed");
+    for (const auto& s : src) b->inflight += s.size;
+    b->src = std::move(src);
+    return Submit(std::move(b));
+  }
+  TaskId SubmitRemove(std::vector<std::string> keys) final {
+    return Submit(NewBatch(ConnectorOp::kRemove, std::move(keys)));
+  }
+
+  int EventFd(ConnectorOp op) const final { return efd_[Idx(op)]; }
+
+  std::vector<Completion> Drain(ConnectorOp op) final {
+    const size_t i = Idx(op);
+    // Order matters: empty the eventfd, then clear the flag, then take the queue. A completion
+    // pushed after the flag is cleared writes the eventfd again, so none is left unsignalled.
+    uint64_t v;
+    while (::read(efd_[i], &v, sizeof(v)) == sizeof(v)) {
+    }
+    signaled_[i].store(false);
+    std::vector<Completion> out;
+    std::lock_guard lock(cq_mu_[i]);
+    out.swap(cq_[i]);
+    return out;
+  }
+
+  ConnectorStats Stats() const final {
+    ConnectorStats s;
+    for (size_t i = 0; i < kConnectorOps; ++i) {
+      s.ops[i].tasks = counters_[i].tasks.load();
+      s.ops[i].failed_tasks = counters_[i].failed_tasks.load();
+      s.ops[i].keys = counters_[i].keys.load();
+      s.ops[i].hits = counters_[i].hits.load();
+      s.ops[i].bytes = counters_[i].bytes.load();
+    }
+    s.inflight_bytes = inflight_bytes_.load();
+    std::lock_guard lock(lock_mu_);
+    s.locked_keys = locks_.size();
+    return s;
+  }
+
+  void Close() final {
+    std::vector<Tile> orphans;
+    for (auto& lane : lanes_) {
+      std::lock_guard lock(lane->mu);
+      lane->stop = true;
+      std::move(lane->q.begin(), lane->q.end(), std::back_inserter(orphans));
+      lane->q.clear();
+      lane->cv.notify_all();
+    }
+    for (auto& lane : lanes_) {
+      for (auto& t : lane->threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+    for (auto& t : orphans) FinishTile(t, Status(Code::kUnavailable, Closed()));
+  }
+
+ protected:
+  // Starts the lanes. Call at the end of Derived's constructor.
+  void StartWorkers() {
+    std::shared_ptr<Lane> shared;
+    for (ConnectorOp op : kAllConnectorOps) {
+      const uint32_t n = options_.per_op_workers[Idx(op)];
+      if (n > 0) {
+        lane_for_[Idx(op)] = StartLane(LaneName(op), n);
+      } else {
+        if (!shared) shared = StartLane("shared", std::max<uint32_t>(1, options_.num_workers));
+        lane_for_[Idx(op)] = shared;
+      }
+    }
+  }
+
+  // Default tiling: as many tiles as the lane has threads (a backend may override).
+  size_t TilesFor(ConnectorOp, size_t keys, size_t threads) const {
+    return std::min(keys, threads);
+  }
+
+  // Default batch calls: one key at a time over the connection.
+  template <class C>
+  Status BatchExists(C& c, std::span<const std::string> keys, Deadline d, std::span<uint8_t> out) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (std::chrono::steady_clock::now() >= d) return DeadlinePassed();
+      Result<bool> r = self().Exists(c, keys[i], d);
+      if (!r.ok()) return r.status();
+      out[i] = *r ? 1 : 0;
+    }
+    return Status::Ok();
+  }
+  template <class C>
+  Status BatchGet(C& c, std::span<const std::string> keys, std::span<const MutableBuffer> dst,
+                  Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (std::chrono::steady_clock::now() >= d) return DeadlinePassed();
+      Status s = self().Get(c, keys[i], dst[i], d);
+      if (s.ok()) {
+        out[i] = 1;
+        bytes += dst[i].size;
+      } else if (s.code() != Code::kNotFound) {
+        return s;
+      }
+    }
+    return Status::Ok();
+  }
+  template <class C>
+  Status BatchSet(C& c, std::span<const std::string> keys, std::span<const ConstBuffer> src,
+                  Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (std::chrono::steady_clock::now() >= d) return DeadlinePassed();
+      Status s = self().Set(c, keys[i], src[i], d);
+      if (s.ok()) {
+        bytes += src[i].size;
+      } else if (s.code() != Code::kAlreadyExists) {
+        return s;
+      }
+      out[i] = 1;
+    }
+    return Status::Ok();
+  }
+  template <class C>
+  Status BatchRemove(C& c, std::span<const std::string> keys, Deadline d, std::span<uint8_t> out) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (std::chrono::steady_clock::now() >= d) return DeadlinePassed();
+      Result<bool> r = self().Remove(c, keys[i], d);
+      if (!r.ok()) return r.status();
+      out[i] = *r ? 1 : 0;
+    }
+    return Status::Ok();
+  }
+
+  static Status DeadlinePassed() { return Status(Code::kTimeout, "deadline passed"); }
+
+ private:
+  struct Batch {
+    TaskId id = 0;
+    ConnectorOp op = ConnectorOp::kLookup;
+    std::vector<std::string> keys;
+    std::vector<MutableBuffer> dst;
+    std::vector<ConstBuffer> src;
+    std::vector<uint8_t> results;
+    std::chrono::steady_clock::time_point start;
+    Deadline deadline;
+    uint64_t inflight = 0;
+    std::atomic<size_t> remaining{0};
+    std::atomic<uint64_t> bytes{0};
+    std::mutex mu;
+    Status first_error;  // guarded by mu
+  };
+  struct Tile {
+    std::shared_ptr<Batch> batch;
+    size_t begin = 0, end = 0;
+  };
+  struct Lane {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Tile> q;
+    bool stop = false;
+    std::vector<std::thread> threads;
+  };
+  struct AtomicCounters {
+    std::atomic<uint64_t> tasks{0}, failed_tasks{0}, keys{0}, hits{0}, bytes{0};
+  };
+
+  Derived& self() { return static_cast<Derived&>(*this); }
+  static size_t Idx(ConnectorOp op) { return static_cast<size_t>(op); }
+  std::string Closed() const { return options_.name + ": connector closed"; }
+
+  std::shared_ptr<Batch> NewBatch(ConnectorOp op, std::vector<std::string> keys) {
+    auto b = std::make_shared<Batch>();
+    b->id = next_id_.fetch_add(1);
+    b->op = op;
+    b->keys = std::move(keys);
+    b->results.assign(b->keys.size(), 0);
+    b->start = std::chrono::steady_clock::now();
+    b->deadline = b->start + options_.deadline;
+    return b;
+  }
+
+  TaskId Reject(std::shared_ptr<Batch> b, const char* why) {
+    b->first_error = Status(Code::kInvalidArgument, why);
+    Complete(*b);
+    return b->id;
+  }
+
+  TaskId Submit(std::shared_ptr<Batch> b) {
+    const TaskId id = b->id;
+    const size_t n = b->keys.size();
+    Lane* lane = lane_for_[Idx(b->op)].get();
+    if (n == 0 || lane == nullptr) {
+      if (lane == nullptr) b->first_error = Status(Code::kUnavailable, Closed());
+      Complete(*b);
+      return id;
+    }
+    const size_t tiles =
+        std::clamp<size_t>(self().TilesFor(b->op, n, lane->threads.size()), 1, n);
+    const size_t per = (n + tiles - 1) / tiles;
+    const size_t count = (n + per - 1) / per;
+    b->remaining.store(count);
+    inflight_bytes_.fetch_add(b->inflight);
+    {
+      std::lock_guard lock(lane->mu);
+      if (lane->stop) {
+        inflight_bytes_.fetch_sub(b->inflight);
+        b->first_error = Status(Code::kUnavailable, Closed());
+        b->inflight = 0;
+        Complete(*b);
+        return id;
+      }
+      for (size_t begin = 0; begin < n; begin += per) {
+        lane->q.push_back(Tile{b, begin, std::min(n, begin + per)});
+      }
+    }
+    if (count == 1) {
+      lane->cv.notify_one();
+    } else {
+      lane->cv.notify_all();
+    }
+    return id;
+  }
+
+  std::shared_ptr<Lane> StartLane(const std::string& lane_name, uint32_t threads) {
+    auto lane = std::make_shared<Lane>();
+    lanes_.push_back(lane);
+    for (uint32_t i = 0; i < threads; ++i) {
+      lane->threads.emplace_back([this, l = lane.get(), lane_name] {
+        const std::string tname = (options_.type + "-" + lane_name).substr(0, 15);
+        pthread_setname_np(pthread_self(), tname.c_str());
+        WorkerLoop(*l);
+      });
+    }
+    return lane;
+  }
+
+  void WorkerLoop(Lane& lane) {
+    decltype(self().Connect()) conn = Status(Code::kUnavailable, "not connected yet");
+    for (;;) {
+      Tile t;
+      {
+        std::unique_lock lock(lane.mu);
+        lane.cv.wait(lock, [&] { return lane.stop || !lane.q.empty(); });
+        if (lane.stop) return;
+        t = std::move(lane.q.front());
+        lane.q.pop_front();
+      }
+      Status s;
+      if (std::chrono::steady_clock::now() >= t.batch->deadline) {
+        s = Status(Code::kTimeout, options_.name + ": deadline passed before the backend was asked");
+      } else {
+        if (!conn.ok()) conn = self().Connect();
+        s = conn.ok() ? RunTile(**conn, *t.batch, t.begin, t.end) : conn.status();
+      }
+      FinishTile(t, std::move(s));
+    }
+  }
+
+  // Calls the backend for keys [begin, end) of the batch. Exceptions stop at this boundary.
+  template <class C>
+  Status RunTile(C& c, Batch& b, size_t begin, size_t end) {
+    const size_t n = end - begin;
+    std::span<const std::string> keys(b.keys.data() + begin, n);
+    std::span<uint8_t> out(b.results.data() + begin, n);
+    try {
+      switch (b.op) {
+        case ConnectorOp::kLookup: {
+          Status s = self().BatchExists(c, keys, b.deadline, out);
+          std::lock_guard lock(lock_mu_);
+          for (size_t i = 0; i < n; ++i) {
+            if (out[i]) ++locks_[keys[i]];
+          }
+          return s;
+        }
+        case ConnectorOp::kLoad: {
+          uint64_t bytes = 0;
+          Status s = self().BatchGet(c, keys, std::span<const MutableBuffer>(b.dst).subspan(begin, n),
+                                     b.deadline, out, bytes);
+          b.bytes.fetch_add(bytes);
+          return s;
+        }
+        case ConnectorOp::kStore: {
+          uint64_t bytes = 0;
+          Status s = self().BatchSet(c, keys, std::span<const ConstBuffer>(b.src).subspan(begin, n),
+                                     b.deadline, out, bytes);
+          b.bytes.fetch_add(bytes);
+          return s;
+        }
+        case ConnectorOp::kRemove:
+          return RemoveUnlocked(c, keys, b.deadline, out);
+      }
+      return Status(Code::kInternal, "unknown connector op");
+    } catch (const std::exception& e) {
+      return Status(Code::kInternal, options_.name + ": backend threw: " + e.what());
+    } catch (...) {
+      return Status(Code::kInternal, options_.name + ": backend threw a non-standard exception");
+    }
+  }
+
+  // Removes the keys that no lookup holds locked; locked ones report 0.
+  template <class C>
+  Status RemoveUnlocked(C& c, std::span<const std::string> keys, Deadline d,
+                        std::span<uint8_t> out) {
+    std::vector<std::string> free_keys;
+    std::vector<size_t> where;
+    {
+      std::lock_guard lock(lock_mu_);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (locks_.contains(keys[i])) continue;
+        free_keys.push_back(keys[i]);
+        where.push_back(i);
+      }
+    }
+    std::vector<uint8_t> removed(free_keys.size(), 0);
+    Status s = self().BatchRemove(c, std::span<const std::string>(free_keys), d,
+                                  std::span<uint8_t>(removed));
+    for (size_t i = 0; i < where.size(); ++i) out[where[i]] = removed[i];
+    return s;
+  }
+
+  void FinishTile(const Tile& t, Status s) {
+    Batch& b = *t.batch;
+    if (!s.ok()) {
+      std::lock_guard lock(b.mu);
+      if (b.first_error.ok()) b.first_error = std::move(s);
+    }
+    if (b.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      inflight_bytes_.fetch_sub(b.inflight);
+      Complete(b);
+    }
+  }
+
+  void Complete(Batch& b) {
+    Completion c;
+    c.id = b.id;
+    c.op = b.op;
+    {
+      std::lock_guard lock(b.mu);
+      c.status = b.first_error;
+    }
+    c.results = std::move(b.results);
+    c.bytes = b.bytes.load();
+    c.latency = std::chrono::steady_clock::now() - b.start;
+    auto& k = counters_[Idx(b.op)];
+    k.tasks.fetch_add(1);
+    if (!c.status.ok()) k.failed_tasks.fetch_add(1);
+    k.keys.fetch_add(c.results.size());
+    k.hits.fetch_add(c.Hits());
+    k.bytes.fetch_add(c.bytes);
+    const size_t i = Idx(b.op);
+    {
+      std::lock_guard lock(cq_mu_[i]);
+      cq_[i].push_back(std::move(c));
+    }
+    if (!signaled_[i].exchange(true)) {
+      const uint64_t one = 1;
+      [[maybe_unused]] ssize_t w = ::write(efd_[i], &one, sizeof(one));
+    }
+  }
+
+  ConnectorOptions options_;
+  std::atomic<TaskId> next_id_{1};
+  std::vector<std::shared_ptr<Lane>> lanes_;
+  std::array<std::shared_ptr<Lane>, kConnectorOps> lane_for_{};
+  std::atomic<uint64_t> inflight_bytes_{0};
+  std::array<AtomicCounters, kConnectorOps> counters_{};
+
+  mutable std::mutex lock_mu_;
+  std::unordered_map<std::string, uint32_t> locks_;
+
+  std::array<int, kConnectorOps> efd_{-1, -1, -1, -1};
+  std::array<std::atomic<bool>, kConnectorOps> signaled_{};
+  std::array<std::mutex, kConnectorOps> cq_mu_;
+  std::array<std::vector<Completion>, kConnectorOps> cq_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,171 @@
+// ConnectorBase behaviour, exercised through the mem connector.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "connector_test_util.h"
+
+namespace kvtier {
+namespace {
+
+using namespace kvtier::testing;
+using std::chrono::milliseconds;
+
+TEST(ConnectorBaseTest, StoreLookupLoadRemoveRoundTrip) {
+  auto c = MakeConnector(R"({"type":"mem","num_workers":3})");
+  ASSERT_TRUE(c);
+  auto keys = Keys(10);
+  auto values = Values(10, 4096);
+  auto st = StoreAll(*c, keys, values);
+  EXPECT_TRUE(st.status.ok()) << st.status.ToString();
+  EXPECT_EQ(st.Hits(), 10u);
+  EXPECT_EQ(st.bytes, 10u * 4096);
+
+  auto probe = keys;
+  probe.push_back("m@00000000@0@missing");
+  auto lk = LookupAll(*c, probe);
+  ASSERT_TRUE(lk.status.ok());
+  ASSERT_EQ(lk.results.size(), 11u);
+  EXPECT_EQ(lk.Hits(), 10u);
+  EXPECT_EQ(lk.results.back(), 0);
+  EXPECT_EQ(c->Stats().locked_keys, 10u);
+  c->Unlock(keys);
+  EXPECT_EQ(c->Stats().locked_keys, 0u);
+
+  std::vector<std::vector<uint8_t>> out(11, std::vector<uint8_t>(4096));
+  auto ld = LoadAll(*c, probe, out);
+  EXPECT_TRUE(ld.status.ok());
+  EXPECT_EQ(ld.Hits(), 10u);
+  EXPECT_EQ(ld.results.back(), 0);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(out[i], values[i]) << i;
+
+  auto rm = RemoveAll(*c, {keys[0], keys[1], "m@00000000@0@missing"});
+  EXPECT_EQ(rm.results, (std::vector<uint8_t>{1, 1, 0}));
+  EXPECT_EQ(LookupAll(*c, {keys[0]}).Hits(), 0u);
+}
+
+TEST(ConnectorBaseTest, FirstWriterWins) {
+  auto c = MakeConnector(R"({"type":"mem"})");
+  auto keys = Keys(1);
+  ASSERT_EQ(StoreAll(*c, keys, Values(1, 64, 1)).bytes, 64u);
+  auto again = StoreAll(*c, keys, Values(1, 64, 2));
+  EXPECT_TRUE(again.status.ok());
+  EXPECT_EQ(again.Hits(), 1u);  // counts as stored
+  EXPECT_EQ(again.bytes, 0u);   // but nothing was written
+  std::vector<std::vector<uint8_t>> out(1, std::vector<uint8_t>(64));
+  LoadAll(*c, keys, out);
+  EXPECT_EQ(out[0], Values(1, 64, 1)[0]);
+}
+
+TEST(ConnectorBaseTest, LoadOfAnotherSizeIsAMiss) {
+  auto c = MakeConnector(R"({"type":"mem"})");
+  auto keys = Keys(1);
+  StoreAll(*c, keys, Values(1, 64));
+  std::vector<std::vector<uint8_t>> out(1, std::vector<uint8_t>(128, 0xEE));
+  auto ld = LoadAll(*c, keys, out);
+  EXPECT_TRUE(ld.status.ok());
+  EXPECT_EQ(ld.Hits(), 0u);
+}
+
+TEST(ConnectorBaseTest, LockedKeysSurviveRemoveUntilUnlocked) {
+  auto c = MakeConnector(R"({"type":"mem"})");
+  auto keys = Keys(2);
+  StoreAll(*c, keys, Values(2, 64));
+  ASSERT_EQ(LookupAll(*c, {keys[0]}).Hits(), 1u);  // locks keys[0]
+  EXPECT_EQ(RemoveAll(*c, keys).results, (std::vector<uint8_t>{0, 1}));
+  c->Unlock(std::vector<std::string>{keys[0]});
+  EXPECT_EQ(RemoveAll(*c, keys).results, (std::vector<uint8_t>{1, 0}));
+}
+
+TEST(ConnectorBaseTest, SlowBackendPastDeadlineFailsInsteadOfHanging) {
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_workers":1})");
+  auto keys = Keys(5);
+  const auto start = std::chrono::steady_clock::now();
+  auto lk = LookupAll(*c, keys);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(lk.status.code(), Code::kTimeout) << lk.status.ToString();
+  EXPECT_EQ(lk.Hits(), 0u);
+  EXPECT_LT(took, milliseconds(1500));  // bounded by the deadline, not the 2 s delay
+  EXPECT_EQ(c->Stats().ops[0].failed_tasks, 1u);
+}
+
+TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAStoreBacklog) {
+  // The store lane is busy with slow stores; a lookup on its own lane still completes at once.
+  auto c = MakeConnector(
+      R"({"type":"mem","delay_ms":300,"per_op_workers":{"store":1,"lookup":1}})");
+  CompletionRouter router({c.get()});
+  auto keys = Keys(4);
+  auto values = Values(4, 64);
+  std::vector<ConstBuffer> src;
+  for (auto& v : values) src.push_back({v.data(), v.size()});
+  auto store = router.Submit(0, ConnectorOp::kStore,
+                             [&](Connector& x) { return x.SubmitStore(keys, src); });
+  auto lookup = router.Submit(0, ConnectorOp::kLookup,
+                              [&](Connector& x) { return x.SubmitLookup({"m@00000000@0@x"}); });
+  // One lookup takes one delay (300 ms); the 4 stores take 4 delays on their single thread, so
+  // the lookup finishes first although it was submitted second.
+  lookup.wait();
+  EXPECT_NE(store.wait_for(milliseconds(0)), std::future_status::ready);
+  EXPECT_TRUE(store.get().status.ok());
+  router.Stop();
+}
+
+TEST(ConnectorBaseTest, ABatchIsSplitAcrossWorkersAndCompletesOnce) {
+  auto c = MakeConnector(R"({"type":"mem","num_workers":4})");
+  auto keys = Keys(101);
+  auto st = StoreAll(*c, keys, Values(101, 16));
+  EXPECT_EQ(st.Hits(), 101u);
+  EXPECT_EQ(c->Stats().ops[2].tasks, 1u);
+  EXPECT_EQ(c->Stats().ops[2].keys, 101u);
+  EXPECT_EQ(c->Stats().inflight_bytes, 0u);
+}
+
+TEST(ConnectorBaseTest, EmptyBatchAndMismatchedBuffersComplete) {
+  auto c = MakeConnector(R"({"type":"mem"})");
+  auto empty = LookupAll(*c, {});
+  EXPECT_TRUE(empty.status.ok());
+  EXPECT_TRUE(empty.results.empty());
+  auto bad = Await(*c, ConnectorOp::kStore, [](Connector& x) {
+    return x.SubmitStore({"a", "b"}, std::vector<ConstBuffer>(1));
+  });
+  EXPECT_EQ(bad.status.code(), Code::kInvalidArgument);
+}
+
+TEST(ConnectorBaseTest, CloseCompletesQueuedTasksAndRefusesNewOnes) {
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":200,"num_workers":1})");
+  CompletionRouter router({c.get()});
+  std::vector<std::future<Completion>> f;
+  for (int i = 0; i < 5; ++i) {
+    f.push_back(router.Submit(0, ConnectorOp::kLookup, [](Connector& x) {
+      return x.SubmitLookup({"k"});
+    }));
+  }
+  std::this_thread::sleep_for(milliseconds(50));
+  c->Close();
+  size_t unavailable = 0;
+  for (auto& x : f) {
+    ASSERT_EQ(x.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    unavailable += x.get().status.code() == Code::kUnavailable;
+  }
+  EXPECT_GE(unavailable, 4u);  // the one already running finishes normally
+  auto late = router.Submit(0, ConnectorOp::kLookup, [](Connector& x) {
+    return x.SubmitLookup({"k"});
+  });
+  ASSERT_EQ(late.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(late.get().status.code(), Code::kUnavailable);
+  router.Stop();
+}
+
+TEST(ConnectorBaseTest, EventFdsAreDistinct) {
+  auto a = MakeConnector(R"({"type":"mem"})");
+  auto b = MakeConnector(R"({"type":"mem"})");
+  std::set<int> fds;
+  for (auto* c : {a.get(), b.get()}) {
+    for (ConnectorOp op : kAllConnectorOps) fds.insert(c->EventFd(op));
+  }
+  EXPECT_EQ(fds.size(), 8u);
+}
+
+}  // namespace
+}  // namespace kvtier
