@@ -75,8 +75,9 @@ class L1Pool {
   // Publishes the reserved keys: they become readable. Pass only the keys whose slot had
   // data != nullptr: writes carry no owner token, so a skipped key that another writer is
   // staging would be published (or, for AbortWrite, dropped) on that writer's behalf.
-  // Keys that are not staging are ignored.
-  virtual void FinishWrite(std::span<const ObjectKey> keys) = 0;
+  // Keys that are not staging are ignored. With pin_count > 0 each published key also gets that
+  // many read locks in the same step, so eviction cannot take it in between (prefetch uses this).
+  virtual void FinishWrite(std::span<const ObjectKey> keys, uint32_t pin_count = 0) = 0;
   // Drops staging objects without publishing them (same rule for which keys to pass).
   virtual void AbortWrite(std::span<const ObjectKey> keys) = 0;
 
@@ -98,6 +99,8 @@ class L1Pool {
   virtual void Touch(std::span<const ObjectKey> keys) = 0;
   // Removes every resident object that is not pinned; returns how many were removed.
   virtual size_t Clear() = 0;
+  // Removes the given keys where they are resident and not pinned; returns how many.
+  virtual size_t Erase(std::span<const ObjectKey> keys) = 0;
   // Runs eviction now (also done automatically after FinishWrite/ReserveWrite) and reclaims
   // staging objects whose write lock expired; returns the number of objects removed by both
   // (only evictions count in Stats().evictions).

@@ -123,12 +123,15 @@ Result<std::vector<WriteSlot>> L1PoolImpl::ReserveWrite(std::span<const ObjectKe
   return slots;
 }
 
-void L1PoolImpl::FinishWrite(std::span<const ObjectKey> keys) {
+void L1PoolImpl::FinishWrite(std::span<const ObjectKey> keys, uint32_t pin_count) {
   std::lock_guard lock(mu_);
+  const int64_t now = clock_->NowNs();
   for (const ObjectKey& key : keys) {
-    if (table_.Publish(key)) policy_->OnInsert(key);
+    if (!table_.Publish(key)) continue;
+    policy_->OnInsert(key);
+    if (pin_count > 0) ObjectTable::AddReadLocks(*table_.Find(key), pin_count, now, read_ttl_ns_);
   }
-  EvictToTarget(clock_->NowNs());
+  EvictToTarget(now);
   UpdateGauges();
 }
 
@@ -191,6 +194,20 @@ size_t L1PoolImpl::Clear() {
   size_t removed = 0;
   for (const ObjectKey& key : table_.ResidentKeys()) {
     if (table_.Find(key)->Pinned(now)) continue;
+    FreeObject(key);
+    ++removed;
+  }
+  UpdateGauges();
+  return removed;
+}
+
+size_t L1PoolImpl::Erase(std::span<const ObjectKey> keys) {
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_->NowNs();
+  size_t removed = 0;
+  for (const ObjectKey& key : keys) {
+    const ObjectEntry* e = table_.FindResident(key);
+    if (e == nullptr || e->Pinned(now)) continue;
     FreeObject(key);
     ++removed;
   }

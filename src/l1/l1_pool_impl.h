@@ -20,7 +20,7 @@ class L1PoolImpl final : public L1Pool {
 
   Result<std::vector<WriteSlot>> ReserveWrite(std::span<const ObjectKey> keys,
                                               uint64_t object_size) override;
-  void FinishWrite(std::span<const ObjectKey> keys) override;
+  void FinishWrite(std::span<const ObjectKey> keys, uint32_t pin_count) override;
   void AbortWrite(std::span<const ObjectKey> keys) override;
   std::vector<ReadPin> Pin(std::span<const ObjectKey> keys, uint32_t count) override;
   void Unpin(std::span<const ObjectKey> keys, uint32_t count) override;
@@ -28,6 +28,7 @@ class L1PoolImpl final : public L1Pool {
   bool Contains(const ObjectKey& key) const override;
   void Touch(std::span<const ObjectKey> keys) override;
   size_t Clear() override;
+  size_t Erase(std::span<const ObjectKey> keys) override;
   size_t EvictIfNeeded() override;
   L1Stats Stats() const override;
   uint8_t* ArenaBase() const override { return arena_.data(); }

@@ -432,3 +432,54 @@ TEST_F(L1PoolTest, S3FifoPoolEvicts) {
 
 }  // namespace
 }  // namespace kvtier
+
+namespace kvtier {
+namespace {
+
+class L1PoolL2HooksTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<L1Pool> MakePool() {
+    L1Options o;
+    o.capacity_bytes = 16 * (64 << 10);
+    o.trigger_watermark = 0.75;
+    o.target_watermark = 0.5;
+    o.prefault = false;
+    o.huge_pages = false;
+    o.clock = &clock_;
+    return std::move(L1Pool::Create(o)).value();
+  }
+  FakeClock clock_;
+};
+
+TEST_F(L1PoolL2HooksTest, FinishWriteCanPinInTheSameStep) {
+  auto pool = MakePool();
+  const auto keys = testing::TestKeys(0, 16);
+  ASSERT_TRUE(pool->ReserveWrite(keys, 64 << 10).ok());
+  // Publishing 16 objects crosses the trigger: eviction runs inside FinishWrite, but pinned
+  // objects cannot be its victims.
+  pool->FinishWrite(keys, /*pin_count=*/1);
+  for (const auto& k : keys) EXPECT_TRUE(pool->Contains(k));
+  pool->Unpin(keys);
+  EXPECT_GT(pool->EvictIfNeeded(), 0u);
+}
+
+TEST_F(L1PoolL2HooksTest, EraseRemovesOnlyUnpinnedResidentKeys) {
+  auto pool = MakePool();
+  const auto keys = testing::TestKeys(0, 3);
+  ASSERT_TRUE(pool->ReserveWrite(keys, 4096).ok());
+  pool->FinishWrite(keys);
+  pool->Pin(std::span(keys).subspan(0, 1));
+  const auto staging = testing::TestKeys(10, 1);
+  ASSERT_TRUE(pool->ReserveWrite(staging, 4096).ok());
+  std::vector<ObjectKey> all = keys;
+  all.push_back(staging[0]);
+  all.push_back(testing::TestKey(99));  // unknown
+  EXPECT_EQ(pool->Erase(all), 2u);
+  EXPECT_TRUE(pool->Contains(keys[0]));  // pinned
+  EXPECT_FALSE(pool->Contains(keys[1]));
+  pool->FinishWrite(staging);  // the staging object was not touched
+  EXPECT_TRUE(pool->Contains(staging[0]));
+}
+
+}  // namespace
+}  // namespace kvtier
