@@ -19,13 +19,20 @@ Status ApplyJsonConfig(CLI::App& cmd, const std::string& path) {
       return Status(Code::kInvalidArgument, fmt::format("{}: unknown key '{}'", path, key));
     }
     if (opt->count() > 0) continue;  // the command line wins
-    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    auto as_text = [](const nlohmann::json& v) {
+      return v.is_string() ? v.get<std::string>() : v.dump();
+    };
+    std::vector<std::string> texts{as_text(value)};
+    if (value.is_array() && opt->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeAll) {
+      texts.clear();  // a repeatable flag: one result per element (e.g. "l2_adapter": [{..}, {..}])
+      for (const auto& v : value) texts.push_back(as_text(v));
+    }
     if (value.is_boolean() && opt->get_expected_max() == 0) {  // a flag
       if (!value.get<bool>()) continue;
-      text = "true";
+      texts = {"true"};
     }
     try {
-      opt->add_result(text);
+      for (const auto& t : texts) opt->add_result(t);
       opt->run_callback();
     } catch (const CLI::Error& e) {
       return Status(Code::kInvalidArgument,

@@ -62,6 +62,19 @@ RunFn AddServerCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("!--no-l1-prefault", cfg->l1_prefault,
                 "Do not touch every L1 page at startup (faster start, slower first stores)");
+  cmd->add_option("--l2-adapter", cfg->l2_adapters,
+                  "L2 adapter as JSON, e.g. '{\"type\":\"fs\",\"path\":\"/var/kvtier\"}'; "
+                  "repeatable, the order is the cascade")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  cmd->add_option("--l2-store-policy", cfg->l2_store_policy,
+                  "default (keep in L1 and L2) or skip_l1 (drop from L1 once in L2)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "skip_l1"}));
+  cmd->add_option("--l2-prefetch-max-in-flight", cfg->l2_prefetch_max_in_flight,
+                  "LOOKUP jobs that may wait on L2 at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
 
   return [cfg, cmd, config_file] {
     if (!config_file->empty()) {
@@ -93,8 +106,8 @@ RunFn AddServerCommand(CLI::App& app) {
       return 1;
     }
     std::cerr << "kvtier server listening on tcp://" << cfg->host << ":" << cfg->port
-              << " (http " << (*server)->HttpPort() << ", L1 " << cfg->l1_size_gb << " GiB)"
-              << std::endl;
+              << " (http " << (*server)->HttpPort() << ", L1 " << cfg->l1_size_gb << " GiB, "
+              << cfg->l2_adapters.size() << " L2 adapters)" << std::endl;
     CacheServer* srv = server->get();
     std::thread waiter([srv, signals] {
       int sig = 0;

@@ -30,13 +30,29 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   auto pool = L1Pool::Create(l1);
   if (!pool.ok()) return pool.status();
   ctx->l1 = std::move(pool).value();
+  if (config.l2_store_policy != "default" && config.l2_store_policy != "skip_l1") {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("--l2-store-policy '{}' is not one of: default, skip_l1",
+                              config.l2_store_policy));
+  }
+  if (config.l2_prefetch_max_in_flight == 0) {
+    return Status(Code::kInvalidArgument, "--l2-prefetch-max-in-flight must be > 0");
+  }
+  if (!config.l2_adapters.empty()) {
+    auto l2 = L2Cascade::Create(config.l2_adapters, ctx->metrics);
+    if (!l2.ok()) return l2.status();
+    ctx->l2 = std::move(l2).value();
+    ctx->l2_store = std::make_unique<StoreController>(*ctx->l1, *ctx->l2, ctx->metrics,
+                                                      config.l2_store_policy == "skip_l1");
+  }
   return std::unique_ptr<CacheServer>(new CacheServer(std::move(ctx)));
 }
 
 CacheServer::CacheServer(std::unique_ptr<ServerContext> ctx) : ctx_(std::move(ctx)) {
   RegisterRegistrationHandlers(*ctx_, table_);
   RegisterTransferHandlers(*ctx_, table_);
-  RegisterLookupHandlers(*ctx_, table_);
+  prefetch_ = std::make_shared<PrefetchController>(*ctx_);
+  RegisterLookupHandlers(*ctx_, table_, prefetch_);
   RegisterAdminHandlers(*ctx_, table_);
   front_ = std::make_unique<RpcFront>(*ctx_, table_, zctx_);
   handoff_ = std::make_unique<FdHandoffService>(ctx_->workers, ctx_->metrics);
@@ -48,6 +64,11 @@ CacheServer::~CacheServer() {
   if (http_) http_->Stop();
   handoff_->Stop();
   front_.reset();
+  // L2 last, in dependency order: running LOOKUP jobs finish, the store controller lets go of
+  // its queue, then the adapters complete what is in flight (releasing every pin).
+  prefetch_->Shutdown();
+  if (ctx_->l2_store) ctx_->l2_store->Stop();
+  if (ctx_->l2) ctx_->l2->Close();
 }
 
 Status CacheServer::Start() {

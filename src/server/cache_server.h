@@ -1,6 +1,6 @@
-// The cache server, assembled: L1 pool, worker registry, sessions, the Unix-socket fd hand-off,
-// the ZMQ rpc front with its handler table, the HTTP admin, and a housekeeping thread (session
-// TTLs, L1 eviction and expired locks).
+// The cache server, assembled: L1 pool, the L2 cascade with its store and prefetch controllers,
+// worker registry, sessions, the Unix-socket fd hand-off, the ZMQ rpc front with its handler
+// table, the HTTP admin, and a housekeeping thread (session TTLs, L1 eviction, expired locks).
 #pragma once
 
 #include <zmq.hpp>
@@ -12,6 +12,7 @@
 #include "server/fd_handoff_service.h"
 #include "server/handler_table.h"
 #include "server/http_admin.h"
+#include "server/prefetch_controller.h"
 #include "server/rpc_front.h"
 #include "server/server_config.h"
 #include "server/server_context.h"
@@ -38,6 +39,7 @@ class CacheServer {
   void Housekeeping();
 
   std::unique_ptr<ServerContext> ctx_;  // destroyed last
+  std::shared_ptr<PrefetchController> prefetch_;
   HandlerTable table_;
   zmq::context_t zctx_{1};
   std::unique_ptr<RpcFront> front_;

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "common/status.h"
@@ -45,7 +46,9 @@ class HandlerTable {
 
 void RegisterRegistrationHandlers(ServerContext& ctx, HandlerTable& table);
 void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table);
-void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table);
+class PrefetchController;
+void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
+                            std::shared_ptr<PrefetchController> prefetch);
 void RegisterAdminHandlers(ServerContext& ctx, HandlerTable& table);
 
 }  // namespace kvtier

@@ -26,6 +26,7 @@ HttpAdmin::HttpAdmin(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<h
     j["chunk_size"] = ctx_.config.chunk_size;
     j["hash"] = HashAlgoName(ctx_.hash);
     j["eviction_policy"] = ctx_.config.eviction_policy;
+    j["l2"] = ctx_.l2 ? ctx_.l2->Status() : nlohmann::json::array();
     res.set_content(j.dump(2) + "\n", "application/json");
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

@@ -22,8 +22,8 @@ Status UnknownSession(const std::string& id) {
 
 }  // namespace
 
-void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table) {
-  auto prefetch = std::make_shared<PrefetchController>(ctx);
+void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
+                            std::shared_ptr<PrefetchController> prefetch) {
 
   // Everything here is cheap enough for the socket thread: LOOKUP only validates and hashes (the
   // job runs on the prefetch pool), the others read a session or release its locks.

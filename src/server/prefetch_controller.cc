@@ -6,11 +6,18 @@ namespace kvtier {
 
 PrefetchController::PrefetchController(ServerContext& ctx)
     : ctx_(ctx),
-      pool_("kvt-prefetch", std::max<uint32_t>(1, ctx.config.lookup_workers)),
-      hit_chunks_(ctx.metrics.GetCounter("kvtier_lookup_hit_chunks_total",
-                                         "Chunks LOOKUP found for every rank", {{"tier", "l1"}})),
+      pool_("kvt-prefetch", std::max<uint32_t>(1, ctx.l2 ? ctx.config.l2_prefetch_max_in_flight
+                                                         : ctx.config.lookup_workers)),
+      l1_hit_chunks_(ctx.metrics.GetCounter("kvtier_lookup_hit_chunks_total",
+                                            "Chunks LOOKUP found for every rank, by tier",
+                                            {{"tier", "l1"}})),
+      l2_hit_chunks_(ctx.metrics.GetCounter("kvtier_lookup_hit_chunks_total",
+                                            "Chunks LOOKUP found for every rank, by tier",
+                                            {{"tier", "l2"}})),
       miss_chunks_(ctx.metrics.GetCounter("kvtier_lookup_miss_chunks_total",
-                                          "Chunks LOOKUP did not find")) {}
+                                          "Chunks LOOKUP did not find")) {
+  if (ctx.l2) l2_ = std::make_unique<L2Prefetcher>(*ctx.l1, *ctx.l2);
+}
 
 void PrefetchController::Submit(std::shared_ptr<Session> session, ResolvedPrefix prefix,
                                 std::string model, uint32_t world_size, std::string salt) {
@@ -54,13 +61,34 @@ void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
     }
   }
   ctx_.l1->Unpin(release);
+  const size_t l1_hits = hits;
+  if (l2_ && hits < prefix.Count()) hits += FromL2(keys, l1_hits, model, world_size, keep);
 
-  hit_chunks_->Inc(static_cast<double>(hits));
+  l1_hit_chunks_->Inc(static_cast<double>(l1_hits));
+  l2_hit_chunks_->Inc(static_cast<double>(hits - l1_hits));
   miss_chunks_->Inc(static_cast<double>(prefix.Count() - hits));
   std::lock_guard lock(session.mu);
   session.lookup_pins = std::move(keep);
   session.lookup_running = false;
   session.lookup_hits = hits;
+}
+
+size_t PrefetchController::FromL2(const std::vector<std::vector<ObjectKey>>& keys,
+                                  size_t l1_hits, const std::string& model, uint32_t world_size,
+                                  std::vector<ObjectKey>& keep) {
+  std::vector<uint64_t> sizes;
+  for (uint32_t r = 0; r < world_size; ++r) {
+    auto size = ctx_.workers.ObjectBytes(model, world_size, r, ctx_.config.chunk_size);
+    if (!size) return 0;  // a rank without registered buffers: nothing to size L1 objects by
+    sizes.push_back(*size);
+  }
+  std::vector<std::vector<ObjectKey>> rest(world_size);
+  for (uint32_t r = 0; r < world_size; ++r) {
+    rest[r].assign(keys[r].begin() + static_cast<ptrdiff_t>(l1_hits), keys[r].end());
+  }
+  L2PrefetchResult got = l2_->Run(rest, sizes);
+  keep.insert(keep.end(), got.pinned.begin(), got.pinned.end());
+  return got.chunks;
 }
 
 }  // namespace kvtier

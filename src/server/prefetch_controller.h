@@ -1,7 +1,8 @@
 // Runs LOOKUP jobs. A job finds the longest prefix of chunks that every rank of the model has,
 // read-locks those objects so they stay until the ranks RETRIEVE them, and publishes the hit
-// count for QUERY_PREFETCH_STATUS. Today the job consults L1 only; the L2 phase (lookup-and-lock
-// in the adapters, reserve L1, load) slots in after the L1 phase.
+// count for QUERY_PREFETCH_STATUS. First L1; then, when L2 adapters are configured, the chunks
+// after the L1 hits are looked up in the cascade and loaded into L1 (l2_prefetch.h). At most
+// --l2-prefetch-max-in-flight jobs run at once (one per pool thread); the rest wait in FIFO order.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "common/thread_pool.h"
 #include "server/key_resolver.h"
+#include "server/l2_prefetch.h"
 #include "server/server_context.h"
 
 namespace kvtier {
@@ -20,16 +22,23 @@ class PrefetchController {
   // Marks the session's job as running and queues it; returns at once (the LOOKUP ack).
   void Submit(std::shared_ptr<Session> session, ResolvedPrefix prefix, std::string model,
               uint32_t world_size, std::string salt);
+  // Finishes the queued jobs and stops the pool (before the L2 cascade closes).
+  void Shutdown() { pool_.Shutdown(); }
 
  private:
   // The job: records its result in the session. Pins of an earlier LOOKUP of the same session
   // are released first.
   void Run(Session& session, const ResolvedPrefix& prefix, const std::string& model,
            uint32_t world_size, const std::string& salt);
+  // The L2 phase for chunks [l1_hits, end) of every rank; returns how many it added.
+  size_t FromL2(const std::vector<std::vector<ObjectKey>>& keys, size_t l1_hits,
+                const std::string& model, uint32_t world_size, std::vector<ObjectKey>& keep);
 
   ServerContext& ctx_;
   ThreadPool pool_;
-  Counter* hit_chunks_;
+  std::unique_ptr<L2Prefetcher> l2_;
+  Counter* l1_hit_chunks_;
+  Counter* l2_hit_chunks_;
   Counter* miss_chunks_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/hashing.h"
 
@@ -27,6 +28,9 @@ struct ServerConfig {
   double pin_ttl_s = 300;       // lookup read locks expire after this
   double session_ttl_s = 600;   // idle sessions (and their pins) are dropped after this
   bool l1_prefault = true;
+  std::vector<std::string> l2_adapters;  // adapter JSON objects, in cascade order
+  std::string l2_store_policy = "default";  // "default" | "skip_l1"
+  uint32_t l2_prefetch_max_in_flight = 8;   // LOOKUP jobs running at once when L2 is configured
 };
 
 }  // namespace kvtier

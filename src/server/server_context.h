@@ -9,8 +9,10 @@
 #include "common/metrics.h"
 #include "l1/l1_pool.h"
 #include "server/key_resolver.h"
+#include "server/l2_cascade.h"
 #include "server/server_config.h"
 #include "server/session_manager.h"
+#include "server/store_controller.h"
 #include "server/worker_registry.h"
 #include "wire/protocol.h"
 
@@ -28,6 +30,8 @@ struct ServerContext {
   HashAlgo hash;
   MetricsRegistry metrics;
   std::unique_ptr<L1Pool> l1;
+  std::unique_ptr<L2Cascade> l2;                   // null without --l2-adapter
+  std::unique_ptr<StoreController> l2_store;       // null without --l2-adapter
   WorkerRegistry workers;
   SessionManager sessions;
   KeyResolver resolver;

@@ -7,6 +7,14 @@ std::vector<std::pair<std::string, double>> CollectStats(ServerContext& ctx) {
   const double uptime =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
   auto d = [](uint64_t v) { return static_cast<double>(v); };
+  // Per-tier hit rates over all LOOKUPs so far (the counters belong to the prefetch controller).
+  auto chunks = [&](const char* name, const Labels& l) {
+    return ctx.metrics.GetCounter(name, "", l)->Value();
+  };
+  const double l1_hits = chunks("kvtier_lookup_hit_chunks_total", {{"tier", "l1"}});
+  const double l2_hits = chunks("kvtier_lookup_hit_chunks_total", {{"tier", "l2"}});
+  const double looked_up = l1_hits + l2_hits + chunks("kvtier_lookup_miss_chunks_total", {});
+  auto rate = [&](double hits) { return looked_up > 0 ? hits / looked_up : 0.0; };
   return {
       {"l1_capacity_bytes", d(l1.capacity_bytes)},
       {"l1_used_bytes", d(l1.used_bytes)},
@@ -16,6 +24,12 @@ std::vector<std::pair<std::string, double>> CollectStats(ServerContext& ctx) {
       {"l1_evictions", d(l1.evictions)},
       {"l1_evicted_bytes", d(l1.evicted_bytes)},
       {"l1_alloc_failures", d(l1.alloc_failures)},
+      {"lookup_hit_chunks_l1", l1_hits},
+      {"lookup_hit_chunks_l2", l2_hits},
+      {"lookup_chunks", looked_up},
+      {"lookup_hit_rate_l1", rate(l1_hits)},
+      {"lookup_hit_rate_l2", rate(l2_hits)},
+      {"l2_adapters", d(ctx.l2 ? ctx.l2->size() : 0)},
       {"registered_workers", d(ctx.workers.Count())},
       {"sessions", d(ctx.sessions.Count())},
       {"uptime_s", uptime},

@@ -98,6 +98,7 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
               ctx.l1->FinishWrite(written);
               out.stored_chunks = written.size();
               stored_bytes->Inc(static_cast<double>(written.size() * size));
+              if (ctx.l2_store) ctx.l2_store->OnL1Written(std::move(written));
               out.Encode(reply);
               return Status::Ok();
             });

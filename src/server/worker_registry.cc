@@ -85,4 +85,15 @@ size_t WorkerRegistry::PendingCount() const {
   return pending_.size();
 }
 
+std::optional<uint64_t> WorkerRegistry::ObjectBytes(const std::string& model, uint32_t world_size,
+                                                    uint32_t rank, uint32_t chunk_size) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [id, w] : workers_) {
+    if (w->model == model && w->world_size == world_size && w->rank == rank) {
+      return w->layout.ObjectBytes(chunk_size);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace kvtier

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ class WorkerRegistry {
   Status Register(const wire::RegisterRequest& req, uint32_t chunk_size);
   Status Unregister(uint64_t instance_id);
   Result<std::shared_ptr<const RegisteredWorker>> Get(uint64_t instance_id) const;
+  // Object size of chunks of (model, world_size, rank), from any registered worker of that rank;
+  // nullopt when none is registered (then L2 cannot size a prefetch).
+  std::optional<uint64_t> ObjectBytes(const std::string& model, uint32_t world_size, uint32_t rank,
+                                      uint32_t chunk_size) const;
   size_t Count() const;
   size_t PendingCount() const;
 

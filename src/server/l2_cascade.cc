@@ -1,0 +1,161 @@
+#include "server/l2_cascade.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "connectors/connector_registry.h"
+
+namespace kvtier {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// 100 ms, 200 ms, 400 ms ... capped at 5 s.
+int64_t BackoffNs(uint32_t failures) {
+  const int64_t ms = std::min<int64_t>(5000, 100LL << std::min<uint32_t>(failures - 1, 6));
+  return ms * 1'000'000;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::string>& adapter_json,
+                                                     MetricsRegistry& metrics) {
+  auto registry = ConnectorRegistry::WithBuiltins();
+  std::vector<std::unique_ptr<Connector>> adapters;
+  for (size_t i = 0; i < adapter_json.size(); ++i) {
+    auto cfg = ParseAdapterConfig(adapter_json[i], i);
+    if (!cfg.ok()) return cfg.status();
+    auto conn = registry.Create(*cfg);
+    if (!conn.ok()) return conn.status();
+    KVT_LOG_INFO("L2 adapter {}: {}", (*conn)->Options().name, adapter_json[i]);
+    adapters.push_back(std::move(conn).value());
+  }
+  return std::unique_ptr<L2Cascade>(new L2Cascade(std::move(adapters), metrics));
+}
+
+L2Cascade::L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRegistry& metrics)
+    : adapters_(std::move(adapters)) {
+  std::vector<Connector*> raw;
+  for (auto& a : adapters_) {
+    raw.push_back(a.get());
+    const std::string& name = a->Options().name;
+    std::array<OpMetrics, kConnectorOps> m{};
+    for (ConnectorOp op : kAllConnectorOps) {
+      const Labels l{{"adapter", name}, {"op", LaneName(op)}};
+      m[static_cast<size_t>(op)] = OpMetrics{
+          metrics.GetCounter("kvtier_l2_tasks_total", "L2 batch operations completed", l),
+          metrics.GetCounter("kvtier_l2_failed_tasks_total",
+                             "L2 batch operations that failed (backend down, deadline, error)", l),
+          metrics.GetCounter("kvtier_l2_keys_total", "Keys in completed L2 operations", l),
+          metrics.GetCounter("kvtier_l2_hit_keys_total",
+                             "Keys found / loaded / stored / removed by L2 operations", l),
+          metrics.GetCounter("kvtier_l2_bytes_total", "Bytes loaded or stored by L2 operations", l),
+          metrics.GetHistogram("kvtier_l2_latency_seconds",
+                               "L2 batch operation latency, submission to completion", l),
+      };
+    }
+    metrics_.push_back(m);
+    inflight_.push_back(metrics.GetGauge("kvtier_l2_inflight_bytes",
+                                         "Bytes of L2 loads and stores in flight",
+                                         {{"adapter", name}}));
+    up_.push_back(metrics.GetGauge("kvtier_l2_adapter_up", "1 while the adapter is healthy",
+                                   {{"adapter", name}}));
+    up_.back()->Set(1);
+    health_.push_back(std::make_unique<Health>());
+  }
+  router_ = std::make_unique<CompletionRouter>(std::move(raw));
+}
+
+L2Cascade::~L2Cascade() { Close(); }
+
+void L2Cascade::Close() {
+  std::call_once(closed_, [this] {
+    for (auto& a : adapters_) a->Close();
+    router_->Stop();
+  });
+}
+
+void L2Cascade::Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit,
+                       CompletionRouter::Callback done) {
+  router_->Submit(i, op, submit, [this, i, done = std::move(done)](Completion c) {
+    Record(i, c);
+    done(std::move(c));
+  });
+  inflight_[i]->Set(static_cast<double>(adapters_[i]->Stats().inflight_bytes));
+}
+
+std::future<Completion> L2Cascade::Submit(size_t i, ConnectorOp op,
+                                          const CompletionRouter::SubmitFn& submit) {
+  auto promise = std::make_shared<std::promise<Completion>>();
+  auto future = promise->get_future();
+  Submit(i, op, submit, [promise](Completion c) { promise->set_value(std::move(c)); });
+  return future;
+}
+
+bool L2Cascade::Up(size_t i) const { return health_[i]->up.load(); }
+
+bool L2Cascade::Available(size_t i) const {
+  const Health& h = *health_[i];
+  return h.up.load() || NowNs() >= h.retry_at_ns.load();
+}
+
+void L2Cascade::Record(size_t i, const Completion& c) {
+  const OpMetrics& m = metrics_[i][static_cast<size_t>(c.op)];
+  m.tasks->Inc();
+  m.keys->Inc(static_cast<double>(c.results.size()));
+  m.hits->Inc(static_cast<double>(c.Hits()));
+  m.bytes->Inc(static_cast<double>(c.bytes));
+  m.latency->Observe(std::chrono::duration<double>(c.latency).count());
+  inflight_[i]->Set(static_cast<double>(adapters_[i]->Stats().inflight_bytes));
+
+  Health& h = *health_[i];
+  if (c.status.ok()) {
+    h.failures.store(0);
+    if (!h.up.exchange(true)) {
+      up_[i]->Set(1);
+      KVT_LOG_WARN("L2 adapter {} is back", name(i));
+    }
+    return;
+  }
+  m.failed->Inc();
+  if (c.status.code() == Code::kInvalidArgument) return;  // a bad request, not a sick backend
+  const uint32_t failures = h.failures.fetch_add(1) + 1;
+  h.retry_at_ns.store(NowNs() + BackoffNs(failures));
+  if (h.up.exchange(false)) {
+    up_[i]->Set(0);
+    KVT_LOG_WARN("L2 adapter {} is down ({} failed: {}); its stores are skipped and its lookups "
+                 "are misses until it answers again",
+                 name(i), LaneName(c.op), c.status.message());
+  }
+}
+
+nlohmann::json L2Cascade::Status() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < adapters_.size(); ++i) {
+    const ConnectorStats s = adapters_[i]->Stats();
+    nlohmann::json a;
+    a["name"] = name(i);
+    a["type"] = adapters_[i]->Options().type;
+    a["up"] = Up(i);
+    a["inflight_bytes"] = s.inflight_bytes;
+    a["locked_keys"] = s.locked_keys;
+    for (ConnectorOp op : kAllConnectorOps) {
+      const OpCounters& o = s.ops[static_cast<size_t>(op)];
+      a[LaneName(op)] = {{"tasks", o.tasks},
+                         {"failed_tasks", o.failed_tasks},
+                         {"keys", o.keys},
+                         {"hit_keys", o.hits},
+                         {"bytes", o.bytes}};
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace kvtier

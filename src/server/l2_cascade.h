@@ -1,0 +1,77 @@
+// The server's L2 adapters in cascade order (the order of --l2-adapter flags), the router that
+// delivers their completions, their per-adapter metrics, and their health: an adapter whose
+// operations fail is marked down and skipped (a miss for lookups, a skipped copy for stores)
+// until a retry time that backs off from 100 ms to 5 s; the first operation after that time is
+// the probe, and its success marks the adapter up again. Transitions are logged once each, so a
+// burst of failures makes one warning, not thousands.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "connectors/completion_router.h"
+#include "connectors/connector.h"
+
+namespace kvtier {
+
+class L2Cascade {
+ public:
+  // Parses and creates every adapter; the first bad one is the error (its message names it).
+  static Result<std::unique_ptr<L2Cascade>> Create(const std::vector<std::string>& adapter_json,
+                                                   MetricsRegistry& metrics);
+  ~L2Cascade();  // Close()
+
+  size_t size() const { return adapters_.size(); }
+  Connector& adapter(size_t i) { return *adapters_[i]; }
+  const std::string& name(size_t i) const { return adapters_[i]->Options().name; }
+
+  // Submits through the router; the completion updates metrics and health before `done` runs
+  // (on the router thread: keep `done` short).
+  void Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit,
+              CompletionRouter::Callback done);
+  std::future<Completion> Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit);
+
+  // False while the adapter is down and its retry time has not come.
+  bool Available(size_t i) const;
+  bool Up(size_t i) const;
+
+  // Closes every adapter (queued tasks complete as failed, so every callback runs), then stops
+  // the router. Idempotent.
+  void Close();
+
+  nlohmann::json Status() const;
+
+ private:
+  struct OpMetrics {
+    Counter* tasks;
+    Counter* failed;
+    Counter* keys;
+    Counter* hits;
+    Counter* bytes;
+    Histogram* latency;
+  };
+  struct Health {
+    std::atomic<bool> up{true};
+    std::atomic<uint32_t> failures{0};  // consecutive
+    std::atomic<int64_t> retry_at_ns{0};
+  };
+
+  L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRegistry& metrics);
+  void Record(size_t i, const Completion& c);
+
+  std::vector<std::unique_ptr<Connector>> adapters_;
+  std::vector<std::array<OpMetrics, kConnectorOps>> metrics_;
+  std::vector<Gauge*> inflight_;
+  std::vector<Gauge*> up_;
+  std::vector<std::unique_ptr<Health>> health_;
+  std::unique_ptr<CompletionRouter> router_;
+  std::once_flag closed_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,163 @@
+#include "server/store_controller.h"
+
+#include <pthread.h>
+
+namespace kvtier {
+
+struct StoreController::Batch {
+  std::vector<ObjectKey> keys;
+  std::vector<std::string> names;  // L2 form of the keys
+  std::vector<ConstBuffer> bytes;  // the pinned L1 objects
+  std::mutex mu;
+  std::vector<uint8_t> stored;  // by any adapter (skip_l1)
+  size_t adapters_left = 0;
+};
+
+StoreController::StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics,
+                                 bool skip_l1)
+    : l1_(l1), l2_(l2), skip_l1_(skip_l1), queues_(l2.size()) {
+  for (size_t i = 0; i < l2.size(); ++i) {
+    const std::string& a = l2.name(i);
+    const char* skipped = "Keys not copied to an L2 adapter, by reason";
+    skipped_down_.push_back(metrics.GetCounter("kvtier_l2_store_skipped_keys_total", skipped,
+                                               {{"adapter", a}, {"reason", "adapter_down"}}));
+    skipped_full_.push_back(metrics.GetCounter("kvtier_l2_store_skipped_keys_total", skipped,
+                                               {{"adapter", a}, {"reason", "queue_full"}}));
+    failed_keys_.push_back(metrics.GetCounter("kvtier_l2_store_failed_keys_total",
+                                              "Keys an L2 store task did not store",
+                                              {{"adapter", a}}));
+    stored_keys_.push_back(metrics.GetCounter("kvtier_l2_store_keys_total",
+                                              "Keys copied to an L2 adapter (or already there)",
+                                              {{"adapter", a}}));
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+StoreController::~StoreController() { Stop(); }
+
+void StoreController::OnL1Written(std::vector<ObjectKey> keys) {
+  if (keys.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    incoming_.push_back(std::move(keys));
+  }
+  cv_.notify_one();
+}
+
+void StoreController::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    for (const Queued& item : queues_[i].q) Release(item, skipped_down_[i]);
+    queues_[i].q.clear();
+  }
+}
+
+void StoreController::Run() {
+  pthread_setname_np(pthread_self(), "kvt-l2-store");
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    // The timeout re-pumps queues whose adapter was down once its retry time has come.
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    auto incoming = std::move(incoming_);
+    incoming_.clear();
+    for (auto& keys : incoming) Enqueue(std::move(keys));
+    for (size_t i = 0; i < queues_.size() && !stop_; ++i) Pump(i, lock);
+  }
+}
+
+void StoreController::Enqueue(std::vector<ObjectKey> keys) {
+  const uint32_t adapters = static_cast<uint32_t>(queues_.size());
+  const std::vector<ReadPin> pins = l1_.Pin(keys, adapters);
+  auto batch = std::make_shared<Batch>();
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (pins[k].data == nullptr) continue;  // already evicted: nothing to copy
+    batch->keys.push_back(keys[k]);
+    batch->names.push_back(keys[k].ToString());
+    batch->bytes.push_back({pins[k].data, pins[k].size});
+    bytes += pins[k].size;
+  }
+  if (batch->keys.empty()) return;
+  batch->stored.assign(batch->keys.size(), 0);
+  batch->adapters_left = adapters;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    AdapterQueue& aq = queues_[i];
+    const Queued item{batch, bytes};
+    if (aq.queued_bytes + bytes > 4 * l2_.adapter(i).Options().max_inflight_bytes) {
+      Release(item, skipped_full_[i]);
+      continue;
+    }
+    aq.queued_bytes += bytes;
+    aq.q.push_back(item);
+  }
+}
+
+void StoreController::Pump(size_t i, std::unique_lock<std::mutex>& lock) {
+  AdapterQueue& aq = queues_[i];
+  const uint64_t limit = l2_.adapter(i).Options().max_inflight_bytes;
+  while (!aq.q.empty()) {
+    Queued item = aq.q.front();
+    if (!l2_.Available(i)) {
+      aq.q.pop_front();
+      aq.queued_bytes -= item.bytes;
+      Release(item, skipped_down_[i]);
+      continue;
+    }
+    // A down adapter gets one probe at a time; a healthy one as much as its limit allows (and
+    // always one batch, however large).
+    if (aq.inflight_bytes > 0 && (!l2_.Up(i) || aq.inflight_bytes + item.bytes > limit)) break;
+    aq.q.pop_front();
+    aq.queued_bytes -= item.bytes;
+    aq.inflight_bytes += item.bytes;
+    lock.unlock();
+    l2_.Submit(
+        i, ConnectorOp::kStore,
+        [&item](Connector& c) { return c.SubmitStore(item.batch->names, item.batch->bytes); },
+        [this, i, item](Completion c) { Done(i, item, c); });
+    lock.lock();
+  }
+}
+
+void StoreController::Done(size_t i, const Queued& item, const Completion& c) {
+  Batch& b = *item.batch;
+  const size_t stored = c.Hits();
+  stored_keys_[i]->Inc(static_cast<double>(stored));
+  failed_keys_[i]->Inc(static_cast<double>(b.keys.size() - stored));
+  {
+    std::lock_guard lock(b.mu);
+    for (size_t k = 0; k < c.results.size() && k < b.stored.size(); ++k) b.stored[k] |= c.results[k];
+  }
+  Release(item, nullptr);
+  {
+    std::lock_guard lock(mu_);
+    queues_[i].inflight_bytes -= item.bytes;
+  }
+  cv_.notify_one();
+}
+
+// Ends one adapter's part in the batch (stored, failed or skipped): releases its pins; the last
+// adapter to finish applies skip_l1.
+void StoreController::Release(const Queued& item, Counter* skipped_why) {
+  Batch& b = *item.batch;
+  if (skipped_why != nullptr) skipped_why->Inc(static_cast<double>(b.keys.size()));
+  l1_.Unpin(b.keys);
+  std::vector<ObjectKey> drop;
+  {
+    std::lock_guard lock(b.mu);
+    if (--b.adapters_left > 0 || !skip_l1_) return;
+    for (size_t k = 0; k < b.keys.size(); ++k) {
+      if (b.stored[k]) drop.push_back(b.keys[k]);
+    }
+  }
+  l1_.Erase(drop);
+}
+
+}  // namespace kvtier

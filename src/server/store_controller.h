@@ -1,0 +1,69 @@
+// Copies what STORE wrote to L1 into every L2 adapter, in cascade order, in the background.
+// After a STORE publishes its keys, OnL1Written() queues them: the keys are pinned in L1 (one
+// read lock per adapter) so their bytes cannot be evicted or reused while an adapter reads
+// them, and each adapter gets the batch as one store task. Pins are released when the task
+// completes, whatever its outcome. Per adapter, in-flight bytes are bounded by its
+// max_inflight_mb; batches wait in a queue bounded by four times that, and beyond it are
+// skipped (counted). An adapter that is down (see L2Cascade) is skipped until its retry time;
+// its next batch is the probe. With the skip_l1 policy, keys that reached L2 are then erased
+// from L1 (unless pinned). Nothing here ever blocks a STORE.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/object_key.h"
+#include "l1/l1_pool.h"
+#include "server/l2_cascade.h"
+
+namespace kvtier {
+
+class StoreController {
+ public:
+  StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics, bool skip_l1);
+  ~StoreController();  // Stop()
+
+  // Called after FinishWrite of keys a STORE wrote (not of prefetched keys: they came from L2).
+  void OnL1Written(std::vector<ObjectKey> keys);
+
+  // Stops taking batches and releases the pins of queued ones. Tasks already submitted finish
+  // through the cascade (close it after this). Idempotent.
+  void Stop();
+
+ private:
+  struct Batch;  // keys of one STORE, shared by the adapters it is queued for
+  struct Queued {
+    std::shared_ptr<Batch> batch;
+    uint64_t bytes = 0;
+  };
+  struct AdapterQueue {
+    std::deque<Queued> q;
+    uint64_t queued_bytes = 0;
+    uint64_t inflight_bytes = 0;
+  };
+
+  void Run();
+  void Enqueue(std::vector<ObjectKey> keys);          // mu_ held
+  void Pump(size_t i, std::unique_lock<std::mutex>&);  // submits what adapter i may take now
+  void Done(size_t i, const Queued& item, const Completion& c);
+  void Release(const Queued& item, Counter* skipped_why);
+
+  L1Pool& l1_;
+  L2Cascade& l2_;
+  const bool skip_l1_;
+  std::vector<Counter*> skipped_down_, skipped_full_, failed_keys_, stored_keys_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<ObjectKey>> incoming_;
+  std::vector<AdapterQueue> queues_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kvtier
