@@ -38,9 +38,11 @@ StoreController::~StoreController() { Stop(); }
 void StoreController::OnL1Written(std::vector<ObjectKey> keys) {
   if (keys.empty()) return;
   {
+    // Pinned here, on the STORE's thread, so that a later STORE's eviction cannot take the
+    // keys before they are copied.
     std::lock_guard lock(mu_);
     if (stop_) return;
-    incoming_.push_back(std::move(keys));
+    Enqueue(std::move(keys));
   }
   cv_.notify_one();
 }
@@ -66,9 +68,6 @@ void StoreController::Run() {
   while (!stop_) {
     // The timeout re-pumps queues whose adapter was down once its retry time has come.
     cv_.wait_for(lock, std::chrono::milliseconds(100));
-    auto incoming = std::move(incoming_);
-    incoming_.clear();
-    for (auto& keys : incoming) Enqueue(std::move(keys));
     for (size_t i = 0; i < queues_.size() && !stop_; ++i) Pump(i, lock);
   }
 }

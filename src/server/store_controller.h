@@ -1,7 +1,7 @@
 // Copies what STORE wrote to L1 into every L2 adapter, in cascade order, in the background.
-// After a STORE publishes its keys, OnL1Written() queues them: the keys are pinned in L1 (one
-// read lock per adapter) so their bytes cannot be evicted or reused while an adapter reads
-// them, and each adapter gets the batch as one store task. Pins are released when the task
+// After a STORE publishes its keys, OnL1Written() pins them in L1 (one read lock per adapter,
+// taken on the STORE's thread) so their bytes cannot be evicted or reused before every adapter
+// has read them, and queues the batch: each adapter gets it as one store task. Pins are released when the task
 // completes, whatever its outcome. Per adapter, in-flight bytes are bounded by its
 // max_inflight_mb; batches wait in a queue bounded by four times that, and beyond it are
 // skipped (counted). An adapter that is down (see L2Cascade) is skipped until its retry time;
@@ -60,7 +60,6 @@ class StoreController {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::vector<ObjectKey>> incoming_;
   std::vector<AdapterQueue> queues_;
   bool stop_ = false;
   std::thread thread_;

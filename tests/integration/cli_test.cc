@@ -88,6 +88,35 @@ TEST(Cli, BadConfigsAreClearStartupErrors) {
   EXPECT_NE(out.text.find("target"), std::string::npos) << out.text;
 }
 
+TEST(Cli, BadL2AdaptersAreClearStartupErrors) {
+  struct Case {
+    const char* flag;
+    const char* expect;
+  } cases[] = {
+      {"--l2-adapter '{not json'", "--l2-adapter #1: not valid JSON"},
+      {R"(--l2-adapter '{"type":"mem"}' --l2-adapter '{"type":"s3"}')",
+       "unknown adapter type 's3'"},
+      {R"(--l2-adapter '{"type":"mem","per_op_workers":{"lokup":1}}')", "unknown lane 'lokup'"},
+      {R"(--l2-adapter '{"type":"mem","num_workers":0}')", "num_workers must be"},
+      {R"(--l2-adapter '{"type":"plugin","path":"/nonexistent/libx.so"}')", "cannot load plugin"},
+      {"--l2-store-policy never", "never"},
+  };
+  for (const auto& c : cases) {
+    auto out = RunKvtier(std::string("server --no-l1-prefault --l1-size-gb 0.01 ") + c.flag);
+    EXPECT_NE(out.status, 0) << c.flag;
+    EXPECT_NE(out.text.find(c.expect), std::string::npos) << c.flag << " -> " << out.text;
+  }
+}
+
+TEST(Cli, ConfigFileTakesAListOfL2Adapters) {
+  const std::string path = ::testing::TempDir() + "/kvtier-l2.json";
+  std::ofstream(path) << R"({"l2_adapter": [{"type":"mem"}, {"type":"mem","deadline_ms":0}]})";
+  auto out = RunKvtier("server --no-l1-prefault --l1-size-gb 0.01 --config " + path);
+  EXPECT_NE(out.status, 0);
+  // The second element reached the parser as the second adapter.
+  EXPECT_NE(out.text.find("--l2-adapter #2: deadline_ms"), std::string::npos) << out.text;
+}
+
 TEST(Cli, PortInUseIsReported) {
   ServerProcess first;
   auto out = RunKvtier("server --no-l1-prefault --l1-size-gb 0.01 --http-port 0 --port " +

@@ -88,6 +88,14 @@ class ServerProcess {
     return exit_status_ = -1;
   }
 
+  // SIGKILL, as a crash would: nothing is flushed or cleaned up.
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+
   bool Alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
 
   ClientOptions Options() const {

@@ -1,0 +1,301 @@
+// The L2 tier through a real server: chunks written by STORE reach the adapters in the
+// background, and a LOOKUP that misses L1 prefetches them back so RETRIEVE returns the same
+// bytes. Real fs directories, a real redis-server, kill -9, corrupted files, a backend that
+// dies and comes back, one that is slower than its deadline.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server_process.h"
+#include "support/redis_process.h"
+#include "worker_fixture.h"
+
+namespace kvtier::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// 256-token prompts of 4 chunks; an object is 2 layers x K/V x 4 blocks x 1 KiB = 16 KiB.
+constexpr uint32_t kChunkTokens = 64;
+constexpr uint32_t kPromptTokens = 256;
+constexpr int64_t kPromptChunks = kPromptTokens / kChunkTokens;
+
+std::vector<std::string> Args(std::initializer_list<std::string> adapters,
+                              std::vector<std::string> more = {}) {
+  std::vector<std::string> a = {"--chunk-size", std::to_string(kChunkTokens)};
+  for (const auto& j : adapters) a.insert(a.end(), {"--l2-adapter", j});
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+nlohmann::json ServerStatus(const ServerProcess& s) {
+  httplib::Client c("127.0.0.1", s.http_port());
+  auto r = c.Get("/status");
+  if (!r || r->status != 200) return nlohmann::json::object();
+  return nlohmann::json::parse(r->body);
+}
+
+// The adapter's counter `field` of lane `op` ("store", "lookup", "retrieve"), from /status.
+uint64_t L2Count(const ServerProcess& s, size_t adapter, const char* op, const char* field) {
+  auto j = ServerStatus(s);
+  if (!j.contains("l2") || j["l2"].size() <= adapter) return 0;
+  return j["l2"][adapter][op][field].get<uint64_t>();
+}
+
+bool WaitUntil(const std::function<bool()>& done, seconds limit = seconds(30)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return done();
+}
+
+// Stores the prompt Tokens(seed) with bytes from pattern `bytes_seed` (default: the same seed).
+void StorePrompt(CacheClient& c, Worker& w, uint32_t seed, uint32_t bytes_seed = 0) {
+  w.Fill(Blocks(0, 16), kPromptTokens, bytes_seed ? bytes_seed : seed);
+  auto st = c.Store(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16)));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+}
+
+// LOOKUP, then RETRIEVE into zeroed blocks; checks that every retrieved byte is right and
+// returns the hit count.
+int64_t FetchAndCheck(CacheClient& c, Worker& w, uint32_t seed, const std::string& rid) {
+  const int64_t hits = LookupHits(c, rid, Tokens(kPromptTokens, seed));
+  w.Zero();
+  auto rt = c.Retrieve(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16), rid));
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok()) return -1;
+  EXPECT_EQ(static_cast<int64_t>(rt->retrieved_chunks), hits);
+  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, rt->retrieved_chunks * kChunkTokens, seed), 0u);
+  return hits;
+}
+
+double Stat(CacheClient& c, const std::string& name) {
+  auto s = c.Stats();
+  for (const auto& [k, v] : *s) {
+    if (k == name) return v;
+  }
+  ADD_FAILURE() << "no stat " << name;
+  return -1;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/kvtier-l2-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string FsAdapter(const std::string& extra = "") const {
+    return R"({"type":"fs","path":")" + path.string() + "\"" + extra + "}";
+  }
+  std::vector<fs::path> Objects() const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::recursive_directory_iterator(path)) {
+      if (e.is_regular_file() && e.path().filename().string()[0] != '.') out.push_back(e.path());
+    }
+    return out;
+  }
+};
+
+std::string RespAdapter(const RedisProcess& r, const std::string& extra = "") {
+  return R"({"type":"resp","host":"127.0.0.1","port":)" + std::to_string(r.port()) + extra + "}";
+}
+
+TEST(L2Tier, ChunksComeBackFromL2AfterL1IsCleared) {
+  ServerProcess server(Args({R"({"type":"mem"})"}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StorePrompt(*client, w, 7);
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(client->Clear().ok());
+  ASSERT_EQ(Stat(*client, "l1_objects"), 0);
+
+  EXPECT_EQ(FetchAndCheck(*client, w, 7, "again"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), 0);
+  // Now back in L1: the next lookup is an L1 hit, and nothing was written back to L2.
+  EXPECT_EQ(FetchAndCheck(*client, w, 7, "third"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), kPromptChunks);
+  EXPECT_EQ(L2Count(server, 0, "store", "keys"), 4u);
+  EXPECT_EQ(L2Count(server, 0, "lookup", "hit_keys"), 4u);  // one L2 lookup, four keys
+  // An unknown prompt is a plain miss.
+  EXPECT_EQ(FetchAndCheck(*client, w, 999, "unknown"), 0);
+}
+
+TEST(L2Tier, TwoRanksArePrefetchedTogether) {
+  ServerProcess server(Args({R"({"type":"mem"})"}));
+  auto client = server.Client();
+  Worker r0(*client, 1, 2, 0), r1(*client, 2, 2, 1);
+  ASSERT_TRUE(r0.status.ok() && r1.status.ok());
+  StorePrompt(*client, r0, 11);
+  StorePrompt(*client, r1, 11, 12);  // rank 1 holds other bytes for the same tokens
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 8; }));
+  ASSERT_TRUE(client->Clear().ok());
+  ASSERT_EQ(LookupHits(*client, "both", Tokens(kPromptTokens, 11), 2), kPromptChunks);
+  for (auto* w : {&r0, &r1}) {
+    w->Zero();
+    auto rt = client->Retrieve(w->Request(Tokens(kPromptTokens, 11), Blocks(0, 16), "both"));
+    ASSERT_TRUE(rt.ok());
+    EXPECT_EQ(rt->retrieved_chunks, 4u);
+    EXPECT_EQ(w->Mismatches(Blocks(0, 16), 0, kPromptTokens, w == &r0 ? 11 : 12), 0u);
+  }
+}
+
+TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  TempDir dir;
+  // 1 MiB of L1 holds 64 objects; 30 prompts are 120.
+  ServerProcess server(Args({dir.FsAdapter(), RespAdapter(*redis)},
+                            {"--l1-size-gb", "0.0009765625"}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  for (uint32_t seed = 100; seed < 130; ++seed) StorePrompt(*client, w, seed);
+  ASSERT_TRUE(WaitUntil([&] {
+    return L2Count(server, 0, "store", "hit_keys") >= 120 &&
+           L2Count(server, 1, "store", "hit_keys") >= 120;
+  })) << ServerStatus(server).dump();
+  EXPECT_GT(Stat(*client, "l1_evictions"), 0);
+  EXPECT_EQ(dir.Objects().size(), 120u);
+
+  // The oldest prompt left L1 long ago: it comes back from fs (first in the cascade).
+  EXPECT_EQ(FetchAndCheck(*client, w, 100, "old"), kPromptChunks);
+  EXPECT_EQ(L2Count(server, 0, "retrieve", "hit_keys"), 4u);
+
+  // A second server that only has the Redis adapter finds the same chunks there.
+  ServerProcess other(Args({RespAdapter(*redis)}));
+  auto client2 = other.Client();
+  Worker w2(*client2, 1);
+  ASSERT_TRUE(w2.status.ok());
+  EXPECT_EQ(FetchAndCheck(*client2, w2, 101, "from-redis"), kPromptChunks);
+  EXPECT_EQ(L2Count(other, 0, "retrieve", "hit_keys"), 4u);
+}
+
+TEST(L2Tier, RedisDownMeansFailuresCountedAndFsStillServesThenRedisIsUsedAgain) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  TempDir dir;
+  ServerProcess server(Args({dir.FsAdapter(), RespAdapter(*redis, R"(,"deadline_ms":1000)")}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StorePrompt(*client, w, 1);
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "hit_keys") >= 4; }));
+
+  redis->Kill();
+  StorePrompt(*client, w, 2);  // STORE itself never waits for L2
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "failed_tasks") >= 1; }));
+  auto status = ServerStatus(server);
+  EXPECT_FALSE(status["l2"][1]["up"].get<bool>()) << status.dump();
+  EXPECT_TRUE(status["l2"][0]["up"].get<bool>());
+
+  // L1 and fs keep serving while Redis is gone.
+  ASSERT_TRUE(client->Clear().ok());
+  EXPECT_EQ(FetchAndCheck(*client, w, 2, "fs-2"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client, w, 1, "fs-1"), kPromptChunks);
+
+  // Redis returns (empty): new stores reach it again without touching the server.
+  ASSERT_TRUE(redis->Restart());
+  uint32_t seed = 1000;
+  const uint64_t before = L2Count(server, 1, "store", "hit_keys");
+  ASSERT_TRUE(WaitUntil([&] {
+    StorePrompt(*client, w, ++seed);
+    return L2Count(server, 1, "store", "hit_keys") > before;
+  })) << ServerStatus(server).dump();
+  EXPECT_TRUE(WaitUntil([&] { return ServerStatus(server)["l2"][1]["up"].get<bool>(); }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "hit_keys") >= before + 4; }));
+
+  ServerProcess redis_only(Args({RespAdapter(*redis)}));
+  auto client2 = redis_only.Client();
+  Worker w2(*client2, 1);
+  ASSERT_TRUE(w2.status.ok());
+  EXPECT_EQ(FetchAndCheck(*client2, w2, seed, "after-restart"), kPromptChunks);
+}
+
+TEST(L2Tier, FsContentSurvivesKill9OfTheServer) {
+  TempDir dir;
+  {
+    ServerProcess first(Args({dir.FsAdapter()}));
+    auto client = first.Client();
+    Worker w(*client, 1);
+    ASSERT_TRUE(w.status.ok());
+    for (uint32_t seed = 20; seed < 23; ++seed) StorePrompt(*client, w, seed);
+    ASSERT_TRUE(WaitUntil([&] { return L2Count(first, 0, "store", "hit_keys") >= 12; }));
+    first.Kill();
+  }
+  ServerProcess second(Args({dir.FsAdapter()}));
+  auto client = second.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  for (uint32_t seed = 20; seed < 23; ++seed) {
+    EXPECT_EQ(FetchAndCheck(*client, w, seed, "after-crash-" + std::to_string(seed)),
+              kPromptChunks);
+  }
+}
+
+TEST(L2Tier, AFlippedByteInAnFsFileIsAMissNotGarbage) {
+  TempDir dir;
+  ServerProcess server(Args({dir.FsAdapter()}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StorePrompt(*client, w, 5);
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(client->Clear().ok());
+  auto files = dir.Objects();
+  ASSERT_EQ(files.size(), 4u);
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  // Whichever chunk that was, the chunks before it are hits and nothing wrong is returned
+  // (FetchAndCheck compares every retrieved byte); the bad file is gone.
+  EXPECT_LT(FetchAndCheck(*client, w, 5, "flipped"), kPromptChunks);
+  EXPECT_FALSE(fs::exists(files[0]));
+  EXPECT_EQ(dir.Objects().size(), 3u);
+}
+
+TEST(L2Tier, ABackendSlowerThanItsDeadlineIsAMissNotAHang) {
+  ServerProcess server(
+      Args({R"({"type":"mem","delay_ms":20000,"deadline_ms":200})"}, {"--log-level", "off"}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StorePrompt(*client, w, 3);
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "failed_tasks") >= 1; }));
+  ASSERT_TRUE(client->Clear().ok());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(FetchAndCheck(*client, w, 3, "slow"), 0);
+  // Bounded by the 200 ms deadline (plus backoff), far from the 20 s the backend would take.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));
+  EXPECT_TRUE(client->Ping().ok());
+}
+
+TEST(L2Tier, SkipL1PolicyDropsChunksFromL1OnceInL2) {
+  ServerProcess server(Args({R"({"type":"mem"})"}, {"--l2-store-policy", "skip_l1"}));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  StorePrompt(*client, w, 9);
+  ASSERT_TRUE(WaitUntil([&] { return Stat(*client, "l1_objects") == 0; }));
+  EXPECT_EQ(FetchAndCheck(*client, w, 9, "skip"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
+}
+
+}  // namespace
+}  // namespace kvtier::testing
