@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # `make bench`: the server benchmark with default settings. Prints the table, then repeats the
 # run with --json and saves it to $BUILD/bench-server.json (BUILD defaults to build). Extra
-# arguments go to both runs, e.g. scripts/bench.sh --workers 1. Fails if either run fails,
+# arguments go to both server runs, e.g. scripts/bench.sh --workers 1. Fails if either run fails,
 # which includes any byte that came back wrong.
+#
+# Then `bench l2` for the fs connector (a temporary directory under $TMPDIR, which should be on a
+# disk, not tmpfs) and the resp connector (a redis-server started here on a free port and
+# stopped by PID on exit), comparing a shared pool against per-op lanes for resp. Reports go to
+# $BUILD/bench-l2-fs.json and $BUILD/bench-l2-resp.json. BENCH_L2_ARGS adds options to both
+# (e.g. BENCH_L2_ARGS="--keys 256"). Without /usr/bin/redis-server the resp part is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +26,52 @@ json="$build/bench-server.json"
 "$bin" bench server --json "$@" > "$json.tmp"
 mv "$json.tmp" "$json"
 echo "wrote $json" >&2
+
+# --- bench l2 ---------------------------------------------------------------------------------
+read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"
+l2_dir=""
+redis_pid=""
+cleanup() {
+  if [[ -n "$redis_pid" ]]; then
+    kill "$redis_pid" 2>/dev/null || true
+    wait "$redis_pid" 2>/dev/null || true
+  fi
+  if [[ -n "$l2_dir" ]]; then rm -rf "$l2_dir"; fi
+}
+trap cleanup EXIT
+
+l2_dir="$(mktemp -d "${TMPDIR:-/tmp}/kvtier-bench-l2.XXXXXX")"
+
+# Runs `bench l2` twice with the same arguments: the table, then --json into $1.
+run_l2() {
+  local out="$1"
+  shift
+  "$bin" bench l2 "$@" "${l2_args[@]}"
+  "$bin" bench l2 "$@" "${l2_args[@]}" --json > "$out.tmp"
+  mv "$out.tmp" "$out"
+  echo "wrote $out" >&2
+}
+
+run_l2 "$build/bench-l2-fs.json" --adapter "{\"type\":\"fs\",\"path\":\"$l2_dir/fs\"}"
+
+if [[ ! -x /usr/bin/redis-server ]]; then
+  echo "skipping bench l2 for resp: /usr/bin/redis-server not found" >&2
+  exit 0
+fi
+port="$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+/usr/bin/redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+  --dir "$l2_dir" > "$l2_dir/redis.log" 2>&1 &
+redis_pid=$!
+for _ in $(seq 100); do
+  if /usr/bin/redis-cli -p "$port" ping > /dev/null 2>&1; then break; fi
+  if ! kill -0 "$redis_pid" 2>/dev/null; then
+    echo "error: redis-server did not start:" >&2
+    cat "$l2_dir/redis.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+
+run_l2 "$build/bench-l2-resp.json" \
+  --adapter "{\"type\":\"resp\",\"port\":$port,\"num_workers\":4}" \
+  --adapter "{\"type\":\"resp\",\"port\":$port,\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}"

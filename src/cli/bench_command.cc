@@ -1,7 +1,8 @@
 // `kvtier bench <what>`: benchmarks that print their numbers next to machine limits measured in
-// the same run. `bench server` lives in bench_server.cc.
+// the same run. `bench server` lives in bench_server.cc, `bench l2` in bench_l2.cc.
 #include <memory>
 
+#include "cli/bench_l2.h"
 #include "cli/bench_server.h"
 #include "cli/commands.h"
 
@@ -60,14 +61,48 @@ RunFn AddBenchServer(CLI::App& bench) {
   return [o] { return RunBenchServer(*o); };
 }
 
+RunFn AddBenchL2(CLI::App& bench) {
+  auto o = std::make_shared<BenchL2Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "l2", "L2 connectors: store bursts with lookup/load probes, then store/load throughput");
+  auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
+  cmd->add_option("--adapter", o->adapters,
+                  "Adapter JSON config as for --l2-adapter; give it twice to compare two configs "
+                  "with the same keys and data")
+      ->required()
+      ->allow_extra_args(false);
+  cmd->add_option("--keys", o->keys, "Keys (values) per phase")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--value-size", o->value_size, "Bytes per value (units: KiB, MiB, ...)")
+      ->capture_default_str();
+  cmd->add_option("--stores-per-round", o->stores_per_round,
+                  "Phase 1: single-key stores in flight per round")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--rounds", o->rounds, "Phase 1 rounds (default: until every key is stored)")
+      ->check(positive);
+  cmd->add_option("--lookup-batch", o->lookup_batch, "Phase 1: keys per lookup probe")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--inflight", o->inflight, "Phase 2: single-key tasks in flight")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  cmd->add_option("--seed", o->seed, "Seed for values and probe choice")->capture_default_str();
+  return [o] { return RunBenchL2(*o); };
+}
+
 }  // namespace
 
 RunFn AddBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Benchmarks");
   cmd->require_subcommand(1);
   RunFn server = AddBenchServer(*cmd);
-  return [cmd, server] {
+  RunFn l2 = AddBenchL2(*cmd);
+  return [cmd, server, l2] {
     if (cmd->got_subcommand("server")) return server();
+    if (cmd->got_subcommand("l2")) return l2();
     return 2;
   };
 }

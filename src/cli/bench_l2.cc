@@ -1,0 +1,177 @@
+// Orchestration of `kvtier bench l2`: validate the options and adapter configs, measure the
+// limits (memcpy, then each adapter's backend) while this process has no threads (the probes
+// fork), build the keys and values, run each adapter config in turn, report.
+#include "cli/bench_l2.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/bench_l2_report.h"
+#include "common/logging.h"
+#include "connectors/connector_registry.h"
+
+namespace kvtier::cli {
+
+namespace {
+
+constexpr uint64_t kMaxValueBytes = 1ULL << 30;
+
+// A status line that rewrites itself; only when a person is watching stderr.
+// TODO: bench_server.cc has the same class in an anonymous namespace; share one.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  void Show(const std::string& line) {
+    if (tty_) std::cerr << "\r\033[K[bench l2] " << line << std::flush;
+  }
+  void Done() {
+    if (tty_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  bool tty_;
+};
+
+struct Plan {
+  uint64_t value_size = 0;
+  uint32_t rounds = 0;
+  std::vector<AdapterConfig> configs;
+};
+
+// Everything that can be wrong with the options, found before any measurement starts. A config
+// is also built once (and dropped) so that a backend's own complaints come early too.
+Result<Plan> Validate(const BenchL2Options& o) {
+  auto bad = [](std::string m) { return Status(Code::kInvalidArgument, std::move(m)); };
+  Plan p;
+  if (o.adapters.empty() || o.adapters.size() > 2) {
+    return bad(fmt::format("give --adapter once or twice (two configs are compared), got {}",
+                           o.adapters.size()));
+  }
+  auto size = ParseByteSize(o.value_size);
+  if (!size.ok()) return bad("--value-size: " + size.status().message());
+  if (*size == 0 || *size > kMaxValueBytes) {
+    return bad(fmt::format("--value-size must be from 1 byte to 1 GiB, got {}", o.value_size));
+  }
+  p.value_size = *size;
+  if (o.keys < o.stores_per_round) {
+    return bad(fmt::format("--keys ({}) must be at least --stores-per-round ({})", o.keys,
+                           o.stores_per_round));
+  }
+  p.rounds = o.rounds != 0 ? o.rounds : o.keys / o.stores_per_round;
+  if (uint64_t{p.rounds} * o.stores_per_round > o.keys) {
+    return bad(fmt::format("--rounds ({}) x --stores-per-round ({}) is more than --keys ({})",
+                           p.rounds, o.stores_per_round, o.keys));
+  }
+  const ConnectorRegistry registry = ConnectorRegistry::WithBuiltins();
+  for (size_t i = 0; i < o.adapters.size(); ++i) {
+    auto cfg = ParseAdapterConfig(o.adapters[i], i);
+    if (!cfg.ok())
+      return bad(fmt::format("--adapter '{}': {}", o.adapters[i], cfg.status().message()));
+    auto conn = registry.Create(*cfg);
+    if (!conn.ok()) {
+      return Status(conn.status().code(),
+                    fmt::format("--adapter '{}': {}", o.adapters[i], conn.status().ToString()));
+    }
+    p.configs.push_back(std::move(cfg).value());
+  }
+  return p;
+}
+
+// "shared pool, 4 threads" or "per-op lookup 1, retrieve 1, store 2; shared 4 (delete)".
+std::string LanesLabel(const ConnectorOptions& o) {
+  std::string named, shared;
+  for (ConnectorOp op : kAllConnectorOps) {
+    const uint32_t n = o.per_op_workers[static_cast<size_t>(op)];
+    std::string& list = n > 0 ? named : shared;
+    list += fmt::format("{}{}{}", list.empty() ? "" : ", ", LaneName(op),
+                        n > 0 ? fmt::format(" {}", n) : "");
+  }
+  if (named.empty()) return fmt::format("shared pool, {} threads", o.num_workers);
+  if (shared.empty()) return "per-op " + named;
+  return fmt::format("per-op {}; shared {} ({})", named, o.num_workers, shared);
+}
+
+int RunBench(const BenchL2Options& o) {
+  auto plan = Validate(o);
+  if (!plan.ok()) {
+    std::cerr << "error: " << plan.status().message() << "\n";
+    return plan.status().code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  L2BenchRun run;
+  run.options = o;
+  run.value_size = plan->value_size;
+  run.rounds = plan->rounds;
+  Progress progress;
+
+  // Limits first: they fork, and this process has no threads yet.
+  progress.Show("measuring memcpy");
+  auto machine = MeasureMachineLimits(1 << 20);
+  if (!machine.ok()) {
+    progress.Done();
+    std::cerr << "error: machine limits: " << machine.status().ToString() << "\n";
+    return 1;
+  }
+  run.memcpy_gbps = machine->memcpy_gbps;
+  for (size_t i = 0; i < plan->configs.size(); ++i) {
+    progress.Show(fmt::format("measuring the backend limit of adapter {}", i + 1));
+    L2AdapterResult r;
+    r.limit = MeasureL2Limit(plan->configs[i], plan->value_size, o.keys, o.inflight);
+    r.run.adapter_json = o.adapters[i];
+    r.run.label = LanesLabel(plan->configs[i].options);
+    run.adapters.push_back(std::move(r));
+  }
+
+  progress.Show(fmt::format("preparing {} values of {} bytes", o.keys, plan->value_size));
+  auto workload = L2Workload::Create(o, plan->value_size);
+  if (!workload.ok()) {
+    progress.Done();
+    std::cerr << "error: " << workload.status().message() << "\n";
+    return workload.status().code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  const ConnectorRegistry registry = ConnectorRegistry::WithBuiltins();
+  for (size_t i = 0; i < plan->configs.size(); ++i) {
+    L2AdapterRun& out = run.adapters[i].run;
+    if (i > 0 && !run.adapters[i - 1].run.errors.empty()) {
+      out.errors.push_back(fmt::format("not run: adapter {} failed", i));
+      continue;
+    }
+    auto conn = registry.Create(plan->configs[i]);
+    if (!conn.ok()) {
+      out.errors.push_back("create connector: " + conn.status().ToString());
+      continue;
+    }
+    RunL2Adapter(
+        **conn, *workload, o, plan->rounds,
+        [&](const std::string& line) { progress.Show(fmt::format("adapter {}: {}", i + 1, line)); },
+        out);
+  }
+  progress.Done();
+
+  const nlohmann::json summary = SummarizeL2(run);
+  if (o.json) {
+    std::cout << summary.dump(2) << std::endl;
+  } else {
+    PrintL2Report(summary, std::cout);
+  }
+  return summary["ok"].get<bool>() ? 0 : 1;
+}
+
+}  // namespace
+
+int RunBenchL2(const BenchL2Options& options) {
+  // Connectors log through spdlog; its default logger writes to stdout, which --json owns.
+  InitLogging();
+  try {
+    return RunBench(options);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kvtier::cli

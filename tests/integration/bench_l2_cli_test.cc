@@ -1,0 +1,132 @@
+// `kvtier bench l2` as a user runs it: small mem configs end to end (the JSON report has every
+// field, the text report compares two configs), and bad options are clear errors. No timing
+// thresholds: only that things ran, were verified and were cleaned up.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace kvtier::testing {
+namespace {
+
+using nlohmann::json;
+
+struct Output {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs `kvtier bench l2 <args>` through the shell; arguments are passed as written.
+Output BenchL2(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/bench-l2-stderr.txt";
+  const std::string cmd =
+      std::string(std::getenv("KVTIER_BIN")) + " bench l2 " + args + " 2>" + err_path;
+  Output o;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  const int st = ::pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::stringstream ss;
+  ss << std::ifstream(err_path).rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+constexpr const char* kSmall = "--keys 16 --value-size 4KiB --stores-per-round 4 --lookup-batch 4";
+
+TEST(BenchL2Cli, MemRunPrintsEveryNumberAsJson) {
+  Output o = BenchL2(std::string("--adapter '{\"type\":\"mem\",\"num_workers\":2}' ") + kSmall +
+                     " --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_EQ(j["config"]["keys"], 16);
+  EXPECT_EQ(j["config"]["value_bytes"], 4096);
+  EXPECT_EQ(j["config"]["rounds"], 4);  // keys / stores-per-round
+  EXPECT_GT(j["limits"]["memcpy_1mib_gbps"]["median"].get<double>(), 0);
+  ASSERT_EQ(j["adapters"].size(), 1u);
+  const json& a = j["adapters"][0];
+  EXPECT_EQ(a["config"]["type"], "mem");
+  EXPECT_EQ(a["lanes"], "shared pool, 2 threads");
+  // Phase 1: every key stored in single-key tasks; at least one probe pair per round after the
+  // first, each lookup finding all of its keys.
+  EXPECT_EQ(a["phase1"]["store"]["count"], 16);
+  EXPECT_GE(a["phase1"]["probes"].get<int>(), 3);
+  EXPECT_EQ(a["phase1"]["lookup"]["count"], a["phase1"]["probes"]);
+  EXPECT_EQ(a["phase1"]["lookup"]["keys"], a["phase1"]["probes"].get<int>() * 4);
+  EXPECT_EQ(a["phase1"]["load"]["bytes"], a["phase1"]["probes"].get<int>() * 4096);
+  for (const char* op : {"lookup", "load", "store"}) {
+    for (const char* f : {"avg_us", "p50_us", "p99_us", "max_us", "connector_p50_us"}) {
+      EXPECT_TRUE(a["phase1"][op].contains(f)) << op << " " << f;
+    }
+  }
+  // Phase 2: every byte stored and loaded back, and verified.
+  EXPECT_EQ(a["phase2"]["store"]["bytes"], 16 * 4096);
+  EXPECT_EQ(a["phase2"]["load"]["bytes"], 16 * 4096);
+  EXPECT_GT(a["phase2"]["load"]["gbps"].get<double>(), 0);
+  EXPECT_GE(a["verified_bytes"].get<int>(), 16 * 4096);
+  // Both phases' keys removed again.
+  EXPECT_EQ(a["remove"]["keys"], 32);
+  // mem has no backend limit; the ratios to memcpy are still there.
+  EXPECT_FALSE(a["limit"]["unavailable"].get<std::string>().empty());
+  EXPECT_TRUE(a["ratios"]["load_over_limit"].is_null());
+  EXPECT_TRUE(a["ratios"]["load_over_memcpy"].is_number());
+  EXPECT_TRUE(a["errors"].empty());
+  EXPECT_FALSE(j.contains("comparison"));
+}
+
+TEST(BenchL2Cli, TwoConfigsAreComparedInOneRun) {
+  // A value size that is not a multiple of 8 also exercises the tail of the data pattern.
+  Output o = BenchL2(
+      "--adapter '{\"type\":\"mem\",\"num_workers\":2,\"delay_ms\":1}' "
+      "--adapter '{\"type\":\"mem\",\"delay_ms\":1,"
+      "\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}' "
+      "--keys 12 --value-size 1001 --stores-per-round 3 --lookup-batch 2 --inflight 3");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  for (const char* text : {"adapter 1:", "adapter 2:", "lanes: shared pool, 2 threads",
+                           "lanes: per-op lookup 1, retrieve 1, store 2; shared 4 (delete)",
+                           "lookup p99: ", "backend limit: unavailable", "result: OK"}) {
+    EXPECT_NE(o.out.find(text), std::string::npos) << text << "\n" << o.out;
+  }
+}
+
+TEST(BenchL2Cli, BadAdapterIsAClearError) {
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--adapter '{not json'", "not valid JSON"},
+      {"--adapter '{\"num_workers\":2}'", "missing 'type'"},
+      {"--adapter '{\"type\":\"nosuch\"}'", "nosuch"},
+      {"--adapter '{\"type\":\"mem\",\"bogus\":1}'", "unknown key 'bogus'"},
+      {"--adapter '{\"type\":\"mem\",\"per_op_workers\":{\"lookups\":1}}'", "lookups"},
+      {"--adapter '{\"type\":\"mem\"}' --value-size 12XB", "--value-size"},
+      {"--adapter '{\"type\":\"mem\"}' --keys 2 --stores-per-round 4", "--stores-per-round"},
+      {"--adapter '{\"type\":\"mem\"}' --keys 8 --rounds 3 --stores-per-round 4", "--rounds"},
+      {"--adapter '{\"type\":\"mem\"}' --adapter '{\"type\":\"mem\"}' --adapter "
+       "'{\"type\":\"mem\"}'",
+       "twice"},
+  };
+  for (const Case& c : cases) {
+    Output o = BenchL2(c.args);
+    EXPECT_NE(o.status, 0) << c.args;
+    EXPECT_NE(o.err.find(c.says), std::string::npos) << c.args << "\nstderr: " << o.err;
+    EXPECT_EQ(o.err.find("Segmentation"), std::string::npos) << o.err;
+    EXPECT_TRUE(o.out.empty()) << c.args << "\nstdout: " << o.out;
+  }
+  Output missing = BenchL2("--keys 8");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.err.find("--adapter"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace kvtier::testing
