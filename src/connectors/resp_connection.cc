@@ -1,0 +1,607 @@
+// RESP over one socket, by hand. Replies are parsed here rather than by hiredis's redisReader:
+// the reader takes bytes into its own buffer and hands back a redisReply holding a copy of each
+// bulk string, so a 1 MiB GET would be copied twice more before reaching the caller's buffer —
+// exactly the copies this connector exists to avoid (values go socket -> caller buffer). Every
+// other reply we accept is one CRLF-terminated line (+OK, -ERR ..., :1, $-1, $<len>), so once the
+// line is framed its parse is a prefix check or an integer; feeding such lines to redisReader
+// would add an allocation per reply and no safety.
+#include "connectors/resp_connection.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace kvtier {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kReadBufSize = 64 << 10;  // longer reply lines than this are a desync
+// Redis refuses bulk strings over proto-max-bulk-len (512 MiB by default) and closes the
+// connection, so such keys and values are refused before they are sent.
+constexpr uint64_t kMaxBulk = 512ULL << 20;
+constexpr int kMaxIov = 64;  // per sendmsg
+constexpr std::string_view kSetTrailer = "\r\n$2\r\nNX\r\n";
+
+// A key in an error message: at most 64 bytes, non-printable bytes escaped (keys are untrusted).
+std::string Printable(const std::string* key) {
+  if (key == nullptr) return "";
+  std::string out;
+  for (size_t i = 0; i < key->size() && i < 64; ++i) {
+    const auto ch = static_cast<unsigned char>((*key)[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\'') {
+      out += static_cast<char>(ch);
+    } else {
+      out += fmt::format("\\x{:02x}", ch);
+    }
+  }
+  if (key->size() > 64) out += "...";
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// The Status for an error reply ("-<text>") to a command on `key` (null: handshake).
+Status ErrorReply(const std::string& name, std::string_view text, const std::string* key) {
+  const std::string where = key != nullptr ? fmt::format(" (key '{}')", Printable(key)) : "";
+  Code code = Code::kInternal;
+  std::string what;
+  if (StartsWith(text, "NOAUTH")) {
+    code = Code::kPermissionDenied;
+    what = "authentication required (set 'password')";
+  } else if (StartsWith(text, "WRONGPASS") || StartsWith(text, "ERR invalid password") ||
+             StartsWith(text, "ERR AUTH")) {
+    code = Code::kPermissionDenied;
+    what = "authentication failed";
+  } else if (StartsWith(text, "NOPERM")) {
+    code = Code::kPermissionDenied;
+    what = "permission denied";
+  } else if (StartsWith(text, "OOM")) {
+    code = Code::kOutOfMemory;
+    what = "server out of memory";
+  } else if (StartsWith(text, "MOVED") || StartsWith(text, "ASK")) {
+    code = Code::kUnavailable;
+    what = "cluster redirection (not supported; point 'host' at a standalone server)";
+  } else if (StartsWith(text, "LOADING") || StartsWith(text, "BUSY") ||
+             StartsWith(text, "TRYAGAIN") || StartsWith(text, "MASTERDOWN") ||
+             StartsWith(text, "CLUSTERDOWN") || StartsWith(text, "READONLY")) {
+    code = Code::kUnavailable;
+    what = "server not available";
+  } else if (StartsWith(text, "WRONGTYPE")) {
+    code = Code::kInvalidArgument;
+    what = "key holds a value that is not a string";
+  } else {
+    what = "error reply";
+  }
+  return Status(code, fmt::format("{}: {}{}: {}", name, what, where, text));
+}
+
+// Milliseconds to pass to poll() until `d`, rounded up; <= 0 when it has passed.
+int PollTimeout(Deadline d) {
+  const auto left = d - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
+
+void AppendBulk(std::string& out, std::string_view s) {
+  fmt::format_to(std::back_inserter(out), "${}\r\n", s.size());
+  out.append(s);
+  out.append("\r\n");
+}
+
+}  // namespace
+
+std::string RespEndpoint::Name() const {
+  if (host.find(':') != std::string::npos) return fmt::format("resp [{}]:{}", host, port);
+  return fmt::format("resp {}:{}", host, port);
+}
+
+// Runs one batch of commands over the connection: writes while the socket takes data, reads and
+// parses replies in order as they arrive, and waits in poll() (bounded by the deadline) when
+// neither can progress.
+class RespConnection::Pipeline {
+ public:
+  Pipeline(RespConnection& c, std::span<Command> cmds) : c_(c), cmds_(cmds) {}
+
+  Status Run(Deadline d, bool& stale) {
+    stale = false;
+    SkipRefused();
+    while (ri_ < cmds_.size()) {
+      Status s = ParseBuffered();
+      if (!s.ok()) return s;
+      if (ri_ == cmds_.size()) break;
+      const int timeout = PollTimeout(d);
+      if (timeout <= 0) return TimedOut();
+      pollfd p{c_.fd_, static_cast<short>(POLLIN | (si_ < cmds_.size() ? POLLOUT : 0)), 0};
+      const int r = ::poll(&p, 1, timeout);
+      if (r < 0 && errno != EINTR) return IoError("poll", errno);
+      if (r <= 0) continue;
+      if (p.revents & POLLNVAL) return IoError("poll", EBADF);
+      if ((p.revents & (POLLOUT | POLLERR)) && si_ < cmds_.size()) {
+        s = Send();
+        if (!s.ok()) {
+          stale = !got_reply_;
+          return s;
+        }
+      }
+      if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+        s = Receive();
+        if (!s.ok()) {
+          stale = !got_reply_;
+          return s;
+        }
+      }
+    }
+    return first_error_;
+  }
+
+ private:
+  void SkipRefused() {
+    while (si_ < cmds_.size() && cmds_[si_].skip) ++si_;
+    while (ri_ < cmds_.size() && cmds_[ri_].skip) ++ri_;
+  }
+
+  // Writes as much of the remaining commands as the socket takes, up to kMaxIov parts at a time.
+  Status Send() {
+    for (;;) {
+      iovec iov[kMaxIov];
+      int n = 0;
+      size_t ci = si_, part = sp_, off = so_;
+      while (n < kMaxIov && ci < cmds_.size()) {
+        const Command& cmd = cmds_[ci];
+        if (!cmd.skip && cmd.parts[part].iov_len > off) {
+          iov[n].iov_base = static_cast<char*>(cmd.parts[part].iov_base) + off;
+          iov[n].iov_len = cmd.parts[part].iov_len - off;
+          ++n;
+        }
+        off = 0;
+        if (++part == 3) {
+          part = 0;
+          ++ci;
+        }
+      }
+      if (n == 0) return Status::Ok();
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(n);
+      const ssize_t w = ::sendmsg(c_.fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+        return IoError("send", errno);
+      }
+      Advance(static_cast<size_t>(w));
+    }
+  }
+
+  // Moves the send position `w` bytes forward, then past empty parts and refused commands.
+  void Advance(size_t w) {
+    while (w > 0) {
+      const Command& cmd = cmds_[si_];
+      const size_t len = cmd.skip ? 0 : cmd.parts[sp_].iov_len;
+      const size_t take = std::min(w, len - so_);
+      so_ += take;
+      w -= take;
+      if (so_ == len) NextPart();
+    }
+    while (si_ < cmds_.size() && (cmds_[si_].skip || cmds_[si_].parts[sp_].iov_len == 0)) {
+      NextPart();
+    }
+  }
+  void NextPart() {
+    so_ = 0;
+    if (++sp_ == 3) {
+      sp_ = 0;
+      ++si_;
+    }
+  }
+
+  // Reads what the socket has: straight into a GET's buffer while its value is being received
+  // and nothing is buffered, else into the read buffer.
+  Status Receive() {
+    for (;;) {
+      ssize_t r;
+      if (body_ == Body::kInto && c_.rpos_ == c_.rend_) {
+        r = ::recv(c_.fd_, into_, left_, MSG_DONTWAIT);
+        if (r > 0) {
+          into_ += r;
+          left_ -= static_cast<uint64_t>(r);
+          if (left_ == 0) body_ = Body::kCrlf;
+          return Status::Ok();
+        }
+      } else {
+        if (c_.rpos_ == c_.rend_) {
+          c_.rpos_ = c_.rend_ = 0;
+        } else if (c_.rpos_ > 0) {
+          std::memmove(c_.rbuf_.get(), c_.rbuf_.get() + c_.rpos_, c_.rend_ - c_.rpos_);
+          c_.rend_ -= c_.rpos_;
+          c_.rpos_ = 0;
+        }
+        if (c_.rend_ == kReadBufSize) return Desync("reply line longer than the read buffer");
+        r = ::recv(c_.fd_, c_.rbuf_.get() + c_.rend_, kReadBufSize - c_.rend_, MSG_DONTWAIT);
+        if (r > 0) {
+          c_.rend_ += static_cast<size_t>(r);
+          return Status::Ok();
+        }
+      }
+      if (r == 0) return Fail(Code::kUnavailable, "connection closed by the server");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return IoError("recv", errno);
+    }
+  }
+
+  // Consumes buffered reply bytes, answering commands in order, until more input is needed.
+  Status ParseBuffered() {
+    while (ri_ < cmds_.size()) {
+      Command& cmd = cmds_[ri_];
+      const size_t avail = c_.rend_ - c_.rpos_;
+      const char* buf = c_.rbuf_.get() + c_.rpos_;
+      switch (body_) {
+        case Body::kInto: {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, left_));
+          if (n > 0) std::memcpy(into_, buf, n);
+          into_ += n;
+          left_ -= n;
+          c_.rpos_ += n;
+          if (left_ > 0) return Status::Ok();
+          body_ = Body::kCrlf;
+          break;
+        }
+        case Body::kSkip: {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, left_));
+          left_ -= n;
+          c_.rpos_ += n;
+          if (left_ > 0) return Status::Ok();
+          Answered(A::kNo);  // a value of another size: a miss
+          break;
+        }
+        case Body::kCrlf:
+          if (avail < 2) return Status::Ok();
+          if (buf[0] != '\r' || buf[1] != '\n') return Desync("bulk value not followed by CRLF");
+          c_.rpos_ += 2;
+          Answered(A::kYes);
+          break;
+        case Body::kNone: {
+          const char* nl = static_cast<const char*>(std::memchr(buf, '\n', avail));
+          if (nl == nullptr) return Status::Ok();
+          const size_t len = static_cast<size_t>(nl - buf) + 1;
+          if (len < 3 || nl[-1] != '\r') return Desync("reply line without CRLF");
+          c_.rpos_ += len;
+          got_reply_ = true;
+          KVT_RETURN_IF_ERROR(OnLine(cmd, buf[0], std::string_view(buf + 1, len - 3)));
+          break;
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // One reply line (type byte and text without CRLF) for `cmd`.
+  Status OnLine(Command& cmd, char type, std::string_view text) {
+    switch (type) {
+      case '+':
+        if (cmd.kind == Kind::kStatus || (cmd.kind == Kind::kSetNx && text == "OK")) {
+          Answered(A::kYes);
+          return Status::Ok();
+        }
+        break;
+      case '-':
+        if (first_error_.ok()) first_error_ = ErrorReply(c_.name_, text, cmd.key);
+        Answered(A::kError);
+        return Status::Ok();
+      case ':': {
+        int64_t v = 0;
+        if (cmd.kind != Kind::kInteger || !ParseInt(text, v)) break;
+        Answered(v > 0 ? A::kYes : A::kNo);
+        return Status::Ok();
+      }
+      case '$': {
+        int64_t len = 0;
+        if (!ParseInt(text, len) || len < -1) break;
+        if (len == -1 && (cmd.kind == Kind::kGet || cmd.kind == Kind::kSetNx)) {
+          Answered(A::kNo);  // GET: absent; SET NX: already present, left unchanged
+          return Status::Ok();
+        }
+        if (cmd.kind != Kind::kGet || len < 0) break;
+        if (static_cast<uint64_t>(len) == cmd.dst.size) {
+          body_ = Body::kInto;
+          into_ = cmd.dst.data;
+        } else {
+          body_ = Body::kSkip;  // read past it; the connection stays usable
+        }
+        left_ = static_cast<uint64_t>(len) + (body_ == Body::kSkip ? 2 : 0);
+        if (left_ == 0) body_ = Body::kCrlf;
+        return Status::Ok();
+      }
+      default:
+        break;
+    }
+    return Desync(fmt::format("unexpected reply '{}{}'", type, text.substr(0, 64)));
+  }
+
+  static bool ParseInt(std::string_view s, int64_t& v) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && p == s.data() + s.size();
+  }
+
+  void Answered(RespConnection::Answer a) {
+    cmds_[ri_].answer = a;
+    body_ = Body::kNone;
+    ++ri_;
+    SkipRefused();
+  }
+
+  // Failures that leave the stream unusable: the connection is dropped.
+  Status Fail(Code code, const std::string& what) {
+    c_.Drop();
+    return Status(code, fmt::format("{}: {}", c_.name_, what));
+  }
+  Status IoError(const char* call, int err) {
+    return Fail(Code::kUnavailable, fmt::format("{}: {}", call, std::strerror(err)));
+  }
+  Status Desync(const std::string& what) {
+    return Fail(Code::kProtocolError, "protocol error: " + what);
+  }
+  Status TimedOut() {
+    return Fail(Code::kTimeout,
+                fmt::format("deadline passed with {} of {} replies outstanding",
+                            cmds_.size() - ri_, cmds_.size()));
+  }
+
+  enum class Body : uint8_t { kNone, kInto, kSkip, kCrlf };
+  using A = RespConnection::Answer;
+
+  RespConnection& c_;
+  std::span<Command> cmds_;
+  size_t si_ = 0, sp_ = 0, so_ = 0;  // send position: command, part, offset in part
+  size_t ri_ = 0;                    // next command to get a reply
+  Body body_ = Body::kNone;          // inside a bulk value of command ri_
+  uint8_t* into_ = nullptr;
+  uint64_t left_ = 0;
+  bool got_reply_ = false;
+  Status first_error_;
+};
+
+RespConnection::RespConnection(RespEndpoint endpoint)
+    : ep_(std::move(endpoint)),
+      name_(ep_.Name()),
+      rbuf_(std::make_unique<char[]>(kReadBufSize)) {}
+
+RespConnection::~RespConnection() { Drop(); }
+
+void RespConnection::Drop() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  rpos_ = rend_ = 0;
+}
+
+// Connecting is bounded by connect_timeout_ms and by the task's deadline, whichever comes first;
+// running out of the first is UNAVAILABLE (the server does not answer), of the second TIMEOUT.
+Status RespConnection::EnsureConnected(Deadline d) {
+  if (fd_ >= 0) return Status::Ok();
+  const Deadline own = Clock::now() + ep_.connect_timeout;
+  const bool task_first = d < own;
+  Status s = OpenSocket(std::min(d, own));
+  if (s.ok()) {
+    ++connects_;
+    s = Handshake(std::min(d, own));
+    if (!s.ok()) Drop();
+  }
+  if (s.code() == Code::kTimeout && !task_first) {
+    return Status(Code::kUnavailable,
+                  fmt::format("{}: no answer within connect_timeout_ms {} ({})", name_,
+                              ep_.connect_timeout.count(), s.message()));
+  }
+  return s;
+}
+
+// Resolves host and connects (non-blocking connect + poll, so `d` bounds it). getaddrinfo itself
+// is not bounded; use an address or a name the local resolver answers quickly.
+Status RespConnection::OpenSocket(Deadline d) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(ep_.port);
+  if (int rc = ::getaddrinfo(ep_.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return Status(Code::kUnavailable,
+                  fmt::format("{}: cannot resolve host: {}", name_, ::gai_strerror(rc)));
+  }
+  std::string error = "no address";
+  Code code = Code::kUnavailable;
+  for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      ai->ai_protocol);
+    if (fd < 0) {
+      error = fmt::format("socket: {}", std::strerror(errno));
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        int r;
+        do {
+          const int timeout = PollTimeout(d);
+          r = timeout > 0 ? ::poll(&p, 1, timeout) : 0;
+        } while (r < 0 && errno == EINTR);
+        socklen_t len = sizeof(err);
+        if (r == 0) {
+          err = ETIMEDOUT;
+        } else if (r < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+          err = errno;
+        }
+      }
+    }
+    if (err != 0) {
+      ::close(fd);
+      if (err == ETIMEDOUT) {
+        code = Code::kTimeout;
+        error = "connect: timed out";
+      } else {
+        code = Code::kUnavailable;
+        error = fmt::format("connect: {}", std::strerror(err));
+      }
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fd_ = fd;
+  }
+  ::freeaddrinfo(res);
+  if (fd_ < 0) return Status(code, fmt::format("{}: {}", name_, error));
+  rpos_ = rend_ = 0;
+  return Status::Ok();
+}
+
+// [AUTH [username] password] [SELECT db] PING, pipelined: one round trip. PING also proves the
+// peer speaks RESP and, without a password, that the server does not require one.
+Status RespConnection::Handshake(Deadline d) {
+  std::string buf;
+  std::vector<size_t> ends;
+  std::vector<Command> cmds;
+  auto add = [&](std::initializer_list<std::string_view> words) {
+    fmt::format_to(std::back_inserter(buf), "*{}\r\n", words.size());
+    for (std::string_view w : words) AppendBulk(buf, w);
+    ends.push_back(buf.size());
+    cmds.emplace_back();
+  };
+  if (!ep_.password.empty()) {
+    if (ep_.username.empty()) {
+      add({"AUTH", ep_.password});
+    } else {
+      add({"AUTH", ep_.username, ep_.password});
+    }
+  }
+  if (ep_.db != 0) add({"SELECT", std::to_string(ep_.db)});
+  add({"PING"});
+  size_t begin = 0;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    cmds[i].parts[0] = iovec{buf.data() + begin, ends[i] - begin};
+    begin = ends[i];
+  }
+  bool stale = false;
+  Status s = Pipeline(*this, cmds).Run(d, stale);
+  if (s.code() == Code::kInternal && ep_.db != 0) {
+    // The only plain error reply the handshake can get is SELECT's ("DB index is out of range").
+    return Status(Code::kInvalidArgument, s.message() + fmt::format(" (SELECT {})", ep_.db));
+  }
+  return s;
+}
+
+Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std::string> keys,
+                           std::span<const ConstBuffer> src, std::span<const MutableBuffer> dst,
+                           Deadline d) {
+  const size_t n = keys.size();
+  headers_.clear();
+  cmds_.assign(n, Command{});
+  std::vector<size_t> ends(n);
+  Status refused;
+  const std::string head = fmt::format("*{}\r\n${}\r\n{}\r\n", src.empty() ? 2 : 4, verb.size(),
+                                       verb);
+  for (size_t i = 0; i < n; ++i) {
+    Command& cmd = cmds_[i];
+    cmd.kind = kind;
+    cmd.key = &keys[i];
+    if (!dst.empty()) cmd.dst = dst[i];
+    const uint64_t vlen = src.empty() ? 0 : src[i].size;
+    if (keys[i].size() > kMaxBulk || vlen > kMaxBulk) {
+      cmd.skip = true;
+      cmd.answer = Answer::kError;
+      if (refused.ok()) {
+        refused = Status(Code::kTooLarge,
+                         fmt::format("{}: key '{}' or its value is over the 512 MiB bulk limit",
+                                     name_, Printable(&keys[i])));
+      }
+    } else {
+      headers_ += head;
+      AppendBulk(headers_, keys[i]);
+      if (!src.empty()) {
+        fmt::format_to(std::back_inserter(headers_), "${}\r\n", vlen);
+        cmd.parts[1] = iovec{const_cast<uint8_t*>(src[i].data), vlen};
+        cmd.parts[2] = iovec{const_cast<char*>(kSetTrailer.data()), kSetTrailer.size()};
+      }
+    }
+    ends[i] = headers_.size();
+  }
+  // headers_ is complete, so pointers into it are stable now.
+  size_t begin = 0;
+  for (size_t i = 0; i < n; ++i) {
+    cmds_[i].parts[0] = iovec{headers_.data() + begin, ends[i] - begin};
+    begin = ends[i];
+  }
+
+  const bool reused = connected();
+  Status s = EnsureConnected(d);
+  if (s.ok()) {
+    bool stale = false;
+    s = RunOnce(cmds_, d, stale);
+    if (!s.ok() && stale && reused) {
+      // The server closed this idle connection (e.g. it restarted) before answering anything:
+      // nothing was applied by this call that a rerun could not repeat (SET is NX, the others are
+      // reads or deletes), so run once more on a fresh connection.
+      for (Command& cmd : cmds_) {
+        if (!cmd.skip) cmd.answer = Answer::kNone;
+      }
+      s = EnsureConnected(d);
+      if (s.ok()) s = RunOnce(cmds_, d, stale);
+    }
+  }
+  return s.ok() ? refused : s;
+}
+
+Status RespConnection::RunOnce(std::span<Command> cmds, Deadline d, bool& stale) {
+  return Pipeline(*this, cmds).Run(d, stale);
+}
+
+Status RespConnection::Get(std::span<const std::string> keys, std::span<const MutableBuffer> dst,
+                           Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
+  Status s = Run(Kind::kGet, "GET", keys, {}, dst, d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+    if (out[i]) bytes += dst[i].size;
+  }
+  return s;
+}
+
+Status RespConnection::Set(std::span<const std::string> keys, std::span<const ConstBuffer> src,
+                           Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
+  Status s = Run(Kind::kSetNx, "SET", keys, src, {}, d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Answer a = cmds_[i].answer;
+    out[i] = (a == Answer::kYes || a == Answer::kNo) ? 1 : 0;  // kNo: kept the first value
+    if (a == Answer::kYes) bytes += src[i].size;
+  }
+  return s;
+}
+
+Status RespConnection::Exists(std::span<const std::string> keys, Deadline d,
+                              std::span<uint8_t> out) {
+  Status s = Run(Kind::kInteger, "EXISTS", keys, {}, {}, d);
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+  return s;
+}
+
+Status RespConnection::Del(std::span<const std::string> keys, Deadline d,
+                           std::span<uint8_t> out) {
+  Status s = Run(Kind::kInteger, "DEL", keys, {}, {}, d);
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+  return s;
+}
+
+}  // namespace kvtier
