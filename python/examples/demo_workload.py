@@ -8,6 +8,8 @@ of its token prefix, so any byte the cache returns can be verified.
 """
 
 import argparse
+import json
+import tempfile
 import hashlib
 import signal
 import sys
@@ -117,7 +119,10 @@ def main():
     ap.add_argument("--prompts", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--chunk-size", type=int, default=256)
-    ap.add_argument("--l1-size-gb", type=float, default=0.5)
+    ap.add_argument("--l1-size-gb", type=float, default=0.0625,
+                    help="small on purpose, so L1 evicts and the fs L2 serves older prefixes")
+    ap.add_argument("--no-l2", action="store_true",
+                    help="run without the fs L2 adapter (default: one in a temporary directory)")
     ap.add_argument("--binary", default=None, help="kvtier executable (default: $KVTIER_BIN)")
     args = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the server is stopped either way.
@@ -128,13 +133,18 @@ def main():
     rng = np.random.default_rng(args.seed + 1)
     t = Totals()
     tty = sys.stdout.isatty()
-    with LocalServer(binary=args.binary, l1_size_gb=args.l1_size_gb,
-                     chunk_size=args.chunk_size, prefault=True) as srv:
+    l2_dir = tempfile.TemporaryDirectory(prefix="kvtier-demo-l2-")
+    extra = [] if args.no_l2 else [
+        "--l2-adapter", json.dumps({"type": "fs", "path": l2_dir.name})]
+    with l2_dir, LocalServer(binary=args.binary, l1_size_gb=args.l1_size_gb,
+                             chunk_size=args.chunk_size, prefault=True,
+                             extra_args=extra) as srv:
         sched, worker = srv.client(timeout_ms=10000), srv.client(timeout_ms=10000)
         cache = kvtier.KvCache(LAYERS, BLOCKS, BLOCK_TOKENS, BYTES_PER_TOKEN)
         cache.register(worker, INSTANCE, MODEL)
         print(f"kvtier server pid {srv.pid} on port {srv.port}, chunk {args.chunk_size} tokens, "
-              f"L1 {args.l1_size_gb} GiB; replaying {len(prompts)} prompts")
+              f"L1 {args.l1_size_gb} GiB, L2 {'none' if args.no_l2 else 'fs in ' + l2_dir.name}; "
+              f"replaying {len(prompts)} prompts")
         start = time.perf_counter()
         for i, tokens in enumerate(prompts):
             run_prompt(i, tokens, sched, worker, cache, args.chunk_size, rng, t)
@@ -149,6 +159,8 @@ def main():
     summary(t, elapsed)
     print(f"server L1          {int(stats['l1_objects'])} objects, "
           f"{stats['l1_used_bytes'] / 2**20:.0f} MiB used, {int(stats['l1_evictions'])} evictions")
+    print(f"lookup hits        L1 {stats['lookup_hit_rate_l1']:.1%}, "
+          f"L2 {stats['lookup_hit_rate_l2']:.1%} of {int(stats['lookup_chunks'])} chunks looked up")
     return 1 if t.failures else 0
 
 
