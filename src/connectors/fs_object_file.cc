@@ -1,0 +1,121 @@
+#include "connectors/fs_object_file.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace kvtier {
+namespace {
+
+constexpr std::array<uint8_t, 4> kMagic = {'K', 'V', 'F', 'S'};
+constexpr size_t kHeaderHashAt = 56;
+
+void Put16(uint8_t* p, uint16_t v) {
+  for (int i = 0; i < 2; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void Put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void Put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t Get(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+bool PlainNameByte(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '@' ||
+         c == '.' || c == '_' || c == '-';
+}
+
+}  // namespace
+
+uint64_t FsHash(std::span<const uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+uint64_t FsKeyHash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
+
+std::array<uint8_t, kFsHeaderBytes> EncodeFsHeader(const FsHeader& h) {
+  std::array<uint8_t, kFsHeaderBytes> out{};
+  uint8_t* p = out.data();
+  std::memcpy(p, kMagic.data(), kMagic.size());
+  Put16(p + 4, kFsFormatVersion);
+  Put16(p + 6, kFsHeaderBytes);
+  Put32(p + 8, kFsPayloadOffset);
+  Put32(p + 12, 0);
+  Put64(p + 16, h.payload_length);
+  Put64(p + 24, h.payload_hash);
+  Put64(p + 32, h.key_hash);
+  Put64(p + kHeaderHashAt, XXH3_64bits(p, kHeaderHashAt));
+  return out;
+}
+
+Result<FsHeader> DecodeFsHeader(std::span<const uint8_t> bytes) {
+  auto bad = [](std::string why) { return Status(Code::kInvalidArgument, "fs header: " + why); };
+  if (bytes.size() < kFsHeaderBytes) {
+    return bad(fmt::format("{} bytes, need {}", bytes.size(), kFsHeaderBytes));
+  }
+  const uint8_t* p = bytes.data();
+  if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0) return bad("bad magic");
+  // The checksum first: every field below is then known to be what the writer wrote.
+  if (Get(p + kHeaderHashAt, 8) != XXH3_64bits(p, kHeaderHashAt)) return bad("checksum mismatch");
+  if (const uint64_t v = Get(p + 4, 2); v != kFsFormatVersion) {
+    return bad(fmt::format("version {} (this build reads {})", v, kFsFormatVersion));
+  }
+  if (const uint64_t n = Get(p + 6, 2); n != kFsHeaderBytes) {
+    return bad(fmt::format("header_bytes {} (expected {})", n, kFsHeaderBytes));
+  }
+  if (const uint64_t off = Get(p + 8, 4); off != kFsPayloadOffset) {
+    return bad(fmt::format("payload_offset {} (expected {})", off, kFsPayloadOffset));
+  }
+  if (Get(p + 12, 4) != 0) return bad("unknown flags");
+  for (size_t i = 40; i < kHeaderHashAt; ++i) {
+    if (p[i] != 0) return bad("reserved bytes are not zero");
+  }
+  FsHeader h;
+  h.payload_length = Get(p + 16, 8);
+  h.payload_hash = Get(p + 24, 8);
+  h.key_hash = Get(p + 32, 8);
+  return h;
+}
+
+Result<std::string> FsObjectName(std::string_view key) {
+  if (key.empty()) return Status(Code::kInvalidArgument, "fs: empty key");
+  std::string name;
+  name.reserve(key.size());
+  for (size_t i = 0; i < key.size(); ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (PlainNameByte(c) && !(i == 0 && c == '.')) {
+      name.push_back(static_cast<char>(c));
+    } else {
+      name += fmt::format("%{:02X}", c);
+    }
+    if (name.size() > kFsMaxNameBytes) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("fs: key of {} bytes is too long for a file name (escaped, at most "
+                                "{} bytes)",
+                                key.size(), kFsMaxNameBytes));
+    }
+  }
+  return name;
+}
+
+std::string FsShardDir(uint64_t key_hash, uint32_t depth) {
+  std::string dir;
+  for (uint32_t i = 0; i < depth && i < 8; ++i) {
+    if (i > 0) dir.push_back('/');
+    dir += fmt::format("{:02x}", (key_hash >> (56 - 8 * i)) & 0xff);
+  }
+  return dir;
+}
+
+Result<std::string> FsObjectPath(std::string_view key, uint32_t depth) {
+  Result<std::string> name = FsObjectName(key);
+  if (!name.ok()) return name.status();
+  if (depth == 0) return std::move(name).value();
+  return FsShardDir(FsKeyHash(key), depth) + "/" + *name;
+}
+
+}  // namespace kvtier
