@@ -213,6 +213,13 @@ class ConnectorBase : public Connector {
 
   static Status DeadlinePassed() { return Status(Code::kTimeout, "deadline passed"); }
 
+  // True while a lookup holds `key` locked: a backend that evicts on its own should spare it,
+  // since a load is about to follow.
+  bool Locked(const std::string& key) const {
+    std::lock_guard lock(lock_mu_);
+    return locks_.contains(key);
+  }
+
  private:
   struct Batch {
     TaskId id = 0;
@@ -329,10 +336,22 @@ class ConnectorBase : public Connector {
       if (std::chrono::steady_clock::now() >= t.batch->deadline) {
         s = Status(Code::kTimeout, options_.name + ": deadline passed before the backend was asked");
       } else {
-        if (!conn.ok()) conn = self().Connect();
+        if (!conn.ok()) conn = ConnectGuarded();
         s = conn.ok() ? RunTile(**conn, *t.batch, t.begin, t.end) : conn.status();
       }
       FinishTile(t, std::move(s));
+    }
+  }
+
+  // A backend's Connect() that throws is a failed connection, not a dead process.
+  template <class D = Derived>
+  auto ConnectGuarded() -> decltype(std::declval<D&>().Connect()) {
+    try {
+      return static_cast<D&>(*this).Connect();
+    } catch (const std::exception& e) {
+      return Status(Code::kUnavailable, options_.name + ": connect threw: " + e.what());
+    } catch (...) {
+      return Status(Code::kUnavailable, options_.name + ": connect threw");
     }
   }
 

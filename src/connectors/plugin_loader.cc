@@ -16,6 +16,7 @@ class PluginConnector final : public Connector {
   PluginConnector(void* handle, const KvtierConnectorPlugin* plugin, Connector* inner)
       : handle_(handle), plugin_(plugin), inner_(inner) {}
   ~PluginConnector() override {
+    inner_->Close();  // the plugin's threads stop before its code can be unloaded
     plugin_->destroy(inner_);
     ::dlclose(handle_);
   }
