@@ -152,8 +152,7 @@ class RedisProcess {
                                      "--appendonly", "no",
                                      "--daemonize", "no",
                                      "--dir", dir_,  // logs go to stdout = redis.log
-                                     "--loglevel", "warning",
-                                     "--enable-debug-command", "local"};
+                                     "--loglevel", "warning"};
     if (!password_.empty()) {
       args.push_back("--requirepass");
       args.push_back(password_);
