@@ -78,6 +78,10 @@ json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
                    {"load_over_limit", have ? Ratio(load, l.load_gbps) : json(nullptr)},
                    {"store_over_memcpy", Ratio(store, memcpy)},
                    {"load_over_memcpy", Ratio(load, memcpy)}};
+  if (l.details.contains("read_distinct_buffers_gbps")) {
+    out["ratios"]["load_over_raw_read_distinct_buffers"] =
+        Ratio(load, l.details["read_distinct_buffers_gbps"]["median"].get<double>());
+  }
   out["verified_bytes"] = r.verified_bytes;
   out["errors"] = r.errors;
   out["ok"] = r.errors.empty();
@@ -131,6 +135,13 @@ void PrintAdapter(size_t n, const json& a, std::ostream& os) {
     os << fmt::format("  backend limit, same run: {} {:.2f} GB/s; {} {:.2f} GB/s\n",
                       l["store_name"].get<std::string>(), l["store_gbps"].get<double>(),
                       l["load_name"].get<std::string>(), l["load_gbps"].get<double>());
+  }
+  if (l["details"].contains("read_distinct_buffers_gbps")) {
+    os << fmt::format(
+        "  (raw pread() into one buffer per file instead of one buffer: {:.2f} GB/s; fs load is "
+        "{} of that)\n",
+        l["details"]["read_distinct_buffers_gbps"]["median"].get<double>(),
+        Pct(a["ratios"]["load_over_raw_read_distinct_buffers"]));
   }
   if (l["details"].value("tmpfs", false)) {
     os << "  note: the fs path is on tmpfs, so this measures memory, not a disk\n";

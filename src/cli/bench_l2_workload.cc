@@ -1,12 +1,15 @@
 // L2Workload: the keys and values of `bench l2`. Values live in one prefaulted memfd (like the L1
 // arena the server stores from), loads land in another, so no page fault falls inside a timing.
-#include <fmt/format.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "cli/bench_data.h"
+#include "cli/bench_l2_limits.h"
 #include "cli/bench_l2_run.h"
 #include "common/object_key.h"
 
@@ -50,6 +53,8 @@ Result<L2Workload> L2Workload::Create(const BenchL2Options& o, uint64_t value_si
   if (!loads.ok()) return loads.status();
   w.values_ = std::move(values).value();
   w.loads_ = std::move(loads).value();
+  KVT_RETURN_IF_ERROR(KernelTouch(w.values_.data(), w.values_.size()));
+  KVT_RETURN_IF_ERROR(KernelTouch(w.loads_.data(), w.loads_.size()));
 
   const uint64_t aligned = value_size & ~uint64_t{7};
   for (uint32_t i = 0; i < o.keys; ++i) {

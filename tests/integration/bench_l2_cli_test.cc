@@ -2,14 +2,19 @@
 // field, the text report compares two configs), and bad options are clear errors. No timing
 // thresholds: only that things ran, were verified and were cleaned up.
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include "support/redis_process.h"
 
 namespace kvtier::testing {
 namespace {
@@ -83,6 +88,82 @@ TEST(BenchL2Cli, MemRunPrintsEveryNumberAsJson) {
   EXPECT_TRUE(a["ratios"]["load_over_memcpy"].is_number());
   EXPECT_TRUE(a["errors"].empty());
   EXPECT_FALSE(j.contains("comparison"));
+}
+
+TEST(BenchL2Cli, FsRunMeasuresRawFileLimitsInTheSameDirectory) {
+  const std::string dir = ::testing::TempDir() + "/bench-l2-fs";
+  std::filesystem::remove_all(dir);
+  Output o = BenchL2("--adapter '{\"type\":\"fs\",\"path\":\"" + dir + "\"}' " + kSmall +
+                     " --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  const json& a = j["adapters"][0];
+  EXPECT_TRUE(a["ok"].get<bool>()) << a["errors"];
+  const json& l = a["limit"];
+  EXPECT_EQ(l["unavailable"], "") << l;
+  EXPECT_GT(l["load_gbps"].get<double>(), 0);
+  EXPECT_GT(l["store_gbps"].get<double>(), 0);
+  EXPECT_EQ(l["details"]["files"], 16);  // as many files as keys, up to 256 MiB
+  EXPECT_EQ(l["details"]["bytes_per_file"], 4096);
+  EXPECT_TRUE(a["ratios"]["load_over_limit"].is_number());
+  EXPECT_EQ(a["remove"]["keys"], 32);
+  // The raw files are gone, and so is every object the bench stored (only directories remain).
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    files += e.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_EQ(files, 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// Keys in the server's current database (-1 when it cannot be asked).
+long long DbSize(uint16_t port) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  long long n = -1;
+  if (c != nullptr && c->err == 0) {
+    if (auto* r = static_cast<redisReply*>(redisCommand(c, "DBSIZE"))) {
+      if (r->type == REDIS_REPLY_INTEGER) n = r->integer;
+      freeReplyObject(r);
+    }
+  }
+  if (c != nullptr) redisFree(c);
+  return n;
+}
+
+TEST(BenchL2Cli, RespComparesLanesAgainstRedisBenchmarkAndLeavesNothingBehind) {
+  auto redis = RedisProcess::Start();
+  ASSERT_TRUE(redis);
+  const std::string port = std::to_string(redis->port());
+  Output o = BenchL2("--adapter '{\"type\":\"resp\",\"port\":" + port +
+                     ",\"num_workers\":2}' --adapter '{\"type\":\"resp\",\"port\":" + port +
+                     ",\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}' " +
+                     kSmall + " --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  ASSERT_EQ(j["adapters"].size(), 2u);
+  for (const json& a : j["adapters"]) {
+    EXPECT_TRUE(a["ok"].get<bool>()) << a["errors"];
+    EXPECT_EQ(a["phase2"]["load"]["bytes"], 16 * 4096);
+    const json& l = a["limit"];
+    if (::access("/usr/bin/redis-benchmark", X_OK) != 0) {
+      EXPECT_NE(l["unavailable"].get<std::string>().find("redis-benchmark"), std::string::npos);
+      continue;
+    }
+    EXPECT_EQ(l["unavailable"], "") << l;
+    EXPECT_GT(l["details"]["GET"]["rps"].get<double>(), 0);
+    EXPECT_TRUE(a["ratios"]["load_over_limit"].is_number());
+  }
+  // redis-benchmark runs with as many connections as the lane has threads.
+  EXPECT_EQ(j["adapters"][0]["limit"]["details"]["get_clients"], 2);
+  EXPECT_EQ(j["adapters"][1]["limit"]["details"]["get_clients"], 1);
+  EXPECT_EQ(j["adapters"][1]["limit"]["details"]["set_clients"], 2);
+  EXPECT_EQ(j["comparison"]["labels"][0], "shared");
+  EXPECT_EQ(j["comparison"]["labels"][1], "per-op");
+  EXPECT_TRUE(j["comparison"]["lookup_p99_ms"][1].is_number());
+  // The bench's keys and redis-benchmark's key are all gone.
+  EXPECT_EQ(DbSize(redis->port()), 0);
 }
 
 TEST(BenchL2Cli, TwoConfigsAreComparedInOneRun) {
