@@ -1,7 +1,12 @@
-// The `resp` limit of `bench l2`: redis-benchmark SET and GET of the value size against the
-// adapter's server, with as many connections as the connector's store and retrieve lanes have
-// threads (capped by the bench's tasks in flight) and no pipelining, as the connector sends one
-// key per task. Requests/s x value size = GB/s.
+// The `resp` limit of `bench l2`: redis-benchmark against the adapter's server, with as many
+// connections as the connector's store and retrieve lanes have threads (capped by the bench's
+// tasks in flight) and no pipelining, as the connector sends one key per task. Requests/s x value
+// size = GB/s.
+//  - `-t set,get` (no -r) writes and reads one key of the value size: the limits.
+//  - `-t set -r N` writes new keys, for context: plain SET overwrites one key, so the server never
+//    grows, and on this VM memory a process has not touched before costs far more than reused
+//    memory (new-key SETs ran 5-10x slower). The connector's stores fall in between: phase 2
+//    stores into memory redis freed when phase 1's keys were removed.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -10,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -22,9 +28,12 @@ namespace {
 
 constexpr const char* kRedisBenchmark = "/usr/bin/redis-benchmark";
 constexpr uint32_t kMinRequests = 1000;
+constexpr uint32_t kNewKeyRequests = 256;  // enough to show the cost of growing
 constexpr auto kRunLimit = std::chrono::minutes(10);
-// redis-benchmark without -r uses this one key for every request; it is deleted afterwards.
+// redis-benchmark without -r uses this one key for every request; with -r, keys "key:" + 12
+// digits. The bench deletes both kinds afterwards, and runs -r only when no such key exists before.
 constexpr const char* kBenchmarkKey = "key:__rand_int__";
+constexpr const char* kRandomKeyRange = "100000000000";
 
 struct Target {
   std::string host = "127.0.0.1";
@@ -120,23 +129,62 @@ std::map<std::string, nlohmann::json> ParseCsv(const std::string& text) {
   return rows;
 }
 
-void DeleteBenchmarkKey(const Target& t) {
-  redisContext* c = redisConnectWithTimeout(t.host.c_str(), t.port, timeval{5, 0});
-  if (c == nullptr) return;
-  auto command = [c](auto... args) {
-    if (auto* r = static_cast<redisReply*>(redisCommand(c, args...))) freeReplyObject(r);
-  };
-  if (c->err == 0) {
+// A plain hiredis connection for the bench's own housekeeping (not timed).
+class Admin {
+ public:
+  explicit Admin(const Target& t)
+      : c_(redisConnectWithTimeout(t.host.c_str(), t.port, timeval{5, 0})) {
+    if (!ok()) return;
     if (!t.username.empty()) {
-      command("AUTH %s %s", t.username.c_str(), t.password.c_str());
+      Drop(Command("AUTH %s %s", t.username.c_str(), t.password.c_str()));
     } else if (!t.password.empty()) {
-      command("AUTH %s", t.password.c_str());
+      Drop(Command("AUTH %s", t.password.c_str()));
     }
-    if (t.db != 0) command("SELECT %d", t.db);
-    command("DEL %s", kBenchmarkKey);
+    if (t.db != 0) Drop(Command("SELECT %d", t.db));
   }
-  redisFree(c);
-}
+  ~Admin() {
+    if (c_ != nullptr) redisFree(c_);
+  }
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+
+  bool ok() const { return c_ != nullptr && c_->err == 0; }
+
+  template <class... A>
+  redisReply* Command(const char* format, A... args) {
+    return ok() ? static_cast<redisReply*>(redisCommand(c_, format, args...)) : nullptr;
+  }
+  static void Drop(redisReply* r) {
+    if (r != nullptr) freeReplyObject(r);
+  }
+
+  // Counts (and with `remove`, deletes) the keys redis-benchmark -r writes; -1 on error.
+  int64_t RandomKeys(bool remove) {
+    static const std::regex kName("key:[0-9]{12}");
+    int64_t n = 0;
+    std::string cursor = "0";
+    do {
+      redisReply* r = Command("SCAN %s MATCH key:* COUNT 1000", cursor.c_str());
+      if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        Drop(r);
+        return -1;
+      }
+      cursor = r->element[0]->str;
+      const redisReply* names = r->element[1];
+      for (size_t i = 0; i < names->elements; ++i) {
+        const std::string name(names->element[i]->str, names->element[i]->len);
+        if (!std::regex_match(name, kName)) continue;
+        ++n;
+        if (remove) Drop(Command("DEL %b", name.data(), name.size()));
+      }
+      Drop(r);
+    } while (cursor != "0");
+    return n;
+  }
+
+ private:
+  redisContext* c_;
+};
 
 }  // namespace
 
@@ -155,33 +203,40 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
   const uint32_t set_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kStore));
   const uint32_t get_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kLoad));
   const uint32_t requests = std::max(keys, kMinRequests);
+  struct Run {
+    std::string tests;
+    uint32_t clients;
+    bool new_keys;
+  };
   // SET first: GET then reads the value SET left, of the same size.
-  std::vector<std::pair<std::string, uint32_t>> runs;
+  std::vector<Run> runs;
   if (set_clients == get_clients) {
-    runs = {{"set,get", set_clients}};
+    runs = {{"set,get", set_clients, false}};
   } else {
-    runs = {{"set", set_clients}, {"get", get_clients}};
+    runs = {{"set", set_clients, false}, {"get", get_clients, false}};
+  }
+  Admin admin(*target);
+  const int64_t existing = admin.RandomKeys(false);
+  if (existing == 0) {
+    runs.push_back({"set", set_clients, true});
+  } else {
+    out.details["set_new_keys_skipped"] =
+        existing < 0 ? "cannot list keys" : "the server already holds keys named key:<12 digits>";
   }
   nlohmann::json commands = nlohmann::json::array();
   std::map<std::string, nlohmann::json> rows;
-  for (const auto& [tests, clients] : runs) {
-    std::vector<std::string> args = {kRedisBenchmark,
-                                     "-h",
-                                     target->host,
-                                     "-p",
-                                     std::to_string(target->port),
-                                     "-t",
-                                     tests,
-                                     "-d",
-                                     std::to_string(value_size),
-                                     "-n",
-                                     std::to_string(requests),
-                                     "-c",
-                                     std::to_string(clients),
-                                     "-P",
-                                     "1",
-                                     "--csv"};
+  for (const Run& run_spec : runs) {
+    const uint32_t n = run_spec.new_keys ? std::min(requests, kNewKeyRequests) : requests;
+    std::vector<std::string> args = {kRedisBenchmark, "-h", target->host};
+    for (const std::string& a :
+         {std::string("-p"), std::to_string(target->port), std::string("-t"), run_spec.tests,
+          std::string("-d"), std::to_string(value_size), std::string("-n"), std::to_string(n),
+          std::string("-c"), std::to_string(run_spec.clients), std::string("-P"), std::string("1"),
+          std::string("--csv")}) {
+      args.push_back(a);
+    }
     if (target->db != 0) args.insert(args.end(), {"--dbnum", std::to_string(target->db)});
+    if (run_spec.new_keys) args.insert(args.end(), {"-r", kRandomKeyRange});
     std::string shown;
     for (const auto& a : args) shown += (shown.empty() ? "" : " ") + a;
     // Credentials are left out of the command shown in the report.
@@ -199,9 +254,14 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
           fmt::format("redis-benchmark exited with {}: {}", run->first, run->second.substr(0, 400));
       break;
     }
-    rows.insert(parsed.begin(), parsed.end());
+    if (run_spec.new_keys && parsed.contains("SET")) {
+      rows["SET_NEW_KEYS"] = parsed["SET"];
+    } else {
+      rows.insert(parsed.begin(), parsed.end());
+    }
   }
-  DeleteBenchmarkKey(*target);
+  Admin::Drop(admin.Command("DEL %s", kBenchmarkKey));
+  if (existing == 0) admin.RandomKeys(true);
   if (!out.unavailable.empty()) return out;
   if (!rows.contains("SET") || !rows.contains("GET") || !rows["SET"].contains("rps") ||
       !rows["GET"].contains("rps")) {
@@ -213,10 +273,17 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
   out.load_name = fmt::format("redis-benchmark GET -c {}", get_clients);
   out.store_gbps = rows["SET"]["rps"].get<double>() * size / 1e9;
   out.load_gbps = rows["GET"]["rps"].get<double>() * size / 1e9;
-  out.details = {{"commands", commands},       {"requests", requests},
-                 {"value_bytes", value_size},  {"set_clients", set_clients},
-                 {"get_clients", get_clients}, {"SET", rows["SET"]},
-                 {"GET", rows["GET"]}};
+  out.details.update({{"commands", commands},
+                      {"requests", requests},
+                      {"value_bytes", value_size},
+                      {"set_clients", set_clients},
+                      {"get_clients", get_clients},
+                      {"SET", rows["SET"]},
+                      {"GET", rows["GET"]}});
+  if (rows.contains("SET_NEW_KEYS") && rows["SET_NEW_KEYS"].contains("rps")) {
+    out.details["SET_new_keys"] = rows["SET_NEW_KEYS"];
+    out.details["SET_new_keys_gbps"] = rows["SET_NEW_KEYS"]["rps"].get<double>() * size / 1e9;
+  }
   return out;
 }
 

@@ -143,6 +143,10 @@ void PrintAdapter(size_t n, const json& a, std::ostream& os) {
         l["details"]["read_distinct_buffers_gbps"]["median"].get<double>(),
         Pct(a["ratios"]["load_over_raw_read_distinct_buffers"]));
   }
+  if (l["details"].contains("SET_new_keys_gbps")) {
+    os << fmt::format("  (redis-benchmark SET of new keys, so redis grows: {:.2f} GB/s)\n",
+                      l["details"]["SET_new_keys_gbps"].get<double>());
+  }
   if (l["details"].value("tmpfs", false)) {
     os << "  note: the fs path is on tmpfs, so this measures memory, not a disk\n";
   }

@@ -1,83 +1,22 @@
-// The two phases of `bench l2` against one connector. Every submission goes through a
-// CompletionRouter, as in the server; its callbacks only stamp the time and queue the completion
-// for this thread, which does all the bookkeeping and checking.
+// The two phases of `bench l2` against one connector, through an L2Driver (bench_l2_driver.h).
 #include "cli/bench_l2_run.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <optional>
 
 #include "cli/bench_data.h"
-#include "connectors/completion_router.h"
+#include "cli/bench_l2_driver.h"
 
 namespace kvtier::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr uint32_t kPhase1 = 1, kPhase2 = 2;
 constexpr size_t kRemoveBatch = 64;
-// A completion later than the connector's deadline plus this means the connector is stuck.
-constexpr auto kStuckGrace = std::chrono::seconds(30);
-
-double Sec(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-struct Event {
-  uint32_t index = 0;  // key index (or batch number for removals)
-  Clock::time_point submitted, done;
-  Completion c;
-};
-
-class Driver {
- public:
-  explicit Driver(Connector& c) : conn_(c), router_({&c}) {}
-  ~Driver() { Shutdown(); }
-
-  void Submit(ConnectorOp op, uint32_t index, const CompletionRouter::SubmitFn& fn) {
-    const Clock::time_point t0 = Clock::now();
-    router_.Submit(0, op, fn, [this, index, t0](Completion c) {
-      Event e{index, t0, Clock::now(), std::move(c)};
-      std::lock_guard lock(mu_);
-      q_.push_back(std::move(e));
-      cv_.notify_one();
-    });
-    ++outstanding_;
-  }
-
-  // The next completion; nullopt when none came within the deadline plus a grace period.
-  std::optional<Event> Next() {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, conn_.Options().deadline + kStuckGrace, [&] { return !q_.empty(); })) {
-      return std::nullopt;
-    }
-    Event e = std::move(q_.front());
-    q_.pop_front();
-    --outstanding_;
-    return e;
-  }
-
-  size_t outstanding() const { return outstanding_; }
-
-  // Completes everything still queued (as UNAVAILABLE) so no buffer is touched afterwards.
-  void Shutdown() {
-    conn_.Close();
-    router_.Stop();
-  }
-
- private:
-  Connector& conn_;
-  CompletionRouter router_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Event> q_;
-  size_t outstanding_ = 0;  // this thread only
-};
+double Sec(L2Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 class Runner {
  public:
@@ -104,31 +43,31 @@ class Runner {
   bool ok() const { return out_.errors.empty(); }
   void Fail(std::string e) { out_.errors.push_back(std::move(e)); }
 
-  std::optional<Event> Next() {
+  std::optional<L2Event> Next() {
     auto e = d_.Next();
     if (!e) {
       stuck_ = true;
       Fail(fmt::format("{}: no completion within deadline_ms + {} s; the connector is stuck",
-                       out_.adapter_json, kStuckGrace.count()));
+                       out_.adapter_json, kL2StuckGrace.count()));
     }
     return e;
   }
 
-  void Record(L2OpSamples& s, const Event& e) {
+  void Record(L2OpSamples& s, const L2Event& e) {
     s.seconds.push_back(Sec(e.done - e.submitted));
     s.connector_seconds.push_back(Sec(e.c.latency));
     s.keys += e.c.results.size();
     s.bytes += e.c.bytes;
   }
 
-  bool CheckOk(const Event& e, const char* what, uint32_t phase) {
+  bool CheckOk(const L2Event& e, const char* what, uint32_t phase) {
     if (e.c.status.ok() && e.c.Hits() == e.c.results.size()) return true;
     Fail(fmt::format("{} of {} (phase {}): {}", what, w_.Key(phase, e.index), phase,
                      e.c.status.ok() ? "missed a key that was stored" : e.c.status.ToString()));
     return false;
   }
 
-  void OnStore(const Event& e, uint32_t phase, L2OpSamples& s) {
+  void OnStore(const L2Event& e, uint32_t phase, L2OpSamples& s) {
     Record(s, e);
     if (CheckOk(e, "store", phase)) stored_[phase - 1][e.index] = true;
   }
@@ -158,7 +97,7 @@ class Runner {
 
   // Waits for the completion of `op`, booking phase-1 store completions that arrive meanwhile.
   // It keeps waiting after a failed store: a lookup left in flight would keep its keys locked.
-  std::optional<Event> Await(ConnectorOp op, uint32_t& pending_stores) {
+  std::optional<L2Event> Await(ConnectorOp op, uint32_t& pending_stores) {
     for (;;) {
       auto e = Next();
       if (!e) return std::nullopt;
@@ -232,8 +171,8 @@ class Runner {
     const uint32_t n = w_.keys();
     const char* name = op == ConnectorOp::kStore ? "store" : "load";
     uint32_t next = 0, done = 0;
-    const Clock::time_point t0 = Clock::now();
-    Clock::time_point last = t0;
+    const L2Clock::time_point t0 = L2Clock::now();
+    L2Clock::time_point last = t0;
     while (done < n && ok()) {
       while (d_.outstanding() < o_.inflight && next < n) {
         if (op == ConnectorOp::kStore) {
@@ -315,7 +254,7 @@ class Runner {
   }
 
   Connector& conn_;
-  Driver d_;
+  L2Driver d_;
   const L2Workload& w_;
   const BenchL2Options& o_;
   const L2ProgressFn& progress_;
