@@ -109,31 +109,44 @@ L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& ke
   };
   while (planned < chunks && chunk_found(planned)) ++planned;
 
-  // 3. Reserve L1, halving the plan while there is no room; stop at a key someone else holds.
+  // 3. Reserve L1, halving the plan while there is no room. A key that is already resident
+  // (stored meanwhile, or held in L1 by another rank's pins) is pinned instead of loaded; one
+  // that someone else is writing ends the plan.
   std::vector<std::vector<WriteSlot>> slots(ranks);
   size_t reserved = planned;
   while (reserved > 0 && !Reserve(keys, sizes, reserved, slots)) reserved /= 2;
+  std::vector<uint8_t> present(reserved * ranks, 0);  // flat index, like `from`
   size_t plan = reserved;
-  for (size_t r = 0; r < ranks; ++r) {
-    for (size_t c = 0; c < plan; ++c) {
-      if (slots[r][c].data == nullptr) plan = c;
+  for (size_t c = 0; c < plan; ++c) {
+    for (size_t r = 0; r < ranks && c < plan; ++r) {
+      if (slots[r][c].data != nullptr) continue;
+      auto pin = l1_.Pin(std::span(&keys[r][c], 1));
+      if (pin[0].data != nullptr && pin[0].size == sizes[r]) {
+        present[c * ranks + r] = 1;
+        continue;
+      }
+      if (pin[0].data != nullptr) l1_.Unpin(std::span(&keys[r][c], 1));
+      plan = c;
     }
   }
   {
-    std::vector<ObjectKey> unused;
+    std::vector<ObjectKey> unused, unpin;
     for (size_t r = 0; r < ranks; ++r) {
       for (size_t c = plan; c < reserved; ++c) {
         if (slots[r][c].data != nullptr) unused.push_back(keys[r][c]);
+        if (present[c * ranks + r]) unpin.push_back(keys[r][c]);
       }
     }
     l1_.AbortWrite(unused);
+    l1_.Unpin(unpin);
   }
-  // Phase-1 unlock: every lock outside the plan.
+  // Phase-1 unlock: every lock outside the plan, and on keys L1 already has.
   for (size_t a = 0; a < adapters; ++a) {
     if (found[a].empty()) continue;
     std::vector<uint8_t> drop(n, 0);
     for (size_t i = 0; i < n; ++i) {
-      drop[i] = found[a][i] && (i / ranks >= plan || from[i] != static_cast<int>(a));
+      const bool in_plan = i / ranks < plan && !present[i] && from[i] == static_cast<int>(a);
+      drop[i] = found[a][i] && !in_plan;
     }
     Unlock(a, *names, drop);
   }
@@ -146,6 +159,10 @@ L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& ke
     std::vector<std::shared_ptr<AdapterShare>> share(adapters);
     std::vector<std::shared_ptr<Tracked>> t(adapters);
     for (size_t i = 0; i < m; ++i) {
+      if (present[i]) {
+        loaded[i] = 1;
+        continue;
+      }
       auto& s = share[from[i]];
       if (!s) s = std::make_shared<AdapterShare>();
       const size_t r = i % ranks, c = i / ranks;
@@ -190,19 +207,23 @@ L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& ke
   while (ok < plan && chunk_loaded(ok)) ++ok;
   L2PrefetchResult out;
   out.chunks = ok;
-  std::vector<ObjectKey> rest_loaded, failed;
+  std::vector<ObjectKey> publish_pinned, rest_loaded, failed, rest_present;
   for (size_t i = 0; i < m; ++i) {
     if (abandoned[i]) continue;
     const ObjectKey& k = key_at(i);
     if (i < ok * ranks) {
       out.pinned.push_back(k);
+      if (!present[i]) publish_pinned.push_back(k);
+    } else if (present[i]) {
+      rest_present.push_back(k);
     } else {
       (loaded[i] ? rest_loaded : failed).push_back(k);
     }
   }
-  l1_.FinishWrite(out.pinned, /*pin_count=*/1);
+  l1_.FinishWrite(publish_pinned, /*pin_count=*/1);
   l1_.FinishWrite(rest_loaded);
   l1_.AbortWrite(failed);
+  l1_.Unpin(rest_present);
   return out;
 }
 

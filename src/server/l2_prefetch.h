@@ -3,7 +3,8 @@
 //  1. lookup-and-lock in every available adapter at once (a down adapter is a miss);
 //  2. plan: each key from the first adapter that has it, trimmed to the longest run of chunks
 //     that every rank has; locks outside the plan are released;
-//  3. reserve L1 staging objects for the plan (halving it while L1 has no room);
+//  3. reserve L1 staging objects for the plan (halving it while L1 has no room); keys already
+//     resident in L1 are pinned instead;
 //  4. load from each adapter straight into the staging objects, then unlock;
 //  5. publish what loaded: the leading run of complete chunks pinned for the RETRIEVEs, loaded
 //     keys after a gap without pins, failed keys dropped (never visible).

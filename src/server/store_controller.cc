@@ -35,15 +35,16 @@ StoreController::StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& met
 
 StoreController::~StoreController() { Stop(); }
 
-void StoreController::OnL1Written(std::vector<ObjectKey> keys) {
+void StoreController::OnL1Written(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
   if (keys.empty()) return;
   {
-    // Pinned here, on the STORE's thread, so that a later STORE's eviction cannot take the
-    // keys before they are copied.
     std::lock_guard lock(mu_);
-    if (stop_) return;
-    Enqueue(std::move(keys));
+    if (!stop_) {
+      Enqueue(std::move(keys), std::move(bytes));
+      keys.clear();
+    }
   }
+  l1_.Unpin(keys, PinsPerKey());  // stopping: nobody will copy them
   cv_.notify_one();
 }
 
@@ -72,29 +73,25 @@ void StoreController::Run() {
   }
 }
 
-void StoreController::Enqueue(std::vector<ObjectKey> keys) {
-  const uint32_t adapters = static_cast<uint32_t>(queues_.size());
-  const std::vector<ReadPin> pins = l1_.Pin(keys, adapters);
+void StoreController::Enqueue(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
   auto batch = std::make_shared<Batch>();
-  uint64_t bytes = 0;
+  uint64_t total = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
-    if (pins[k].data == nullptr) continue;  // already evicted: nothing to copy
-    batch->keys.push_back(keys[k]);
     batch->names.push_back(keys[k].ToString());
-    batch->bytes.push_back({pins[k].data, pins[k].size});
-    bytes += pins[k].size;
+    total += bytes[k].size;
   }
-  if (batch->keys.empty()) return;
+  batch->keys = std::move(keys);
+  batch->bytes = std::move(bytes);
   batch->stored.assign(batch->keys.size(), 0);
-  batch->adapters_left = adapters;
+  batch->adapters_left = queues_.size();
   for (size_t i = 0; i < queues_.size(); ++i) {
     AdapterQueue& aq = queues_[i];
-    const Queued item{batch, bytes};
-    if (aq.queued_bytes + bytes > 4 * l2_.adapter(i).Options().max_inflight_bytes) {
+    const Queued item{batch, total};
+    if (aq.queued_bytes + total > 4 * l2_.adapter(i).Options().max_inflight_bytes) {
       Release(item, skipped_full_[i]);
       continue;
     }
-    aq.queued_bytes += bytes;
+    aq.queued_bytes += total;
     aq.q.push_back(item);
   }
 }

@@ -1,7 +1,8 @@
 // Copies what STORE wrote to L1 into every L2 adapter, in cascade order, in the background.
-// After a STORE publishes its keys, OnL1Written() pins them in L1 (one read lock per adapter,
-// taken on the STORE's thread) so their bytes cannot be evicted or reused before every adapter
-// has read them, and queues the batch: each adapter gets it as one store task. Pins are released when the task
+// A STORE publishes its keys with PinsPerKey() read locks each, in the same step
+// (FinishWrite(keys, pins)), so their bytes cannot be evicted or reused before every adapter has
+// read them, even when everything else in L1 is pinned; OnL1Written() takes over those locks and
+// queues the batch: each adapter gets it as one store task. Pins are released when the task
 // completes, whatever its outcome. Per adapter, in-flight bytes are bounded by its
 // max_inflight_mb; batches wait in a queue bounded by four times that, and beyond it are
 // skipped (counted). An adapter that is down (see L2Cascade) is skipped until its retry time;
@@ -28,8 +29,11 @@ class StoreController {
   StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics, bool skip_l1);
   ~StoreController();  // Stop()
 
-  // Called after FinishWrite of keys a STORE wrote (not of prefetched keys: they came from L2).
-  void OnL1Written(std::vector<ObjectKey> keys);
+  // Read locks a STORE must take on each key it hands over: one per adapter.
+  uint32_t PinsPerKey() const { return static_cast<uint32_t>(queues_.size()); }
+  // Takes over keys a STORE published with PinsPerKey() locks each, and their bytes (not
+  // prefetched keys: they came from L2).
+  void OnL1Written(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes);
 
   // Stops taking batches and releases the pins of queued ones. Tasks already submitted finish
   // through the cascade (close it after this). Idempotent.
@@ -48,7 +52,7 @@ class StoreController {
   };
 
   void Run();
-  void Enqueue(std::vector<ObjectKey> keys);          // mu_ held
+  void Enqueue(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes);  // mu_ held
   void Pump(size_t i, std::unique_lock<std::mutex>&);  // submits what adapter i may take now
   void Done(size_t i, const Queued& item, const Completion& c);
   void Release(const Queued& item, Counter* skipped_why);

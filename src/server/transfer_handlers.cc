@@ -86,6 +86,7 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
                 return Status::Ok();
               }
               std::vector<ObjectKey> written;
+              std::vector<ConstBuffer> bytes;  // for the copy to L2
               for (size_t i = 0; i < slots->size(); ++i) {
                 const WriteSlot& s = (*slots)[i];
                 if (s.data == nullptr) {
@@ -94,11 +95,13 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
                 }
                 GatherChunk(*p->worker, ChunkBlocks(*p, p->prefix.first_chunk + i, cs), s.data);
                 written.push_back(p->keys[i]);
+                bytes.push_back({s.data, s.size});
               }
-              ctx.l1->FinishWrite(written);
+              // With L2, published and pinned in one step: see store_controller.h.
+              ctx.l1->FinishWrite(written, ctx.l2_store ? ctx.l2_store->PinsPerKey() : 0);
               out.stored_chunks = written.size();
               stored_bytes->Inc(static_cast<double>(written.size() * size));
-              if (ctx.l2_store) ctx.l2_store->OnL1Written(std::move(written));
+              if (ctx.l2_store) ctx.l2_store->OnL1Written(std::move(written), std::move(bytes));
               out.Encode(reply);
               return Status::Ok();
             });

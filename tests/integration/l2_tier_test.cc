@@ -58,11 +58,13 @@ bool WaitUntil(const std::function<bool()>& done, seconds limit = seconds(30)) {
   return done();
 }
 
-// Stores the prompt Tokens(seed) with bytes from pattern `bytes_seed` (default: the same seed).
-void StorePrompt(CacheClient& c, Worker& w, uint32_t seed, uint32_t bytes_seed = 0) {
+// Stores the prompt Tokens(seed) with bytes from pattern `bytes_seed` (default: the same seed);
+// returns the chunks L1 took (fewer when L1 is full of pinned objects).
+uint64_t StorePrompt(CacheClient& c, Worker& w, uint32_t seed, uint32_t bytes_seed = 0) {
   w.Fill(Blocks(0, 16), kPromptTokens, bytes_seed ? bytes_seed : seed);
   auto st = c.Store(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16)));
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_TRUE(st.ok()) << st.status().ToString();
+  return st.ok() ? st->stored_chunks : 0;
 }
 
 // LOOKUP, then RETRIEVE into zeroed blocks; checks that every retrieved byte is right and
@@ -85,6 +87,14 @@ double Stat(CacheClient& c, const std::string& name) {
   }
   ADD_FAILURE() << "no stat " << name;
   return -1;
+}
+
+// Empties L1 once the store controller has let go of its pins (the L2 counters move a moment
+// before the pins are released).
+void ClearL1(CacheClient& c) {
+  ASSERT_TRUE(WaitUntil([&] { return Stat(c, "l1_pinned_objects") == 0; }));
+  ASSERT_TRUE(c.Clear().ok());
+  ASSERT_EQ(Stat(c, "l1_objects"), 0);
 }
 
 struct TempDir {
@@ -117,8 +127,7 @@ TEST(L2Tier, ChunksComeBackFromL2AfterL1IsCleared) {
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 7);
   ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
-  ASSERT_TRUE(client->Clear().ok());
-  ASSERT_EQ(Stat(*client, "l1_objects"), 0);
+  ClearL1(*client);
 
   EXPECT_EQ(FetchAndCheck(*client, w, 7, "again"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
@@ -140,7 +149,7 @@ TEST(L2Tier, TwoRanksArePrefetchedTogether) {
   StorePrompt(*client, r0, 11);
   StorePrompt(*client, r1, 11, 12);  // rank 1 holds other bytes for the same tokens
   ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 8; }));
-  ASSERT_TRUE(client->Clear().ok());
+  ClearL1(*client);
   ASSERT_EQ(LookupHits(*client, "both", Tokens(kPromptTokens, 11), 2), kPromptChunks);
   for (auto* w : {&r0, &r1}) {
     w->Zero();
@@ -161,15 +170,23 @@ TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
-  for (uint32_t seed = 100; seed < 130; ++seed) StorePrompt(*client, w, seed);
+  // Every chunk L1 took reaches both adapters (a STORE may skip chunks while L1 is full of
+  // objects pinned for slow adapters; those never existed).
+  ASSERT_EQ(StorePrompt(*client, w, 100), 4u);
+  uint64_t stored = 4;
+  for (uint32_t seed = 101; seed < 130; ++seed) stored += StorePrompt(*client, w, seed);
   ASSERT_TRUE(WaitUntil([&] {
-    return L2Count(server, 0, "store", "hit_keys") >= 120 &&
-           L2Count(server, 1, "store", "hit_keys") >= 120;
-  })) << ServerStatus(server).dump();
-  EXPECT_GT(Stat(*client, "l1_evictions"), 0);
-  EXPECT_EQ(dir.Objects().size(), 120u);
+    return L2Count(server, 0, "store", "hit_keys") >= stored &&
+           L2Count(server, 1, "store", "hit_keys") >= stored;
+  })) << stored << " " << ServerStatus(server).dump();
+  EXPECT_EQ(dir.Objects().size(), stored);
+  // 120 chunks went through room for 64: L1 evicted (or, while the adapters were slow and held
+  // pins, skipped) most of them.
+  EXPECT_LT(Stat(*client, "l1_objects"), 65);
 
-  // The oldest prompt left L1 long ago: it comes back from fs (first in the cascade).
+  // The oldest prompt left L1 long ago (and the rest goes now): it comes back from fs, the
+  // first adapter of the cascade.
+  ClearL1(*client);
   EXPECT_EQ(FetchAndCheck(*client, w, 100, "old"), kPromptChunks);
   EXPECT_EQ(L2Count(server, 0, "retrieve", "hit_keys"), 4u);
 
@@ -178,7 +195,7 @@ TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
   auto client2 = other.Client();
   Worker w2(*client2, 1);
   ASSERT_TRUE(w2.status.ok());
-  EXPECT_EQ(FetchAndCheck(*client2, w2, 101, "from-redis"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client2, w2, 100, "from-redis"), kPromptChunks);
   EXPECT_EQ(L2Count(other, 0, "retrieve", "hit_keys"), 4u);
 }
 
@@ -201,7 +218,7 @@ TEST(L2Tier, RedisDownMeansFailuresCountedAndFsStillServesThenRedisIsUsedAgain) 
   EXPECT_TRUE(status["l2"][0]["up"].get<bool>());
 
   // L1 and fs keep serving while Redis is gone.
-  ASSERT_TRUE(client->Clear().ok());
+  ClearL1(*client);
   EXPECT_EQ(FetchAndCheck(*client, w, 2, "fs-2"), kPromptChunks);
   EXPECT_EQ(FetchAndCheck(*client, w, 1, "fs-1"), kPromptChunks);
 
@@ -252,7 +269,7 @@ TEST(L2Tier, AFlippedByteInAnFsFileIsAMissNotGarbage) {
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 5);
   ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
-  ASSERT_TRUE(client->Clear().ok());
+  ClearL1(*client);
   auto files = dir.Objects();
   ASSERT_EQ(files.size(), 4u);
   {
@@ -278,7 +295,7 @@ TEST(L2Tier, ABackendSlowerThanItsDeadlineIsAMissNotAHang) {
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 3);
   ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "failed_tasks") >= 1; }));
-  ASSERT_TRUE(client->Clear().ok());
+  ClearL1(*client);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(FetchAndCheck(*client, w, 3, "slow"), 0);
   // Bounded by the 200 ms deadline (plus backoff), far from the 20 s the backend would take.

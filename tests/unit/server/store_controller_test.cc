@@ -38,14 +38,18 @@ std::vector<ObjectKey> Keys(uint64_t first, size_t n) {
   return out;
 }
 
-// Writes keys into L1 with bytes derived from the key index.
-void Write(L1Pool& l1, const std::vector<ObjectKey>& keys) {
+// Does what STORE does: writes keys into L1 (bytes derived from the key), publishes them
+// pinned for the controller, and hands them over.
+void Store(L1Pool& l1, StoreController& sc, const std::vector<ObjectKey>& keys) {
   auto slots = l1.ReserveWrite(keys, kObject);
   ASSERT_TRUE(slots.ok());
+  std::vector<ConstBuffer> bytes;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::memset((*slots)[i].data, keys[i].hash[0], kObject);
+    bytes.push_back({(*slots)[i].data, kObject});
   }
-  l1.FinishWrite(keys);
+  l1.FinishWrite(keys, sc.PinsPerKey());
+  sc.OnL1Written(keys, bytes);
 }
 
 bool WaitUntil(const std::function<bool()>& f) {
@@ -65,8 +69,7 @@ TEST(StoreControllerTest, CopiesToEveryAdapterAndReleasesAllPins) {
   StoreController sc(*l1, *l2, metrics, /*skip_l1=*/false);
   for (uint64_t b = 0; b < 8; ++b) {
     auto keys = Keys(b * 4, 4);
-    Write(*l1, keys);
-    sc.OnL1Written(keys);
+    Store(*l1, sc, keys);
   }
   ASSERT_TRUE(WaitUntil([&] {
     return l2->adapter(0).Stats().ops[2].hits == 32 && l2->adapter(1).Stats().ops[2].hits == 32;
@@ -88,8 +91,7 @@ TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   StoreController sc(*l1, *l2, metrics, false);
   for (uint64_t b = 0; b < 16; ++b) {
     auto keys = Keys(b, 1);
-    Write(*l1, keys);
-    sc.OnL1Written(keys);
+    Store(*l1, sc, keys);
   }
   auto skipped = [&](const char* reason) {
     return metrics
@@ -113,8 +115,7 @@ TEST(StoreControllerTest, SkipL1ErasesWhatReachedL2) {
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, metrics)).value();
   StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);
   auto keys = Keys(100, 4);
-  Write(*l1, keys);
-  sc.OnL1Written(keys);
+  Store(*l1, sc, keys);
   EXPECT_TRUE(WaitUntil([&] { return l1->Stats().objects == 0; }));
   sc.Stop();
   l2->Close();
@@ -127,8 +128,7 @@ TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
   {
     StoreController sc(*l1, *l2, metrics, false);
     auto keys = Keys(0, 6);
-    Write(*l1, keys);
-    sc.OnL1Written(keys);
+    Store(*l1, sc, keys);
     ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == 6; }));
     sc.Stop();
   }
