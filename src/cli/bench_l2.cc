@@ -1,17 +1,19 @@
 // Orchestration of `kvtier bench l2`: validate the options and adapter configs, measure the
-// limits (memcpy, then each adapter's backend) while this process has no threads (the probes
-// fork), build the keys and values, run each adapter config in turn, report.
+// limits (memcpy, then each adapter's backend) while this process has no threads (the resp
+// limit forks redis-benchmark), build the keys and values, run each adapter config in turn,
+// report.
 #include "cli/bench_l2.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cli/bench_common.h"
 #include "cli/bench_l2_report.h"
+#include "cli/bench_limits.h"
 #include "common/logging.h"
 #include "connectors/connector_registry.h"
 
@@ -20,22 +22,6 @@ namespace kvtier::cli {
 namespace {
 
 constexpr uint64_t kMaxValueBytes = 1ULL << 30;
-
-// A status line that rewrites itself; only when a person is watching stderr.
-// TODO: bench_server.cc has the same class in an anonymous namespace; share one.
-class Progress {
- public:
-  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
-  void Show(const std::string& line) {
-    if (tty_) std::cerr << "\r\033[K[bench l2] " << line << std::flush;
-  }
-  void Done() {
-    if (tty_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  bool tty_;
-};
 
 struct Plan {
   uint64_t value_size = 0;
@@ -69,9 +55,9 @@ Result<Plan> Validate(const BenchL2Options& o) {
   }
   const ConnectorRegistry registry = ConnectorRegistry::WithBuiltins();
   for (size_t i = 0; i < o.adapters.size(); ++i) {
-    auto cfg = ParseAdapterConfig(o.adapters[i], i);
-    if (!cfg.ok())
-      return bad(fmt::format("--adapter '{}': {}", o.adapters[i], cfg.status().message()));
+    // The message already starts with "--adapter #N:".
+    auto cfg = ParseAdapterConfig(o.adapters[i], i, "--adapter");
+    if (!cfg.ok()) return bad(cfg.status().message());
     auto conn = registry.Create(*cfg);
     if (!conn.ok()) {
       return Status(conn.status().code(),
@@ -106,17 +92,17 @@ int RunBench(const BenchL2Options& o) {
   run.options = o;
   run.value_size = plan->value_size;
   run.rounds = plan->rounds;
-  Progress progress;
+  Progress progress("[bench l2]");
 
-  // Limits first: they fork, and this process has no threads yet.
+  // Limits first: the resp limit forks redis-benchmark, and this process has no threads yet.
   progress.Show("measuring memcpy");
-  auto machine = MeasureMachineLimits(1 << 20);
-  if (!machine.ok()) {
+  auto memcpy_gbps = MeasureMemcpy();
+  if (!memcpy_gbps.ok()) {
     progress.Done();
-    std::cerr << "error: machine limits: " << machine.status().ToString() << "\n";
+    std::cerr << "error: machine limits: " << memcpy_gbps.status().ToString() << "\n";
     return 1;
   }
-  run.memcpy_gbps = machine->memcpy_gbps;
+  run.memcpy_gbps = *memcpy_gbps;
   for (size_t i = 0; i < plan->configs.size(); ++i) {
     progress.Show(fmt::format("measuring the backend limit of adapter {}", i + 1));
     L2AdapterResult r;

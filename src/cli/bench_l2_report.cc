@@ -1,11 +1,10 @@
 #include "cli/bench_l2_report.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 
+#include "cli/bench_common.h"
 #include "cli/bench_report.h"
 
 namespace kvtier::cli {
@@ -13,13 +12,6 @@ namespace kvtier::cli {
 namespace {
 
 using nlohmann::json;
-
-double LoadAverage1m() {
-  std::ifstream f("/proc/loadavg");
-  double one = 0;
-  f >> one;
-  return one;
-}
 
 json Stats(std::vector<double> s, const char* prefix) {
   std::sort(s.begin(), s.end());
@@ -194,11 +186,8 @@ json SummarizeL2(const L2BenchRun& run) {
                    {"inflight", o.inflight},
                    {"seed", o.seed},
                    {"adapters", o.adapters}};
-  out["machine"] = {{"cpus", ::sysconf(_SC_NPROCESSORS_ONLN)}, {"load_avg_1m", LoadAverage1m()}};
-  out["limits"] = {{"memcpy_1mib_gbps",
-                    {{"median", run.memcpy_gbps.median},
-                     {"min", run.memcpy_gbps.min},
-                     {"max", run.memcpy_gbps.max}}}};
+  out["machine"] = MachineJson();
+  out["limits"] = {{"memcpy_1mib_gbps", SpreadJson(run.memcpy_gbps)}};
   out["adapters"] = json::array();
   bool ok = run.errors.empty();
   for (const auto& a : run.adapters) {

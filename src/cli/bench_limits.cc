@@ -61,13 +61,15 @@ Spread SpreadOf(std::vector<double> v) {
   return {Percentile(v, 0.5), v.front(), v.back()};
 }
 
+// Linear memcpy and, when `piece_bytes` > 0, the gather in the same trials (both then see the
+// machine in the same state); the gather Spread stays zero without pieces.
 Result<std::pair<Spread, Spread>> MeasureCopies(uint64_t piece_bytes) {
   TouchedBuffer src(kBufferBytes), dst(kBufferBytes);
   if (src.data() == nullptr || dst.data() == nullptr) {
     return Status(Code::kOutOfMemory, "cannot map 2 x 256 MiB for the memcpy probe");
   }
   // Pieces in random order, as a paged allocator scatters a request's blocks.
-  std::vector<size_t> pieces(kBufferBytes / piece_bytes);
+  std::vector<size_t> pieces(piece_bytes > 0 ? kBufferBytes / piece_bytes : 0);
   std::iota(pieces.begin(), pieces.end(), size_t{0});
   SplitMix rng(42);
   for (size_t i = pieces.size(); i > 1; --i) std::swap(pieces[i - 1], pieces[rng.Below(i)]);
@@ -88,9 +90,11 @@ Result<std::pair<Spread, Spread>> MeasureCopies(uint64_t piece_bytes) {
     asm volatile("" ::: "memory");
     auto t2 = Clock::now();
     linear.push_back(kBufferBytes / 1e9 / Seconds(t0, t1));
-    gather.push_back(static_cast<double>(pieces.size() * piece_bytes) / 1e9 / Seconds(t1, t2));
+    if (!pieces.empty()) {
+      gather.push_back(static_cast<double>(pieces.size() * piece_bytes) / 1e9 / Seconds(t1, t2));
+    }
   }
-  return std::make_pair(SpreadOf(linear), SpreadOf(gather));
+  return std::make_pair(SpreadOf(linear), gather.empty() ? Spread{} : SpreadOf(gather));
 }
 
 bool WriteAll(int fd, const void* data, size_t n) {
@@ -209,6 +213,12 @@ Status MeasureZmq(MachineLimits& out) {
 }
 
 }  // namespace
+
+Result<Spread> MeasureMemcpy() {
+  auto copies = MeasureCopies(0);
+  if (!copies.ok()) return copies.status();
+  return copies->first;
+}
 
 Result<MachineLimits> MeasureMachineLimits(uint64_t gather_piece_bytes) {
   MachineLimits out;

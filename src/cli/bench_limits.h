@@ -34,4 +34,8 @@ struct MachineLimits {
 // Must run before any ZMQ context exists in this process: the echo peers are forked children.
 Result<MachineLimits> MeasureMachineLimits(uint64_t gather_piece_bytes);
 
+// Only MachineLimits::memcpy_gbps (same buffers, chunks and trials): no gather, no fork, no ZMQ,
+// for benches that judge against memcpy alone.
+Result<Spread> MeasureMemcpy();
+
 }  // namespace kvtier::cli

@@ -1,12 +1,11 @@
 #include "cli/bench_report.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+
+#include "cli/bench_common.h"
 
 namespace kvtier::cli {
 
@@ -15,8 +14,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kLookupWait = "LOOKUP+WAIT";
-
-json SpreadJson(const Spread& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
 
 // Latency statistics of one operation; GB/s = bytes moved / time spent in the operation.
 json OpJson(std::vector<double> seconds, uint64_t bytes, bool has_bytes) {
@@ -34,13 +31,6 @@ json OpJson(std::vector<double> seconds, uint64_t bytes, bool has_bytes) {
     j["gbps"] = sum > 0 ? static_cast<double>(bytes) / 1e9 / sum : 0.0;
   }
   return j;
-}
-
-double LoadAverage() {
-  std::ifstream f("/proc/loadavg");
-  double one = 0;
-  f >> one;
-  return one;
 }
 
 json ConfigJson(const BenchRun& run) {
@@ -97,10 +87,12 @@ double Percentile(const std::vector<double>& sorted, double q) {
   return sorted[std::min(i, sorted.size() - 1)];
 }
 
+json SpreadJson(const Spread& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
 json Summarize(const BenchRun& run) {
   json out;
   out["config"] = ConfigJson(run);
-  out["machine"] = {{"cpus", ::sysconf(_SC_NPROCESSORS_ONLN)}, {"load_avg_1m", LoadAverage()}};
+  out["machine"] = MachineJson();
   const MachineLimits& l = run.limits;
   out["limits"] = {{"memcpy_1mib_gbps", SpreadJson(l.memcpy_gbps)},
                    {"gather_gbps", SpreadJson(l.gather_gbps)},

@@ -20,6 +20,9 @@ namespace kvtier::cli {
 // Nearest-rank percentile of an ascending vector (q in [0, 1]); 0 when empty.
 double Percentile(const std::vector<double>& sorted, double q);
 
+// {"median", "min", "max"} of a limit measured in several trials.
+nlohmann::json SpreadJson(const Spread& s);
+
 // The project's goals, next to the numbers they judge.
 inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy
 inline constexpr double kLookupGoalRatio = 1.5;    // LOOKUP p50 <= 1.5x raw ZMQ RTT p50

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli/bench_common.h"
 #include "cli/bench_data.h"
 #include "cli/bench_limits.h"
 #include "cli/bench_process.h"
@@ -69,21 +70,6 @@ int64_t NowNs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-// A status line that rewrites itself; only when a person is watching stderr.
-class Progress {
- public:
-  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
-  void Show(const std::string& line) {
-    if (tty_) std::cerr << "\r\033[K[bench] " << line << std::flush;
-  }
-  void Done() {
-    if (tty_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  bool tty_;
-};
 
 // Waits for every worker while showing progress. The first failure stops the others, and so
 // does the death of a spawned server (the workers would otherwise wait out their timeouts).
@@ -192,7 +178,7 @@ int RunBench(const BenchServerOptions& o) {
       return 1;
     }
   }
-  Progress progress;
+  Progress progress("[bench]");
 
   progress.Show("measuring machine limits (memcpy, ZMQ round trip)");
   auto limits = MeasureMachineLimits(uint64_t{o.block_tokens} * o.bytes_per_token);

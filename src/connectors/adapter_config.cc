@@ -7,70 +7,79 @@ namespace {
 
 constexpr uint32_t kMaxThreads = 256;
 
-Status Bad(size_t position, const std::string& what) {
-  return Status(Code::kInvalidArgument, fmt::format("--l2-adapter #{}: {}", position + 1, what));
+// Where the bad JSON came from: the flag and the adapter's place, e.g. "--l2-adapter #2".
+struct Origin {
+  std::string_view flag;
+  size_t position;
+};
+
+Status Bad(const Origin& at, const std::string& what) {
+  return Status(Code::kInvalidArgument, fmt::format("{} #{}: {}", at.flag, at.position + 1, what));
 }
 
-Result<uint32_t> ThreadCount(const nlohmann::json& v, size_t position, const std::string& field) {
+Result<uint32_t> ThreadCount(const nlohmann::json& v, const Origin& at, const std::string& field) {
   if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxThreads) {
-    return Bad(position, fmt::format("{} must be an integer from 1 to {}, got {}", field,
-                                     kMaxThreads, v.dump()));
+    return Bad(at, fmt::format("{} must be an integer from 1 to {}, got {}", field, kMaxThreads,
+                               v.dump()));
   }
   return v.get<uint32_t>();
 }
 
 }  // namespace
 
-Result<AdapterConfig> ParseAdapterConfig(std::string_view json_text, size_t position) {
+Result<AdapterConfig> ParseAdapterConfig(std::string_view json_text, size_t position,
+                                         std::string_view flag) {
   auto j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return Bad(position, fmt::format("not valid JSON: {}", json_text));
+    return Bad({flag, position}, fmt::format("not valid JSON: {}", json_text));
   }
-  return AdapterConfigFromJson(j, position);
+  return AdapterConfigFromJson(j, position, flag);
 }
 
-Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t position) {
-  if (!j.is_object()) return Bad(position, "must be a JSON object such as {\"type\":\"fs\",...}");
+Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t position,
+                                            std::string_view flag) {
+  const Origin at{flag, position};
+  if (!j.is_object()) return Bad(at, "must be a JSON object such as {\"type\":\"fs\",...}");
   AdapterConfig cfg;
   auto& o = cfg.options;
   for (const auto& [key, v] : j.items()) {
     if (key == "type") {
       if (!v.is_string() || v.get<std::string>().empty()) {
-        return Bad(position, "'type' must be a non-empty string");
+        return Bad(at, "'type' must be a non-empty string");
       }
       o.type = v.get<std::string>();
     } else if (key == "num_workers") {
-      auto n = ThreadCount(v, position, "num_workers");
+      auto n = ThreadCount(v, at, "num_workers");
       if (!n.ok()) return n.status();
       o.num_workers = *n;
     } else if (key == "per_op_workers") {
-      if (!v.is_object()) return Bad(position, "per_op_workers must be an object of lane -> threads");
+      if (!v.is_object()) return Bad(at, "per_op_workers must be an object of lane -> threads");
       for (const auto& [lane, count] : v.items()) {
         auto op = LaneFromName(lane);
         if (!op) {
-          return Bad(position, fmt::format("per_op_workers has unknown lane '{}' (lanes: lookup, "
-                                           "retrieve, store, delete)", lane));
+          return Bad(at, fmt::format("per_op_workers has unknown lane '{}' (lanes: lookup, "
+                                     "retrieve, store, delete)", lane));
         }
-        auto n = ThreadCount(count, position, "per_op_workers." + lane);
+        auto n = ThreadCount(count, at, "per_op_workers." + lane);
         if (!n.ok()) return n.status();
         o.per_op_workers[static_cast<size_t>(*op)] = *n;
       }
     } else if (key == "max_inflight_mb") {
       if (!v.is_number() || !(v.get<double>() > 0)) {
-        return Bad(position, fmt::format("max_inflight_mb must be a number > 0, got {}", v.dump()));
+        return Bad(at, fmt::format("max_inflight_mb must be a number > 0, got {}", v.dump()));
       }
       o.max_inflight_bytes = static_cast<uint64_t>(v.get<double>() * (1 << 20));
     } else if (key == "deadline_ms") {
       if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 3'600'000) {
-        return Bad(position, fmt::format("deadline_ms must be an integer from 1 to 3600000, got {}",
-                                         v.dump()));
+        return Bad(at, fmt::format("deadline_ms must be an integer from 1 to 3600000, got {}",
+                                   v.dump()));
       }
       o.deadline = std::chrono::milliseconds(v.get<int64_t>());
     } else {
       cfg.backend[key] = v;
     }
   }
-  if (o.type.empty()) return Bad(position, "missing 'type'");
+  if (o.type.empty()) return Bad(at, "missing 'type'");
   o.name = fmt::format("{}#{}", o.type, position);
   return cfg;
 }

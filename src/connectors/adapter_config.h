@@ -16,8 +16,11 @@ struct AdapterConfig {
   nlohmann::json backend = nlohmann::json::object();  // the keys kvtier does not read
 };
 
-// `position` is the adapter's place in the cascade (0 = first); errors name it and the bad key.
-Result<AdapterConfig> ParseAdapterConfig(std::string_view json_text, size_t position);
-Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t position);
+// `position` is the adapter's place in the cascade (0 = first); errors name it and the bad key,
+// after `flag`, the option the user gave the JSON with ("--l2-adapter #2: missing 'type'").
+Result<AdapterConfig> ParseAdapterConfig(std::string_view json_text, size_t position,
+                                         std::string_view flag = "--l2-adapter");
+Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t position,
+                                            std::string_view flag = "--l2-adapter");
 
 }  // namespace kvtier

@@ -185,8 +185,10 @@ TEST(BenchL2Cli, BadAdapterIsAClearError) {
   struct Case {
     std::string args, says;
   } cases[] = {
-      {"--adapter '{not json'", "not valid JSON"},
-      {"--adapter '{\"num_workers\":2}'", "missing 'type'"},
+      {"--adapter '{not json'", "--adapter #1: not valid JSON"},
+      {"--adapter '{\"num_workers\":2}'", "--adapter #1: missing 'type'"},
+      {"--adapter '{\"type\":\"mem\"}' --adapter '{\"type\":\"mem\",\"num_workers\":0}'",
+       "--adapter #2: num_workers must be"},
       {"--adapter '{\"type\":\"nosuch\"}'", "nosuch"},
       {"--adapter '{\"type\":\"mem\",\"bogus\":1}'", "unknown key 'bogus'"},
       {"--adapter '{\"type\":\"mem\",\"per_op_workers\":{\"lookups\":1}}'", "lookups"},
@@ -202,6 +204,8 @@ TEST(BenchL2Cli, BadAdapterIsAClearError) {
     EXPECT_NE(o.status, 0) << c.args;
     EXPECT_NE(o.err.find(c.says), std::string::npos) << c.args << "\nstderr: " << o.err;
     EXPECT_EQ(o.err.find("Segmentation"), std::string::npos) << o.err;
+    // The server's flag has no place in bench l2's errors.
+    EXPECT_EQ(o.err.find("--l2-adapter"), std::string::npos) << o.err;
     EXPECT_TRUE(o.out.empty()) << c.args << "\nstdout: " << o.out;
   }
   Output missing = BenchL2("--keys 8");

@@ -61,6 +61,23 @@ TEST(AdapterConfigTest, ErrorsNameTheProblem) {
   }
 }
 
+TEST(AdapterConfigTest, ErrorsNameTheFlagTheJsonCameFrom) {
+  // `kvtier bench l2` takes the same JSON as `--adapter`; its errors must not name --l2-adapter.
+  auto parsed = ParseAdapterConfig(R"({"num_workers":2})", 1, "--adapter");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "--adapter #2: missing 'type'");
+  auto bad_json = ParseAdapterConfig("{nope", 0, "--adapter");
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_EQ(bad_json.status().message(), "--adapter #1: not valid JSON: {nope");
+  auto from_json = AdapterConfigFromJson(nlohmann::json::parse(R"({"type":"fs","num_workers":0})"),
+                                         0, "--adapter");
+  ASSERT_FALSE(from_json.ok());
+  EXPECT_EQ(from_json.status().message().rfind("--adapter #1: num_workers must be", 0), 0u)
+      << from_json.status().message();
+  // The server's flag stays the default.
+  EXPECT_EQ(ParseAdapterConfig("[]", 0).status().message().rfind("--l2-adapter #1: ", 0), 0u);
+}
+
 TEST(ConnectorRegistryTest, UnknownTypeListsTheKnownOnes) {
   auto cfg = ParseAdapterConfig(R"({"type":"s3"})", 0);
   ASSERT_TRUE(cfg.ok());
