@@ -4,17 +4,14 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "connectors/connector_registry.h"
 
 namespace kvtier {
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowNs() { return Clock::Real()->NowNs(); }
 
 // 100 ms, 200 ms, 400 ms ... capped at 5 s.
 int64_t BackoffNs(uint32_t failures) {

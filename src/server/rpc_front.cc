@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "wire/frames.h"
 #include "wire/messages.h"
@@ -12,11 +13,7 @@
 namespace kvtier {
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowNs() { return Clock::Real()->NowNs(); }
 
 // Codes that mean "the client sent something wrong": logged once per kind, never fatal.
 bool IsClientError(Code c) {

@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/free_port.h"
+
 namespace kvtier::testing {
 
 class RedisProcess {
@@ -102,21 +104,6 @@ class RedisProcess {
     Kill();
     Report("redis-server did not restart");
     return false;
-  }
-
-  // A free TCP port on 127.0.0.1 (bound to port 0 and released), or 0 on failure.
-  static uint16_t FreePort() {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    sockaddr_in addr = Loopback(0);
-    socklen_t len = sizeof(addr);
-    uint16_t port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      port = ntohs(addr.sin_port);
-    }
-    ::close(fd);
-    return port;
   }
 
  private:
