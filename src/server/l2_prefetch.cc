@@ -115,7 +115,7 @@ L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& ke
   std::vector<std::vector<WriteSlot>> slots(ranks);
   size_t reserved = planned;
   while (reserved > 0 && !Reserve(keys, sizes, reserved, slots)) reserved /= 2;
-  std::vector<uint8_t> present(reserved * ranks, 0);  // flat index, like `from`
+  std::vector<uint8_t> present(n, 0);  // flat index, like `from`
   size_t plan = reserved;
   for (size_t c = 0; c < plan; ++c) {
     for (size_t r = 0; r < ranks && c < plan; ++r) {

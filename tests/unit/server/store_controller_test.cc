@@ -154,5 +154,27 @@ TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
   l2->Close();
 }
 
+TEST(L2PrefetcherTest, APlanLargerThanL1IsHalvedUntilItFits) {
+  MetricsRegistry metrics;
+  auto l1 = MakeL1();  // room for 64 objects
+  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, metrics)).value();
+  {
+    StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);  // L1 empties itself
+    for (uint64_t b = 0; b < 10; ++b) {
+      Store(*l1, sc, Keys(b * 10, 10));
+      ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == (b + 1) * 10; }));
+    }
+    sc.Stop();
+  }
+  ASSERT_TRUE(WaitUntil([&] { return l1->Stats().objects == 0; }));
+  L2Prefetcher p(*l1, *l2);
+  auto got = p.Run({Keys(0, 100)}, {kObject});
+  EXPECT_EQ(got.chunks, 50u);  // 100 do not fit, 50 do
+  l1->Unpin(got.pinned);
+  EXPECT_EQ(l1->Stats().staging_bytes, 0u);
+  EXPECT_EQ(l2->adapter(0).Stats().locked_keys, 0u);
+  l2->Close();
+}
+
 }  // namespace
 }  // namespace kvtier
