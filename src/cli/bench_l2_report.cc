@@ -46,6 +46,9 @@ json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
   const L2AdapterRun& r = a.run;
   json out;
   out["config"] = json::parse(r.adapter_json, nullptr, false);
+  if (out["config"].is_object() && out["config"].contains("password")) {
+    out["config"]["password"] = "***";  // reports get pasted into docs and tickets
+  }
   out["lanes"] = r.label;
   out["phase1"] = {{"rounds", r.rounds},
                    {"probes", r.probes},

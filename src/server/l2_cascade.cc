@@ -30,7 +30,8 @@ Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::stri
     if (!cfg.ok()) return cfg.status();
     auto conn = registry.Create(*cfg);
     if (!conn.ok()) return conn.status();
-    KVT_LOG_INFO("L2 adapter {}: {}", (*conn)->Options().name, adapter_json[i]);
+    // Not the JSON itself: it may hold a password.
+    KVT_LOG_INFO("L2 adapter {} ready", (*conn)->Options().name);
     adapters.push_back(std::move(conn).value());
   }
   return std::unique_ptr<L2Cascade>(new L2Cascade(std::move(adapters), metrics));
