@@ -21,6 +21,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "connectors/resp_errors.h"
+
 namespace kvtier {
 namespace {
 
@@ -32,61 +34,6 @@ constexpr size_t kReadBufSize = 64 << 10;  // longer reply lines than this are a
 constexpr uint64_t kMaxBulk = 512ULL << 20;
 constexpr int kMaxIov = 64;  // per sendmsg
 constexpr std::string_view kSetTrailer = "\r\n$2\r\nNX\r\n";
-
-// A key in an error message: at most 64 bytes, non-printable bytes escaped (keys are untrusted).
-std::string Printable(const std::string* key) {
-  if (key == nullptr) return "";
-  std::string out;
-  for (size_t i = 0; i < key->size() && i < 64; ++i) {
-    const auto ch = static_cast<unsigned char>((*key)[i]);
-    if (ch >= 0x20 && ch < 0x7f && ch != '\'') {
-      out += static_cast<char>(ch);
-    } else {
-      out += fmt::format("\\x{:02x}", ch);
-    }
-  }
-  if (key->size() > 64) out += "...";
-  return out;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-// The Status for an error reply ("-<text>") to a command on `key` (null: handshake).
-Status ErrorReply(const std::string& name, std::string_view text, const std::string* key) {
-  const std::string where = key != nullptr ? fmt::format(" (key '{}')", Printable(key)) : "";
-  Code code = Code::kInternal;
-  std::string what;
-  if (StartsWith(text, "NOAUTH")) {
-    code = Code::kPermissionDenied;
-    what = "authentication required (set 'password')";
-  } else if (StartsWith(text, "WRONGPASS") || StartsWith(text, "ERR invalid password") ||
-             StartsWith(text, "ERR AUTH")) {
-    code = Code::kPermissionDenied;
-    what = "authentication failed";
-  } else if (StartsWith(text, "NOPERM")) {
-    code = Code::kPermissionDenied;
-    what = "permission denied";
-  } else if (StartsWith(text, "OOM")) {
-    code = Code::kOutOfMemory;
-    what = "server out of memory";
-  } else if (StartsWith(text, "MOVED") || StartsWith(text, "ASK")) {
-    code = Code::kUnavailable;
-    what = "cluster redirection (not supported; point 'host' at a standalone server)";
-  } else if (StartsWith(text, "LOADING") || StartsWith(text, "BUSY") ||
-             StartsWith(text, "TRYAGAIN") || StartsWith(text, "MASTERDOWN") ||
-             StartsWith(text, "CLUSTERDOWN") || StartsWith(text, "READONLY")) {
-    code = Code::kUnavailable;
-    what = "server not available";
-  } else if (StartsWith(text, "WRONGTYPE")) {
-    code = Code::kInvalidArgument;
-    what = "key holds a value that is not a string";
-  } else {
-    what = "error reply";
-  }
-  return Status(code, fmt::format("{}: {}{}: {}", name, what, where, text));
-}
 
 // Milliseconds to pass to poll() until `d`, rounded up; <= 0 when it has passed.
 int PollTimeout(Deadline d) {
@@ -300,7 +247,7 @@ class RespConnection::Pipeline {
         }
         break;
       case '-':
-        if (first_error_.ok()) first_error_ = ErrorReply(c_.name_, text, cmd.key);
+        if (first_error_.ok()) first_error_ = RespErrorStatus(c_.name_, text, cmd.key);
         Answered(A::kError);
         return Status::Ok();
       case ':': {
@@ -526,7 +473,7 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
       if (refused.ok()) {
         refused = Status(Code::kTooLarge,
                          fmt::format("{}: key '{}' or its value is over the 512 MiB bulk limit",
-                                     name_, Printable(&keys[i])));
+                                     name_, PrintableKey(&keys[i])));
       }
     } else {
       headers_ += head;

@@ -1,0 +1,56 @@
+#include "connectors/resp_errors.h"
+
+#include <fmt/format.h>
+
+namespace kvtier {
+
+std::string PrintableKey(const std::string* key) {
+  if (key == nullptr) return "";
+  std::string out;
+  for (size_t i = 0; i < key->size() && i < 64; ++i) {
+    const auto ch = static_cast<unsigned char>((*key)[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\'') {
+      out += static_cast<char>(ch);
+    } else {
+      out += fmt::format("\\x{:02x}", ch);
+    }
+  }
+  if (key->size() > 64) out += "...";
+  return out;
+}
+
+Status RespErrorStatus(const std::string& name, std::string_view text, const std::string* key) {
+  const std::string where = key != nullptr ? fmt::format(" (key '{}')", PrintableKey(key)) : "";
+  Code code = Code::kInternal;
+  std::string what;
+  if (text.starts_with("NOAUTH")) {
+    code = Code::kPermissionDenied;
+    what = "authentication required (set 'password')";
+  } else if (text.starts_with("WRONGPASS") || text.starts_with("ERR invalid password") ||
+             text.starts_with("ERR AUTH")) {
+    code = Code::kPermissionDenied;
+    what = "authentication failed";
+  } else if (text.starts_with("NOPERM")) {
+    code = Code::kPermissionDenied;
+    what = "permission denied";
+  } else if (text.starts_with("OOM")) {
+    code = Code::kOutOfMemory;
+    what = "server out of memory";
+  } else if (text.starts_with("MOVED") || text.starts_with("ASK")) {
+    code = Code::kUnavailable;
+    what = "cluster redirection (not supported; point 'host' at a standalone server)";
+  } else if (text.starts_with("LOADING") || text.starts_with("BUSY") ||
+             text.starts_with("TRYAGAIN") || text.starts_with("MASTERDOWN") ||
+             text.starts_with("CLUSTERDOWN") || text.starts_with("READONLY")) {
+    code = Code::kUnavailable;
+    what = "server not available";
+  } else if (text.starts_with("WRONGTYPE")) {
+    code = Code::kInvalidArgument;
+    what = "key holds a value that is not a string";
+  } else {
+    what = "error reply";
+  }
+  return Status(code, fmt::format("{}: {}{}: {}", name, what, where, text));
+}
+
+}  // namespace kvtier
