@@ -1,5 +1,7 @@
 #include "cli/bench_process.h"
 
+#include "common/free_port.h"
+
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -38,22 +40,6 @@ std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
 }
 
 }  // namespace
-
-uint16_t FreeTcpPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 Status CheckTcpReachable(const std::string& host, uint16_t port) {
   addrinfo hints{};
@@ -126,7 +112,7 @@ Result<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
   std::string last_log;
   // A free port can be taken between the probe and the bind: try a few.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const uint16_t port = FreeTcpPort();
+    const uint16_t port = FreeLoopbackPort();
     if (port == 0) return Status(Code::kIoError, "no free TCP port on 127.0.0.1");
     char path[] = "/tmp/kvtier-bench-server-XXXXXX";
     const int log_fd = ::mkstemp(path);

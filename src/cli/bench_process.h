@@ -16,9 +16,6 @@
 
 namespace kvtier::cli {
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-uint16_t FreeTcpPort();
-
 // Whether a TCP connection to host:port succeeds now (a plain socket, so it is safe before
 // fork(); a ZMQ client would instead wait for its whole timeout on a wrong address).
 Status CheckTcpReachable(const std::string& host, uint16_t port);

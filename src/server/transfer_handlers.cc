@@ -95,7 +95,7 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
                 }
                 GatherChunk(*p->worker, ChunkBlocks(*p, p->prefix.first_chunk + i, cs), s.data);
                 written.push_back(p->keys[i]);
-                bytes.push_back({s.data, s.size});
+                if (ctx.l2_store) bytes.push_back({s.data, s.size});
               }
               // With L2, published and pinned in one step: see store_controller.h.
               ctx.l1->FinishWrite(written, ctx.l2_store ? ctx.l2_store->PinsPerKey() : 0);

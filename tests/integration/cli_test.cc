@@ -39,7 +39,7 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
 
 TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
   const std::string path = ::testing::TempDir() + "/kvtier-config.json";
-  const uint16_t port = FreePort();
+  const uint16_t port = FreeLoopbackPort();
   std::ofstream(path) << "{\"port\": " << port << ", \"chunk_size\": 32, \"http-port\": 0, "
                       << "\"l1-size-gb\": 0.01, \"hash\": \"sha256\"}";
   // The server from the config answers HELLO with the config's chunk size; --hash overrides.

@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "client/cache_client.h"
-#include "support/free_port.h"
+#include "common/free_port.h"
 
 namespace kvtier::testing {
 
 class ServerProcess {
  public:
   explicit ServerProcess(std::vector<std::string> extra_args = {})
-      : port_(FreePort()), http_port_(FreePort()) {
+      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
     const char* bin = std::getenv("KVTIER_BIN");
     if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
     std::vector<std::string> args = {bin,           "server",

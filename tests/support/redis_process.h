@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "support/free_port.h"
+#include "common/free_port.h"
 
 namespace kvtier::testing {
 
@@ -49,7 +49,7 @@ class RedisProcess {
     // bind; then redis exits at once and we try another one.
     const int attempts = port == 0 ? 5 : 1;
     for (int i = 0; i < attempts; ++i) {
-      r->port_ = port != 0 ? port : FreePort();
+      r->port_ = port != 0 ? port : FreeLoopbackPort();
       if (r->port_ != 0 && r->Spawn() && r->WaitReady()) return r;
       r->Kill();
     }

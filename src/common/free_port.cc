@@ -1,18 +1,13 @@
-// A free TCP port on 127.0.0.1 for a test's listener (bound to port 0 and released; a clash with
-// another process remains possible, so starters retry).
-#pragma once
+#include "common/free_port.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdint>
+namespace kvtier {
 
-namespace kvtier::testing {
-
-// 0 on failure.
-inline uint16_t FreePort() {
+uint16_t FreeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   sockaddr_in addr{};
@@ -28,4 +23,4 @@ inline uint16_t FreePort() {
   return port;
 }
 
-}  // namespace kvtier::testing
+}  // namespace kvtier
