@@ -11,6 +11,8 @@ namespace kvtier::cli {
 using RunFn = std::function<int()>;
 
 RunFn AddServerCommand(CLI::App& app);
+RunFn AddMasterCommand(CLI::App& app);  // master_command.cc
+RunFn AddNodeCommand(CLI::App& app);    // node_command.cc
 RunFn AddBenchCommand(CLI::App& app);
 
 }  // namespace kvtier::cli

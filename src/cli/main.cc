@@ -1,4 +1,4 @@
-// kvtier: one binary, subcommands `server` and `bench` (store `master`/`node` come later).
+// kvtier: one binary; subcommands `server`, `master`, `node` and `bench`.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -10,9 +10,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", KVTIER_VERSION);
   auto server = kvtier::cli::AddServerCommand(app);
+  auto master = kvtier::cli::AddMasterCommand(app);
+  auto node = kvtier::cli::AddNodeCommand(app);
   auto bench = kvtier::cli::AddBenchCommand(app);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("server")) return server();
+  if (app.got_subcommand("master")) return master();
+  if (app.got_subcommand("node")) return node();
   if (app.got_subcommand("bench")) return bench();
   std::cerr << app.help();
   return 2;

@@ -1,0 +1,23 @@
+// MasterApi over the network: msgpack requests on a ZMQ DEALER to the master's ROUTER
+// (docs/store.md "Master RPC"). Connecting is lazy and survives master restarts (ZMQ reconnects);
+// a call that gets no answer within the timeout returns RPC_TIMEOUT for every key and its socket
+// is replaced, so a late reply can never be taken for the next call's. Thread-safe: each call
+// checks a socket out of a small pool.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store/common/master_api.h"
+
+namespace kvtier::store {
+
+struct MasterClientOptions {
+  std::string address = "127.0.0.1:50051";  // "host:port"
+  std::chrono::milliseconds timeout{5000};
+};
+
+std::unique_ptr<MasterApi> ConnectMaster(const MasterClientOptions& options);
+
+}  // namespace kvtier::store

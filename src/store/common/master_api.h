@@ -1,0 +1,50 @@
+// What a node asks of the master. MasterService implements it in-process (tests, and the master's
+// own RPC handlers); MasterClient implements it over the network. Node code is written against
+// this interface only.
+//
+// Batch calls answer one result per key, in order. Semantics (docs/store.md):
+//  - PutStart allocates every replica (distinct segments, the writer's own first) and records the
+//    object as unfinished: readers do not see it. A key that already exists answers
+//    OBJECT_ALREADY_EXISTS (first writer wins); the caller treats that as success and writes nothing.
+//  - PutEnd publishes; PutRevoke frees. Both only from the node that started the put.
+//  - GetReplicas grants (or extends) a read lease; a leased object is neither evicted nor removed.
+//  - Exist answers 1/0 and grants no lease.
+//  - Remove answers OBJECT_HAS_LEASE while a lease is live, REPLICA_IS_NOT_READY while unfinished.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "store/common/store_status.h"
+#include "store/common/store_types.h"
+
+namespace kvtier::store {
+
+class MasterApi {
+ public:
+  virtual ~MasterApi() = default;
+
+  // Idempotent: mounting the same (node, segment id) again is OK. Also registers the node.
+  virtual StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) = 0;
+  // Its replicas disappear; objects left without one are erased.
+  virtual StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) = 0;
+  // Heartbeat. need_remount when the master does not know the node.
+  virtual StoreResult<PingReply> Ping(const NodeInfo& node) = 0;
+
+  virtual std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
+      const std::string& node_id, const std::vector<std::string>& keys,
+      const std::vector<uint64_t>& sizes, const PutConfig& config) = 0;
+  virtual std::vector<StoreStatus> PutEnd(const std::string& node_id,
+                                          const std::vector<std::string>& keys) = 0;
+  virtual std::vector<StoreStatus> PutRevoke(const std::string& node_id,
+                                             const std::vector<std::string>& keys) = 0;
+
+  virtual std::vector<StoreResult<ObjectDesc>> GetReplicas(
+      const std::vector<std::string>& keys) = 0;
+  virtual std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) = 0;
+  virtual std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) = 0;
+  // Removes every finished, unleased object; returns how many.
+  virtual StoreResult<uint64_t> RemoveAll() = 0;
+};
+
+}  // namespace kvtier::store

@@ -1,0 +1,33 @@
+// The master process: MasterService behind the RPC listener (ZMQ ROUTER on host:port), a monitor
+// thread calling Tick(), and HTTP /healthz /status /metrics. `kvtier master` is this plus flags.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "store/master/master_service.h"
+
+namespace kvtier::store {
+
+struct MasterServerOptions {
+  std::string host = "127.0.0.1";  // every listener binds here only
+  uint16_t port = 50051;
+  uint16_t http_port = 9003;       // 0: no HTTP
+  MasterOptions service;
+};
+
+class MasterServer {
+ public:
+  MasterServer(MasterServerOptions options);
+  ~MasterServer();  // Stop()
+  Status Start();
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::store

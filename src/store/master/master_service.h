@@ -1,0 +1,61 @@
+// The master: composes the metadata shards, the segment allocator and placement, leases,
+// eviction and node liveness (each its own unit in this folder) into MasterApi. It holds no
+// bytes, only who has which key where. Thread-safe; the RPC server calls it from its thread(s),
+// a monitor thread calls Tick().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "store/common/master_api.h"
+
+namespace kvtier::store {
+
+struct MasterOptions {
+  double eviction_high_watermark_ratio = 0.95;  // evict when used bytes exceed this share
+  double eviction_ratio = 0.05;                 // ... down to (watermark - ratio) of capacity
+  std::chrono::milliseconds client_ttl{10000};  // a node silent this long is unmounted
+  std::chrono::milliseconds default_kv_lease_ttl{5000};
+  std::chrono::milliseconds put_start_discard_timeout{30000};   // another put may take the key
+  std::chrono::milliseconds put_start_release_timeout{600000};  // the space is freed
+  uint32_t replicas = 1;
+};
+
+class MasterService final : public MasterApi {
+ public:
+  MasterService(MasterOptions options, Clock* clock, MetricsRegistry* metrics);
+  ~MasterService() override;
+
+  StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override;
+  StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) override;
+  StoreResult<PingReply> Ping(const NodeInfo& node) override;
+  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
+      const std::string& node_id, const std::vector<std::string>& keys,
+      const std::vector<uint64_t>& sizes, const PutConfig& config) override;
+  std::vector<StoreStatus> PutEnd(const std::string& node_id,
+                                  const std::vector<std::string>& keys) override;
+  std::vector<StoreStatus> PutRevoke(const std::string& node_id,
+                                     const std::vector<std::string>& keys) override;
+  std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override;
+  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override;
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) override;
+  StoreResult<uint64_t> RemoveAll() override;
+
+  // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
+  // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.
+  void Tick();
+
+  // /status: capacity and use per segment, keys, nodes alive, counters.
+  nlohmann::json StatusJson() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::store

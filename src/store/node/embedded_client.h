@@ -1,0 +1,19 @@
+// An embedded client: a StoreClient whose process is its own node (it contributes a segment and
+// talks to the master itself). What Mooncake's setup(...) gives; no dummy socket is served.
+#pragma once
+
+#include <memory>
+
+#include "store/client/store_client.h"
+#include "store/node/store_node.h"
+
+namespace kvtier::store {
+
+struct EmbeddedOptions {
+  NodeOptions node;
+  uint64_t local_buffer_size = 16ull << 20;  // bounds Put/Get staging, as in Mooncake
+};
+
+StoreResult<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options);
+
+}  // namespace kvtier::store

@@ -1,0 +1,78 @@
+// A store node (Mooncake's "real client"): contributes a segment of memory to the store, keeps
+// its mount alive at the master (heartbeats, re-mount when the master forgets it), serves the
+// data plane to other nodes, and runs puts and gets for its callers (the embedded client and the
+// dummy clients served by DummyService). Callers hand plain pointers in this process.
+//
+// A put: PutStart at the master (which places the replicas), write every replica (memcpy into
+// this node's segment, TCP to others), then PutEnd, or PutRevoke when a write failed, so no
+// reader ever sees a partial object. A get: GetReplicas (grants a lease), read one replica
+// (local first), then LEASE_EXPIRED if the lease ran out before the bytes arrived.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "store/common/master_api.h"
+#include "store/common/store_status.h"
+
+namespace kvtier::store {
+
+struct NodeOptions {
+  std::string master = "127.0.0.1:50051";
+  std::string host = "127.0.0.1";  // every listener binds here only
+  uint16_t port = 50052;           // data plane; 0 picks a free port
+  uint64_t segment_size = 0;       // 0: a pure client that stores nothing itself
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds rpc_timeout{5000};  // master RPCs and each transfer batch
+  bool prefault = true;            // touch the segment's pages at start
+};
+
+struct ConstBuffer {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+struct MutableBuffer {
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+class StoreNode {
+ public:
+  // Maps the segment, starts the data plane, mounts at the master and starts heartbeats. A master
+  // that is not up yet is not an error: the heartbeat mounts once it answers.
+  static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
+                                                       MetricsRegistry* metrics);
+  // For tests: a node whose master is in-process.
+  static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
+                                                       std::unique_ptr<MasterApi> master,
+                                                       MetricsRegistry* metrics);
+  ~StoreNode();  // unmounts (best effort) and stops
+
+  const NodeInfo& info() const;
+  uint16_t port() const;
+  bool mounted() const;  // the master has acknowledged the segment since the last NEED_REMOUNT
+
+  std::vector<StoreStatus> Put(const std::vector<std::string>& keys,
+                               std::span<const ConstBuffer> values, const PutConfig& config);
+  // Bytes read per key.
+  std::vector<StoreResult<uint64_t>> Get(const std::vector<std::string>& keys,
+                                         std::span<const MutableBuffer> buffers);
+  std::vector<StoreResult<uint64_t>> GetSize(const std::vector<std::string>& keys);
+  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys);
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys);
+  StoreResult<uint64_t> RemoveAll();
+
+  MetricsRegistry& metrics();
+
+ private:
+  struct Impl;
+  explicit StoreNode(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::store

@@ -1,0 +1,39 @@
+// The TCP listener through which other nodes read and write this node's segment. Each request
+// names an offset and a length that must lie inside the segment; the bytes are received straight
+// into / sent straight from segment memory. Bad requests get an error reply and the connection
+// keeps serving; a peer that disconnects mid-request costs only its own connection.
+// The wire format is in docs/store.md ("Data plane").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+#include "common/status.h"
+
+namespace kvtier::store {
+
+struct DataPlaneOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: pick a free port (see Port())
+  uint8_t* segment = nullptr;
+  uint64_t segment_size = 0;
+  std::string auth_token;  // when not empty, a connection must present it first
+};
+
+class DataPlaneServer {
+ public:
+  DataPlaneServer(DataPlaneOptions options, MetricsRegistry* metrics);
+  ~DataPlaneServer();  // Stop()
+
+  Status Start();
+  void Stop();  // closes the listener and every connection, joins
+  uint16_t Port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::store

@@ -1,0 +1,58 @@
+// Moves bytes between this process's memory and segments, local or on other nodes.
+// A transfer names a segment by its node's data-plane endpoint and an offset; the local side is a
+// plain pointer (already translated by the caller, e.g. into a dummy client's mapped memfd).
+// Ops whose endpoint is this node's own are one memcpy; the others travel over pooled TCP
+// connections to the peer's DataPlaneServer, pipelined per endpoint, endpoints in parallel, and
+// are read/written straight from/into the local pointer (no staging copy).
+//
+// Thread-safe: many callers may Run() batches at once (each takes its own connections).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/metrics.h"
+#include "store/common/store_status.h"
+
+namespace kvtier::store {
+
+struct TransferOp {
+  enum class Kind { kRead, kWrite };  // read: segment -> local; write: local -> segment
+  Kind kind = Kind::kRead;
+  std::string endpoint;  // the segment's node, "host:port"
+  uint64_t offset = 0;   // in that node's segment
+  uint8_t* local = nullptr;
+  uint64_t length = 0;
+};
+
+struct TransferOptions {
+  std::string local_endpoint;      // ops to this endpoint are memcpy into/out of local_segment
+  uint8_t* local_segment = nullptr;
+  uint64_t local_segment_size = 0;
+  std::chrono::milliseconds timeout{5000};  // per batch: connect + all I/O
+  size_t max_idle_connections_per_peer = 8;
+  std::string auth_token;  // sent at connection setup when not empty (see DataPlaneServer)
+};
+
+class TransferEngine {
+ public:
+  TransferEngine(TransferOptions options, MetricsRegistry* metrics);
+  ~TransferEngine();
+
+  // One status per op, in order. A failed op never affects the others' results; a peer that is
+  // down or dies mid-transfer gives TRANSFER_FAIL (or RPC_TIMEOUT) for its ops.
+  std::vector<StoreStatus> Run(std::span<const TransferOp> ops);
+
+  // Drops pooled connections to `endpoint` (its node went away).
+  void Forget(const std::string& endpoint);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvtier::store
