@@ -11,7 +11,9 @@ namespace kvtier::store {
 
 struct EmbeddedOptions {
   NodeOptions node;
-  uint64_t local_buffer_size = 16ull << 20;  // bounds Put/Get staging, as in Mooncake
+  // Accepted for Mooncake compatibility; unused: an embedded Put/Get moves bytes straight
+  // between the caller's memory and the segments, with no staging buffer.
+  uint64_t local_buffer_size = 16ull << 20;
 };
 
 StoreResult<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options);

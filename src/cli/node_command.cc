@@ -1,0 +1,130 @@
+// `kvtier node`: a store node (docs/store.md): contributes --global-segment-size bytes to the
+// store, serves the data plane on --host:--port and dummy clients on @kvtier-node-<port>, and
+// optionally HTTP /healthz /status /metrics. Runs until SIGTERM/SIGINT.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "common/memfd.h"
+#include "store/client/dummy_client.h"
+#include "store/common/admin_http.h"
+#include "store/node/dummy_service.h"
+#include "store/node/store_node.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct NodeFlags {
+  std::string master = "127.0.0.1:50051";
+  std::string host = "127.0.0.1";
+  uint16_t port = 50052;
+  std::string segment_size = "4GB";
+  uint16_t http_port = 0;
+  double dummy_ttl_s = 10;
+  bool prefault = true;
+  std::string log_level = "warn";
+};
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+int RunNode(const NodeFlags& f) {
+  InitLogging();
+  SetLogLevel(f.log_level);
+  auto segment_size = ParseByteSize(f.segment_size);
+  if (!segment_size.ok()) {
+    std::cerr << "error: --global-segment-size: " << segment_size.status().message() << "\n";
+    return 2;
+  }
+  if (!IsLoopback(f.host)) {
+    KVT_LOG_WARN("node: listening on {} without authentication: any host that reaches it can "
+                 "read and write this node's segment",
+                 f.host);
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  MetricsRegistry metrics;
+  store::NodeOptions options;
+  options.master = f.master;
+  options.host = f.host;
+  options.port = f.port;
+  options.segment_size = *segment_size;
+  options.prefault = f.prefault;
+  auto node = store::StoreNode::Start(options, &metrics);
+  if (!node.ok()) {
+    std::cerr << "error: " << node.status().ToString() << "\n";
+    return 1;
+  }
+  store::DummyService dummies(**node,
+                              {(*node)->port(), std::chrono::milliseconds(
+                                                    static_cast<int64_t>(f.dummy_ttl_s * 1000))},
+                              &metrics);
+  if (Status s = dummies.Start(); !s.ok()) {
+    std::cerr << "error: dummy socket: " << s.ToString() << "\n";
+    return 1;
+  }
+  store::StoreNode* n = node->get();
+  store::AdminHttp http(
+      [n, &dummies, &f] {
+        return nlohmann::json{{"id", n->info().id},
+                              {"endpoint", n->info().endpoint},
+                              {"master", f.master},
+                              {"mounted", n->mounted()},
+                              {"segment_bytes", f.segment_size},
+                              {"dummies_connected", dummies.connected()}};
+      },
+      &metrics);
+  if (f.http_port != 0) {
+    if (Status s = http.Start(f.host, f.http_port); !s.ok()) {
+      std::cerr << "error: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "kvtier node " << n->info().endpoint << " (segment " << f.segment_size
+            << ", master " << f.master << ", dummy socket @"
+            << store::DummySocketName(n->port())
+            << (f.http_port != 0 ? ", http " + std::to_string(f.http_port) : std::string())
+            << (n->mounted() ? "" : "; master not reachable yet, will retry") << ")" << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "kvtier node stopping" << std::endl;
+  http.Stop();
+  dummies.Stop();
+  node->reset();  // unmounts the segment
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddNodeCommand(CLI::App& app) {
+  auto f = std::make_shared<NodeFlags>();
+  CLI::App* cmd = app.add_subcommand("node", "Run a store node: a segment, data plane, dummies");
+  cmd->add_option("--master", f->master, "The master's host:port")->capture_default_str();
+  cmd->add_option("--host", f->host, "Address every listener binds to")->capture_default_str();
+  cmd->add_option("--port", f->port, "Data-plane TCP port; also names the dummy socket")
+      ->capture_default_str();
+  cmd->add_option("--global-segment-size", f->segment_size,
+                  "Memory this node contributes, e.g. 4GB, 512MiB (0: store nothing here)")
+      ->capture_default_str();
+  cmd->add_option("--http-port", f->http_port, "HTTP /healthz /status /metrics (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--dummy-ttl-s", f->dummy_ttl_s, "Cut off a dummy client silent this long")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("!--no-prefault", f->prefault, "Do not touch the segment's pages at start");
+  cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  return [f] { return RunNode(*f); };
+}
+
+}  // namespace kvtier::cli

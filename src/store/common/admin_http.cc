@@ -1,0 +1,49 @@
+#include "store/common/admin_http.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+namespace kvtier::store {
+
+AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics)
+    : server_(std::make_unique<httplib::Server>()) {
+  server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {
+    res.set_content(status().dump(2) + "\n", "application/json");
+  });
+  server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4");
+  });
+}
+
+AdminHttp::~AdminHttp() { Stop(); }
+
+Status AdminHttp::Start(const std::string& host, uint16_t port) {
+  if (port == 0) {
+    const int p = server_->bind_to_any_port(host);
+    if (p < 0) return Status(Code::kIoError, "http: cannot bind " + host);
+    port_ = static_cast<uint16_t>(p);
+  } else {
+    if (!server_->bind_to_port(host, port)) {
+      return Status(Code::kIoError, "http: cannot bind " + host + ":" + std::to_string(port));
+    }
+    port_ = port;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib 0.11 has no wait_until_ready(); is_running() turns true once listening.
+  for (int i = 0; i < 1000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Status::Ok();
+}
+
+void AdminHttp::Stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+}  // namespace kvtier::store

@@ -1,0 +1,170 @@
+// StoreClient over a StoreNode in this process. Pointers need no translation here, so the
+// zero-copy calls accept any memory of the process; RegisterBuffer only keeps Mooncake's
+// bookkeeping (an unknown pointer in UnregisterBuffer is still an error).
+#include "store/node/embedded_client.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include "common/memfd.h"
+
+namespace kvtier::store {
+namespace {
+
+StoreStatus Closed() { return {ErrorCode::RPC_FAIL, "the store client is closed"}; }
+
+class EmbeddedClient final : public StoreClient {
+ public:
+  EmbeddedClient(std::unique_ptr<MetricsRegistry> metrics, std::unique_ptr<StoreNode> node)
+      : metrics_(std::move(metrics)), node_(std::move(node)), hostname_(node_->info().endpoint) {}
+  ~EmbeddedClient() override { (void)Close(); }
+
+  StoreStatus Put(const std::string& key, const void* data, size_t size,
+                  const PutConfig& config) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    const ConstBuffer value{static_cast<const uint8_t*>(data), size};
+    return std::move(node_->Put({key}, {&value, 1}, config)[0]);
+  }
+
+  StoreResult<std::string> Get(const std::string& key) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    auto size = std::move(node_->GetSize({key})[0]);
+    if (!size.ok()) return size.status();
+    std::string out(*size, '\0');
+    const MutableBuffer buf{reinterpret_cast<uint8_t*>(out.data()), out.size()};
+    auto got = std::move(node_->Get({key}, {&buf, 1})[0]);
+    if (!got.ok()) return got.status();
+    out.resize(*got);
+    return out;
+  }
+
+  std::vector<StoreStatus> BatchPutFrom(const std::vector<std::string>& keys,
+                                        const std::vector<void*>& buffers,
+                                        const std::vector<size_t>& sizes,
+                                        const PutConfig& config) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return std::vector<StoreStatus>(keys.size(), Closed());
+    if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<StoreStatus>(keys.size(), Mismatch(keys, buffers, sizes));
+    }
+    std::vector<ConstBuffer> values;
+    values.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      values.push_back({static_cast<const uint8_t*>(buffers[i]), sizes[i]});
+    }
+    return node_->Put(keys, values, config);
+  }
+
+  std::vector<StoreResult<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                                  const std::vector<void*>& buffers,
+                                                  const std::vector<size_t>& sizes) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return std::vector<StoreResult<uint64_t>>(keys.size(), Closed());
+    if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<StoreResult<uint64_t>>(keys.size(), Mismatch(keys, buffers, sizes));
+    }
+    std::vector<MutableBuffer> bufs;
+    bufs.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      bufs.push_back({static_cast<uint8_t*>(buffers[i]), sizes[i]});
+    }
+    return node_->Get(keys, bufs);
+  }
+
+  std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return std::vector<StoreResult<bool>>(keys.size(), Closed());
+    return node_->Exist(keys);
+  }
+
+  StoreResult<uint64_t> GetSize(const std::string& key) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    return std::move(node_->GetSize({key})[0]);
+  }
+
+  StoreStatus Remove(const std::string& key) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    return std::move(node_->Remove({key})[0]);
+  }
+
+  StoreResult<uint64_t> RemoveAll() override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    return node_->RemoveAll();
+  }
+
+  StoreResult<void*> AllocFromMemPool(size_t size) override {
+    std::unique_lock lk(mu_);
+    if (!node_) return Closed();
+    if (size == 0) return StoreStatus(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool: size 0");
+    auto mem = MappedFile::Create("kvtier-pool", size, /*prefault=*/true, /*huge_pages=*/true);
+    if (!mem.ok()) return FromStatus(mem.status());
+    void* p = mem->data();
+    pools_.push_back(std::move(*mem));
+    return p;
+  }
+
+  StoreStatus RegisterBuffer(void* buffer, size_t size) override {
+    std::unique_lock lk(mu_);
+    if (!node_) return Closed();
+    if (buffer == nullptr || size == 0) {
+      return {ErrorCode::INVALID_PARAMS, "register_buffer: null pointer or size 0"};
+    }
+    registered_[buffer] = size;
+    return StoreStatus::Ok();
+  }
+
+  StoreStatus UnregisterBuffer(void* buffer) override {
+    std::unique_lock lk(mu_);
+    if (!node_) return Closed();
+    if (registered_.erase(buffer) == 0) {
+      return {ErrorCode::INVALID_PARAMS, fmt::format("unregister_buffer: {} is not registered",
+                                                     buffer)};
+    }
+    return StoreStatus::Ok();
+  }
+
+  std::string Hostname() const override { return hostname_; }
+
+  StoreStatus Close() override {
+    std::unique_lock lk(mu_);
+    node_.reset();  // unmounts the segment: objects stored only here disappear from the store
+    pools_.clear();
+    registered_.clear();
+    return StoreStatus::Ok();
+  }
+
+ private:
+  static StoreStatus Mismatch(const std::vector<std::string>& keys,
+                              const std::vector<void*>& buffers,
+                              const std::vector<size_t>& sizes) {
+    return {ErrorCode::INVALID_PARAMS, fmt::format("{} keys, {} buffers, {} sizes", keys.size(),
+                                                   buffers.size(), sizes.size())};
+  }
+
+  std::unique_ptr<MetricsRegistry> metrics_;
+  std::shared_mutex mu_;  // shared: operations; exclusive: registration and Close
+  std::unique_ptr<StoreNode> node_;
+  const std::string hostname_;
+  std::vector<MappedFile> pools_;
+  std::map<void*, size_t> registered_;
+};
+
+}  // namespace
+
+StoreResult<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options) {
+  auto metrics = std::make_unique<MetricsRegistry>();
+  auto node = StoreNode::Start(options.node, metrics.get());
+  if (!node.ok()) return node.status();
+  return std::unique_ptr<StoreClient>(
+      std::make_unique<EmbeddedClient>(std::move(metrics), std::move(*node)));
+}
+
+}  // namespace kvtier::store

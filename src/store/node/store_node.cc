@@ -1,0 +1,327 @@
+#include "store/node/store_node.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/memfd.h"
+#include "store/client/master_client.h"
+#include "store/transport/data_plane_server.h"
+#include "store/transport/transfer_engine.h"
+
+namespace kvtier::store {
+namespace {
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
+uint64_t RandomId() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) | rd();
+}
+
+}  // namespace
+
+struct StoreNode::Impl {
+  NodeOptions options;
+  MetricsRegistry* metrics = nullptr;
+  NodeInfo info;
+  SegmentInfo segment;
+  MappedFile memory;
+  std::unique_ptr<MasterApi> master;
+  std::unique_ptr<DataPlaneServer> data_plane;
+  std::unique_ptr<TransferEngine> engine;
+
+  std::atomic<bool> mounted{false};
+  std::mutex hb_mu;
+  std::condition_variable hb_cv;
+  bool stopping = false;
+  std::thread heartbeat;
+
+  Counter* put_keys_ok;
+  Counter* put_keys_failed;
+  Counter* get_keys_ok;
+  Counter* get_keys_failed;
+  Counter* lease_expired;
+  Counter* remounts;
+
+  void InitMetrics() {
+    const std::string puts = "kvtier_node_put_keys_total";
+    const std::string gets = "kvtier_node_get_keys_total";
+    put_keys_ok = metrics->GetCounter(puts, "Keys put through this node", {{"result", "ok"}});
+    put_keys_failed = metrics->GetCounter(puts, "Keys put through this node", {{"result", "error"}});
+    get_keys_ok = metrics->GetCounter(gets, "Keys read through this node", {{"result", "ok"}});
+    get_keys_failed = metrics->GetCounter(gets, "Keys read through this node", {{"result", "error"}});
+    lease_expired = metrics->GetCounter("kvtier_node_lease_expired_total",
+                                        "Reads that finished after their lease ran out");
+    remounts = metrics->GetCounter("kvtier_node_mounts_total",
+                                   "Segment mounts at the master (first and after NEED_REMOUNT)");
+    metrics->GetGauge("kvtier_node_segment_bytes", "Size of this node's segment")
+        ->Set(static_cast<double>(segment.size));
+  }
+
+  // One heartbeat: ping, and (re-)mount when the master does not know this node.
+  void Beat() {
+    auto reply = master->Ping(info);
+    if (!reply.ok()) {
+      if (mounted.exchange(false)) {
+        KVT_LOG_WARN("node: master unreachable: {}", reply.status().ToString());
+      }
+      return;
+    }
+    if (!reply->need_remount && mounted) return;
+    StoreStatus s = segment.size == 0 ? StoreStatus::Ok() : master->MountSegment(info, segment);
+    if (!s.ok()) {
+      if (ShouldLog("node-mount")) KVT_LOG_WARN("node: mount failed: {}", s.ToString());
+      return;
+    }
+    if (!mounted.exchange(true)) {
+      remounts->Inc();
+      KVT_LOG_INFO("node {}: segment of {} bytes mounted at {}", info.endpoint, segment.size,
+                   options.master);
+    }
+  }
+
+  void HeartbeatLoop() {
+    std::unique_lock lk(hb_mu);
+    while (!stopping) {
+      hb_cv.wait_for(lk, options.heartbeat_interval, [this] { return stopping; });
+      if (stopping) break;
+      lk.unlock();
+      Beat();
+      lk.lock();
+    }
+  }
+
+  // Reads one replica per key; a key whose replica failed is retried on its next replica.
+  std::vector<StoreResult<uint64_t>> Read(const std::vector<std::string>& keys,
+                                          std::span<const MutableBuffer> buffers);
+};
+
+StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
+                                                         MetricsRegistry* metrics) {
+  return Start(options, ConnectMaster({options.master, options.rpc_timeout}), metrics);
+}
+
+StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
+                                                         std::unique_ptr<MasterApi> master,
+                                                         MetricsRegistry* metrics) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->metrics = metrics;
+  impl->master = std::move(master);
+  if (options.segment_size > 0) {
+    auto mem = MappedFile::Create("kvtier-segment", options.segment_size, options.prefault,
+                                  /*huge_pages=*/true);
+    if (!mem.ok()) return FromStatus(mem.status());
+    impl->memory = std::move(*mem);
+  }
+  impl->data_plane = std::make_unique<DataPlaneServer>(
+      DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size, ""},
+      metrics);
+  if (Status s = impl->data_plane->Start(); !s.ok()) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("node: cannot serve the data plane on {}:{}: {}", options.host,
+                                   options.port, s.message()));
+  }
+  impl->info.id = RandomHex(16);
+  impl->info.endpoint = fmt::format("{}:{}", options.host, impl->data_plane->Port());
+  impl->segment = {RandomId(), options.segment_size, impl->info.endpoint};
+  impl->engine = std::make_unique<TransferEngine>(
+      TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size,
+                      options.rpc_timeout, 8, ""},
+      metrics);
+  impl->InitMetrics();
+  impl->Beat();  // mounted at once when the master is up; otherwise the heartbeat keeps trying
+  Impl* raw = impl.get();
+  impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
+  return std::unique_ptr<StoreNode>(new StoreNode(std::move(impl)));
+}
+
+StoreNode::StoreNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StoreNode::~StoreNode() {
+  {
+    std::lock_guard lk(impl_->hb_mu);
+    impl_->stopping = true;
+  }
+  impl_->hb_cv.notify_all();
+  if (impl_->heartbeat.joinable()) impl_->heartbeat.join();
+  if (impl_->mounted && impl_->segment.size > 0) {
+    (void)impl_->master->UnmountSegment(impl_->info.id, impl_->segment.id);
+  }
+  impl_->data_plane->Stop();
+}
+
+const NodeInfo& StoreNode::info() const { return impl_->info; }
+uint16_t StoreNode::port() const { return impl_->data_plane->Port(); }
+bool StoreNode::mounted() const { return impl_->mounted; }
+MetricsRegistry& StoreNode::metrics() { return *impl_->metrics; }
+
+std::vector<StoreStatus> StoreNode::Put(const std::vector<std::string>& keys,
+                                        std::span<const ConstBuffer> values,
+                                        const PutConfig& config) {
+  if (keys.size() != values.size()) {
+    return std::vector<StoreStatus>(
+        keys.size(), StoreStatus(ErrorCode::INVALID_PARAMS,
+                                 fmt::format("{} keys but {} values", keys.size(), values.size())));
+  }
+  std::vector<uint64_t> sizes;
+  sizes.reserve(values.size());
+  for (const auto& v : values) sizes.push_back(v.size);
+  auto starts = impl_->master->PutStart(impl_->info.id, keys, sizes, config);
+  std::vector<StoreStatus> results(keys.size());
+  std::vector<TransferOp> ops;
+  std::vector<size_t> op_key;  // ops[i] writes a replica of keys[op_key[i]]
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!starts[k].ok()) {
+      // First writer wins: a key that exists is a success, and nothing is written.
+      if (starts[k].status().code() != ErrorCode::OBJECT_ALREADY_EXISTS) {
+        results[k] = starts[k].status();
+      }
+      continue;
+    }
+    for (const ReplicaDesc& r : *starts[k]) {
+      ops.push_back({TransferOp::Kind::kWrite, r.endpoint, r.offset,
+                     const_cast<uint8_t*>(values[k].data), values[k].size});
+      op_key.push_back(k);
+    }
+  }
+  const auto written = impl_->engine->Run(ops);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!written[i].ok() && results[op_key[i]].ok()) results[op_key[i]] = written[i];
+  }
+  // Publish what was fully written; free what was not, so no reader sees a partial object.
+  std::vector<std::string> to_end, to_revoke;
+  std::vector<size_t> end_idx, revoke_idx;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!starts[k].ok()) continue;
+    (results[k].ok() ? to_end : to_revoke).push_back(keys[k]);
+    (results[k].ok() ? end_idx : revoke_idx).push_back(k);
+  }
+  if (!to_end.empty()) {
+    auto ended = impl_->master->PutEnd(impl_->info.id, to_end);
+    for (size_t i = 0; i < ended.size(); ++i) {
+      if (!ended[i].ok()) results[end_idx[i]] = ended[i];
+    }
+  }
+  if (!to_revoke.empty()) {
+    auto revoked = impl_->master->PutRevoke(impl_->info.id, to_revoke);
+    for (size_t i = 0; i < revoked.size(); ++i) {
+      if (!revoked[i].ok() && ShouldLog("node-revoke")) {
+        KVT_LOG_WARN("node: revoke of '{}' failed: {}", to_revoke[i], revoked[i].ToString());
+      }
+    }
+  }
+  for (const auto& r : results) (r.ok() ? impl_->put_keys_ok : impl_->put_keys_failed)->Inc();
+  return results;
+}
+
+std::vector<StoreResult<uint64_t>> StoreNode::Get(const std::vector<std::string>& keys,
+                                                  std::span<const MutableBuffer> buffers) {
+  if (keys.size() != buffers.size()) {
+    return std::vector<StoreResult<uint64_t>>(
+        keys.size(),
+        StoreStatus(ErrorCode::INVALID_PARAMS,
+                    fmt::format("{} keys but {} buffers", keys.size(), buffers.size())));
+  }
+  auto results = impl_->Read(keys, buffers);
+  for (const auto& r : results) (r.ok() ? impl_->get_keys_ok : impl_->get_keys_failed)->Inc();
+  return results;
+}
+
+std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::string>& keys,
+                                                         std::span<const MutableBuffer> buffers) {
+  const int64_t sent_ns = Clock::Real()->NowNs();  // the lease counts from the request
+  auto descs = master->GetReplicas(keys);
+  std::vector<StoreResult<uint64_t>> results;
+  results.reserve(keys.size());
+  std::vector<size_t> pending;  // keys still to read
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!descs[k].ok()) {
+      results.emplace_back(descs[k].status());
+    } else if (descs[k]->size > buffers[k].size) {
+      results.emplace_back(StoreStatus(
+          ErrorCode::BUFFER_OVERFLOW, fmt::format("'{}' has {} bytes, the buffer {}", keys[k],
+                                                  descs[k]->size, buffers[k].size)));
+    } else if (descs[k]->replicas.empty()) {
+      results.emplace_back(StoreStatus(ErrorCode::INVALID_REPLICA,
+                                       fmt::format("'{}' has no readable replica", keys[k])));
+    } else {
+      results.emplace_back(descs[k]->size);
+      pending.push_back(k);
+      // Local replica first: one memcpy instead of a round trip.
+      auto& reps = descs[k]->replicas;
+      std::stable_partition(reps.begin(), reps.end(),
+                            [&](const ReplicaDesc& r) { return r.endpoint == info.endpoint; });
+    }
+  }
+  for (size_t attempt = 0; !pending.empty(); ++attempt) {
+    std::vector<TransferOp> ops;
+    std::vector<size_t> op_key;
+    for (size_t k : pending) {
+      const ReplicaDesc& r = descs[k]->replicas[attempt];
+      ops.push_back({TransferOp::Kind::kRead, r.endpoint, r.offset, buffers[k].data, r.size});
+      op_key.push_back(k);
+    }
+    const auto read = engine->Run(ops);
+    pending.clear();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const size_t k = op_key[i];
+      if (read[i].ok()) continue;
+      if (attempt + 1 < descs[k]->replicas.size()) {
+        pending.push_back(k);  // another replica may still answer
+      } else {
+        results[k] = read[i];
+      }
+    }
+  }
+  const int64_t done_ns = Clock::Real()->NowNs();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!results[k].ok()) continue;
+    const int64_t lease_ns = static_cast<int64_t>(descs[k]->lease_ttl_ms) * 1'000'000;
+    if (lease_ns > 0 && done_ns - sent_ns > lease_ns) {
+      lease_expired->Inc();
+      results[k] = StoreStatus(ErrorCode::LEASE_EXPIRED,
+                               fmt::format("'{}': the read outlasted its {} ms lease", keys[k],
+                                           descs[k]->lease_ttl_ms));
+    }
+  }
+  return results;
+}
+
+std::vector<StoreResult<uint64_t>> StoreNode::GetSize(const std::vector<std::string>& keys) {
+  auto descs = impl_->master->GetReplicas(keys);
+  std::vector<StoreResult<uint64_t>> out;
+  out.reserve(descs.size());
+  for (auto& d : descs) {
+    if (d.ok()) {
+      out.emplace_back(d->size);
+    } else {
+      out.emplace_back(d.status());
+    }
+  }
+  return out;
+}
+
+std::vector<StoreResult<bool>> StoreNode::Exist(const std::vector<std::string>& keys) {
+  return impl_->master->Exist(keys);
+}
+
+std::vector<StoreStatus> StoreNode::Remove(const std::vector<std::string>& keys) {
+  return impl_->master->Remove(keys);
+}
+
+StoreResult<uint64_t> StoreNode::RemoveAll() { return impl_->master->RemoveAll(); }
+
+}  // namespace kvtier::store
