@@ -1,0 +1,64 @@
+// Eviction: frees segment space by erasing complete objects whose read lease has expired,
+// oldest lease first (PutEnd sets the lease to "now" and every GetReplicas extends it, so this
+// approximates LRU). Leased and unfinished objects are never evicted. Goals are in BYTES of
+// segment space (Mooncake counts objects), because KV objects vary in size and the watermark
+// is about space.
+//
+// A pass has two steps, neither holding more than one shard lock:
+//  1. collect (lease_until, bytes) of every candidate and choose a cut-off lease time so that
+//     the candidates at or before it add up to the goal (ChooseCutoff, a pure function);
+//  2. visit every shard and erase the candidates before the cut-off, plus those exactly at it
+//     until the goal is met. Each object is re-checked under its shard lock, so a lease granted
+//     between the steps protects it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "store/master/object_shards.h"
+#include "store/master/segment_pool.h"
+
+namespace kvtier::store {
+
+struct LeaseBytes {
+  int64_t lease_until_ns = 0;
+  uint64_t bytes = 0;
+};
+
+struct EvictionCutoff {
+  int64_t lease_until_ns = 0;  // evict every candidate whose lease ended before this ...
+  uint64_t bytes_at_cutoff = 0;  // ... and this many bytes of those whose lease ended at it
+};
+
+// nullopt when nothing should go (no candidates, or bytes_needed is 0). When the candidates do
+// not add up to the goal, the cut-off takes them all.
+std::optional<EvictionCutoff> ChooseCutoff(std::vector<LeaseBytes> candidates,
+                                           uint64_t bytes_needed);
+
+// Bytes to free so that `allocated` drops to (high_watermark - eviction_ratio) x capacity,
+// or 0 while allocated <= high_watermark x capacity.
+uint64_t BytesOverWatermark(uint64_t allocated, uint64_t capacity, double high_watermark,
+                            double eviction_ratio);
+
+struct EvictionResult {
+  uint64_t objects = 0;
+  uint64_t bytes = 0;
+};
+
+class Evictor {
+ public:
+  Evictor(ObjectShards* shards, SegmentPool* pool) : shards_(shards), pool_(pool) {}
+
+  // One pass (passes are serialised). Frees at least `bytes_needed` when enough unleased
+  // complete objects exist, otherwise all of them.
+  EvictionResult Evict(uint64_t bytes_needed, int64_t now_ns);
+
+ private:
+  ObjectShards* shards_;
+  SegmentPool* pool_;
+  std::mutex mu_;
+};
+
+}  // namespace kvtier::store

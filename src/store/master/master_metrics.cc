@@ -1,0 +1,62 @@
+// Registration of the master's metrics (see master_metrics.h).
+#include "store/master/master_metrics.h"
+
+namespace kvtier::store {
+namespace {
+
+constexpr const char* kOpNames[] = {"mount_segment", "unmount_segment", "ping",
+                                    "put_start",     "put_end",         "put_revoke",
+                                    "get_replicas",  "exist",           "remove",
+                                    "remove_all"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(MasterOp::kCount));
+
+}  // namespace
+
+MasterMetrics::MasterMetrics(MetricsRegistry* r) {
+  capacity_bytes = r->GetGauge("kvtier_master_capacity_bytes", "Bytes of all mounted segments");
+  allocated_bytes =
+      r->GetGauge("kvtier_master_allocated_bytes", "Segment bytes allocated to replicas");
+  keys = r->GetGauge("kvtier_master_keys", "Objects known to the master (finished or not)");
+  nodes_alive = r->GetGauge("kvtier_master_nodes_alive", "Nodes heard from within client_ttl");
+  segments = r->GetGauge("kvtier_master_segments", "Mounted segments");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i] = r->GetCounter("kvtier_master_requests_total", "Master operations by type",
+                                {{"op", kOpNames[i]}});
+  }
+  auto puts = [r](const char* result) {
+    return r->GetCounter("kvtier_master_puts_total", "PutStart results per key",
+                         {{"result", result}});
+  };
+  puts_ok = puts("ok");
+  puts_exists = puts("exists");
+  puts_no_space = puts("no_space");
+  puts_invalid = puts("invalid");
+  auto gets = [r](const char* result) {
+    return r->GetCounter("kvtier_master_gets_total", "GetReplicas results per key",
+                         {{"result", result}});
+  };
+  gets_hit = gets("hit");
+  gets_miss = gets("miss");
+  gets_not_ready = gets("not_ready");
+  gets_invalid = gets("invalid");
+  auto removes = [r](const char* result) {
+    return r->GetCounter("kvtier_master_removes_total", "Remove results per key",
+                         {{"result", result}});
+  };
+  removes_ok = removes("ok");
+  removes_not_found = removes("not_found");
+  removes_not_ready = removes("not_ready");
+  removes_has_lease = removes("has_lease");
+  removes_invalid = removes("invalid");
+  evictions = r->GetCounter("kvtier_master_evictions_total", "Objects evicted");
+  evicted_bytes = r->GetCounter("kvtier_master_evicted_bytes_total", "Segment bytes evicted");
+  leases_granted = r->GetCounter("kvtier_master_leases_granted_total", "Read leases granted");
+  put_discarded = r->GetCounter("kvtier_master_put_discarded_total",
+                                "Stale unfinished puts preempted by a new put of the key");
+  put_released = r->GetCounter("kvtier_master_put_released_total",
+                               "Abandoned unfinished puts freed after put_start_release_timeout");
+  node_expirations =
+      r->GetCounter("kvtier_master_node_expirations_total", "Nodes unmounted for silence");
+}
+
+}  // namespace kvtier::store

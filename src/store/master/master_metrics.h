@@ -1,0 +1,60 @@
+// The master's Prometheus metrics: handles looked up once, so request paths only touch atomics.
+// Names and labels are listed in docs/store/master.md.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "common/metrics.h"
+
+namespace kvtier::store {
+
+enum class MasterOp : size_t {
+  kMountSegment,
+  kUnmountSegment,
+  kPing,
+  kPutStart,
+  kPutEnd,
+  kPutRevoke,
+  kGetReplicas,
+  kExist,
+  kRemove,
+  kRemoveAll,
+  kCount,
+};
+
+struct MasterMetrics {
+  explicit MasterMetrics(MetricsRegistry* registry);
+
+  void Request(MasterOp op) { requests[static_cast<size_t>(op)]->Inc(); }
+
+  // Gauges (refreshed on mounts and by Tick).
+  Gauge* capacity_bytes;
+  Gauge* allocated_bytes;
+  Gauge* keys;
+  Gauge* nodes_alive;
+  Gauge* segments;
+
+  std::array<Counter*, static_cast<size_t>(MasterOp::kCount)> requests;
+  Counter* puts_ok;
+  Counter* puts_exists;
+  Counter* puts_no_space;
+  Counter* puts_invalid;
+  Counter* gets_hit;
+  Counter* gets_miss;
+  Counter* gets_not_ready;
+  Counter* gets_invalid;
+  Counter* removes_ok;
+  Counter* removes_not_found;
+  Counter* removes_not_ready;
+  Counter* removes_has_lease;
+  Counter* removes_invalid;
+  Counter* evictions;
+  Counter* evicted_bytes;
+  Counter* leases_granted;
+  Counter* put_discarded;
+  Counter* put_released;
+  Counter* node_expirations;
+};
+
+}  // namespace kvtier::store

@@ -1,0 +1,204 @@
+// MasterService, part 1: node membership (mount, unmount, ping, expiry), housekeeping (Tick)
+// and /status. Puts, gets and removes are in master_service_objects.cc; the units they compose
+// (shards, segment pool, placement, leases, eviction, liveness) each have their own file.
+#include "store/master/master_service.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "store/master/master_service_impl.h"
+
+namespace kvtier::store {
+
+MasterService::MasterService(MasterOptions options, Clock* clock, MetricsRegistry* metrics)
+    : impl_(std::make_unique<Impl>(options, clock, metrics)) {
+  impl_->RefreshGauges();
+}
+
+MasterService::~MasterService() = default;
+
+StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo& segment) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kMountSegment);
+  if (node.id.empty()) return {ErrorCode::INVALID_PARAMS, "mount: node id is empty"};
+  if (segment.size == 0) {
+    return {ErrorCode::INVALID_PARAMS, fmt::format("mount: segment {} has size 0", segment.id)};
+  }
+  const std::string& endpoint = segment.endpoint.empty() ? node.endpoint : segment.endpoint;
+  {
+    std::lock_guard lock(s.membership_mu);
+    KVT_STORE_RETURN_IF_ERROR(s.pool.Mount(node.id, endpoint, segment));
+    s.nodes.Register(node, s.Now());
+    s.m.nodes_alive->Set(static_cast<double>(s.nodes.size()));
+  }
+  s.RefreshGauges();
+  return StoreStatus::Ok();
+}
+
+StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t segment_id) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kUnmountSegment);
+  StoreResult<MountRef> gone = [&] {
+    std::lock_guard lock(s.membership_mu);
+    s.nodes.Touch(node_id, s.Now());
+    return s.pool.Unmount(node_id, segment_id);
+  }();
+  if (!gone.ok()) return gone.status();
+  s.DropMounts({*gone});
+  s.RefreshGauges();
+  return StoreStatus::Ok();
+}
+
+StoreResult<PingReply> MasterService::Ping(const NodeInfo& node) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kPing);
+  if (node.id.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "ping: node id is empty");
+  PingReply reply;
+  reply.lease_ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());
+  std::lock_guard lock(s.membership_mu);
+  reply.need_remount = !s.nodes.Touch(node.id, s.Now());
+  return reply;
+}
+
+void MasterService::Impl::DropMounts(const std::vector<MountRef>& gone) {
+  if (gone.empty()) return;
+  auto on_gone = [&gone](const Replica& r) {
+    return std::find(gone.begin(), gone.end(), r.mount) != gone.end();
+  };
+  size_t lost = 0;
+  for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
+    auto shard = shards.LockShard(i);
+    lost += shard->EraseIf([&](const std::string&, ObjectMeta& meta) {
+      std::erase_if(meta.replicas, on_gone);
+      return meta.replicas.empty();
+    });
+  }
+  if (lost != 0) {
+    KVT_LOG_INFO("master: {} segment(s) unmounted, {} object(s) lost their last replica",
+                 gone.size(), lost);
+  }
+}
+
+void MasterService::Impl::ReleaseAbandonedPuts(int64_t now) {
+  if (shards.unfinished() == 0) return;
+  const int64_t release = std::chrono::nanoseconds(options.put_start_release_timeout).count();
+  for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
+    auto shard = shards.LockShard(i);
+    if (shard->unfinished_count() == 0) continue;
+    for (const std::string& key : shard->UnfinishedKeys()) {
+      ObjectMeta* meta = shard->Find(key);
+      if (meta == nullptr || meta->complete || now < meta->put_start_ns + release) continue;
+      pool.FreeAll(meta->replicas);
+      shard->Erase(key);
+      m.put_released->Inc();
+    }
+  }
+}
+
+void MasterService::Impl::RefreshGauges() {
+  const PoolTotals t = pool.Totals();
+  m.capacity_bytes->Set(static_cast<double>(t.capacity_bytes));
+  m.allocated_bytes->Set(static_cast<double>(t.used_bytes));
+  m.segments->Set(static_cast<double>(t.segments));
+  m.keys->Set(static_cast<double>(shards.keys()));
+}
+
+void MasterService::Tick() {
+  Impl& s = *impl_;
+  const int64_t now = s.Now();
+
+  // 1. Nodes silent for client_ttl: unmount their segments and forget them.
+  std::vector<std::string> expired;
+  std::vector<MountRef> gone;
+  {
+    std::lock_guard lock(s.membership_mu);
+    expired = s.nodes.TakeExpired(now, s.options.client_ttl);
+    for (const std::string& id : expired) {
+      std::vector<MountRef> mounts = s.pool.UnmountNode(id);
+      gone.insert(gone.end(), mounts.begin(), mounts.end());
+    }
+    s.m.nodes_alive->Set(static_cast<double>(s.nodes.size()));
+  }
+  for (const std::string& id : expired) {
+    KVT_LOG_WARN("master: node {} silent for over {} ms: its segments are unmounted", id,
+                 s.options.client_ttl.count());
+  }
+  s.m.node_expirations->Inc(static_cast<double>(expired.size()));
+  s.DropMounts(gone);
+
+  // 2. Replicas of preempted puts whose old writer can no longer be writing.
+  s.pool.FreeAll(s.discarded.TakeDue(now));
+
+  // 3. Puts unfinished for put_start_release_timeout: their writer is gone.
+  s.ReleaseAbandonedPuts(now);
+
+  // 4. Above the high watermark: evict down to (watermark - ratio) of capacity.
+  const PoolTotals t = s.pool.Totals();
+  const uint64_t over =
+      BytesOverWatermark(t.used_bytes, t.capacity_bytes, s.options.eviction_high_watermark_ratio,
+                         s.options.eviction_ratio);
+  if (over != 0) {
+    const EvictionResult ev = s.evictor.Evict(over, now);
+    s.m.evictions->Inc(static_cast<double>(ev.objects));
+    s.m.evicted_bytes->Inc(static_cast<double>(ev.bytes));
+  }
+  s.RefreshGauges();
+}
+
+nlohmann::json MasterService::StatusJson() const {
+  const Impl& s = *impl_;
+  const int64_t now = s.Now();
+  const PoolTotals t = s.pool.Totals();
+  nlohmann::json j;
+  j["capacity_bytes"] = t.capacity_bytes;
+  j["allocated_bytes"] = t.used_bytes;
+  j["keys"] = s.shards.keys();
+  j["unfinished_puts"] = s.shards.unfinished();
+  j["discarded_bytes"] = s.discarded.bytes();
+  nlohmann::json segments = nlohmann::json::array();
+  for (const SegmentSnapshot& seg : s.pool.Snapshot()) {
+    segments.push_back({{"id", seg.id},
+                        {"node", seg.node_id},
+                        {"endpoint", seg.endpoint},
+                        {"capacity_bytes", seg.capacity_bytes},
+                        {"used_bytes", seg.used_bytes}});
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  {
+    std::lock_guard lock(s.membership_mu);
+    for (const auto& [id, rec] : s.nodes.nodes()) {
+      nodes.push_back({{"id", id},
+                       {"endpoint", rec.endpoint},
+                       {"last_seen_ms_ago", std::max<int64_t>(0, now - rec.last_seen_ns) / 1000000}});
+    }
+  }
+  j["nodes_alive"] = nodes.size();
+  j["segments"] = std::move(segments);
+  j["nodes"] = std::move(nodes);
+  const MasterMetrics& m = s.m;
+  auto n = [](const Counter* c) { return static_cast<uint64_t>(c->Value()); };
+  j["counters"] = {
+      {"puts_ok", n(m.puts_ok)},
+      {"puts_exists", n(m.puts_exists)},
+      {"puts_no_space", n(m.puts_no_space)},
+      {"puts_invalid", n(m.puts_invalid)},
+      {"gets_hit", n(m.gets_hit)},
+      {"gets_miss", n(m.gets_miss)},
+      {"gets_not_ready", n(m.gets_not_ready)},
+      {"removes_ok", n(m.removes_ok)},
+      {"removes_refused",
+       n(m.removes_not_found) + n(m.removes_not_ready) + n(m.removes_has_lease) +
+           n(m.removes_invalid)},
+      {"evictions", n(m.evictions)},
+      {"evicted_bytes", n(m.evicted_bytes)},
+      {"leases_granted", n(m.leases_granted)},
+      {"put_discarded", n(m.put_discarded)},
+      {"put_released", n(m.put_released)},
+      {"node_expirations", n(m.node_expirations)},
+  };
+  return j;
+}
+
+}  // namespace kvtier::store

@@ -1,0 +1,70 @@
+// MasterService's state, shared by its two source files: master_service.cc (membership, Tick,
+// status) and master_service_objects.cc (puts, gets, removes). Private to this folder.
+//
+// Locks: one per object shard, the segment pool's, the discarded list's, the evictor's pass
+// mutex and membership_mu (node liveness + mount decisions). Orders: shard -> discarded -> pool;
+// membership -> pool; evictor -> shard -> pool. Membership and shard locks are never nested, and
+// no lock is held across I/O (there is none here).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "store/master/discarded_replicas.h"
+#include "store/master/eviction.h"
+#include "store/master/master_metrics.h"
+#include "store/master/master_service.h"
+#include "store/master/node_liveness.h"
+#include "store/master/object_shards.h"
+#include "store/master/segment_pool.h"
+
+namespace kvtier::store {
+
+struct MasterService::Impl {
+  Impl(MasterOptions opts, Clock* clk, MetricsRegistry* registry)
+      : options(opts),
+        clock(clk != nullptr ? clk : Clock::Real()),
+        own_metrics(registry != nullptr ? nullptr : std::make_unique<MetricsRegistry>()),
+        m(registry != nullptr ? registry : own_metrics.get()) {}
+
+  int64_t Now() const { return clock->NowNs(); }
+
+  // One key of PutStart: under the key's shard lock, refuses a live key, preempts a stale
+  // unfinished put, allocates and records the object.
+  StoreResult<std::vector<ReplicaDesc>> TryPutStart(const std::string& node_id,
+                                                    const std::string& key, uint64_t size,
+                                                    uint32_t replicas,
+                                                    const std::string& preferred, int64_t now);
+  // Drops every replica on these (now unmounted) mounts; erases objects left with none.
+  void DropMounts(const std::vector<MountRef>& gone);
+  // Tick step: frees unfinished puts older than put_start_release_timeout.
+  void ReleaseAbandonedPuts(int64_t now);
+  void RefreshGauges();
+
+  const MasterOptions options;
+  Clock* const clock;
+  std::unique_ptr<MetricsRegistry> own_metrics;  // when the caller passed none
+  MasterMetrics m;
+
+  ObjectShards shards;
+  SegmentPool pool;
+  DiscardedReplicas discarded;
+  Evictor evictor{&shards, &pool};
+  std::atomic<uint64_t> next_serial{1};
+
+  mutable std::mutex membership_mu;
+  NodeLiveness nodes;  // guarded by membership_mu
+};
+
+// Argument checks shared by the batch operations. Messages name the key (shortened, escaped).
+StoreStatus CheckKey(const std::string& key);
+StoreStatus CheckBatch(size_t keys);
+std::string KeyForMessage(const std::string& key);
+
+}  // namespace kvtier::store

@@ -1,0 +1,358 @@
+// MasterService, part 2: the per-key operations. PutStart / PutEnd / PutRevoke drive the put
+// state machine (object_meta.h); GetReplicas grants read leases (leases.h); Exist grants none
+// (Mooncake's does: we keep Exist a pure query, so checking for a key never pins it); Remove and
+// RemoveAll respect leases. Each key is handled under its shard's lock alone.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "store/master/leases.h"
+#include "store/master/master_service.h"
+#include "store/master/master_service_impl.h"
+
+namespace kvtier::store {
+
+std::string KeyForMessage(const std::string& key) {
+  constexpr size_t kShown = 64;
+  std::string out = "'";
+  for (size_t i = 0; i < key.size() && i < kShown; ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (std::isprint(c) != 0 && c != '\'' && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  out += key.size() > kShown ? fmt::format("'... ({} bytes)", key.size()) : "'";
+  return out;
+}
+
+StoreStatus CheckKey(const std::string& key) {
+  if (key.empty()) return {ErrorCode::INVALID_PARAMS, "key is empty"};
+  if (key.size() > kMaxKeyBytes) {
+    return {ErrorCode::INVALID_PARAMS, fmt::format("key {} is longer than the limit of {} bytes",
+                                                   KeyForMessage(key), kMaxKeyBytes)};
+  }
+  return StoreStatus::Ok();
+}
+
+StoreStatus CheckBatch(size_t keys) {
+  if (keys > kMaxBatchKeys) {
+    return {ErrorCode::INVALID_PARAMS,
+            fmt::format("batch of {} keys is over the limit of {}", keys, kMaxBatchKeys)};
+  }
+  return StoreStatus::Ok();
+}
+
+namespace {
+
+// Checks shared by every batch call: the batch limit (every result fails) and each key.
+template <typename R>
+bool FailBatch(const StoreStatus& status, size_t n, std::vector<R>* out) {
+  if (status.ok()) return false;
+  out->assign(n, R(status));
+  return true;
+}
+
+StoreStatus NotFound(const std::string& key) {
+  return {ErrorCode::OBJECT_NOT_FOUND, fmt::format("key {} not found", KeyForMessage(key))};
+}
+
+StoreStatus NotReady(const std::string& key) {
+  return {ErrorCode::REPLICA_IS_NOT_READY,
+          fmt::format("key {} is being written (its put has not ended)", KeyForMessage(key))};
+}
+
+StoreStatus NotWriter(const char* op, const std::string& key, const std::string& writer,
+                      const std::string& node_id) {
+  return {ErrorCode::ILLEGAL_CLIENT,
+          fmt::format("{}: key {} was started by node {}, not by {}", op, KeyForMessage(key),
+                      writer, node_id)};
+}
+
+}  // namespace
+
+StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
+    const std::string& node_id, const std::string& key, uint64_t size, uint32_t replicas,
+    const std::string& preferred, int64_t now) {
+  auto shard = shards.Lock(key);
+  if (ObjectMeta* old = shard->Find(key)) {
+    const int64_t discard_at =
+        old->put_start_ns + std::chrono::nanoseconds(options.put_start_discard_timeout).count();
+    if (old->complete || now < discard_at) {
+      return StoreStatus(ErrorCode::OBJECT_ALREADY_EXISTS,
+                         fmt::format("key {} already exists{}", KeyForMessage(key),
+                                     old->complete ? "" : " (its put has not ended)"));
+    }
+    // A stale put: take the key over. The old writer may still be writing into its replicas,
+    // so their space is freed only at put_start + put_start_release_timeout.
+    const int64_t release_at =
+        old->put_start_ns + std::chrono::nanoseconds(options.put_start_release_timeout).count();
+    if (release_at <= now) {
+      pool.FreeAll(old->replicas);
+    } else {
+      discarded.Add(std::move(old->replicas), release_at);
+    }
+    shard->Erase(key);
+    m.put_discarded->Inc();
+  }
+  std::vector<Replica> allocated = pool.Allocate(size, replicas, node_id, preferred);
+  if (allocated.empty()) {
+    const PoolTotals t = pool.Totals();
+    return StoreStatus(
+        ErrorCode::NO_AVAILABLE_HANDLE,
+        fmt::format("no segment has room for key {} of {} bytes ({} segments, {} of {} bytes "
+                    "allocated); mount more segments or lower the eviction watermark",
+                    KeyForMessage(key), size, t.segments, t.used_bytes, t.capacity_bytes));
+  }
+  std::vector<ReplicaDesc> descs;
+  descs.reserve(allocated.size());
+  for (const Replica& r : allocated) descs.push_back(r.Desc());
+  ObjectMeta meta;
+  meta.size = size;
+  meta.writer = node_id;
+  meta.put_start_ns = now;
+  meta.serial = next_serial.fetch_add(1);
+  meta.replicas = std::move(allocated);
+  shard->Insert(key, std::move(meta));
+  return descs;
+}
+
+std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
+    const std::string& node_id, const std::vector<std::string>& keys,
+    const std::vector<uint64_t>& sizes, const PutConfig& config) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kPutStart);
+  std::vector<StoreResult<std::vector<ReplicaDesc>>> out;
+  const uint32_t replicas = config.replicas != 0 ? config.replicas : s.options.replicas;
+  StoreStatus batch = CheckBatch(keys.size());
+  if (batch.ok() && keys.size() != sizes.size()) {
+    batch = {ErrorCode::INVALID_PARAMS, fmt::format("put_start: {} keys but {} sizes",
+                                                    keys.size(), sizes.size())};
+  }
+  if (batch.ok() && node_id.empty()) batch = {ErrorCode::INVALID_PARAMS, "put_start: node id is empty"};
+  if (batch.ok() && replicas == 0) {
+    batch = {ErrorCode::INVALID_PARAMS, "put_start: replicas is 0 (and so is the master's)"};
+  }
+  if (FailBatch(batch, keys.size(), &out)) {
+    s.m.puts_invalid->Inc(static_cast<double>(keys.size()));
+    return out;
+  }
+  out.reserve(keys.size());
+  bool may_evict = true;  // one eviction pass that frees nothing is enough for the batch
+  for (size_t i = 0; i < keys.size(); ++i) {
+    StoreStatus bad = CheckKey(keys[i]);
+    if (bad.ok() && sizes[i] == 0) {
+      bad = {ErrorCode::INVALID_PARAMS,
+             fmt::format("put_start: key {} has size 0", KeyForMessage(keys[i]))};
+    }
+    if (!bad.ok()) {
+      s.m.puts_invalid->Inc();
+      out.emplace_back(std::move(bad));
+      continue;
+    }
+    const int64_t now = s.Now();
+    auto r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
+    if (!r.ok() && r.status().code() == ErrorCode::NO_AVAILABLE_HANDLE && may_evict) {
+      // Out of space now: evict synchronously (what the object needs plus eviction_ratio of
+      // capacity, so the next puts do not land here again) and try once more.
+      const PoolTotals t = s.pool.Totals();
+      if (ChargedBytes(sizes[i]) <= t.largest_segment) {
+        const uint64_t need =
+            ChargedBytes(sizes[i]) * std::min<uint64_t>(replicas, t.segments) +
+            static_cast<uint64_t>(s.options.eviction_ratio * static_cast<double>(t.capacity_bytes));
+        const EvictionResult ev = s.evictor.Evict(need, now);
+        s.m.evictions->Inc(static_cast<double>(ev.objects));
+        s.m.evicted_bytes->Inc(static_cast<double>(ev.bytes));
+        if (ev.bytes == 0) {
+          may_evict = false;
+        } else {
+          r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
+        }
+      }
+    }
+    if (r.ok()) {
+      s.m.puts_ok->Inc();
+    } else if (r.status().code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
+      s.m.puts_exists->Inc();
+    } else {
+      s.m.puts_no_space->Inc();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
+                                               const std::vector<std::string>& keys) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kPutEnd);
+  std::vector<StoreStatus> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    StoreStatus st = CheckKey(key);
+    if (st.ok()) {
+      auto shard = s.shards.Lock(key);
+      ObjectMeta* meta = shard->Find(key);
+      if (meta == nullptr) {
+        st = NotFound(key);
+      } else if (meta->writer != node_id) {
+        st = NotWriter("put_end", key, meta->writer, node_id);
+      } else if (!meta->complete) {
+        shard->MarkComplete(key, *meta);
+        meta->lease_until_ns = s.Now();  // eviction order starts at publication
+      }
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
+                                                  const std::vector<std::string>& keys) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kPutRevoke);
+  std::vector<StoreStatus> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    StoreStatus st = CheckKey(key);
+    if (st.ok()) {
+      auto shard = s.shards.Lock(key);
+      ObjectMeta* meta = shard->Find(key);
+      if (meta == nullptr) {
+        st = NotFound(key);
+      } else if (meta->writer != node_id) {
+        st = NotWriter("put_revoke", key, meta->writer, node_id);
+      } else if (meta->complete) {
+        st = {ErrorCode::INVALID_WRITE,
+              fmt::format("put_revoke: key {} is already complete; use remove",
+                          KeyForMessage(key))};
+      } else {
+        s.pool.FreeAll(meta->replicas);
+        shard->Erase(key);
+      }
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
+    const std::vector<std::string>& keys) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kGetReplicas);
+  std::vector<StoreResult<ObjectDesc>> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
+    s.m.gets_invalid->Inc(static_cast<double>(keys.size()));
+    return out;
+  }
+  out.reserve(keys.size());
+  const auto ttl = std::chrono::nanoseconds(s.options.default_kv_lease_ttl);
+  const auto ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());
+  for (const std::string& key : keys) {
+    if (StoreStatus bad = CheckKey(key); !bad.ok()) {
+      s.m.gets_invalid->Inc();
+      out.emplace_back(std::move(bad));
+      continue;
+    }
+    auto shard = s.shards.Lock(key);
+    ObjectMeta* meta = shard->Find(key);
+    if (meta == nullptr) {
+      s.m.gets_miss->Inc();
+      out.emplace_back(NotFound(key));
+    } else if (!meta->complete) {
+      s.m.gets_not_ready->Inc();
+      out.emplace_back(NotReady(key));
+    } else {
+      meta->lease_until_ns = GrantLease(meta->lease_until_ns, s.Now(), ttl);
+      s.m.gets_hit->Inc();
+      s.m.leases_granted->Inc();
+      ObjectDesc desc;
+      desc.size = meta->size;
+      desc.lease_ttl_ms = ttl_ms;
+      desc.replicas.reserve(meta->replicas.size());
+      for (const Replica& r : meta->replicas) desc.replicas.push_back(r.Desc());
+      out.emplace_back(std::move(desc));
+    }
+  }
+  return out;
+}
+
+std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::string>& keys) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kExist);
+  std::vector<StoreResult<bool>> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    if (StoreStatus bad = CheckKey(key); !bad.ok()) {
+      out.emplace_back(std::move(bad));
+      continue;
+    }
+    auto shard = s.shards.Lock(key);
+    const ObjectMeta* meta = shard->Find(key);
+    out.emplace_back(meta != nullptr && meta->complete);
+  }
+  return out;
+}
+
+std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& keys) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kRemove);
+  std::vector<StoreStatus> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
+    s.m.removes_invalid->Inc(static_cast<double>(keys.size()));
+    return out;
+  }
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    StoreStatus st = CheckKey(key);
+    if (!st.ok()) {
+      s.m.removes_invalid->Inc();
+      out.push_back(std::move(st));
+      continue;
+    }
+    auto shard = s.shards.Lock(key);
+    ObjectMeta* meta = shard->Find(key);
+    if (meta == nullptr) {
+      s.m.removes_not_found->Inc();
+      st = NotFound(key);
+    } else if (!meta->complete) {
+      s.m.removes_not_ready->Inc();
+      st = NotReady(key);
+    } else if (LeaseLive(meta->lease_until_ns, s.Now())) {
+      s.m.removes_has_lease->Inc();
+      st = {ErrorCode::OBJECT_HAS_LEASE,
+            fmt::format("key {} has a read lease for {} more ms", KeyForMessage(key),
+                        (meta->lease_until_ns - s.Now() + 999999) / 1000000)};
+    } else {
+      s.m.removes_ok->Inc();
+      s.pool.FreeAll(meta->replicas);
+      shard->Erase(key);
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+StoreResult<uint64_t> MasterService::RemoveAll() {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kRemoveAll);
+  const int64_t now = s.Now();
+  uint64_t removed = 0;
+  for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
+    auto shard = s.shards.LockShard(i);
+    removed += shard->EraseIf([&](const std::string&, ObjectMeta& meta) {
+      if (!meta.complete || LeaseLive(meta.lease_until_ns, now)) return false;
+      s.pool.FreeAll(meta.replicas);
+      return true;
+    });
+  }
+  s.m.removes_ok->Inc(static_cast<double>(removed));
+  s.RefreshGauges();
+  return removed;
+}
+
+}  // namespace kvtier::store

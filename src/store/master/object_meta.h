@@ -1,0 +1,32 @@
+// What the master knows about one object: its size, its replicas, who is writing it and the
+// read lease. The put state machine is two states:
+//   PutStart -> unfinished (space allocated, readers do not see it, only `writer` may end or
+//               revoke it; after put_start_discard_timeout another put may preempt it, after
+//               put_start_release_timeout Tick frees it)
+//   PutEnd   -> complete (readable; leases, eviction and Remove apply)
+// PutRevoke and Remove erase the object; an object whose last replica is lost (its segment was
+// unmounted) is erased too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/master/segment_pool.h"
+
+namespace kvtier::store {
+
+struct ObjectMeta {
+  uint64_t size = 0;
+  std::string writer;          // node id that started the put
+  int64_t put_start_ns = 0;
+  int64_t lease_until_ns = 0;  // complete objects only; PutEnd sets it to "now"
+  bool complete = false;
+  uint64_t serial = 0;         // unique per PutStart, tells a re-put of the key from the old one
+  std::vector<Replica> replicas;
+
+  // Segment bytes the object holds (every replica, aligned).
+  uint64_t ChargedTotal() const { return ChargedBytes(size) * replicas.size(); }
+};
+
+}  // namespace kvtier::store

@@ -1,0 +1,99 @@
+// The mounted segments and the space in them. One ArenaAllocator per segment hands out
+// (offset, size) ranges; the master never touches the bytes. Each mount gets a fresh generation
+// number: a replica remembers the (segment id, generation) it was allocated from, so freeing a
+// replica whose segment was unmounted (and maybe mounted again under the same id) is a no-op
+// instead of corrupting the new allocator. Thread-safe (one mutex; every call is short).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "l1/arena_allocator.h"
+#include "store/common/store_status.h"
+#include "store/common/store_types.h"
+
+namespace kvtier::store {
+
+// Replicas are aligned to this; an object of `size` bytes costs ChargedBytes(size) of a segment.
+inline constexpr uint64_t kSegmentAlignment = 64;
+inline uint64_t ChargedBytes(uint64_t size) {
+  return (size + kSegmentAlignment - 1) & ~(kSegmentAlignment - 1);
+}
+
+// One mount of one segment.
+struct MountRef {
+  uint64_t segment_id = 0;
+  uint64_t generation = 0;
+  bool operator==(const MountRef&) const = default;
+};
+
+// A replica as the master stores it.
+struct Replica {
+  MountRef mount;
+  std::string endpoint;
+  uint64_t offset = 0;
+  uint64_t size = 0;  // what the writer asked for; the segment is charged ChargedBytes(size)
+
+  ReplicaDesc Desc() const { return ReplicaDesc{mount.segment_id, endpoint, offset, size}; }
+};
+
+struct SegmentSnapshot {
+  uint64_t id = 0;
+  std::string node_id;
+  std::string endpoint;
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+struct PoolTotals {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t segments = 0;
+  uint64_t largest_segment = 0;  // capacity of the largest segment
+};
+
+class SegmentPool {
+ public:
+  explicit SegmentPool(uint64_t seed = std::random_device{}());
+
+  // OK when new or when the same node mounts the same id again with the same size.
+  // SEGMENT_ALREADY_EXISTS when another node owns the id; INVALID_PARAMS for a bad size/endpoint.
+  StoreStatus Mount(const std::string& node_id, const std::string& endpoint,
+                    const SegmentInfo& segment);
+  // SEGMENT_NOT_FOUND when the id is not mounted, or mounted by another node.
+  StoreResult<MountRef> Unmount(const std::string& node_id, uint64_t segment_id);
+  // Every segment of the node; what was unmounted.
+  std::vector<MountRef> UnmountNode(const std::string& node_id);
+
+  // Up to `count` replicas of `size` bytes on distinct segments, in placement order
+  // (placement.h). Empty when no segment has room.
+  std::vector<Replica> Allocate(uint64_t size, uint32_t count, const std::string& writer_node,
+                                const std::string& preferred_endpoint);
+  // Returns the replica's range to its segment; a no-op when that mount is gone.
+  void Free(const Replica& replica);
+  void FreeAll(const std::vector<Replica>& replicas);
+
+  bool IsMounted(const MountRef& mount) const;
+  PoolTotals Totals() const;
+  std::vector<SegmentSnapshot> Snapshot() const;
+
+ private:
+  struct Segment {
+    std::string node_id;
+    std::string endpoint;
+    uint64_t generation = 0;
+    ArenaAllocator allocator;
+  };
+  void FreeLocked(const Replica& replica);
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, Segment> segments_;  // by segment id
+  uint64_t next_generation_ = 1;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kvtier::store
