@@ -9,6 +9,10 @@
 # stopped by PID on exit), comparing a shared pool against per-op lanes for resp. Reports go to
 # $BUILD/bench-l2-fs.json and $BUILD/bench-l2-resp.json. BENCH_L2_ARGS adds options to both
 # (e.g. BENCH_L2_ARGS="--keys 256"). Without /usr/bin/redis-server the resp part is skipped.
+#
+# Between the two, `bench store` (it starts its own master, nodes and redis-server) prints its
+# table and writes its JSON to $BUILD/bench-store.json in the same run. BENCH_STORE_ARGS adds
+# options (e.g. BENCH_STORE_ARGS="--quick").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +30,11 @@ json="$build/bench-server.json"
 "$bin" bench server --json "$@" > "$json.tmp"
 mv "$json.tmp" "$json"
 echo "wrote $json" >&2
+
+# --- bench store -------------------------------------------------------------------------------
+read -r -a store_args <<< "${BENCH_STORE_ARGS:-}"
+"$bin" bench store "${store_args[@]}" --json-out "$build/bench-store.json"
+echo "wrote $build/bench-store.json" >&2
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"

@@ -1,9 +1,11 @@
 // `kvtier bench <what>`: benchmarks that print their numbers next to machine limits measured in
-// the same run. `bench server` lives in bench_server.cc, `bench l2` in bench_l2.cc.
+// the same run. `bench server` lives in bench_server.cc, `bench l2` in bench_l2.cc, `bench store`
+// in bench_store.cc.
 #include <memory>
 
 #include "cli/bench_l2.h"
 #include "cli/bench_server.h"
+#include "cli/bench_store.h"
 #include "cli/commands.h"
 
 namespace kvtier::cli {
@@ -93,6 +95,48 @@ RunFn AddBenchL2(CLI::App& bench) {
   return [o] { return RunBenchL2(*o); };
 }
 
+RunFn AddBenchStore(CLI::App& bench) {
+  auto o = std::make_shared<BenchStoreOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "store", "The kvtier store: dummy put/get same-node and over TCP, redis, master, scaling");
+  auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
+  CLI::Option* values = cmd->add_option("--values", o->values, "Values per trial and process")
+                            ->capture_default_str()
+                            ->check(positive);
+  CLI::Option* size =
+      cmd->add_option("--value-size", o->value_size, "Bytes per value (units: KiB, MiB, ...)")
+          ->capture_default_str();
+  CLI::Option* batch = cmd->add_option("--batch", o->batch, "Keys per batch call")
+                           ->capture_default_str()
+                           ->check(positive);
+  CLI::Option* trials =
+      cmd->add_option("--trials", o->trials, "Measured trials per section (after a warm-up)")
+          ->capture_default_str()
+          ->check(positive);
+  cmd->add_option("--exist-batch", o->exist_batch, "Keys per master Exist call")
+      ->capture_default_str()
+      ->check(positive);
+  CLI::Option* exist_seconds =
+      cmd->add_option("--exist-seconds", o->exist_seconds, "Exist calls per thread count, s")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+  cmd->add_flag("--quick", o->quick,
+                "CI smoke run (a few seconds): small values and one trial, unless given");
+  cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  cmd->add_option("--json-out", o->json_out, "Also write that JSON object to this file");
+  cmd->add_option("--seed", o->seed, "Seed for the values")->capture_default_str();
+  return [=] {
+    if (o->quick) {
+      if (values->count() == 0) o->values = kQuickValues;
+      if (size->count() == 0) o->value_size = kQuickValueSize;
+      if (batch->count() == 0) o->batch = kQuickBatch;
+      if (trials->count() == 0) o->trials = kQuickTrials;
+      if (exist_seconds->count() == 0) o->exist_seconds = kQuickExistSeconds;
+    }
+    return RunBenchStore(*o);
+  };
+}
+
 }  // namespace
 
 RunFn AddBenchCommand(CLI::App& app) {
@@ -100,9 +144,11 @@ RunFn AddBenchCommand(CLI::App& app) {
   cmd->require_subcommand(1);
   RunFn server = AddBenchServer(*cmd);
   RunFn l2 = AddBenchL2(*cmd);
-  return [cmd, server, l2] {
+  RunFn store = AddBenchStore(*cmd);
+  return [cmd, server, l2, store] {
     if (cmd->got_subcommand("server")) return server();
     if (cmd->got_subcommand("l2")) return l2();
+    if (cmd->got_subcommand("store")) return store();
     return 2;
   };
 }

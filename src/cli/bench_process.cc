@@ -107,68 +107,59 @@ int StopChild(pid_t pid, std::chrono::milliseconds grace) {
   return ExitCode(st);
 }
 
-Result<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
-    uint32_t chunk_size, double l1_size_gb, const std::vector<std::string>& extra_args) {
+Result<std::unique_ptr<SpawnedProcess>> SpawnedProcess::Start(const Spec& spec) {
   std::string last_log;
-  // A free port can be taken between the probe and the bind: try a few.
   for (int attempt = 0; attempt < 3; ++attempt) {
     const uint16_t port = FreeLoopbackPort();
     if (port == 0) return Status(Code::kIoError, "no free TCP port on 127.0.0.1");
-    char path[] = "/tmp/kvtier-bench-server-XXXXXX";
+    char path[] = "/tmp/kvtier-bench-process-XXXXXX";
     const int log_fd = ::mkstemp(path);
     if (log_fd < 0) return Status(Code::kIoError, fmt::format("mkstemp: {}", std::strerror(errno)));
     ::unlink(path);  // the descriptors keep it alive; nothing is left behind
-    std::vector<std::string> args = {"kvtier",       "server",
-                                     "--host",       "127.0.0.1",
-                                     "--port",       std::to_string(port),
-                                     "--http-port",  "0",
-                                     "--l1-size-gb", fmt::format("{}", l1_size_gb),
-                                     "--chunk-size", std::to_string(chunk_size),
-                                     "--log-level",  "warn"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    std::vector<std::string> args = spec.args(port);
+    const std::string binary = spec.binary;
     auto pid = ForkChild([&] {
-      // Keep the bench's stdout clean (--json): the server writes only to its log.
+      // Keep the bench's stdout clean (--json): the process writes only to its log.
       ::dup2(log_fd, STDOUT_FILENO);
       ::dup2(log_fd, STDERR_FILENO);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "exec /proc/self/exe: %s\n", std::strerror(errno));
+      ::execv(binary.c_str(), argv.data());
+      std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
       return 127;
     });
     if (!pid.ok()) {
       ::close(log_fd);
       return pid.status();
     }
-    std::unique_ptr<SpawnedServer> server(new SpawnedServer(*pid, port, log_fd));
-    // Ready once it prints its "listening" line (after every listener is bound); the L1
-    // prefault before that can take seconds.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    std::unique_ptr<SpawnedProcess> process(new SpawnedProcess(*pid, port, log_fd));
+    const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (server->Log().find("listening") != std::string::npos) return server;
-      if (auto code = TryReap(server->pid_)) {
-        server->pid_ = 0;
-        server->exit_code_ = *code;
+      if (spec.ready(*process)) return process;
+      if (auto code = TryReap(process->pid_)) {
+        process->pid_ = 0;
+        process->exit_code_ = *code;
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    last_log = server->Log();
-    if (server->pid_ != 0) {
-      server->Stop();
-      return Status(Code::kTimeout, "kvtier server did not start within 120 s: " + last_log);
+    last_log = process->Log();
+    if (process->pid_ != 0) {
+      process->Stop();
+      return Status(Code::kTimeout, fmt::format("{} did not start within {} s: {}", spec.name,
+                                                spec.timeout.count(), last_log));
     }
   }
-  return Status(Code::kUnavailable, "kvtier server failed to start: " + last_log);
+  return Status(Code::kUnavailable, fmt::format("{} failed to start: {}", spec.name, last_log));
 }
 
-SpawnedServer::~SpawnedServer() {
+SpawnedProcess::~SpawnedProcess() {
   Stop();
   ::close(log_fd_);
 }
 
-int SpawnedServer::Stop() {
+int SpawnedProcess::Stop() {
   if (pid_ <= 0) return exit_code_;
   ::kill(pid_, SIGTERM);
   exit_code_ = StopChild(pid_, std::chrono::seconds(10));
@@ -176,7 +167,7 @@ int SpawnedServer::Stop() {
   return exit_code_;
 }
 
-bool SpawnedServer::Alive() {
+bool SpawnedProcess::Alive() {
   if (pid_ <= 0) return false;
   if (auto code = TryReap(pid_)) {
     pid_ = 0;
@@ -186,7 +177,7 @@ bool SpawnedServer::Alive() {
   return true;
 }
 
-std::string SpawnedServer::Log() const {
+std::string SpawnedProcess::Log() const {
   std::string out;
   char buf[4096];
   off_t off = 0;
@@ -197,6 +188,32 @@ std::string SpawnedServer::Log() const {
     off += n;
   }
   return out;
+}
+
+Result<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
+    uint32_t chunk_size, double l1_size_gb, const std::vector<std::string>& extra_args) {
+  SpawnedProcess::Spec spec;
+  spec.name = "kvtier server";
+  spec.binary = "/proc/self/exe";
+  spec.args = [&](uint16_t port) {
+    std::vector<std::string> args = {"kvtier",       "server",
+                                     "--host",       "127.0.0.1",
+                                     "--port",       std::to_string(port),
+                                     "--http-port",  "0",
+                                     "--l1-size-gb", fmt::format("{}", l1_size_gb),
+                                     "--chunk-size", std::to_string(chunk_size),
+                                     "--log-level",  "warn"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    return args;
+  };
+  // Ready once it prints its "listening" line (after every listener is bound); the L1
+  // prefault before that can take seconds.
+  spec.ready = [](const SpawnedProcess& p) {
+    return p.Log().find("listening") != std::string::npos;
+  };
+  auto process = SpawnedProcess::Start(spec);
+  if (!process.ok()) return process.status();
+  return std::unique_ptr<SpawnedServer>(new SpawnedServer(std::move(process).value()));
 }
 
 }  // namespace kvtier::cli

@@ -1,5 +1,6 @@
-// Child processes for the benchmarks: forked workers and probes, and a `kvtier server` started
-// from this same binary on free ports and always stopped by PID.
+// Child processes for the benchmarks: forked workers and probes, and processes (`kvtier server`,
+// `kvtier master`, `kvtier node`, redis-server) started on free ports with their output in a
+// private log, and always stopped by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -30,15 +31,25 @@ std::optional<int> TryReap(pid_t pid);
 // Waits up to `grace` for the child to exit, then SIGTERM, then SIGKILL; returns the exit code.
 int StopChild(pid_t pid, std::chrono::milliseconds grace);
 
-class SpawnedServer {
+// A process exec'd on a free loopback port, its stdout and stderr in a private (unlinked) log.
+class SpawnedProcess {
  public:
-  // Runs /proc/self/exe server on a free port with `l1_size_gb` of L1 and `chunk_size`, plus
-  // `extra_args`, and waits until it says it is listening (its output goes to a private log).
-  static Result<std::unique_ptr<SpawnedServer>> Start(uint32_t chunk_size, double l1_size_gb,
-                                                      const std::vector<std::string>& extra_args);
-  ~SpawnedServer();
-  SpawnedServer(const SpawnedServer&) = delete;
-  SpawnedServer& operator=(const SpawnedServer&) = delete;
+  struct Spec {
+    std::string name;    // for messages, e.g. "kvtier master"
+    std::string binary;  // what to exec, e.g. /proc/self/exe
+    // argv (argv[0] included) for the free port chosen.
+    std::function<std::vector<std::string>(uint16_t port)> args;
+    // Polled every 10 ms until it holds (the process is ready) or `timeout` passes.
+    std::function<bool(const SpawnedProcess&)> ready;
+    std::chrono::seconds timeout{120};
+  };
+
+  // A free port can be taken between the probe and the bind, so a process that exits before it
+  // is ready is tried again on another port (3 attempts).
+  static Result<std::unique_ptr<SpawnedProcess>> Start(const Spec& spec);
+  ~SpawnedProcess();
+  SpawnedProcess(const SpawnedProcess&) = delete;
+  SpawnedProcess& operator=(const SpawnedProcess&) = delete;
 
   // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
   int Stop();
@@ -49,12 +60,32 @@ class SpawnedServer {
   std::string Log() const;
 
  private:
-  SpawnedServer(pid_t pid, uint16_t port, int log_fd) : pid_(pid), port_(port), log_fd_(log_fd) {}
+  SpawnedProcess(pid_t pid, uint16_t port, int log_fd) : pid_(pid), port_(port), log_fd_(log_fd) {}
 
   pid_t pid_;
   uint16_t port_;
   int log_fd_;
   int exit_code_ = -1;
+};
+
+class SpawnedServer {
+ public:
+  // Runs /proc/self/exe server on a free port with `l1_size_gb` of L1 and `chunk_size`, plus
+  // `extra_args`, and waits until it says it is listening (its output goes to a private log).
+  static Result<std::unique_ptr<SpawnedServer>> Start(uint32_t chunk_size, double l1_size_gb,
+                                                      const std::vector<std::string>& extra_args);
+
+  // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
+  int Stop() { return process_->Stop(); }
+  // False once the process has exited (it is reaped; Stop() then returns its exit code).
+  bool Alive() { return process_->Alive(); }
+  uint16_t port() const { return process_->port(); }
+  pid_t pid() const { return process_->pid(); }
+  std::string Log() const { return process_->Log(); }
+
+ private:
+  explicit SpawnedServer(std::unique_ptr<SpawnedProcess> p) : process_(std::move(p)) {}
+  std::unique_ptr<SpawnedProcess> process_;
 };
 
 }  // namespace kvtier::cli

@@ -43,9 +43,10 @@ uint64_t BytesOverWatermark(uint64_t allocated, uint64_t capacity, double high_w
   if (capacity == 0) return 0;
   const double cap = static_cast<double>(capacity);
   if (static_cast<double>(allocated) <= high_watermark * cap) return 0;
-  const double target = std::max(0.0, (high_watermark - eviction_ratio) * cap);
-  const double over = static_cast<double>(allocated) - std::floor(target);
-  return over <= 0 ? 0 : static_cast<uint64_t>(std::ceil(over));
+  // Rounded to the nearest byte: (0.95 - 0.05) x 1000 is 899.999... in doubles.
+  const double target = std::round(std::max(0.0, (high_watermark - eviction_ratio) * cap));
+  const double over = static_cast<double>(allocated) - target;
+  return over <= 0 ? 0 : static_cast<uint64_t>(over);
 }
 
 EvictionResult Evictor::Evict(uint64_t bytes_needed, int64_t now_ns) {

@@ -1,0 +1,420 @@
+// pybind11 binding of the store's StoreClient (src/store/client/store_client.h), the native base
+// of kvtier.store.DistributedStore. It follows Mooncake's Python conventions rather than kvtier's
+// (no KvtierError): every call answers an int, 0 or a byte count on success and a negative
+// ErrorCode value on failure; get() answers b"" on any failure. A handle that is not set up, or
+// is closed, answers RPC_FAIL (-900). Arguments of the wrong *type* still raise TypeError.
+// Every call that talks to the node or the master runs with the GIL released; the client is held
+// by a shared_ptr copied under the GIL, so close() from another thread never frees it mid-call.
+#include "_store_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/memfd.h"
+#include "store/client/dummy_client.h"
+#include "store/client/store_client.h"
+#include "store/node/embedded_client.h"
+
+namespace py = pybind11;
+
+namespace kvtier {
+namespace {
+
+using store::ErrorCode;
+using store::StoreClient;
+using store::StoreResult;
+using store::StoreStatus;
+
+constexpr int64_t kRpcFail = static_cast<int64_t>(ErrorCode::RPC_FAIL);
+constexpr int64_t kInvalidParams = static_cast<int64_t>(ErrorCode::INVALID_PARAMS);
+constexpr int64_t kInternalError = static_cast<int64_t>(ErrorCode::INTERNAL_ERROR);
+
+// Every ErrorCode enumerator, for kvtier.store.ErrorCode (keep in step with store_status.h).
+constexpr ErrorCode kAllCodes[] = {
+    ErrorCode::OK,
+    ErrorCode::INTERNAL_ERROR,
+    ErrorCode::BUFFER_OVERFLOW,
+    ErrorCode::SEGMENT_NOT_FOUND,
+    ErrorCode::SEGMENT_ALREADY_EXISTS,
+    ErrorCode::CLIENT_NOT_FOUND,
+    ErrorCode::NO_AVAILABLE_HANDLE,
+    ErrorCode::INVALID_KEY,
+    ErrorCode::WRITE_FAIL,
+    ErrorCode::INVALID_PARAMS,
+    ErrorCode::ILLEGAL_CLIENT,
+    ErrorCode::INVALID_WRITE,
+    ErrorCode::INVALID_READ,
+    ErrorCode::INVALID_REPLICA,
+    ErrorCode::REPLICA_IS_NOT_READY,
+    ErrorCode::OBJECT_NOT_FOUND,
+    ErrorCode::OBJECT_ALREADY_EXISTS,
+    ErrorCode::OBJECT_HAS_LEASE,
+    ErrorCode::LEASE_EXPIRED,
+    ErrorCode::TRANSFER_FAIL,
+    ErrorCode::RPC_FAIL,
+    ErrorCode::RPC_TIMEOUT,
+};
+
+template <typename F>
+auto NoGil(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+int64_t ValueOf(const StoreResult<uint64_t>& r) {
+  return r.ok() ? static_cast<int64_t>(r.value()) : r.status().value();
+}
+int64_t ValueOf(const StoreResult<bool>& r) {
+  return r.ok() ? (r.value() ? 1 : 0) : r.status().value();
+}
+int64_t ValueOf(const StoreStatus& s) { return s.value(); }
+
+// One int per key; a backend that answered the wrong number of results is an internal error
+// rather than an out-of-bounds read.
+template <typename V>
+std::vector<int64_t> ValuesOf(const std::vector<V>& results, size_t n) {
+  std::vector<int64_t> out(n, kInternalError);
+  for (size_t i = 0; i < n && i < results.size(); ++i) out[i] = ValueOf(results[i]);
+  return out;
+}
+
+// The first result of a one-key batch call.
+template <typename V>
+int64_t FirstOf(const std::vector<V>& results) {
+  return results.empty() ? kInternalError : ValueOf(results.front());
+}
+
+std::string KeyOf(py::handle h) {
+  if (PyUnicode_Check(h.ptr())) {
+    Py_ssize_t n = 0;
+    const char* p = PyUnicode_AsUTF8AndSize(h.ptr(), &n);
+    if (p == nullptr) throw py::error_already_set();
+    return std::string(p, static_cast<size_t>(n));
+  }
+  if (PyBytes_Check(h.ptr())) {
+    return std::string(PyBytes_AS_STRING(h.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(h.ptr())));
+  }
+  throw py::type_error(std::string("a key must be str or bytes, not ") + Py_TYPE(h.ptr())->tp_name);
+}
+
+// A list (or any iterable but a str/bytes) of keys.
+std::vector<std::string> KeysOf(py::handle seq) {
+  if (PyUnicode_Check(seq.ptr()) || PyBytes_Check(seq.ptr())) {
+    throw py::type_error("keys must be a list of str or bytes, not a single key");
+  }
+  std::vector<std::string> out;
+  if (PySequence_Check(seq.ptr())) out.reserve(static_cast<size_t>(py::len(seq)));
+  for (py::handle item : seq) out.push_back(KeyOf(item));
+  return out;
+}
+
+template <typename T>
+std::vector<T> IntsOf(py::handle seq) {
+  std::vector<T> out;
+  if (PySequence_Check(seq.ptr())) out.reserve(static_cast<size_t>(py::len(seq)));
+  for (py::handle item : seq) out.push_back(item.cast<T>());
+  return out;
+}
+
+std::vector<void*> PointersOf(py::handle seq) {
+  std::vector<void*> out;
+  for (uintptr_t p : IntsOf<uintptr_t>(seq)) out.push_back(reinterpret_cast<void*>(p));
+  return out;
+}
+
+// Mooncake's ReplicateConfig, duck-typed: replica_num and preferred_segment(s). None: defaults.
+store::PutConfig ConfigOf(py::handle config) {
+  store::PutConfig out;
+  if (config.is_none()) return out;
+  if (py::hasattr(config, "replica_num"))
+    out.replicas = config.attr("replica_num").cast<uint32_t>();
+  if (py::hasattr(config, "preferred_segment")) {
+    py::object p = config.attr("preferred_segment");
+    if (!p.is_none()) out.preferred_segment = p.cast<std::string>();
+  }
+  if (out.preferred_segment.empty() && py::hasattr(config, "preferred_segments")) {
+    py::object ps = config.attr("preferred_segments");
+    if (!ps.is_none() && py::len(ps) > 0)
+      out.preferred_segment = ps[py::int_(0)].cast<std::string>();
+  }
+  return out;
+}
+
+// The contiguous bytes of any buffer-protocol object, held (and its exporter locked against
+// resizing) for the lifetime of this object. Construct and destroy with the GIL held.
+class HeldBuffer {
+ public:
+  explicit HeldBuffer(py::handle obj) {
+    if (!PyObject_CheckBuffer(obj.ptr())) {
+      throw py::type_error(std::string("a value must be a bytes-like object, not ") +
+                           Py_TYPE(obj.ptr())->tp_name);
+    }
+    if (PyObject_GetBuffer(obj.ptr(), &view_, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();  // numpy says ValueError, memoryview BufferError: one error for both
+      throw py::buffer_error(
+          "a value must be one contiguous buffer (e.g. numpy: "
+          "np.ascontiguousarray)");
+    }
+  }
+  ~HeldBuffer() { PyBuffer_Release(&view_); }
+  HeldBuffer(const HeldBuffer&) = delete;
+  HeldBuffer& operator=(const HeldBuffer&) = delete;
+  const void* data() const { return view_.buf; }
+  size_t size() const { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+};
+
+class StoreHandle {
+ public:
+  StoreHandle() = default;
+  StoreHandle(const StoreHandle&) = delete;
+  StoreHandle& operator=(const StoreHandle&) = delete;
+
+  // (code, message): message says why when code != 0.
+  py::tuple SetupDummy(uint64_t mem_pool_size, uint64_t local_buffer_size,
+                       const std::string& server_address) {
+    store::DummyOptions o;
+    o.server_address = server_address;
+    o.mem_pool_size = mem_pool_size;
+    o.local_buffer_size = local_buffer_size;
+    return Setup([o] { return store::ConnectDummy(o); });
+  }
+
+  py::tuple SetupEmbedded(const std::string& master, const std::string& host, uint16_t port,
+                          uint64_t global_segment_size, uint64_t local_buffer_size) {
+    store::EmbeddedOptions o;
+    o.node.master = master;
+    o.node.host = host;
+    o.node.port = port;
+    o.node.segment_size = global_segment_size;
+    o.local_buffer_size = local_buffer_size;
+    return Setup([o] { return store::StartEmbedded(o); });
+  }
+
+  bool IsSetUp() const { return client_ != nullptr; }
+
+  int64_t Put(py::handle key, py::handle value, py::handle config) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::string k = KeyOf(key);
+    const store::PutConfig cfg = ConfigOf(config);
+    HeldBuffer v(value);
+    return NoGil([&] { return c->Put(k, v.data(), v.size(), cfg).value(); });
+  }
+
+  py::bytes Get(py::handle key) {
+    auto c = client_;
+    if (!c) return py::bytes();
+    const std::string k = KeyOf(key);
+    StoreResult<std::string> r = NoGil([&] { return c->Get(k); });
+    if (!r.ok()) return py::bytes();
+    return py::bytes(r.value());
+  }
+
+  int64_t GetSize(py::handle key) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::string k = KeyOf(key);
+    return NoGil([&] { return ValueOf(c->GetSize(k)); });
+  }
+
+  int64_t IsExist(py::handle key) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::vector<std::string> keys{KeyOf(key)};
+    return NoGil([&] { return FirstOf(c->BatchIsExist(keys)); });
+  }
+
+  std::vector<int64_t> BatchIsExist(py::handle keys_obj) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    auto c = client_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (keys.empty()) return {};
+    return NoGil([&] { return ValuesOf(c->BatchIsExist(keys), keys.size()); });
+  }
+
+  int64_t Remove(py::handle key) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::string k = KeyOf(key);
+    return NoGil([&] { return c->Remove(k).value(); });
+  }
+
+  int64_t RemoveAll() {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    return NoGil([&] { return ValueOf(c->RemoveAll()); });
+  }
+
+  uintptr_t AllocFromMemPool(size_t size) {
+    auto c = client_;
+    if (!c) return 0;
+    StoreResult<void*> r = NoGil([&] { return c->AllocFromMemPool(size); });
+    return r.ok() ? reinterpret_cast<uintptr_t>(r.value()) : 0;
+  }
+
+  int64_t RegisterBuffer(uintptr_t ptr, size_t size) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    return NoGil([&] { return c->RegisterBuffer(reinterpret_cast<void*>(ptr), size).value(); });
+  }
+
+  int64_t UnregisterBuffer(uintptr_t ptr) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    return NoGil([&] { return c->UnregisterBuffer(reinterpret_cast<void*>(ptr)).value(); });
+  }
+
+  int64_t PutFrom(py::handle key, uintptr_t ptr, size_t size, py::handle config) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::vector<std::string> keys{KeyOf(key)};
+    const std::vector<void*> ptrs{reinterpret_cast<void*>(ptr)};
+    const std::vector<size_t> sizes{size};
+    const store::PutConfig cfg = ConfigOf(config);
+    return NoGil([&] { return FirstOf(c->BatchPutFrom(keys, ptrs, sizes, cfg)); });
+  }
+
+  int64_t GetInto(py::handle key, uintptr_t ptr, size_t size) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    const std::vector<std::string> keys{KeyOf(key)};
+    const std::vector<void*> ptrs{reinterpret_cast<void*>(ptr)};
+    const std::vector<size_t> sizes{size};
+    return NoGil([&] { return FirstOf(c->BatchGetInto(keys, ptrs, sizes)); });
+  }
+
+  std::vector<int64_t> BatchPutFrom(py::handle keys_obj, py::handle ptrs_obj, py::handle sizes_obj,
+                                    py::handle config) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    const std::vector<void*> ptrs = PointersOf(ptrs_obj);
+    const std::vector<size_t> sizes = IntsOf<size_t>(sizes_obj);
+    const store::PutConfig cfg = ConfigOf(config);
+    auto c = client_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<int64_t>(keys.size(), kInvalidParams);
+    }
+    if (keys.empty()) return {};
+    return NoGil([&] { return ValuesOf(c->BatchPutFrom(keys, ptrs, sizes, cfg), keys.size()); });
+  }
+
+  std::vector<int64_t> BatchGetInto(py::handle keys_obj, py::handle ptrs_obj,
+                                    py::handle sizes_obj) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    const std::vector<void*> ptrs = PointersOf(ptrs_obj);
+    const std::vector<size_t> sizes = IntsOf<size_t>(sizes_obj);
+    auto c = client_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<int64_t>(keys.size(), kInvalidParams);
+    }
+    if (keys.empty()) return {};
+    return NoGil([&] { return ValuesOf(c->BatchGetInto(keys, ptrs, sizes), keys.size()); });
+  }
+
+  std::string Hostname() const { return client_ ? client_->Hostname() : std::string(); }
+
+  // Idempotent: 0 when there is nothing to close.
+  int64_t Close() {
+    std::shared_ptr<StoreClient> c = std::move(client_);
+    client_.reset();
+    if (!c) return 0;
+    return NoGil([&] {
+      const int64_t code = c->Close().value();
+      c.reset();  // the last reference (unless a call on another thread still holds one)
+      return code;
+    });
+  }
+
+ private:
+  template <typename Start>
+  py::tuple Setup(Start start) {
+    if (client_ || setting_up_) {
+      return py::make_tuple(kInvalidParams, "this store is already set up: close() it first");
+    }
+    setting_up_ = true;
+    StoreResult<std::unique_ptr<StoreClient>> r = NoGil(start);
+    setting_up_ = false;
+    if (!r.ok()) return py::make_tuple(r.status().value(), r.status().ToString());
+    client_ = std::shared_ptr<StoreClient>(std::move(r).value());
+    return py::make_tuple(0, "");
+  }
+
+  std::shared_ptr<StoreClient> client_;  // read and swapped under the GIL only
+  bool setting_up_ = false;
+};
+
+}  // namespace
+
+void InitStoreBindings(py::module_& m) {
+  const py::object none = py::none();
+  py::class_<StoreHandle>(m, "StoreHandle",
+                          "Native base of kvtier.store.DistributedStore (use that class).")
+      .def(py::init<>())
+      .def("_setup_dummy", &StoreHandle::SetupDummy, py::arg("mem_pool_size"),
+           py::arg("local_buffer_size"), py::arg("server_address"))
+      .def("_setup_embedded", &StoreHandle::SetupEmbedded, py::arg("master"), py::arg("host"),
+           py::arg("port"), py::arg("global_segment_size"), py::arg("local_buffer_size"))
+      .def_property_readonly("is_set_up", &StoreHandle::IsSetUp,
+                             "True between a successful setup and close().")
+      .def("put", &StoreHandle::Put, py::arg("key"), py::arg("value"), py::arg("config") = none,
+           "Stores a copy of value (any contiguous buffer). 0, or a negative ErrorCode. A put of "
+           "an existing key returns 0 and leaves the stored object unchanged.")
+      .def("get", &StoreHandle::Get, py::arg("key"),
+           "The whole value as bytes; b'' when the key is missing or on any error.")
+      .def("get_size", &StoreHandle::GetSize, py::arg("key"),
+           "The value's size in bytes, or a negative ErrorCode (OBJECT_NOT_FOUND when missing).")
+      .def("is_exist", &StoreHandle::IsExist, py::arg("key"),
+           "1 if the key exists, 0 if not, or a negative ErrorCode.")
+      .def("batch_is_exist", &StoreHandle::BatchIsExist, py::arg("keys"),
+           "is_exist for each key (a list of 1 / 0 / negative ErrorCode).")
+      .def("remove", &StoreHandle::Remove, py::arg("key"),
+           "0, or a negative ErrorCode (OBJECT_NOT_FOUND, OBJECT_HAS_LEASE while leased).")
+      .def("remove_all", &StoreHandle::RemoveAll,
+           "Removes every object without a lease; the count removed or a negative ErrorCode.")
+      .def("alloc_from_mem_pool", &StoreHandle::AllocFromMemPool, py::arg("size"),
+           "A pointer (int) into the client's memory pool, or 0 on failure.")
+      .def("register_buffer", &StoreHandle::RegisterBuffer, py::arg("ptr"), py::arg("size"),
+           "Registers memory for put_from/get_into. 0, or a negative ErrorCode.")
+      .def("unregister_buffer", &StoreHandle::UnregisterBuffer, py::arg("ptr"),
+           "0, or a negative ErrorCode.")
+      .def("put_from", &StoreHandle::PutFrom, py::arg("key"), py::arg("ptr"), py::arg("size"),
+           py::arg("config") = none, "Zero-copy put from registered memory. 0 or negative.")
+      .def("get_into", &StoreHandle::GetInto, py::arg("key"), py::arg("ptr"), py::arg("size"),
+           "Zero-copy get into registered memory: bytes read, or a negative ErrorCode.")
+      .def("batch_put_from", &StoreHandle::BatchPutFrom, py::arg("keys"), py::arg("ptrs"),
+           py::arg("sizes"), py::arg("config") = none, "put_from for each key (a list of ints).")
+      .def("batch_get_into", &StoreHandle::BatchGetInto, py::arg("keys"), py::arg("ptrs"),
+           py::arg("sizes"), "get_into for each key (a list of ints).")
+      .def("get_hostname", &StoreHandle::Hostname,
+           "The data-plane 'host:port' of the node serving this client; '' when not set up.")
+      .def("close", &StoreHandle::Close,
+           "Disconnects (dummy) or leaves the store (embedded). 0; idempotent.");
+
+  m.def(
+      "store_error_codes",
+      [] {
+        py::dict d;
+        for (ErrorCode c : kAllCodes) d[py::str(store::ErrorName(c))] = static_cast<int>(c);
+        return d;
+      },
+      "{name: value} of every store ErrorCode.");
+  m.def(
+      "parse_byte_size",
+      [](const std::string& text) {
+        Result<uint64_t> r = ParseByteSize(text);
+        if (!r.ok()) throw py::value_error(r.status().message());
+        return r.value();
+      },
+      py::arg("text"), "Bytes in a size such as '4GB', '512MiB' or '1.5G' (units of 1024).");
+}
+
+}  // namespace kvtier

@@ -1,0 +1,262 @@
+// Orchestration of `kvtier bench store` (bench_store.h): validate the options, measure the
+// limits (memcpy, raw loopback TCP) while this process has no threads, start the cluster, run the
+// sections in order, report. This process only forks and coordinates: the dummy clients, the
+// master client (ZMQ) and redis-server all live in child processes.
+#include "cli/bench_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/bench_common.h"
+#include "cli/bench_store_cluster.h"
+#include "cli/bench_store_dummy.h"
+#include "cli/bench_store_master.h"
+#include "cli/bench_store_redis.h"
+#include "cli/bench_store_report.h"
+#include "common/logging.h"
+#include "common/memfd.h"
+#include "store/common/store_types.h"
+#include "store/transport/raw_tcp_probe.h"
+
+namespace kvtier::cli {
+
+namespace {
+
+constexpr uint64_t kMaxValueBytes = 1ULL << 30;
+constexpr uint32_t kMaxProcesses = 4;  // the scaling series: 1, 2, 4
+constexpr uint64_t kLeaseTtlMs = 500;  // short, so removing a trial's keys waits little
+constexpr int kRawTcpTrials = 5;
+constexpr uint64_t kRawTcpBytes = 256ULL << 20;  // per raw TCP trial
+
+Result<uint64_t> Validate(const BenchStoreOptions& o) {
+  auto bad = [](std::string m) { return Status(Code::kInvalidArgument, std::move(m)); };
+  auto size = ParseByteSize(o.value_size);
+  if (!size.ok()) return bad("--value-size: " + size.status().message());
+  if (*size == 0 || *size > kMaxValueBytes || *size % 8 != 0) {
+    return bad(fmt::format("--value-size must be a multiple of 8 bytes from 8 bytes to 1 GiB, "
+                           "got {}",
+                           o.value_size));
+  }
+  if (o.values == 0) return bad("--values must be at least 1");
+  if (o.batch == 0 || o.batch > store::kMaxBatchKeys) {
+    return bad(fmt::format("--batch must be from 1 to {}", store::kMaxBatchKeys));
+  }
+  if (o.trials == 0) return bad("--trials must be at least 1");
+  if (o.exist_batch == 0 || o.exist_batch > store::kMaxBatchKeys) {
+    return bad(fmt::format("--exist-batch must be from 1 to {}", store::kMaxBatchKeys));
+  }
+  if (!(o.exist_seconds > 0)) return bad("--exist-seconds must be positive");
+  // Every scaling process holds its values twice (put from, get into) in its mem pool.
+  if (uint64_t{o.values} * *size > (64ULL << 30) / (2 * kMaxProcesses)) {
+    return bad("--values x --value-size is too large (over 8 GiB per process)");
+  }
+  return *size;
+}
+
+Spread SpreadOf(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// One loopback TCP stream of value-sized messages, a few trials.
+void MeasureRawTcp(StoreBenchRun& run) {
+  const uint64_t budget = run.options.quick ? kRawTcpBytes / 8 : kRawTcpBytes;
+  const size_t count = std::max<uint64_t>(16, budget / run.value_bytes);
+  std::vector<double> gbps;
+  for (int t = 0; t < kRawTcpTrials; ++t) {
+    auto r = store::MeasureRawLoopbackTcp(run.value_bytes, count);
+    if (!r.ok()) {
+      run.raw_tcp_error = r.status().ToString();
+      return;
+    }
+    gbps.push_back(*r);
+  }
+  run.raw_tcp_gbps = SpreadOf(gbps);
+}
+
+class Bench {
+ public:
+  Bench(StoreBenchRun& run, Progress& progress) : run_(run), o_(run.options), progress_(progress) {}
+
+  DummyJob Job(const std::string& node, const std::string& prefix) const {
+    return {node, prefix, o_.values, run_.value_bytes, o_.batch, o_.seed};
+  }
+
+  // Warm-up trial 0, then trials 1..N; each trial's keys are removed after it except the last
+  // when `keep_last` (the caller removes them).
+  void RunTrials(DummyFleet& fleet, TransferSection& section, const std::string& label,
+                 bool keep_last) {
+    for (uint32_t trial = 0; trial <= o_.trials; ++trial) {
+      progress_.Show(fmt::format("{}: {}", label,
+                                 trial == 0 ? std::string("warm-up")
+                                            : fmt::format("trial {}/{}", trial, o_.trials)));
+      std::vector<PhaseSample> puts, gets;
+      if (Status s = fleet.RunTrial(trial, puts, gets); !s.ok()) {
+        section.errors.push_back(s.ToString());
+        return;
+      }
+      section.AddTrial(puts, gets, trial > 0);
+      if (keep_last && trial == o_.trials) break;
+      if (Status s = fleet.Remove(trial, section.errors); !s.ok()) {
+        section.errors.push_back(s.ToString());
+        return;
+      }
+      if (!section.errors.empty()) return;
+    }
+  }
+
+  // A whole dummy section: start the processes, run the trials, stop them.
+  void RunDummies(const std::vector<DummyJob>& jobs, TransferSection& section,
+                  const std::string& label) {
+    section.processes = static_cast<uint32_t>(jobs.size());
+    progress_.Show(fmt::format("{}: starting {} dummy process(es)", label, jobs.size()));
+    auto fleet = DummyFleet::Start(jobs);
+    if (!fleet.ok()) {
+      section.errors.push_back(fleet.status().ToString());
+      return;
+    }
+    RunTrials(**fleet, section, label, false);
+    if (Status s = (*fleet)->Stop(); !s.ok()) section.errors.push_back(s.ToString());
+  }
+
+  // Same-node, with the master's Exist measured while the last trial's keys exist.
+  void RunSameNodeAndMaster(StoreCluster& cluster) {
+    const std::string prefix = "bs-same";
+    run_.same_node.processes = 1;
+    progress_.Show("same-node: starting the dummy process");
+    auto fleet = DummyFleet::Start({Job(cluster.node_a_address(), prefix)});
+    if (!fleet.ok()) {
+      run_.same_node.errors.push_back(fleet.status().ToString());
+      return;
+    }
+    RunTrials(**fleet, run_.same_node, "same-node", true);
+    if (run_.same_node.errors.empty()) {
+      progress_.Show("master: batch Exist");
+      ExistJob job;
+      job.master_address = cluster.master_address();
+      for (uint32_t i = 0; i < o_.values; ++i) job.present.push_back(DummyKey(prefix, o_.trials, i));
+      job.missing_prefix = "bs-missing";
+      job.batch = o_.exist_batch;
+      job.seconds = o_.exist_seconds;
+      run_.master = MeasureMasterExist(job);
+      if (Status s = (*fleet)->Remove(o_.trials, run_.same_node.errors); !s.ok()) {
+        run_.same_node.errors.push_back(s.ToString());
+      }
+    } else {
+      run_.master.errors.push_back("not run: the same-node section failed");
+    }
+    if (Status s = (*fleet)->Stop(); !s.ok()) run_.same_node.errors.push_back(s.ToString());
+  }
+
+  void Run() {
+    progress_.Show("measuring memcpy");
+    auto memcpy_gbps = MeasureMemcpy();
+    if (!memcpy_gbps.ok()) {
+      run_.errors.push_back("memcpy limit: " + memcpy_gbps.status().ToString());
+      return;
+    }
+    run_.memcpy_gbps = *memcpy_gbps;
+    progress_.Show("measuring raw loopback TCP");
+    MeasureRawTcp(run_);
+
+    progress_.Show(fmt::format("starting the master and two nodes (segment {} MiB)",
+                               run_.segment_bytes >> 20));
+    auto cluster = StoreCluster::Start(run_.segment_bytes, run_.lease_ttl_ms);
+    if (!cluster.ok()) {
+      run_.errors.push_back(cluster.status().ToString());
+      return;
+    }
+    StoreCluster& c = **cluster;
+    std::vector<std::function<void()>> steps = {
+        [&] { RunSameNodeAndMaster(c); },
+        [&] { RunDummies({Job(c.node_p_address(), "bs-cross")}, run_.cross_node, "cross-node"); },
+        [&] {
+          progress_.Show("redis-server: SET/GET");
+          run_.redis = MeasureRedis({o_.values, run_.value_bytes, o_.batch, o_.trials, o_.seed});
+        },
+        [&] {
+          for (uint32_t n = 1; n <= kMaxProcesses; n *= 2) {
+            std::vector<DummyJob> jobs;
+            for (uint32_t k = 0; k < n; ++k) {
+              jobs.push_back(Job(c.node_a_address(), fmt::format("bs-scale{}-{}", n, k)));
+            }
+            run_.scaling.emplace_back();
+            RunDummies(jobs, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
+          }
+        }};
+    for (auto& step : steps) {
+      step();
+      if (!c.Alive()) {
+        run_.errors.push_back("a store process died:\n" + c.DeadLogs());
+        return;
+      }
+    }
+  }
+
+ private:
+  StoreBenchRun& run_;
+  const BenchStoreOptions& o_;
+  Progress& progress_;
+};
+
+int RunBench(const BenchStoreOptions& o) {
+  auto value_bytes = Validate(o);
+  if (!value_bytes.ok()) {
+    std::cerr << "error: " << value_bytes.status().message() << "\n";
+    return 2;
+  }
+  StoreBenchRun run;
+  run.options = o;
+  run.value_bytes = *value_bytes;
+  run.lease_ttl_ms = kLeaseTtlMs;
+  // The largest trial (the scaling series' 4 processes) at 80% of the segment, well under the
+  // master's eviction watermark, plus room for allocation overhead.
+  const uint64_t largest = uint64_t{kMaxProcesses} * o.values * *value_bytes;
+  run.segment_bytes = ((largest * 5 / 4 + (64ULL << 20)) + (1 << 20) - 1) >> 20 << 20;
+  Progress progress("[bench store]");
+  Bench(run, progress).Run();
+  progress.Done();
+
+  const nlohmann::json summary = SummarizeStore(run);
+  if (!o.json_out.empty()) {
+    // A temporary name first, so a failed write never leaves a half-written report.
+    const std::string tmp = o.json_out + ".tmp";
+    std::ofstream f(tmp);
+    f << summary.dump(2) << std::endl;
+    f.close();
+    if (!f || std::rename(tmp.c_str(), o.json_out.c_str()) != 0) {
+      std::cerr << "error: cannot write " << o.json_out << "\n";
+      return 1;
+    }
+  }
+  if (o.json) {
+    std::cout << summary.dump(2) << std::endl;
+  } else {
+    PrintStoreReport(summary, std::cout);
+  }
+  return summary["ok"].get<bool>() ? 0 : 1;
+}
+
+}  // namespace
+
+int RunBenchStore(const BenchStoreOptions& options) {
+  // Store clients log through spdlog; its default logger writes to stdout, which --json owns.
+  InitLogging();
+  try {
+    return RunBench(options);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,85 @@
+// What `bench store` measures, as plain values: per-process phase samples that forked children
+// report, the sections they add up to, and the whole run that the report turns into JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/bench_limits.h"
+#include "cli/bench_store.h"
+
+namespace kvtier::cli {
+
+// One process, one phase (put or get), one trial. Times are CLOCK_MONOTONIC (steady_clock), which
+// every process on the host shares, so the parent can add processes up.
+struct PhaseSample {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint64_t bytes = 0;
+  std::vector<double> batch_us;  // one per batch call
+  uint64_t verified_bytes = 0;   // get only: bytes compared equal after the timed part
+  std::vector<std::string> errors;
+
+  nlohmann::json ToJson() const;
+  static PhaseSample FromJson(const nlohmann::json& j);
+};
+
+struct OpStats {
+  std::vector<double> gbps;      // per measured trial: all processes' bytes / (last end - first start)
+  std::vector<double> batch_us;  // every batch call of every measured trial and process
+  uint64_t bytes = 0;            // moved in measured trials
+};
+
+// A put/get section: same-node, cross-node, redis, or one step of the scaling series.
+struct TransferSection {
+  std::string unavailable;  // why the section did not run (e.g. no redis-server), else empty
+  uint32_t processes = 1;
+  OpStats put;
+  OpStats get;
+  uint64_t verified_bytes = 0;
+  uint64_t expected_verified_bytes = 0;  // what a fully verified run compares
+  std::vector<std::string> errors;
+
+  // Adds one trial (one sample per process); warm-up trials only contribute their errors.
+  void AddTrial(const std::vector<PhaseSample>& puts, const std::vector<PhaseSample>& gets,
+                bool measured);
+  bool verified() const;
+};
+
+struct ExistRun {
+  uint32_t threads = 0;
+  uint64_t calls = 0;
+  double seconds = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+struct ExistSection {
+  uint32_t batch_keys = 0;
+  uint64_t present_keys = 0;  // keys of the batches that exist (the rest must not)
+  std::vector<ExistRun> runs;
+  uint64_t checked_keys = 0;  // answers compared with what each key should be
+  uint64_t wrong_answers = 0;
+  std::vector<std::string> errors;
+};
+
+struct StoreBenchRun {
+  BenchStoreOptions options;
+  uint64_t value_bytes = 0;
+  uint64_t segment_bytes = 0;  // node A
+  uint64_t lease_ttl_ms = 0;
+  Spread memcpy_gbps;
+  Spread raw_tcp_gbps;
+  std::string raw_tcp_error;
+  TransferSection same_node;
+  TransferSection cross_node;
+  TransferSection redis;
+  ExistSection master;
+  std::vector<TransferSection> scaling;
+  std::vector<std::string> errors;  // cluster start and the like
+};
+
+}  // namespace kvtier::cli

@@ -1,0 +1,154 @@
+// `kvtier master`: the store's metadata master (docs/store.md): RPC on --host:--port, HTTP
+// /healthz /status /metrics on --http-port. Checks its flags, then runs until SIGTERM/SIGINT.
+#include <arpa/inet.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "store/master/master_server.h"
+
+namespace kvtier::cli {
+namespace {
+
+struct MasterFlags {
+  std::string host = "127.0.0.1";
+  uint16_t port = 50051;
+  uint16_t http_port = 9003;
+  double eviction_high_watermark_ratio = 0.95;
+  double eviction_ratio = 0.05;
+  double client_ttl_s = 10;
+  uint64_t default_kv_lease_ttl_ms = 5000;
+  double put_start_discard_timeout_s = 30;
+  double put_start_release_timeout_s = 600;
+  uint32_t replicas = 1;
+  std::string log_level = "warn";
+};
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+std::chrono::milliseconds Seconds(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
+}
+
+// The first flag problem, or "" when they are all fine.
+std::string CheckFlags(const MasterFlags& f) {
+  if (f.port == 0) return "--port must be a port number (1-65535)";
+  if (f.http_port != 0 && f.http_port == f.port) return "--http-port must differ from --port";
+  if (!(f.eviction_high_watermark_ratio >= 0 && f.eviction_high_watermark_ratio <= 1)) {
+    return "--eviction-high-watermark-ratio must be in [0, 1]";
+  }
+  if (!(f.eviction_ratio >= 0 && f.eviction_ratio <= 1)) return "--eviction-ratio must be in [0, 1]";
+  if (!(f.client_ttl_s >= 0.001 && f.client_ttl_s <= 86400)) {
+    return "--client-ttl-s must be in [0.001, 86400] seconds";
+  }
+  if (f.default_kv_lease_ttl_ms < 1 || f.default_kv_lease_ttl_ms > 86'400'000) {
+    return "--default-kv-lease-ttl-ms must be in [1, 86400000]";
+  }
+  if (!(f.put_start_discard_timeout_s >= 0.001 && f.put_start_discard_timeout_s <= 86400)) {
+    return "--put-start-discard-timeout-s must be in [0.001, 86400] seconds";
+  }
+  if (!(f.put_start_release_timeout_s >= f.put_start_discard_timeout_s &&
+        f.put_start_release_timeout_s <= 86400)) {
+    return "--put-start-release-timeout-s must be in [--put-start-discard-timeout-s, 86400] "
+           "seconds";
+  }
+  if (f.replicas < 1 || f.replicas > 64) return "--replicas must be in [1, 64]";
+  return "";
+}
+
+int RunMaster(const MasterFlags& f) {
+  InitLogging();
+  SetLogLevel(f.log_level);
+  if (std::string problem = CheckFlags(f); !problem.empty()) {
+    std::cerr << "error: " << problem << "\n";
+    return 2;
+  }
+  if (!IsLoopback(f.host)) {
+    KVT_LOG_WARN("master: listening on {} without authentication: any host that reaches it can "
+                 "mount segments and remove keys",
+                 f.host);
+  }
+  // Blocked in every thread (the server's threads inherit the mask); this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  store::MasterServerOptions options;
+  options.host = f.host;
+  options.port = f.port;
+  options.http_port = f.http_port;
+  options.service.eviction_high_watermark_ratio = f.eviction_high_watermark_ratio;
+  options.service.eviction_ratio = f.eviction_ratio;
+  options.service.client_ttl = Seconds(f.client_ttl_s);
+  options.service.default_kv_lease_ttl = std::chrono::milliseconds(f.default_kv_lease_ttl_ms);
+  options.service.put_start_discard_timeout = Seconds(f.put_start_discard_timeout_s);
+  options.service.put_start_release_timeout = Seconds(f.put_start_release_timeout_s);
+  options.service.replicas = f.replicas;
+  store::MasterServer server(options);
+  if (Status s = server.Start(); !s.ok()) {
+    std::cerr << "error: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::cerr << "kvtier master listening on tcp://" << f.host << ":" << f.port << " (http "
+            << (f.http_port != 0 ? std::to_string(f.http_port) : std::string("off"))
+            << ", replicas " << f.replicas << ", lease " << f.default_kv_lease_ttl_ms
+            << " ms, client ttl " << f.client_ttl_s << " s)" << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "kvtier master stopping" << std::endl;
+  server.Stop();
+  return 0;
+}
+
+}  // namespace
+
+RunFn AddMasterCommand(CLI::App& app) {
+  auto f = std::make_shared<MasterFlags>();
+  CLI::App* cmd = app.add_subcommand("master", "Run the store master: keys, leases, eviction");
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
+  cmd->add_option("--host", f->host, "Address every listener binds to")->capture_default_str();
+  cmd->add_option("--port", f->port, "RPC port (ZMQ) for nodes and clients")
+      ->capture_default_str();
+  cmd->add_option("--http-port", f->http_port, "HTTP /healthz /status /metrics (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--eviction-high-watermark-ratio", f->eviction_high_watermark_ratio,
+                  "Evict when this share of the store's bytes is in use")
+      ->capture_default_str();
+  cmd->add_option("--eviction-ratio", f->eviction_ratio,
+                  "... down to (watermark - this) of the capacity")
+      ->capture_default_str();
+  cmd->add_option("--client-ttl-s", f->client_ttl_s,
+                  "A node silent this long is dropped with its segments")
+      ->capture_default_str();
+  cmd->add_option("--default-kv-lease-ttl-ms", f->default_kv_lease_ttl_ms,
+                  "Read lease granted by each get: the object is not evicted or removed meanwhile")
+      ->capture_default_str();
+  cmd->add_option("--put-start-discard-timeout-s", f->put_start_discard_timeout_s,
+                  "An unfinished put older than this may be taken over by another put of its key")
+      ->capture_default_str();
+  cmd->add_option("--put-start-release-timeout-s", f->put_start_release_timeout_s,
+                  "An unfinished put older than this has its space freed")
+      ->capture_default_str();
+  cmd->add_option("--replicas", f->replicas, "Replicas per object unless a put asks otherwise")
+      ->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  return [f] { return RunMaster(*f); };
+}
+
+}  // namespace kvtier::cli

@@ -1,0 +1,541 @@
+// The dummy client (dummy_client.h): one persistent connection to the node's Unix socket,
+// requests serialised on it by a mutex, a heartbeat thread, and reconnect + replay.
+//
+// Reconnect rule: before each request the connection is checked (a node that went away shows
+// as a hang-up); a dead one is replaced by a new connection that replays HELLO (same client
+// id), every region (the memfds stay open here) and every registered buffer. A request whose
+// send fails before its first byte left (the node was gone, so it surely did not run it) is
+// retried once on a new connection. Any other failure returns RPC_FAIL (or RPC_TIMEOUT) and
+// drops the connection; the next call or heartbeat reconnects.
+#include "store/client/dummy_client.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "common/logging.h"
+#include "store/client/dummy_memory.h"
+#include "store/common/dummy_socket.h"
+
+namespace kvtier::store {
+namespace {
+
+using dummy::Op;
+using dummy::Reply;
+using dummy::Request;
+
+std::string RandomClientId() {
+  std::random_device rd;
+  const uint64_t hi = (uint64_t{rd()} << 32) | rd();
+  const uint64_t lo = (uint64_t{rd()} << 32) | rd();
+  return fmt::format("{:016x}{:016x}", hi, lo);
+}
+
+StoreResult<uint16_t> ParsePort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  const std::string digits = colon == std::string::npos ? "" : address.substr(colon + 1);
+  uint32_t port = 0;
+  bool ok = !digits.empty() && digits.size() <= 5;
+  for (char c : digits) {
+    ok = ok && c >= '0' && c <= '9';
+    if (ok) port = port * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!ok || port == 0 || port > 65535) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("server_address '{}' must be the node's host:port", address));
+  }
+  return static_cast<uint16_t>(port);
+}
+
+StoreStatus CheckKey(const std::string& key) {
+  if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
+  if (key.size() > kMaxKeyBytes) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("key of {} bytes (limit {})", key.size(), kMaxKeyBytes));
+  }
+  return StoreStatus::Ok();
+}
+
+StoreStatus NotShared(const std::string& key) {
+  return StoreStatus(ErrorCode::INVALID_PARAMS,
+                     fmt::format("key '{}': the buffer is not memory shared with the node (dummy "
+                                 "mode: buffers must come from alloc_from_mem_pool)",
+                                 key.substr(0, 64)));
+}
+
+class DummyClient final : public StoreClient {
+ public:
+  DummyClient(DummyOptions options, std::string socket_name, DummyMemory memory)
+      : options_(std::move(options)),
+        socket_name_(std::move(socket_name)),
+        client_id_(RandomClientId()),
+        memory_(std::move(memory)) {}
+  ~DummyClient() override { (void)Close(); }
+
+  StoreStatus Start() {
+    {
+      std::lock_guard lock(mu_);
+      KVT_STORE_RETURN_IF_ERROR(Connect());
+    }
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+    return StoreStatus::Ok();
+  }
+
+  StoreStatus Put(const std::string& key, const void* data, size_t size,
+                  const PutConfig& config) override {
+    KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
+    if (memory_.local_buffer_size() == 0) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         "this dummy has no local buffer (local_buffer_size=0): use put_from");
+    }
+    std::lock_guard lock(mu_);
+    Request alloc;
+    alloc.op = Op::kAllocStaging;
+    alloc.size = size;
+    auto staged = Call(std::move(alloc), /*may_reconnect=*/true);
+    if (!staged.ok()) return staged.status();
+    if (!staged->status.ok()) return staged->status;
+    uint8_t* dst = memory_.LocalBuffer(staged->offset, size);
+    if (staged->region != DummyMemory::kLocalBufferRegion || dst == nullptr) {
+      return StoreStatus(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
+    }
+    if (size > 0) std::memcpy(dst, data, size);
+    Request put;
+    put.op = Op::kPutFrom;
+    put.keys = {key};
+    put.ranges = {dummy::Range{staged->region, staged->offset, size}};
+    put.free_after = true;
+    put.config = config;
+    // The staging block belongs to this connection's context: no reconnect in between.
+    auto reply = Call(std::move(put), /*may_reconnect=*/false);
+    if (!reply.ok()) return reply.status();
+    return OneStatus(*reply);
+  }
+
+  StoreResult<std::string> Get(const std::string& key) override {
+    KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
+    if (memory_.local_buffer_size() == 0) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         "this dummy has no local buffer (local_buffer_size=0): use get_into");
+    }
+    std::lock_guard lock(mu_);
+    Request req;
+    req.op = Op::kGetStaged;
+    req.keys = {key};
+    auto reply = Call(std::move(req), true);
+    if (!reply.ok()) return reply.status();
+    if (!reply->status.ok()) return reply->status;
+    if (reply->size == 0) return std::string();
+    const uint8_t* src = memory_.LocalBuffer(reply->offset, reply->size);
+    if (reply->region != DummyMemory::kLocalBufferRegion || src == nullptr) {
+      return StoreStatus(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
+    }
+    std::string value(reinterpret_cast<const char*>(src), reply->size);
+    pending_release_.push_back(reply->offset);  // rides on the next request
+    return value;
+  }
+
+  std::vector<StoreStatus> BatchPutFrom(const std::vector<std::string>& keys,
+                                        const std::vector<void*>& buffers,
+                                        const std::vector<size_t>& sizes,
+                                        const PutConfig& config) override {
+    Request req;
+    req.op = Op::kPutFrom;
+    req.config = config;
+    std::vector<StoreStatus> out(keys.size());
+    std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, out);
+    if (sent.empty()) return out;
+    std::lock_guard lock(mu_);
+    auto reply = Call(std::move(req), true);
+    for (size_t j = 0; j < sent.size(); ++j) out[sent[j]] = PerKey(reply, j, sent.size());
+    return out;
+  }
+
+  std::vector<StoreResult<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                                  const std::vector<void*>& buffers,
+                                                  const std::vector<size_t>& sizes) override {
+    Request req;
+    req.op = Op::kGetInto;
+    std::vector<StoreStatus> statuses(keys.size());
+    std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, statuses);
+    std::vector<StoreResult<uint64_t>> out(statuses.begin(), statuses.end());
+    if (sent.empty()) return out;
+    std::lock_guard lock(mu_);
+    auto reply = Call(std::move(req), true);
+    for (size_t j = 0; j < sent.size(); ++j) {
+      StoreStatus s = PerKey(reply, j, sent.size());
+      out[sent[j]] = s.ok() ? StoreResult<uint64_t>(reply->values[j]) : StoreResult<uint64_t>(s);
+    }
+    return out;
+  }
+
+  std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
+    auto values = KeyValues(Op::kExist, keys);
+    std::vector<StoreResult<bool>> out;
+    out.reserve(values.size());
+    for (auto& v : values) {
+      out.push_back(v.ok() ? StoreResult<bool>(*v != 0) : StoreResult<bool>(v.status()));
+    }
+    return out;
+  }
+
+  StoreResult<uint64_t> GetSize(const std::string& key) override {
+    return std::move(KeyValues(Op::kGetSize, {key})[0]);
+  }
+
+  StoreStatus Remove(const std::string& key) override {
+    return KeyValues(Op::kRemove, {key})[0].status();
+  }
+
+  StoreResult<uint64_t> RemoveAll() override {
+    std::lock_guard lock(mu_);
+    Request req;
+    req.op = Op::kRemoveAll;
+    auto reply = Call(std::move(req), true);
+    if (!reply.ok()) return reply.status();
+    if (!reply->status.ok()) return reply->status;
+    return reply->count;
+  }
+
+  StoreResult<void*> AllocFromMemPool(size_t size) override {
+    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    return memory_.AllocFromMemPool(size);
+  }
+
+  StoreStatus RegisterBuffer(void* buffer, size_t size) override {
+    auto range = memory_.TranslateMemPool(buffer, size);
+    if (!range) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         "dummy mode: buffers must come from alloc_from_mem_pool (this range is "
+                         "not inside the mem pool)");
+    }
+    std::lock_guard lock(mu_);
+    Request req;
+    req.op = Op::kRegisterBuffer;
+    req.region = range->region;
+    req.offset = range->offset;
+    req.size = size;
+    auto reply = Call(std::move(req), true);
+    if (!reply.ok()) return reply.status();
+    if (reply->status.ok()) buffers_[static_cast<uint8_t*>(buffer)] = size;
+    return reply->status;
+  }
+
+  // The buffer is forgotten here even when the node cannot be told (its context then no longer
+  // exists, and a reconnect does not replay it).
+  StoreStatus UnregisterBuffer(void* buffer) override {
+    std::lock_guard lock(mu_);
+    auto it = buffers_.find(static_cast<uint8_t*>(buffer));
+    if (it == buffers_.end()) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS, "unregister_buffer: buffer not registered");
+    }
+    auto range = memory_.TranslateMemPool(buffer, it->second);
+    buffers_.erase(it);
+    Request req;
+    req.op = Op::kUnregisterBuffer;
+    req.region = range->region;
+    req.offset = range->offset;
+    auto reply = Call(std::move(req), true);
+    if (!reply.ok()) return reply.status();
+    return reply->status;
+  }
+
+  std::string Hostname() const override {
+    std::lock_guard lock(host_mu_);
+    return hostname_;
+  }
+
+  StoreStatus Close() override {
+    {
+      std::lock_guard lock(hb_mu_);
+      hb_stop_ = true;
+    }
+    hb_cv_.notify_all();
+    if (heartbeat_.joinable() && heartbeat_.get_id() != std::this_thread::get_id()) {
+      heartbeat_.join();
+    }
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    Drop();
+    return StoreStatus::Ok();
+  }
+
+ private:
+  // Checks keys and buffers of a zero-copy batch; fills req.keys/ranges with the ones to send
+  // and `out` with the errors of the others. Returns the indices sent.
+  std::vector<size_t> Prepare(const std::vector<std::string>& keys,
+                              const std::vector<void*>& buffers, const std::vector<size_t>& sizes,
+                              Request& req, std::vector<StoreStatus>& out) const {
+    std::vector<size_t> sent;
+    if (keys.size() != buffers.size() || keys.size() != sizes.size() ||
+        keys.size() > kMaxBatchKeys) {
+      const StoreStatus bad(
+          ErrorCode::INVALID_PARAMS,
+          keys.size() > kMaxBatchKeys
+              ? fmt::format("batch of {} keys (limit {})", keys.size(), kMaxBatchKeys)
+              : fmt::format("{} keys, {} buffers and {} sizes: one each per key", keys.size(),
+                            buffers.size(), sizes.size()));
+      std::fill(out.begin(), out.end(), bad);
+      return sent;
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      out[i] = CheckKey(keys[i]);
+      if (!out[i].ok()) continue;
+      auto range = memory_.TranslateMemPool(buffers[i], sizes[i]);
+      if (!range) {
+        out[i] = NotShared(keys[i]);
+        continue;
+      }
+      req.keys.push_back(keys[i]);
+      req.ranges.push_back(*range);
+      sent.push_back(i);
+    }
+    return sent;
+  }
+
+  // Exist / GetSize / Remove: per-key values (0 for Remove).
+  std::vector<StoreResult<uint64_t>> KeyValues(Op op, const std::vector<std::string>& keys) {
+    std::vector<StoreResult<uint64_t>> out(keys.size(), StoreResult<uint64_t>(uint64_t{0}));
+    Request req;
+    req.op = op;
+    std::vector<size_t> sent;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      StoreStatus s = CheckKey(keys[i]);
+      if (!s.ok()) {
+        out[i] = s;
+      } else if (req.keys.size() == kMaxBatchKeys) {
+        out[i] = StoreStatus(ErrorCode::INVALID_PARAMS,
+                             fmt::format("batch of {} keys (limit {})", keys.size(),
+                                         kMaxBatchKeys));
+      } else {
+        req.keys.push_back(keys[i]);
+        sent.push_back(i);
+      }
+    }
+    if (sent.empty()) return out;
+    std::lock_guard lock(mu_);
+    auto reply = Call(std::move(req), true);
+    for (size_t j = 0; j < sent.size(); ++j) {
+      StoreStatus s = PerKey(reply, j, sent.size());
+      if (!s.ok()) {
+        out[sent[j]] = std::move(s);
+      } else if (op != Op::kRemove) {
+        out[sent[j]] = reply->values[j];
+      }
+    }
+    return out;
+  }
+
+  // Key j's status of a batch reply with `n` keys (a failed call fails every key).
+  static StoreStatus PerKey(const StoreResult<Reply>& reply, size_t j, size_t n) {
+    if (!reply.ok()) return reply.status();
+    if (!reply->status.ok()) return reply->status;
+    if (reply->statuses.size() != n || (!reply->values.empty() && reply->values.size() != n)) {
+      return StoreStatus(ErrorCode::INTERNAL_ERROR,
+                         fmt::format("node answered {} results for {} keys",
+                                     reply->statuses.size(), n));
+    }
+    return reply->statuses[j];
+  }
+  static StoreStatus OneStatus(const Reply& reply) {
+    if (!reply.status.ok()) return reply.status;
+    if (reply.statuses.size() != 1) return StoreStatus(ErrorCode::INTERNAL_ERROR, "no result");
+    return reply.statuses[0];
+  }
+
+  // One request on the connection (caller holds mu_), reconnecting as the file comment says.
+  StoreResult<Reply> Call(Request req, bool may_reconnect) {
+    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    bool fresh = false;
+    if (!conn_.valid() || PeerGone()) {
+      Drop();
+      if (!may_reconnect) {
+        return StoreStatus(ErrorCode::RPC_FAIL, "connection to the node lost mid-operation");
+      }
+      KVT_STORE_RETURN_IF_ERROR(Connect());
+      fresh = true;
+    }
+    req.release = std::move(pending_release_);
+    pending_release_.clear();
+    const std::string body = dummy::EncodeRequest(req);
+    if (body.size() > dummy::kMaxFrameBytes) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         fmt::format("request of {} bytes exceeds the {}-byte frame limit: split "
+                                     "the batch", body.size(), dummy::kMaxFrameBytes));
+    }
+    const std::string frame = dummy::EncodeFrame(static_cast<uint32_t>(req.op), body);
+    auto reply = Exchange(req.op, frame, -1);
+    if (!reply.ok() && reply.status().code() == Code::kUnavailable && !fresh && may_reconnect) {
+      Drop();
+      KVT_STORE_RETURN_IF_ERROR(Connect());
+      reply = Exchange(req.op, frame, -1);
+    }
+    if (!reply.ok()) {
+      Drop();
+      const ErrorCode code = reply.status().code() == Code::kTimeout ? ErrorCode::RPC_TIMEOUT
+                                                                     : ErrorCode::RPC_FAIL;
+      return StoreStatus(code, fmt::format("dummy connection to node @{}: {}", socket_name_,
+                                           reply.status().message()));
+    }
+    return std::move(*reply);
+  }
+
+  // Sends one frame on conn_ and reads its reply. kUnavailable: nothing was sent.
+  Result<Reply> Exchange(Op op, const std::string& frame, int pass_fd) {
+    const Status sent = dummy::SendFrame(conn_.get(), frame, pass_fd);
+    if (!sent.ok() && sent.code() != Code::kUnavailable) return sent;
+    // Even when the send failed, the node may have said why before it closed (a refusal).
+    auto got = dummy::RecvFrame(conn_.get(), dummy::kMaxFrameBytes);
+    if (!got.ok()) return sent.ok() ? got.status() : sent;
+    if (!got->has_value()) {
+      return sent.ok() ? Status(Code::kIoError, "the node closed the connection") : sent;
+    }
+    const dummy::Frame& f = **got;
+    if (f.type != 0 && f.type != static_cast<uint32_t>(op)) {
+      return Status(Code::kProtocolError,
+                    fmt::format("reply of type {} to a {} request", f.type, dummy::OpName(op)));
+    }
+    auto reply = dummy::DecodeReply(f.type == 0 ? Op{} : op, f.body.data(), f.body.size());
+    if (!reply.ok()) return Status(Code::kProtocolError, "bad reply: " + reply.status().message());
+    if (!sent.ok() || f.type == 0) {
+      // A refusal or connection-level error: the node closes this connection.
+      Drop();
+      if (reply->status.ok()) return sent.ok() ? Status(Code::kIoError, "refused") : sent;
+    }
+    return reply;
+  }
+
+  // New connection: HELLO, then every region and buffer again (caller holds mu_).
+  StoreStatus Connect() {
+    auto fd = dummy::ConnectSocket(socket_name_);
+    if (!fd.ok()) {
+      return StoreStatus(ErrorCode::RPC_FAIL,
+                         fmt::format("cannot reach the node's dummy socket: {}",
+                                     fd.status().message()));
+    }
+    (void)dummy::SetSocketTimeouts(fd->get(), options_.timeout, options_.timeout);
+    conn_ = std::move(*fd);
+    Request hello;
+    hello.op = Op::kHello;
+    hello.client_id = client_id_;
+    hello.version = dummy::kProtocolVersion;
+    auto reply = Setup(hello, -1);
+    if (!reply.ok()) return reply.status();
+    {
+      std::lock_guard lock(host_mu_);
+      hostname_ = reply->endpoint;
+    }
+    for (const auto& region : memory_.regions()) {
+      Request reg;
+      reg.op = Op::kRegisterRegion;
+      reg.region = region.id;
+      reg.size = region.file.size();
+      reg.kind = region.kind;
+      KVT_STORE_RETURN_IF_ERROR(Setup(reg, region.file.fd()).status());
+    }
+    for (const auto& [ptr, size] : buffers_) {
+      auto range = memory_.TranslateMemPool(ptr, size);
+      Request reg;
+      reg.op = Op::kRegisterBuffer;
+      reg.region = range->region;
+      reg.offset = range->offset;
+      reg.size = size;
+      KVT_STORE_RETURN_IF_ERROR(Setup(reg, -1).status());
+    }
+    return StoreStatus::Ok();
+  }
+
+  // One step of Connect(); any failure drops the connection.
+  StoreResult<Reply> Setup(const Request& req, int pass_fd) {
+    const std::string frame =
+        dummy::EncodeFrame(static_cast<uint32_t>(req.op), dummy::EncodeRequest(req));
+    auto reply = Exchange(req.op, frame, pass_fd);
+    if (!reply.ok() || !reply->status.ok()) {
+      Drop();
+      if (!reply.ok()) {
+        return StoreStatus(ErrorCode::RPC_FAIL, fmt::format("{} to the node: {}",
+                                                            dummy::OpName(req.op),
+                                                            reply.status().message()));
+      }
+      return StoreStatus(reply->status.code(), fmt::format("{}: {}", dummy::OpName(req.op),
+                                                           reply->status.message()));
+    }
+    return std::move(*reply);
+  }
+
+  // True when the node hung up (or sent something nobody asked for) since the last reply.
+  bool PeerGone() const {
+    pollfd p{conn_.get(), POLLIN | POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && p.revents != 0;
+  }
+
+  void Drop() {
+    conn_ = wire::UniqueFd();
+    pending_release_.clear();  // those staging blocks belonged to the old connection's context
+  }
+
+  void HeartbeatLoop() {
+    std::unique_lock hb(hb_mu_);
+    while (!hb_stop_) {
+      hb_cv_.wait_for(hb, options_.heartbeat_interval);
+      if (hb_stop_) break;
+      hb.unlock();
+      {
+        // A request in flight already shows the node this dummy is alive.
+        std::unique_lock lock(mu_, std::try_to_lock);
+        if (lock.owns_lock() && !closed_) {
+          Request ping;
+          ping.op = Op::kPing;
+          auto reply = Call(std::move(ping), true);
+          if (!reply.ok() && ShouldLog("dummy-heartbeat-" + client_id_, 30.0)) {
+            KVT_LOG_WARN("dummy {}: heartbeat: {}", client_id_, reply.status().ToString());
+          }
+        }
+      }
+      hb.lock();
+    }
+  }
+
+  const DummyOptions options_;
+  const std::string socket_name_;
+  const std::string client_id_;
+  DummyMemory memory_;
+
+  std::mutex mu_;  // one request at a time on conn_; guards everything below up to host_mu_
+  wire::UniqueFd conn_;
+  std::atomic<bool> closed_{false};
+  std::map<uint8_t*, uint64_t> buffers_;  // registered buffers, replayed on reconnect
+  std::vector<uint64_t> pending_release_;
+
+  mutable std::mutex host_mu_;
+  std::string hostname_;
+
+  std::mutex hb_mu_;
+  std::condition_variable hb_cv_;
+  bool hb_stop_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace
+
+std::string DummySocketName(uint16_t port) { return fmt::format("kvtier-node-{}", port); }
+
+StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options) {
+  auto port = ParsePort(options.server_address);
+  if (!port.ok()) return port.status();
+  auto memory = DummyMemory::Create(options.mem_pool_size, options.local_buffer_size);
+  if (!memory.ok()) return FromStatus(memory.status());
+  auto client = std::make_unique<DummyClient>(options, DummySocketName(*port),
+                                              std::move(*memory));
+  KVT_STORE_RETURN_IF_ERROR(client->Start());
+  return std::unique_ptr<StoreClient>(std::move(client));
+}
+
+}  // namespace kvtier::store

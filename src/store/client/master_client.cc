@@ -1,0 +1,241 @@
+// MasterApi over ZMQ (docs/store/master_rpc.md). Each call checks a DEALER socket out of a
+// small pool, sends [id][op][body] and waits for the reply with the same id. A call that times
+// out or fails closes its socket (linger 0), so nothing it queued is sent later and no late reply
+// can reach another call; the next call opens a fresh one. ZMQ reconnects every 100 ms, so a
+// restarted master is found without recreating the client.
+#include "store/client/master_client.h"
+
+#include <fmt/format.h>
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+#include "store/common/master_protocol.h"
+#include "wire/frames.h"
+
+namespace kvtier::store {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Socket = std::unique_ptr<zmq::socket_t>;
+
+constexpr size_t kMaxIdleSockets = 16;
+
+class MasterClient final : public MasterApi {
+ public:
+  explicit MasterClient(const MasterClientOptions& options)
+      : options_(options), endpoint_("tcp://" + options.address), context_(1) {}
+
+  ~MasterClient() override {
+    std::lock_guard lock(mu_);
+    idle_.clear();  // before the context, which waits for its sockets
+  }
+
+  StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kMountSegment;
+    q.node = node;
+    q.segment = segment;
+    auto reply = Call(q);
+    if (!reply.ok()) return reply.status();
+    return DecodeStatusReply(reply->data(), reply->size());
+  }
+
+  StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kUnmountSegment;
+    q.node_id = node_id;
+    q.segment_id = segment_id;
+    auto reply = Call(q);
+    if (!reply.ok()) return reply.status();
+    return DecodeStatusReply(reply->data(), reply->size());
+  }
+
+  StoreResult<PingReply> Ping(const NodeInfo& node) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kPing;
+    q.node = node;
+    auto reply = Call(q);
+    if (!reply.ok()) return reply.status();
+    return DecodePingReply(reply->data(), reply->size());
+  }
+
+  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
+      const std::string& node_id, const std::vector<std::string>& keys,
+      const std::vector<uint64_t>& sizes, const PutConfig& config) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kPutStart;
+    q.node_id = node_id;
+    q.keys = keys;
+    q.sizes = sizes;
+    q.config = config;
+    return Batch(q, DecodePutStartReply);
+  }
+
+  std::vector<StoreStatus> PutEnd(const std::string& node_id,
+                                  const std::vector<std::string>& keys) override {
+    return NodeKeys(MasterRpcOp::kPutEnd, node_id, keys);
+  }
+
+  std::vector<StoreStatus> PutRevoke(const std::string& node_id,
+                                     const std::vector<std::string>& keys) override {
+    return NodeKeys(MasterRpcOp::kPutRevoke, node_id, keys);
+  }
+
+  std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
+    return Batch(KeysRequest(MasterRpcOp::kGetReplicas, keys), DecodeGetReplicasReply);
+  }
+
+  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override {
+    return Batch(KeysRequest(MasterRpcOp::kExist, keys), DecodeExistReply);
+  }
+
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) override {
+    return Batch(KeysRequest(MasterRpcOp::kRemove, keys), DecodeStatusesReply);
+  }
+
+  StoreResult<uint64_t> RemoveAll() override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kRemoveAll;
+    auto reply = Call(q);
+    if (!reply.ok()) return reply.status();
+    return DecodeRemoveAllReply(reply->data(), reply->size());
+  }
+
+ private:
+  static MasterRequest KeysRequest(MasterRpcOp op, const std::vector<std::string>& keys) {
+    MasterRequest q;
+    q.op = op;
+    q.keys = keys;
+    return q;
+  }
+
+  std::vector<StoreStatus> NodeKeys(MasterRpcOp op, const std::string& node_id,
+                                    const std::vector<std::string>& keys) {
+    MasterRequest q = KeysRequest(op, keys);
+    q.node_id = node_id;
+    return Batch(q, DecodeStatusesReply);
+  }
+
+  // One result per key: the decoded reply, or the call's error repeated for every key.
+  template <typename T>
+  std::vector<T> Batch(const MasterRequest& q,
+                       StoreResult<std::vector<T>> (*decode)(const void*, size_t, size_t)) {
+    if (q.keys.empty()) return {};
+    StoreStatus error;
+    auto reply = Call(q);
+    if (reply.ok()) {
+      auto decoded = decode(reply->data(), reply->size(), q.keys.size());
+      if (decoded.ok()) return std::move(decoded).value();
+      error = decoded.status();
+    } else {
+      error = reply.status();
+    }
+    return std::vector<T>(q.keys.size(), T(error));
+  }
+
+  StoreResult<std::string> Call(const MasterRequest& q);
+  StoreResult<Socket> Checkout();
+  void Return(Socket socket);
+
+  const MasterClientOptions options_;
+  const std::string endpoint_;
+  zmq::context_t context_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;
+  std::vector<Socket> idle_;
+};
+
+StoreResult<Socket> MasterClient::Checkout() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      Socket s = std::move(idle_.back());
+      idle_.pop_back();
+      return s;
+    }
+  }
+  try {
+    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::reconnect_ivl, 100);
+    s->set(zmq::sockopt::reconnect_ivl_max, 100);
+    s->connect(endpoint_);
+    return s;
+  } catch (const zmq::error_t& e) {
+    return StoreStatus(ErrorCode::RPC_FAIL,
+                       fmt::format("cannot connect to the master at {}: {}", endpoint_, e.what()));
+  }
+}
+
+void MasterClient::Return(Socket socket) {
+  std::lock_guard lock(mu_);
+  if (idle_.size() < kMaxIdleSockets) idle_.push_back(std::move(socket));
+}
+
+StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
+  auto socket = Checkout();
+  if (!socket.ok()) return socket.status();
+  zmq::socket_t& s = **socket;
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  const std::string id_frame = wire::EncodeUintFrame(id);
+  const std::string op_frame = wire::EncodeUintFrame(static_cast<uint64_t>(q.op));
+  const std::string body = EncodeMasterRequest(q);
+  const char* op_name = MasterRpcOpName(static_cast<uint64_t>(q.op));
+  try {
+    // A fresh DEALER queues the request until the connection is up (ZMQ_IMMEDIATE is off), so
+    // a master that starts within the timeout still answers it.
+    if (!s.send(zmq::buffer(id_frame), zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+        !s.send(zmq::buffer(op_frame), zmq::send_flags::sndmore) ||
+        !s.send(zmq::buffer(body), zmq::send_flags::none)) {
+      return StoreStatus(ErrorCode::RPC_FAIL,
+                         fmt::format("{}: cannot queue the request to {}", op_name, endpoint_));
+    }
+    const auto deadline = Clock::now() + options_.timeout;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                               Clock::now());
+      zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      int ready = 0;
+      try {
+        if (left.count() > 0) ready = zmq::poll(&item, 1, left);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;  // a signal handler ran: wait out the rest
+        throw;
+      }
+      if (ready == 0) {
+        return StoreStatus(ErrorCode::RPC_TIMEOUT,
+                           fmt::format("{}: no reply from the master at {} within {} ms", op_name,
+                                       endpoint_, options_.timeout.count()));
+      }
+      std::vector<zmq::message_t> parts;
+      do {
+        zmq::message_t m;
+        if (!s.recv(m, zmq::recv_flags::dontwait)) break;
+        parts.push_back(std::move(m));
+      } while (parts.back().more());
+      if (parts.size() != wire::kRequestFrames) continue;  // not a reply of ours
+      auto reply_id = wire::DecodeUintFrame(parts[0].data(), parts[0].size());
+      if (!reply_id.ok() || *reply_id != id) continue;  // stale: cannot happen on a fresh socket
+      std::string reply = parts[2].to_string();
+      Return(std::move(socket).value());
+      return reply;
+    }
+  } catch (const zmq::error_t& e) {
+    return StoreStatus(ErrorCode::RPC_FAIL,
+                       fmt::format("{}: talking to the master at {}: {}", op_name, endpoint_,
+                                   e.what()));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<MasterApi> ConnectMaster(const MasterClientOptions& options) {
+  return std::make_unique<MasterClient>(options);
+}
+
+}  // namespace kvtier::store

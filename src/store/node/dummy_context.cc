@@ -1,0 +1,225 @@
+// One dummy's regions, buffers and staging allocations (dummy_context.h), and the id table.
+#include "store/node/dummy_context.h"
+
+#include <fcntl.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace kvtier::store {
+namespace {
+
+StoreStatus Invalid(std::string message) {
+  return StoreStatus(ErrorCode::INVALID_PARAMS, std::move(message));
+}
+
+// [offset, offset + length) inside [0, size), without overflow.
+bool Inside(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+}  // namespace
+
+DummyContext::DummyContext(std::string client_id) : client_id_(std::move(client_id)) {}
+
+const DummyContext::Region* DummyContext::FindRegion(uint64_t id) const {
+  auto it = regions_.find(id);
+  return it == regions_.end() ? nullptr : &it->second;
+}
+
+StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind,
+                                    wire::UniqueFd fd) {
+  std::lock_guard lock(mu_);
+  if (regions_.count(id) != 0) return Invalid(fmt::format("region {} is already registered", id));
+  if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
+    return Invalid(fmt::format("a dummy may register at most {} regions",
+                               dummy::kMaxRegionsPerDummy));
+  }
+  if (kind == dummy::RegionKind::kLocalBuffer && local_region_) {
+    return Invalid(fmt::format("region {}: this dummy already has a local buffer (region {})", id,
+                               *local_region_));
+  }
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0) {
+    return Invalid(fmt::format("region {}: the fd is not a sealable memfd ({})", id,
+                               std::strerror(errno)));
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return Invalid(fmt::format("region {}: the memfd must be sealed against shrinking "
+                               "(F_SEAL_SHRINK)", id));
+  }
+  auto mapped = MappedFile::MapFd(fd.Release(), size);
+  if (!mapped.ok()) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("region {}: {}", id, mapped.status().message()));
+  }
+  mapped->PopulateForWrite();
+  if (kind == dummy::RegionKind::kLocalBuffer) {
+    staging_.emplace(size, kStagingAlignment);
+    local_region_ = id;
+  }
+  regions_.emplace(id, Region{std::move(*mapped), size, kind});
+  return StoreStatus::Ok();
+}
+
+StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size) {
+  std::lock_guard lock(mu_);
+  const Region* r = FindRegion(region);
+  if (r == nullptr) return Invalid(fmt::format("buffer in unknown region {}", region));
+  if (r->kind != dummy::RegionKind::kMemPool) {
+    return Invalid(fmt::format(
+        "region {} is the local buffer (the node's staging area): buffers must come from "
+        "alloc_from_mem_pool", region));
+  }
+  if (size == 0) return Invalid("buffer of 0 bytes");
+  if (!Inside(offset, size, r->size)) {
+    return Invalid(fmt::format("buffer [{}, +{}) is outside region {} of {} bytes", offset, size,
+                               region, r->size));
+  }
+  const auto key = std::make_pair(region, offset);
+  auto next = buffers_.lower_bound(key);
+  if (next != buffers_.end() && next->first == key && next->second == size) {
+    return StoreStatus::Ok();  // the same registration again
+  }
+  if (next != buffers_.end() && next->first.first == region && next->first.second - offset < size) {
+    return Invalid(fmt::format("buffer [{}, +{}) overlaps the registered buffer [{}, +{})", offset,
+                               size, next->first.second, next->second));
+  }
+  if (next != buffers_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first.first == region && offset - prev->first.second < prev->second) {
+      return Invalid(fmt::format("buffer [{}, +{}) overlaps the registered buffer [{}, +{})",
+                                 offset, size, prev->first.second, prev->second));
+    }
+  }
+  if (buffers_.size() >= dummy::kMaxBuffersPerDummy) {
+    return Invalid(fmt::format("a dummy may register at most {} buffers",
+                               dummy::kMaxBuffersPerDummy));
+  }
+  buffers_.emplace(key, size);
+  return StoreStatus::Ok();
+}
+
+StoreResult<uint64_t> DummyContext::UnregisterBuffer(uint64_t region, uint64_t offset) {
+  std::lock_guard lock(mu_);
+  auto it = buffers_.find({region, offset});
+  if (it == buffers_.end()) {
+    return Invalid(fmt::format("no buffer registered at region {} offset {}", region, offset));
+  }
+  const uint64_t size = it->second;
+  buffers_.erase(it);
+  return size;
+}
+
+StoreResult<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range) const {
+  std::lock_guard lock(mu_);
+  const Region* r = FindRegion(range.region);
+  if (r == nullptr) return Invalid(fmt::format("unknown region {}", range.region));
+  // The buffer starting at or before the range's offset is the only one that can contain it
+  // (buffers do not overlap).
+  auto it = buffers_.upper_bound({range.region, range.offset});
+  if (it != buffers_.begin()) {
+    --it;
+    const auto [region, start] = it->first;
+    if (region == range.region && range.offset - start < it->second &&
+        Inside(range.offset - start, range.length, it->second)) {
+      return ResolvedRange{r->file.data() + range.offset, range.length};
+    }
+  }
+  return Invalid(fmt::format("range [{}, +{}) of region {} is not inside one registered buffer",
+                             range.offset, range.length, range.region));
+}
+
+StoreResult<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& range) const {
+  std::lock_guard lock(mu_);
+  if (!local_region_ || range.region != *local_region_) {
+    return Invalid(fmt::format("region {} is not this dummy's local buffer", range.region));
+  }
+  auto it = staged_.find(range.offset);
+  if (it == staged_.end() || range.length > it->second) {
+    return Invalid(fmt::format("range [{}, +{}) is not inside a live staging allocation",
+                               range.offset, range.length));
+  }
+  return ResolvedRange{regions_.at(*local_region_).file.data() + range.offset, range.length};
+}
+
+StoreResult<dummy::Range> DummyContext::AllocStaging(uint64_t size) {
+  std::lock_guard lock(mu_);
+  if (!staging_) {
+    return Invalid("this dummy registered no local buffer (local_buffer_size=0): use "
+                   "put_from / get_into");
+  }
+  if (size == 0) return Invalid("staging allocation of 0 bytes");
+  if (size > staging_->capacity()) {
+    return StoreStatus(ErrorCode::BUFFER_OVERFLOW,
+                       fmt::format("{} bytes do not fit this dummy's local buffer of {} bytes; "
+                                   "use a larger local_buffer_size or put_from / get_into",
+                                   size, staging_->capacity()));
+  }
+  auto offset = staging_->Allocate(size);
+  if (!offset) {
+    return StoreStatus(ErrorCode::NO_AVAILABLE_HANDLE,
+                       fmt::format("local buffer full: {} bytes wanted, {} of {} free", size,
+                                   staging_->free_bytes(), staging_->capacity()));
+  }
+  staged_.emplace(*offset, size);
+  return dummy::Range{*local_region_, *offset, size};
+}
+
+StoreStatus DummyContext::FreeStaging(uint64_t offset) {
+  std::lock_guard lock(mu_);
+  auto it = staged_.find(offset);
+  if (it == staged_.end() || !staging_) {
+    return Invalid(fmt::format("no staging allocation at offset {}", offset));
+  }
+  staging_->Free(it->first, it->second);
+  staged_.erase(it);
+  return StoreStatus::Ok();
+}
+
+size_t DummyContext::region_count() const {
+  std::lock_guard lock(mu_);
+  return regions_.size();
+}
+
+size_t DummyContext::buffer_count() const {
+  std::lock_guard lock(mu_);
+  return buffers_.size();
+}
+
+uint64_t DummyContext::staging_used() const {
+  std::lock_guard lock(mu_);
+  return staging_ ? staging_->used_bytes() : 0;
+}
+
+StoreStatus DummyContextTable::Attach(const std::shared_ptr<DummyContext>& context) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = contexts_.emplace(context->client_id(), context);
+  if (!inserted) {
+    return StoreStatus(ErrorCode::ILLEGAL_CLIENT,
+                       fmt::format("client id '{}' is already connected to this node",
+                                   context->client_id()));
+  }
+  return StoreStatus::Ok();
+}
+
+void DummyContextTable::Detach(const DummyContext& context) {
+  std::lock_guard lock(mu_);
+  auto it = contexts_.find(context.client_id());
+  if (it != contexts_.end() && it->second.get() == &context) contexts_.erase(it);
+}
+
+size_t DummyContextTable::size() const {
+  std::lock_guard lock(mu_);
+  return contexts_.size();
+}
+
+std::shared_ptr<DummyContext> DummyContextTable::Find(const std::string& client_id) const {
+  std::lock_guard lock(mu_);
+  auto it = contexts_.find(client_id);
+  return it == contexts_.end() ? nullptr : it->second;
+}
+
+}  // namespace kvtier::store

@@ -1,0 +1,93 @@
+// One dummy client's state inside the node: its id, the memfd regions it handed over (mapped
+// here), the buffers it registered in them, and a private staging allocator over its local
+// buffer. Every range a request names is translated here, with overflow-safe bounds checks:
+// data ranges must lie inside ONE registered buffer, staging ranges inside ONE live staging
+// allocation. A context has its own mutex, held only while translating or (un)registering,
+// never during a transfer. Regions are never unmapped while the context lives, so a pointer
+// it returns stays valid as long as the caller holds the context (shared_ptr).
+// DummyContextTable: the node's id -> context map (a second process claiming a live id is
+// refused).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/memfd.h"
+#include "l1/arena_allocator.h"
+#include "store/common/dummy_protocol.h"
+#include "store/common/store_status.h"
+#include "wire/fd_passing.h"
+
+namespace kvtier::store {
+
+struct ResolvedRange {
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+class DummyContext {
+ public:
+  static constexpr uint64_t kStagingAlignment = 64;
+
+  explicit DummyContext(std::string client_id);
+  const std::string& client_id() const { return client_id_; }
+
+  // Maps `fd`, which must be a memfd sealed against shrinking (a shrink would turn the node's
+  // accesses into SIGBUS) of at least `size` bytes. The first `size` bytes become region `id`.
+  // A local_buffer region (at most one) becomes the staging area.
+  StoreStatus AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind, wire::UniqueFd fd);
+  // A buffer lies inside one mem_pool region and overlaps no other buffer (registering the
+  // same range again is OK).
+  StoreStatus RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size);
+  StoreResult<uint64_t> UnregisterBuffer(uint64_t region, uint64_t offset);  // -> its size
+
+  // INVALID_PARAMS unless the whole range lies inside one registered buffer.
+  StoreResult<ResolvedRange> ResolveBuffer(const dummy::Range& range) const;
+  // INVALID_PARAMS unless the range starts at a live staging allocation and fits inside it.
+  StoreResult<ResolvedRange> ResolveStaging(const dummy::Range& range) const;
+
+  // A block of the local buffer for the node to stage through: (local-buffer region, offset).
+  StoreResult<dummy::Range> AllocStaging(uint64_t size);
+  StoreStatus FreeStaging(uint64_t offset);
+
+  size_t region_count() const;
+  size_t buffer_count() const;
+  uint64_t staging_used() const;
+
+ private:
+  struct Region {
+    MappedFile file;
+    uint64_t size = 0;
+    dummy::RegionKind kind = dummy::RegionKind::kMemPool;
+  };
+  const Region* FindRegion(uint64_t id) const;  // caller holds mu_
+
+  const std::string client_id_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, Region> regions_;
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> buffers_;  // (region, offset) -> size
+  std::optional<uint64_t> local_region_;
+  std::optional<ArenaAllocator> staging_;
+  std::map<uint64_t, uint64_t> staged_;  // live staging allocations: offset -> size
+};
+
+class DummyContextTable {
+ public:
+  // ILLEGAL_CLIENT when a context with the same id is live (another connection claims it).
+  StoreStatus Attach(const std::shared_ptr<DummyContext>& context);
+  // Removes the entry if it is still this very context.
+  void Detach(const DummyContext& context);
+  size_t size() const;
+  std::shared_ptr<DummyContext> Find(const std::string& client_id) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<DummyContext>> contexts_;
+};
+
+}  // namespace kvtier::store

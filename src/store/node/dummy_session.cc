@@ -1,0 +1,415 @@
+// Serves one dummy connection (dummy_session.h): frame loop, request dispatch, and the
+// translation of each request's (region, offset, length) ranges into pointers for StoreNode.
+#include "store/node/dummy_session.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <span>
+#include <string_view>
+
+#include "common/logging.h"
+#include "store/common/dummy_socket.h"
+
+namespace kvtier::store {
+namespace {
+
+using dummy::Op;
+using dummy::Reply;
+using dummy::Request;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// A key as it may appear in a message or a log line: at most 64 bytes, non-printables escaped.
+std::string Printable(std::string_view key) {
+  std::string out;
+  for (size_t i = 0; i < key.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (key.size() > 64) out += "...";
+  return out;
+}
+
+StoreStatus CheckKey(const std::string& key) {
+  if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
+  if (key.size() > kMaxKeyBytes) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("key '{}' has {} bytes (limit {})", Printable(key), key.size(),
+                                   kMaxKeyBytes));
+  }
+  return StoreStatus::Ok();
+}
+
+StoreStatus RangeError(const std::string& key, const StoreStatus& why) {
+  return StoreStatus(why.code(), fmt::format("key '{}': {}", Printable(key), why.message()));
+}
+
+// Keys of a batch that passed the per-key checks, and where their answers go.
+struct Selected {
+  std::vector<std::string> keys;
+  std::vector<size_t> index;
+};
+
+template <typename T>
+StoreStatus StatusOf(const StoreResult<T>& r) {
+  return r.status();
+}
+StoreStatus StatusOf(const StoreStatus& s) { return s; }
+
+}  // namespace
+
+DummyMetrics::DummyMetrics(MetricsRegistry& r) : registry(r) {
+  connected = r.GetGauge("kvtier_node_dummies_connected",
+                         "Dummy clients attached to this node (said HELLO, still connected)");
+  const char* requests_help = "Requests from dummy clients, by op";
+  requests[0] = r.GetCounter("kvtier_node_dummy_requests_total", requests_help,
+                             {{"op", "unknown"}});
+  for (uint32_t op = dummy::kMinOp; op <= dummy::kMaxOp; ++op) {
+    requests[op] = r.GetCounter("kvtier_node_dummy_requests_total", requests_help,
+                                {{"op", dummy::OpName(static_cast<Op>(op))}});
+  }
+  const char* bytes_help = "Value bytes moved between dummy clients' memory and the store";
+  bytes_put = r.GetCounter("kvtier_node_dummy_bytes_total", bytes_help, {{"op", "put"}});
+  bytes_get = r.GetCounter("kvtier_node_dummy_bytes_total", bytes_help, {{"op", "get"}});
+  const char* disc_help = "Dummy connections ended, by reason (eof, ttl, error, stop)";
+  disconnects_eof = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
+                                 {{"reason", "eof"}});
+  disconnects_ttl = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
+                                 {{"reason", "ttl"}});
+  disconnects_error = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
+                                   {{"reason", "error"}});
+  disconnects_stop = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
+                                  {{"reason", "stop"}});
+}
+
+Counter* DummyMetrics::Error(const std::string& reason) {
+  return registry.GetCounter("kvtier_node_dummy_errors_total",
+                             "Requests from dummy clients refused, by reason (protocol, refused, "
+                             "bounds, staging)",
+                             {{"reason", reason}});
+}
+
+DummySession::DummySession(int fd, StoreNode& node, DummyContextTable& table,
+                           DummyMetrics& metrics, ConnectionState& state)
+    : fd_(fd), node_(node), table_(table), metrics_(metrics), state_(state) {}
+
+DummySession::~DummySession() {
+  if (context_) {
+    table_.Detach(*context_);
+    metrics_.connected->Add(-1);
+  }
+}
+
+const std::string& DummySession::client_id() const {
+  return context_ ? context_->client_id() : empty_;
+}
+
+DummySession::End DummySession::Run() {
+  while (true) {
+    auto frame = dummy::RecvFrame(fd_, dummy::kMaxFrameBytes);
+    if (!frame.ok()) {
+      const Status& s = frame.status();
+      if (s.code() == Code::kTooLarge || s.code() == Code::kProtocolError) {
+        metrics_.Error("protocol")->Inc();
+        if (ShouldLog("dummy-frame")) {
+          KVT_LOG_WARN("dummy '{}': {}; closing its connection", client_id(), s.message());
+        }
+        // Type 0: a connection-level error; the stream is not trusted any more.
+        Reply reply;
+        reply.status = StoreStatus(ErrorCode::INVALID_PARAMS, s.message());
+        (void)dummy::SendFrame(fd_, dummy::EncodeFrame(0, dummy::EncodeReply(Op{}, reply)));
+      }
+      return End::kError;
+    }
+    if (!frame->has_value()) return End::kEof;
+    dummy::Frame& f = **frame;
+    state_.busy = true;
+    const Reply reply = Handle(f.type, f.body, f.fds);
+    f.fds.clear();  // closes any fd a request brought that was not taken
+    const Status sent =
+        dummy::SendFrame(fd_, dummy::EncodeFrame(f.type, EncodeReply(Op(f.type), reply)));
+    state_.last_seen_ns = NowNs();
+    state_.busy = false;
+    if (!sent.ok()) return End::kError;
+  }
+}
+
+Reply DummySession::Fail(const std::string& reason, StoreStatus status) {
+  metrics_.Error(reason)->Inc();
+  Reply reply;
+  reply.status = std::move(status);
+  return reply;
+}
+
+Reply DummySession::Handle(uint32_t type, const std::string& body,
+                           std::vector<wire::UniqueFd>& fds) {
+  const bool known = type >= dummy::kMinOp && type <= dummy::kMaxOp;
+  metrics_.requests[known ? type : 0]->Inc();
+  auto req = dummy::DecodeRequest(type, body.data(), body.size());
+  if (!req.ok()) {
+    if (ShouldLog("dummy-decode")) {
+      KVT_LOG_WARN("dummy '{}': bad request: {}", client_id(), req.status().message());
+    }
+    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS, req.status().message()));
+  }
+  if (!fds.empty() && req->op != Op::kRegisterRegion) {
+    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
+                                        fmt::format("{} carried {} file descriptor(s): only "
+                                                    "register_region may carry one (closed)",
+                                                    dummy::OpName(req->op), fds.size())));
+  }
+  return Dispatch(*req, fds);
+}
+
+Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
+  if (req.op == Op::kHello) return Hello(req);
+  if (!context_) {
+    return Fail("refused", StoreStatus(ErrorCode::CLIENT_NOT_FOUND,
+                                       fmt::format("{} before HELLO: this connection has not "
+                                                   "identified itself", dummy::OpName(req.op))));
+  }
+  for (uint64_t offset : req.release) {
+    if (!context_->FreeStaging(offset).ok()) metrics_.Error("staging")->Inc();
+  }
+  Reply reply;
+  switch (req.op) {
+    case Op::kRegisterRegion: {
+      if (fds.size() != 1) {
+        return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
+                                            fmt::format("register_region must carry exactly one "
+                                                        "memfd, got {}", fds.size())));
+      }
+      StoreStatus s = context_->AddRegion(req.region, req.size, req.kind, std::move(fds[0]));
+      if (!s.ok()) return Fail("refused", std::move(s));
+      return reply;
+    }
+    case Op::kRegisterBuffer: {
+      StoreStatus s = context_->RegisterBuffer(req.region, req.offset, req.size);
+      if (!s.ok()) return Fail("bounds", std::move(s));
+      return reply;
+    }
+    case Op::kUnregisterBuffer: {
+      auto size = context_->UnregisterBuffer(req.region, req.offset);
+      if (!size.ok()) return Fail("bounds", size.status());
+      reply.size = *size;
+      return reply;
+    }
+    case Op::kAllocStaging: {
+      auto range = context_->AllocStaging(req.size);
+      if (!range.ok()) return Fail("staging", range.status());
+      reply.region = range->region;
+      reply.offset = range->offset;
+      reply.size = range->length;
+      return reply;
+    }
+    case Op::kPutFrom: return PutFrom(req);
+    case Op::kGetInto: return GetInto(req);
+    case Op::kGetStaged: return GetStaged(req);
+    case Op::kExist:
+    case Op::kGetSize:
+    case Op::kRemove: return KeyOp(req);
+    case Op::kRemoveAll: {
+      auto count = node_.RemoveAll();
+      if (!count.ok()) {
+        reply.status = count.status();
+      } else {
+        reply.count = *count;
+      }
+      return reply;
+    }
+    case Op::kHostname: reply.endpoint = node_.info().endpoint; return reply;
+    case Op::kReleaseStaging:
+    case Op::kPing:
+    case Op::kHello: return reply;
+  }
+  return reply;
+}
+
+Reply DummySession::Hello(const Request& req) {
+  if (context_) {
+    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
+                                        fmt::format("this connection already said HELLO as '{}'",
+                                                    context_->client_id())));
+  }
+  if (req.version != dummy::kProtocolVersion) {
+    return Fail("refused", StoreStatus(ErrorCode::INVALID_PARAMS,
+                                       fmt::format("dummy protocol version {} is not supported; "
+                                                   "this node speaks version {}",
+                                                   req.version, dummy::kProtocolVersion)));
+  }
+  auto context = std::make_shared<DummyContext>(req.client_id);
+  StoreStatus attached = table_.Attach(context);
+  if (!attached.ok()) {
+    KVT_LOG_WARN("dummy HELLO refused: {}", attached.message());
+    return Fail("refused", std::move(attached));
+  }
+  context_ = std::move(context);
+  metrics_.connected->Add(1);
+  Reply reply;
+  reply.endpoint = node_.info().endpoint;
+  reply.node_id = node_.info().id;
+  reply.version = dummy::kProtocolVersion;
+  return reply;
+}
+
+Reply DummySession::PutFrom(const Request& req) {
+  Reply reply;
+  reply.statuses.resize(req.keys.size());
+  Selected sel;
+  std::vector<ConstBuffer> buffers;
+  std::vector<uint64_t> staged;  // staging allocations to free afterwards
+  for (size_t i = 0; i < req.keys.size(); ++i) {
+    auto range = req.free_after ? context_->ResolveStaging(req.ranges[i])
+                                : context_->ResolveBuffer(req.ranges[i]);
+    if (req.free_after && range.ok()) staged.push_back(req.ranges[i].offset);
+    StoreStatus key_ok = CheckKey(req.keys[i]);
+    if (!key_ok.ok()) {
+      reply.statuses[i] = std::move(key_ok);
+    } else if (!range.ok()) {
+      metrics_.Error("bounds")->Inc();
+      reply.statuses[i] = RangeError(req.keys[i], range.status());
+    } else {
+      sel.keys.push_back(req.keys[i]);
+      sel.index.push_back(i);
+      buffers.push_back(ConstBuffer{range->data, range->size});
+    }
+  }
+  if (!sel.keys.empty()) {
+    auto results = node_.Put(sel.keys, buffers, req.config);
+    uint64_t bytes = 0;
+    for (size_t j = 0; j < sel.keys.size(); ++j) {
+      reply.statuses[sel.index[j]] =
+          j < results.size() ? results[j]
+                             : StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+      if (reply.statuses[sel.index[j]].ok()) bytes += buffers[j].size;
+    }
+    metrics_.bytes_put->Inc(static_cast<double>(bytes));
+  }
+  for (uint64_t offset : staged) (void)context_->FreeStaging(offset);
+  return reply;
+}
+
+Reply DummySession::GetInto(const Request& req) {
+  Reply reply;
+  reply.statuses.resize(req.keys.size());
+  reply.values.assign(req.keys.size(), 0);
+  Selected sel;
+  std::vector<MutableBuffer> buffers;
+  for (size_t i = 0; i < req.keys.size(); ++i) {
+    StoreStatus key_ok = CheckKey(req.keys[i]);
+    if (!key_ok.ok()) {
+      reply.statuses[i] = std::move(key_ok);
+      continue;
+    }
+    auto range = context_->ResolveBuffer(req.ranges[i]);
+    if (!range.ok()) {
+      metrics_.Error("bounds")->Inc();
+      reply.statuses[i] = RangeError(req.keys[i], range.status());
+      continue;
+    }
+    sel.keys.push_back(req.keys[i]);
+    sel.index.push_back(i);
+    buffers.push_back(MutableBuffer{range->data, range->size});
+  }
+  if (!sel.keys.empty()) {
+    auto results = node_.Get(sel.keys, buffers);
+    uint64_t bytes = 0;
+    for (size_t j = 0; j < sel.keys.size(); ++j) {
+      const size_t i = sel.index[j];
+      if (j >= results.size()) {
+        reply.statuses[i] = StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+      } else if (!results[j].ok()) {
+        reply.statuses[i] = results[j].status();
+      } else {
+        reply.values[i] = *results[j];
+        bytes += *results[j];
+      }
+    }
+    metrics_.bytes_get->Inc(static_cast<double>(bytes));
+  }
+  return reply;
+}
+
+Reply DummySession::GetStaged(const Request& req) {
+  Reply reply;
+  const std::string& key = req.keys[0];
+  reply.status = CheckKey(key);
+  if (!reply.status.ok()) return reply;
+  auto sizes = node_.GetSize({key});
+  if (sizes.empty() || !sizes[0].ok()) {
+    reply.status = sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer")
+                                 : sizes[0].status();
+    return reply;
+  }
+  if (*sizes[0] == 0) return reply;  // an empty value: nothing staged, nothing to release
+  auto range = context_->AllocStaging(*sizes[0]);
+  if (!range.ok()) return Fail("staging", RangeError(key, range.status()));
+  auto target = context_->ResolveStaging(*range);
+  if (!target.ok()) return Fail("staging", target.status());
+  const MutableBuffer buffer{target->data, target->size};
+  auto got = node_.Get({key}, std::span<const MutableBuffer>(&buffer, 1));
+  if (got.empty() || !got[0].ok()) {
+    (void)context_->FreeStaging(range->offset);
+    reply.status = got.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer")
+                               : got[0].status();
+    return reply;
+  }
+  metrics_.bytes_get->Inc(static_cast<double>(*got[0]));
+  reply.region = range->region;
+  reply.offset = range->offset;
+  reply.size = *got[0];
+  return reply;
+}
+
+Reply DummySession::KeyOp(const Request& req) {
+  Reply reply;
+  reply.statuses.resize(req.keys.size());
+  if (req.op != Op::kRemove) reply.values.assign(req.keys.size(), 0);
+  Selected sel;
+  for (size_t i = 0; i < req.keys.size(); ++i) {
+    StoreStatus key_ok = CheckKey(req.keys[i]);
+    if (!key_ok.ok()) {
+      reply.statuses[i] = std::move(key_ok);
+    } else {
+      sel.keys.push_back(req.keys[i]);
+      sel.index.push_back(i);
+    }
+  }
+  if (sel.keys.empty()) return reply;
+  auto scatter = [&](const auto& results, auto value_of) {
+    for (size_t j = 0; j < sel.keys.size(); ++j) {
+      const size_t i = sel.index[j];
+      if (j >= results.size()) {
+        reply.statuses[i] = StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+        continue;
+      }
+      reply.statuses[i] = StatusOf(results[j]);
+      if (reply.statuses[i].ok()) value_of(i, results[j]);
+    }
+  };
+  switch (req.op) {
+    case Op::kExist:
+      scatter(node_.Exist(sel.keys),
+              [&](size_t i, const StoreResult<bool>& r) { reply.values[i] = *r ? 1 : 0; });
+      break;
+    case Op::kGetSize:
+      scatter(node_.GetSize(sel.keys),
+              [&](size_t i, const StoreResult<uint64_t>& r) { reply.values[i] = *r; });
+      break;
+    default:
+      scatter(node_.Remove(sel.keys), [](size_t, const StoreStatus&) {});
+      break;
+  }
+  return reply;
+}
+
+}  // namespace kvtier::store

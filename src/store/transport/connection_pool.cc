@@ -1,0 +1,98 @@
+// Per-endpoint pool of idle data-plane connections (see connection_pool.h).
+#include "store/transport/connection_pool.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include "store/common/store_status.h"
+#include "store/transport/data_plane_protocol.h"
+
+namespace kvtier::store {
+namespace {
+
+// An idle connection has nothing to read: readable means the peer closed it (or broke protocol).
+bool LooksAlive(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+}  // namespace
+
+ConnectionPool::ConnectionPool(size_t max_idle_per_peer, std::string auth_token)
+    : max_idle_(max_idle_per_peer), token_(std::move(auth_token)) {}
+
+Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoint,
+                                                      tcp::Deadline deadline) {
+  Lease lease;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& peer = peers_[endpoint];
+    lease.generation = peer.generation;
+    while (!peer.idle.empty()) {
+      wire::UniqueFd fd = std::move(peer.idle.back());
+      peer.idle.pop_back();
+      if (LooksAlive(fd.get())) {
+        lease.fd = std::move(fd);
+        return lease;
+      }
+    }
+  }
+  auto fd = Dial(endpoint, deadline);
+  if (!fd.ok()) return fd.status();
+  lease.fd = std::move(fd).value();
+  return lease;
+}
+
+Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::Deadline deadline) {
+  auto fd = tcp::Connect(endpoint, deadline);
+  if (!fd.ok() || token_.empty()) return fd;
+  // AUTH: header + token, then wait for the verdict (once per connection, so not pipelined).
+  std::vector<uint8_t> msg(dp::kRequestHeaderBytes + token_.size());
+  dp::EncodeRequestHeader(
+      {dp::Op::kAuth, 0, 0, token_.size()},
+      std::span<uint8_t, dp::kRequestHeaderBytes>(msg.data(), dp::kRequestHeaderBytes));
+  std::copy(token_.begin(), token_.end(), msg.begin() + dp::kRequestHeaderBytes);
+  const auto fail = [&](const Status& s) {
+    return Status(s.code(), fmt::format("data-plane AUTH with {}: {}", endpoint, s.message()));
+  };
+  Status s = tcp::SendAll(fd->get(), msg.data(), msg.size(), deadline);
+  if (!s.ok()) return fail(s);
+  uint8_t raw[dp::kReplyHeaderBytes];
+  s = tcp::RecvAll(fd->get(), raw, sizeof(raw), deadline);
+  if (!s.ok()) return fail(s);
+  auto reply = dp::DecodeReplyHeader(raw);
+  if (!reply.ok()) return fail(reply.status());
+  if (reply->status != 0) {
+    std::string text(static_cast<size_t>(reply->length), '\0');
+    (void)tcp::RecvAll(fd->get(), text.data(), text.size(), deadline);
+    return fail(Status(Code::kPermissionDenied,
+                       fmt::format("{} ({})", text, ErrorName(ErrorCodeFromInt(reply->status)))));
+  }
+  if (reply->length != 0) return fail(Status(Code::kProtocolError, "AUTH reply carries a payload"));
+  return fd;
+}
+
+void ConnectionPool::Release(const std::string& endpoint, Lease lease) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(endpoint);
+  if (it == peers_.end() || it->second.generation != lease.generation) return;  // forgotten
+  if (it->second.idle.size() >= max_idle_) return;                              // closes it
+  it->second.idle.push_back(std::move(lease.fd));
+}
+
+void ConnectionPool::Forget(const std::string& endpoint) {
+  std::vector<wire::UniqueFd> closing;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(endpoint);
+  if (it == peers_.end()) return;
+  closing.swap(it->second.idle);
+  ++it->second.generation;
+}
+
+size_t ConnectionPool::IdleCount(const std::string& endpoint) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(endpoint);
+  return it == peers_.end() ? 0 : it->second.idle.size();
+}
+
+}  // namespace kvtier::store

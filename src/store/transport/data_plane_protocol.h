@@ -1,0 +1,63 @@
+// The data plane's wire format: two fixed little-endian headers (docs/store/data_plane.md).
+//   request (32 B): u32 magic "KVDQ" | u8 version | u8 op | u16 flags (0) | u64 request id |
+//                   u64 offset | u64 length, then `length` payload bytes for WRITE (the data) and
+//                   AUTH (the token); READ has none.
+//   reply   (24 B): u32 magic "KVDR" | i32 status (ErrorCode) | u64 request id | u64 length, then
+//                   `length` bytes: the data of an OK READ, or the error message of a failed op.
+// The decoders are pure functions of the bytes (no I/O) so a fuzzer can drive them directly.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "common/status.h"
+
+namespace kvtier::store::dp {
+
+inline constexpr uint32_t kRequestMagic = 0x5144564B;  // "KVDQ" little-endian
+inline constexpr uint32_t kReplyMagic = 0x5244564B;    // "KVDR" little-endian
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kRequestHeaderBytes = 32;
+inline constexpr size_t kReplyHeaderBytes = 24;
+
+inline constexpr uint64_t kMaxOpBytes = 1ull << 30;  // per READ/WRITE: 1 GiB
+inline constexpr uint64_t kMaxTokenBytes = 1024;     // AUTH payload
+inline constexpr uint64_t kMaxErrorMessageBytes = 1024;
+
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3 };
+
+struct RequestHeader {
+  Op op = Op::kRead;
+  uint64_t request_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct ReplyHeader {
+  int32_t status = 0;  // an ErrorCode value; 0 is OK
+  uint64_t request_id = 0;
+  uint64_t length = 0;
+};
+
+void EncodeRequestHeader(const RequestHeader& h, std::span<uint8_t, kRequestHeaderBytes> out);
+void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderBytes> out);
+
+// Checks magic, version, op and flags. A failure means the stream cannot be trusted any more: the
+// server answers once and closes the connection. Lengths are checked by ValidateRequest.
+Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeaderBytes> in);
+
+// Checks a decoded request against the limits and the segment (overflow-safe):
+//   kTooLarge   - READ/WRITE over kMaxOpBytes, AUTH over kMaxTokenBytes
+//   kOutOfRange - offset + length outside [0, segment_size)
+Status ValidateRequest(const RequestHeader& h, uint64_t segment_size);
+
+// Checks magic and that an error reply's message is not over kMaxErrorMessageBytes. Whether the
+// length matches the request is the caller's check (it knows the request).
+Result<ReplyHeader> DecodeReplyHeader(std::span<const uint8_t, kReplyHeaderBytes> in);
+
+// offset + length <= size without overflow.
+inline bool RangeInside(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+}  // namespace kvtier::store::dp

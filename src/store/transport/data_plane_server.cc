@@ -1,0 +1,403 @@
+// The data-plane listener (data_plane_server.h; wire format in data_plane_protocol.h).
+//
+// Threading: one accept thread plus one thread per connection, each doing blocking I/O straight
+// between its socket and segment memory. Peers are few (each node keeps at most a handful of
+// pooled connections per peer), payloads are large (KV chunks of ~1 MiB), so a thread per
+// connection costs little, lets each copy run on its own core, and keeps each request a plain
+// sequence of recv/send calls (one MSG_WAITALL recv fills a whole WRITE) instead of an epoll state
+// machine. Connections beyond kMaxConnections are refused.
+//
+// Errors: a request with bad bounds or an over-limit READ gets an error reply and the connection
+// keeps serving; a WRITE with bad bounds has its payload read and discarded first so the stream
+// stays in sync. A request that breaks the framing (bad magic, version, op or flags), a WRITE over
+// the per-op limit (we do not drain a gigabyte of junk), a missing or wrong AUTH token: one error
+// reply, then that connection is closed. A peer that stops sending or reading mid-request for
+// kStallTimeout loses its connection; an idle connection between requests is kept.
+#include "store/transport/data_plane_server.h"
+
+#include <fmt/format.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/eventfd.h"
+#include "common/logging.h"
+#include "store/common/store_status.h"
+#include "store/transport/data_plane_protocol.h"
+#include "store/transport/tcp_io.h"
+
+namespace kvtier::store {
+namespace {
+
+constexpr size_t kMaxConnections = 1024;
+constexpr int kStallTimeoutS = 30;
+constexpr size_t kDrainChunk = 64 * 1024;
+
+enum class Io { kOk, kClosedIdle, kFailed, kStopping };
+
+// Compares without an early exit, so the time taken does not tell how much of a guess matched.
+bool TokenEquals(const std::string& expected, const std::vector<uint8_t>& given) {
+  uint8_t diff = expected.size() == given.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const uint8_t g = i < given.size() ? given[i] : 0;
+    diff |= static_cast<uint8_t>(static_cast<uint8_t>(expected[i]) ^ g);
+  }
+  return diff == 0;
+}
+
+void LogBad(const std::string& peer, const std::string& what) {
+  uint64_t suppressed = 0;
+  if (ShouldLog("data_plane_bad_request", 10.0, &suppressed)) {
+    KVT_LOG_WARN("data plane: {} from {} ({} similar suppressed)", what, peer, suppressed);
+  }
+}
+
+std::string PeerName(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST] = "?";
+  char port[NI_MAXSERV] = "?";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    (void)getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port,
+                      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  }
+  return fmt::format("{}:{}", host, port);
+}
+
+}  // namespace
+
+struct DataPlaneServer::Impl {
+  struct Conn {
+    int fd = -1;  // closed (and set to -1) under mu by the connection's own thread
+    bool done = false;
+    std::thread thread;
+  };
+
+  DataPlaneOptions opt;
+  std::unique_ptr<MetricsRegistry> own_metrics;
+  Gauge* connections = nullptr;
+  Counter* bad_requests = nullptr;
+  Counter* served_read_bytes = nullptr;
+  Counter* served_write_bytes = nullptr;
+
+  wire::UniqueFd listener;
+  uint16_t port = 0;
+  EventNotifier wake;
+  std::thread accept_thread;
+  std::atomic<bool> stopping{false};
+
+  std::mutex lifecycle_mu;  // Start/Stop
+  bool running = false;
+
+  std::mutex mu;  // conns
+  std::list<std::unique_ptr<Conn>> conns;
+
+  void AcceptLoop();
+  void Serve(Conn* conn, int fd);
+  void ReapDone();  // caller holds mu
+
+  // Blocking whole-buffer I/O. SO_RCVTIMEO/SO_SNDTIMEO make a call return after kStallTimeoutS
+  // without progress: allowed (we keep waiting) only before the first byte of a request.
+  Io RecvFull(int fd, void* buf, size_t len, bool idle_ok);
+  Io SendFull(int fd, iovec* iov, int iovcnt);
+  Io Drain(int fd, uint64_t len);
+  Io Reply(int fd, uint64_t request_id, const StoreStatus& status);
+  void Bad(const std::string& peer, const std::string& what) {
+    bad_requests->Inc();
+    LogBad(peer, what);
+  }
+};
+
+Io DataPlaneServer::Impl::RecvFull(int fd, void* buf, size_t len, bool idle_ok) {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t got = 0;
+  while (got < len) {
+    if (stopping.load(std::memory_order_relaxed)) return Io::kStopping;
+    const ssize_t n = ::recv(fd, p + got, len - got, MSG_WAITALL);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return (got == 0 && idle_ok) ? Io::kClosedIdle : Io::kFailed;
+    if (errno == EINTR) continue;
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && got == 0 && idle_ok) continue;
+    return Io::kFailed;
+  }
+  return Io::kOk;
+}
+
+Io DataPlaneServer::Impl::SendFull(int fd, iovec* iov, int iovcnt) {
+  while (iovcnt > 0) {
+    if (stopping.load(std::memory_order_relaxed)) return Io::kStopping;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Io::kFailed;  // includes EAGAIN: the peer read nothing for kStallTimeoutS
+    }
+    auto left = static_cast<size_t>(n);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Io::kOk;
+}
+
+Io DataPlaneServer::Impl::Drain(int fd, uint64_t len) {
+  std::vector<uint8_t> scratch(static_cast<size_t>(std::min<uint64_t>(len, kDrainChunk)));
+  while (len > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(len, scratch.size()));
+    const Io io = RecvFull(fd, scratch.data(), n, false);
+    if (io != Io::kOk) return io;
+    len -= n;
+  }
+  return Io::kOk;
+}
+
+Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const StoreStatus& status) {
+  std::string message = status.ok() ? std::string() : status.message();
+  if (message.size() > dp::kMaxErrorMessageBytes) message.resize(dp::kMaxErrorMessageBytes);
+  uint8_t hdr[dp::kReplyHeaderBytes];
+  dp::EncodeReplyHeader({status.value(), request_id, message.size()}, hdr);
+  iovec iov[2] = {{hdr, sizeof(hdr)}, {message.data(), message.size()}};
+  return SendFull(fd, iov, message.empty() ? 1 : 2);
+}
+
+void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
+  timeval tv{kStallTimeoutS, 0};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  const std::string peer = PeerName(fd);
+  bool authed = opt.auth_token.empty();
+  std::string close_reason;
+
+  for (;;) {
+    uint8_t raw[dp::kRequestHeaderBytes];
+    Io io = RecvFull(fd, raw, sizeof(raw), /*idle_ok=*/true);
+    if (io == Io::kClosedIdle || io == Io::kStopping) break;
+    if (io != Io::kOk) {
+      close_reason = "connection lost inside a request header";
+      break;
+    }
+    auto decoded = dp::DecodeRequestHeader(raw);
+    if (!decoded.ok()) {
+      Bad(peer, decoded.status().message() + "; closing the connection");
+      (void)Reply(fd, 0, {ErrorCode::INVALID_PARAMS, decoded.status().message()});
+      break;
+    }
+    const dp::RequestHeader& h = *decoded;
+    if (!authed && h.op != dp::Op::kAuth) {
+      Bad(peer, "request before AUTH on a server that requires a token; closing the connection");
+      (void)Reply(fd, h.request_id,
+                  {ErrorCode::ILLEGAL_CLIENT, "data plane requires AUTH with a token first"});
+      break;
+    }
+    const Status valid = dp::ValidateRequest(h, opt.segment_size);
+
+    if (h.op == dp::Op::kAuth) {
+      if (!valid.ok()) {
+        Bad(peer, valid.message() + "; closing the connection");
+        (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
+        break;
+      }
+      std::vector<uint8_t> token(static_cast<size_t>(h.length));
+      if (RecvFull(fd, token.data(), token.size(), false) != Io::kOk) {
+        close_reason = "connection lost inside an AUTH token";
+        break;
+      }
+      if (!opt.auth_token.empty() && !TokenEquals(opt.auth_token, token)) {
+        Bad(peer, "wrong AUTH token; closing the connection");
+        (void)Reply(fd, h.request_id,
+                    {ErrorCode::ILLEGAL_CLIENT, "data plane AUTH token rejected"});
+        break;
+      }
+      authed = true;
+      if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
+      continue;
+    }
+
+    if (h.op == dp::Op::kRead) {
+      if (!valid.ok()) {
+        Bad(peer, valid.message());
+        if (Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()}) != Io::kOk) break;
+        continue;
+      }
+      uint8_t hdr[dp::kReplyHeaderBytes];
+      dp::EncodeReplyHeader({0, h.request_id, h.length}, hdr);
+      iovec iov[2] = {{hdr, sizeof(hdr)}, {opt.segment + h.offset, static_cast<size_t>(h.length)}};
+      if (SendFull(fd, iov, h.length == 0 ? 1 : 2) != Io::kOk) {
+        close_reason = "connection lost while sending a READ reply";
+        break;
+      }
+      served_read_bytes->Inc(static_cast<double>(h.length));
+      continue;
+    }
+
+    // WRITE
+    if (valid.code() == Code::kTooLarge) {
+      Bad(peer, valid.message() + "; closing the connection (payload not drained)");
+      (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
+      break;
+    }
+    if (!valid.ok()) {
+      Bad(peer, valid.message() + " (payload discarded)");
+      if (Drain(fd, h.length) != Io::kOk) {
+        close_reason = "connection lost inside a discarded WRITE payload";
+        break;
+      }
+      if (Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()}) != Io::kOk) break;
+      continue;
+    }
+    if (RecvFull(fd, opt.segment + h.offset, static_cast<size_t>(h.length), false) != Io::kOk) {
+      close_reason = "connection lost inside a WRITE payload";
+      break;
+    }
+    served_write_bytes->Inc(static_cast<double>(h.length));
+    if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
+  }
+
+  if (!close_reason.empty() && !stopping.load()) {
+    uint64_t suppressed = 0;
+    if (ShouldLog("data_plane_conn_lost", 10.0, &suppressed)) {
+      KVT_LOG_WARN("data plane: {} from {} ({} similar suppressed)", close_reason, peer,
+                   suppressed);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ::close(conn->fd);
+  conn->fd = -1;
+  conn->done = true;
+  connections->Add(-1);
+}
+
+void DataPlaneServer::Impl::ReapDone() {
+  for (auto it = conns.begin(); it != conns.end();) {
+    if ((*it)->done) {
+      (*it)->thread.join();
+      it = conns.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void DataPlaneServer::Impl::AcceptLoop() {
+  while (!stopping.load()) {
+    pollfd fds[2] = {{listener.get(), POLLIN, 0}, {wake.Fd(), POLLIN, 0}};
+    const int rc = ::poll(fds, 2, -1);
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      KVT_LOG_ERROR("data plane: poll on the listener failed: {}", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0 || stopping.load()) break;
+    const int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
+      uint64_t suppressed = 0;
+      if (ShouldLog("data_plane_accept", 10.0, &suppressed)) {
+        KVT_LOG_WARN("data plane: accept failed: {}", std::strerror(errno));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE: do not spin
+      continue;
+    }
+    tcp::SetNoDelay(fd);
+    std::lock_guard<std::mutex> lock(mu);
+    ReapDone();
+    if (conns.size() >= kMaxConnections) {
+      LogBad(PeerName(fd), fmt::format("connection refused: {} connections open", conns.size()));
+      ::close(fd);
+      continue;
+    }
+    auto conn = std::make_unique<Conn>();
+    conn->fd = fd;
+    Conn* raw = conn.get();
+    connections->Add(1);
+    conn->thread = std::thread([this, raw, fd] { Serve(raw, fd); });
+    conns.push_back(std::move(conn));
+  }
+}
+
+DataPlaneServer::DataPlaneServer(DataPlaneOptions options, MetricsRegistry* metrics)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->opt = std::move(options);
+  if (metrics == nullptr) {
+    impl_->own_metrics = std::make_unique<MetricsRegistry>();
+    metrics = impl_->own_metrics.get();
+  }
+  impl_->connections = metrics->GetGauge("kvtier_data_plane_connections",
+                                         "Open connections to this node's data-plane listener");
+  impl_->bad_requests =
+      metrics->GetCounter("kvtier_data_plane_bad_requests_total",
+                          "Data-plane requests rejected (bad framing, bounds, limits or auth)");
+  const char* served_help = "Bytes this node's data-plane listener moved for peers";
+  impl_->served_read_bytes = metrics->GetCounter("kvtier_data_plane_served_bytes_total",
+                                                 served_help, {{"direction", "read"}});
+  impl_->served_write_bytes = metrics->GetCounter("kvtier_data_plane_served_bytes_total",
+                                                  served_help, {{"direction", "write"}});
+}
+
+DataPlaneServer::~DataPlaneServer() { Stop(); }
+
+Status DataPlaneServer::Start() {
+  std::lock_guard<std::mutex> lock(impl_->lifecycle_mu);
+  if (impl_->running) return Status(Code::kAlreadyExists, "data plane already started");
+  if (impl_->opt.segment == nullptr && impl_->opt.segment_size > 0) {
+    return Status(Code::kInvalidArgument, "data plane segment is null but its size is not 0");
+  }
+  auto fd = tcp::Listen(impl_->opt.host, impl_->opt.port, 128);
+  if (!fd.ok()) return fd.status();
+  auto port = tcp::LocalPort(fd->get());
+  if (!port.ok()) return port.status();
+  impl_->listener = std::move(fd).value();
+  impl_->port = *port;
+  impl_->stopping = false;
+  impl_->wake.Drain();
+  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  impl_->running = true;
+  KVT_LOG_INFO("data plane listening on {}:{}", impl_->opt.host, impl_->port);
+  return Status::Ok();
+}
+
+void DataPlaneServer::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->lifecycle_mu);
+  if (!impl_->running) return;
+  impl_->stopping = true;
+  impl_->wake.Notify();
+  impl_->accept_thread.join();
+  impl_->listener = wire::UniqueFd();
+  std::list<std::unique_ptr<Impl::Conn>> conns;
+  {
+    std::lock_guard<std::mutex> conns_lock(impl_->mu);
+    // Wakes threads blocked in recv/send; each closes its own fd under mu when it leaves.
+    for (auto& c : impl_->conns) {
+      if (c->fd >= 0) ::shutdown(c->fd, SHUT_RDWR);
+    }
+    conns.swap(impl_->conns);
+  }
+  for (auto& c : conns) c->thread.join();
+  impl_->running = false;
+}
+
+uint16_t DataPlaneServer::Port() const { return impl_->port; }
+
+}  // namespace kvtier::store

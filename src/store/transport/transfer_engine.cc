@@ -1,0 +1,225 @@
+// TransferEngine (transfer_engine.h): sorts a batch into local memcpys and per-peer pipelines.
+//
+// Remote ops are grouped by endpoint. Each endpoint's ops go over kLanesPerPeer pooled
+// connection(s) as pipelined requests (tcp_pipeline.h). Endpoints are served in parallel: the first
+// group on the calling thread, the others on threads of their own (at most kMaxThreadsPerBatch;
+// beyond that several endpoints share a thread's poll loop). Every wait is bounded by the batch
+// deadline, connects included. A connection comes back to the pool only when its lane finished
+// in sync; any connection error discards it.
+#include "store/transport/transfer_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "store/transport/connection_pool.h"
+#include "store/transport/data_plane_protocol.h"
+#include "store/transport/tcp_pipeline.h"
+
+namespace kvtier::store {
+namespace {
+
+// Measured (docs/store/data_plane.md): on a 2-core loopback host, splitting one peer's 1 MiB ops
+// across more connections did not beat one, so a peer gets one connection per batch.
+size_t LanesPerPeer() {
+  const char* e = getenv("KVT_TMP_LANES");
+  return e ? atoi(e) : 1;
+}
+bool LaneThreads() { return getenv("KVT_TMP_LANE_THREADS") != nullptr; }
+constexpr size_t kMaxThreadsPerBatch = 8;
+
+enum Dir { kDirRead = 0, kDirWrite = 1 };
+enum Path { kPathLocal = 0, kPathTcp = 1 };
+
+std::string LowerName(ErrorCode code) {
+  std::string s = ErrorName(code);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+struct TransferEngine::Impl {
+  TransferOptions opt;
+  std::unique_ptr<MetricsRegistry> own_metrics;
+  MetricsRegistry* metrics = nullptr;
+  Counter* bytes[2][2] = {};
+  std::mutex result_mu;
+  std::map<ErrorCode, Counter*> result_counters;
+  ConnectionPool pool;
+
+  explicit Impl(TransferOptions o)
+      : opt(std::move(o)), pool(opt.max_idle_connections_per_peer, opt.auth_token) {}
+
+  Counter* ResultCounter(ErrorCode code) {
+    std::lock_guard<std::mutex> lock(result_mu);
+    Counter*& c = result_counters[code];
+    if (c == nullptr) {
+      c = metrics->GetCounter("kvtier_transfer_ops_total", "Transfer ops by result",
+                              {{"result", LowerName(code)}});
+    }
+    return c;
+  }
+
+  StoreStatus RunLocal(const TransferOp& op) const;
+  void RunPeers(const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
+                std::span<const TransferOp> ops, std::span<StoreStatus> results,
+                tcp::Deadline deadline);
+  void Account(std::span<const TransferOp> ops, std::span<const StoreStatus> results,
+               const std::vector<bool>& local);
+};
+
+StoreStatus TransferEngine::Impl::RunLocal(const TransferOp& op) const {
+  if (opt.local_segment == nullptr ||
+      !dp::RangeInside(op.offset, op.length, opt.local_segment_size)) {
+    return {ErrorCode::INVALID_PARAMS,
+            fmt::format("{}: offset {} length {} is outside the local segment ({} bytes)",
+                        op.endpoint, op.offset, op.length, opt.local_segment_size)};
+  }
+  uint8_t* seg = opt.local_segment + op.offset;
+  if (op.kind == TransferOp::Kind::kRead) {
+    std::memcpy(op.local, seg, static_cast<size_t>(op.length));
+  } else {
+    std::memcpy(seg, op.local, static_cast<size_t>(op.length));
+  }
+  return StoreStatus::Ok();
+}
+
+// Serves some endpoint groups on the calling thread: connections first, then one poll loop.
+void TransferEngine::Impl::RunPeers(
+    const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
+    std::span<const TransferOp> ops, std::span<StoreStatus> results, tcp::Deadline deadline) {
+  std::vector<PipelineLane> lanes;
+  std::vector<ConnectionPool::Lease> leases;
+  for (const auto& [endpoint, indices] : groups) {
+    const size_t n_lanes = std::min(LaneThreads() ? size_t{1} : LanesPerPeer(), indices.size());
+    for (size_t l = 0; l < n_lanes; ++l) {
+      PipelineLane lane;
+      lane.endpoint = endpoint;
+      for (size_t j = l; j < indices.size(); j += n_lanes) lane.ops.push_back(indices[j]);
+      auto lease = pool.Acquire(endpoint, deadline);
+      if (!lease.ok()) {
+        StoreStatus err = FromStatus(lease.status());
+        if (lease.status().code() == Code::kIoError) {
+          err = StoreStatus(ErrorCode::TRANSFER_FAIL, lease.status().message());
+        } else if (lease.status().code() == Code::kInvalidArgument) {
+          err = StoreStatus(ErrorCode::INVALID_PARAMS, lease.status().message());
+        }
+        for (size_t i : lane.ops) results[i] = err;
+        continue;
+      }
+      lane.fd = lease->fd.get();
+      lanes.push_back(std::move(lane));
+      leases.push_back(std::move(lease).value());
+    }
+  }
+  RunPipeline(lanes, ops, results, deadline);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (!lanes[i].broken) pool.Release(lanes[i].endpoint, std::move(leases[i]));
+  }
+}
+
+void TransferEngine::Impl::Account(std::span<const TransferOp> ops,
+                                   std::span<const StoreStatus> results,
+                                   const std::vector<bool>& local) {
+  double sums[2][2] = {};
+  std::map<ErrorCode, uint64_t> counts;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ++counts[results[i].code()];
+    if (!results[i].ok()) continue;
+    const int dir = ops[i].kind == TransferOp::Kind::kRead ? kDirRead : kDirWrite;
+    sums[dir][local[i] ? kPathLocal : kPathTcp] += static_cast<double>(ops[i].length);
+  }
+  for (int d = 0; d < 2; ++d) {
+    for (int p = 0; p < 2; ++p) {
+      if (sums[d][p] > 0) bytes[d][p]->Inc(sums[d][p]);
+    }
+  }
+  for (const auto& [code, n] : counts) ResultCounter(code)->Inc(static_cast<double>(n));
+}
+
+TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  if (metrics == nullptr) {
+    impl_->own_metrics = std::make_unique<MetricsRegistry>();
+    metrics = impl_->own_metrics.get();
+  }
+  impl_->metrics = metrics;
+  const char* help = "Bytes moved by transfer ops that succeeded";
+  const char* dirs[2] = {"read", "write"};
+  const char* paths[2] = {"local", "tcp"};
+  for (int d = 0; d < 2; ++d) {
+    for (int p = 0; p < 2; ++p) {
+      impl_->bytes[d][p] = metrics->GetCounter("kvtier_transfer_bytes_total", help,
+                                               {{"direction", dirs[d]}, {"path", paths[p]}});
+    }
+  }
+}
+
+TransferEngine::~TransferEngine() = default;
+
+std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
+  const tcp::Deadline deadline = tcp::Clock::now() + impl_->opt.timeout;
+  std::vector<StoreStatus> results(ops.size());
+  std::vector<bool> local(ops.size(), false);
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+  std::map<std::string_view, size_t> group_of;
+
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const TransferOp& op = ops[i];
+    if (op.length > dp::kMaxOpBytes) {
+      results[i] = {ErrorCode::INVALID_PARAMS,
+                    fmt::format("transfer of {} bytes is over the {} byte per-op limit", op.length,
+                                dp::kMaxOpBytes)};
+      continue;
+    }
+    if (op.length == 0) continue;  // nothing to move
+    if (op.local == nullptr) {
+      results[i] = {ErrorCode::INVALID_PARAMS, "transfer op has a null local pointer"};
+      continue;
+    }
+    if (!impl_->opt.local_endpoint.empty() && op.endpoint == impl_->opt.local_endpoint) {
+      local[i] = true;
+      results[i] = impl_->RunLocal(op);
+      continue;
+    }
+    auto [it, inserted] = group_of.try_emplace(op.endpoint, groups.size());
+    if (inserted) groups.push_back({op.endpoint, {}});
+    groups[it->second].second.push_back(i);
+  }
+
+  if (LaneThreads() && groups.size() == 1) {
+    auto g = std::move(groups[0]);
+    groups.clear();
+    const size_t k = LanesPerPeer();
+    for (size_t l = 0; l < k; ++l) {
+      groups.push_back({g.first, {}});
+      for (size_t j = l; j < g.second.size(); j += k) groups.back().second.push_back(g.second[j]);
+    }
+  }
+  if (groups.size() <= 1) {
+    impl_->RunPeers(groups, ops, results, deadline);
+  } else {
+    // Endpoint groups dealt round-robin to threads; slot 0 runs here.
+    const size_t slots = std::min(groups.size(), kMaxThreadsPerBatch);
+    std::vector<std::vector<std::pair<std::string, std::vector<size_t>>>> dealt(slots);
+    for (size_t g = 0; g < groups.size(); ++g) dealt[g % slots].push_back(std::move(groups[g]));
+    std::vector<std::thread> threads;
+    for (size_t s = 1; s < slots; ++s) {
+      threads.emplace_back([&, s] { impl_->RunPeers(dealt[s], ops, results, deadline); });
+    }
+    impl_->RunPeers(dealt[0], ops, results, deadline);
+    for (auto& t : threads) t.join();
+  }
+  impl_->Account(ops, results, local);
+  return results;
+}
+
+void TransferEngine::Forget(const std::string& endpoint) { impl_->pool.Forget(endpoint); }
+
+}  // namespace kvtier::store

@@ -1,0 +1,106 @@
+// Real store processes for integration tests: `kvtier node` on free ports (the master comes from
+// tests/support/store_processes.h), plus helpers to read a process's /metrics and /status and to
+// make values that verify themselves byte for byte.
+#pragma once
+
+#include <httplib.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/free_port.h"
+#include "support/child_process.h"
+#include "support/store_processes.h"
+
+namespace kvtier::testing {
+
+// GET http://127.0.0.1:port/path; empty on failure.
+inline std::string HttpGet(uint16_t port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(std::chrono::seconds(2));
+  auto res = c.Get(path.c_str());
+  return res && res->status == 200 ? res->body : std::string();
+}
+
+// The value of one series in /metrics, e.g. Metric(p, "kvtier_node_dummies_connected");
+// -1 when absent.
+inline double Metric(uint16_t http_port, const std::string& series) {
+  const std::string text = HttpGet(http_port, "/metrics");
+  size_t pos = 0;
+  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
+    pos += series.size();
+  }
+  return -1;
+}
+
+inline nlohmann::json HttpJson(uint16_t port, const std::string& path) {
+  const std::string body = HttpGet(port, path);
+  return body.empty() ? nlohmann::json() : nlohmann::json::parse(body, nullptr, false);
+}
+
+// Polls `pred` every 20 ms until it holds or `timeout` passes.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+class NodeProcess {
+ public:
+  NodeProcess(const std::string& master, const std::string& segment_size,
+              std::vector<std::string> extra = {})
+      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
+    const char* bin = std::getenv("KVTIER_BIN");
+    if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
+    std::vector<std::string> args = {bin, "node", "--master", master, "--port",
+                                     std::to_string(port_), "--http-port",
+                                     std::to_string(http_port_), "--global-segment-size",
+                                     segment_size, "--no-prefault", "--log-level", "error"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc_ = ChildProcess(args);
+    if (!WaitFor([&] { return !proc_.Alive() || Mounted(); }, std::chrono::seconds(10)) ||
+        !proc_.Alive()) {
+      throw std::runtime_error("kvtier node did not come up mounted");
+    }
+  }
+
+  bool Mounted() {
+    auto j = HttpJson(http_port_, "/status");
+    return j.is_object() && j.value("mounted", false);
+  }
+  double Metric(const std::string& series) const { return testing::Metric(http_port_, series); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  uint16_t port() const { return port_; }
+  uint16_t http_port() const { return http_port_; }
+  ChildProcess& process() { return proc_; }
+
+ private:
+  uint16_t port_;
+  uint16_t http_port_;
+  ChildProcess proc_;
+};
+
+// A value of `size` bytes that only `key` produces, so a reader can tell a wrong or torn value.
+inline std::string ValueFor(const std::string& key, size_t size) {
+  std::string v(size, '\0');
+  uint64_t x = XXH3_64bits(key.data(), key.size()) | 1;
+  for (size_t i = 0; i < size; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::memcpy(v.data() + i, &x, std::min<size_t>(8, size - i));
+  }
+  return v;
+}
+
+}  // namespace kvtier::testing

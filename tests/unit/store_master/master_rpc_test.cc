@@ -1,0 +1,335 @@
+// The master RPC end to end in one process: a real MasterService behind a real MasterRpcServer
+// on a loopback port, driven through ConnectMaster() and through a raw ZMQ DEALER that sends
+// what a broken or hostile client would.
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/free_port.h"
+#include "common/metrics.h"
+#include "store/client/master_client.h"
+#include "store/common/master_protocol.h"
+#include "store/master/master_rpc_server.h"
+#include "store/master/master_service.h"
+#include "wire/frames.h"
+
+namespace kvtier::store {
+namespace {
+
+using std::chrono::milliseconds;
+
+const NodeInfo kNode{"0123456789abcdef0123456789abcdef", "127.0.0.1:7001"};
+
+class MasterRpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StartMaster(0);
+    client_ = ConnectMaster({Address(), milliseconds(10'000)});
+  }
+  void TearDown() override { StopMaster(); }
+
+  // A fresh master; port 0 picks a free one (retrying if another process takes it first).
+  void StartMaster(uint16_t port) {
+    metrics_ = std::make_unique<MetricsRegistry>();
+    service_ = std::make_unique<MasterService>(MasterOptions{}, Clock::Real(), metrics_.get());
+    rpc_ = std::make_unique<MasterRpcServer>(*service_, *metrics_);
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      port_ = port != 0 ? port : FreeLoopbackPort();
+      Status s = rpc_->Start("127.0.0.1", port_);
+      if (s.ok()) return;
+      ASSERT_EQ(port, 0) << s.ToString();
+    }
+    FAIL() << "no free port";
+  }
+  void StopMaster() {
+    rpc_.reset();
+    service_.reset();
+  }
+  std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  double BadRequests(const std::string& reason) {
+    return metrics_->GetCounter("kvtier_master_bad_requests_total", "", {{"reason", reason}})
+        ->Value();
+  }
+  void Mount(uint64_t segment_id, uint64_t size) {
+    StoreStatus s = client_->MountSegment(kNode, {segment_id, size, kNode.endpoint});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  std::unique_ptr<MetricsRegistry> metrics_;
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<MasterRpcServer> rpc_;
+  std::unique_ptr<MasterApi> client_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
+  Mount(1, 1 << 20);
+  auto ping = client_->Ping(kNode);
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
+  EXPECT_FALSE(ping->need_remount);
+  EXPECT_EQ(ping->lease_ttl_ms, 5000u);
+
+  auto started = client_->PutStart(kNode.id, {"a", "b"}, {100, 200}, {});
+  ASSERT_EQ(started.size(), 2u);
+  for (const auto& r : started) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_EQ(r->at(0).segment_id, 1u);
+    EXPECT_EQ(r->at(0).endpoint, kNode.endpoint);
+  }
+  EXPECT_EQ(started[0]->at(0).size, 100u);
+  EXPECT_EQ(started[1]->at(0).size, 200u);
+  // Unfinished: not readable, not removable, and only its writer may end it.
+  EXPECT_EQ(client_->GetReplicas({"a"})[0].status().code(), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(client_->PutEnd("someone-else", {"a"})[0].code(), ErrorCode::ILLEGAL_CLIENT);
+  auto ended = client_->PutEnd(kNode.id, {"a"});
+  ASSERT_TRUE(ended[0].ok()) << ended[0].ToString();
+  ASSERT_TRUE(client_->PutRevoke(kNode.id, {"b"})[0].ok());
+
+  auto exist = client_->Exist({"a", "b", "zz"});
+  ASSERT_EQ(exist.size(), 3u);
+  EXPECT_TRUE(exist[0].ok() && *exist[0]);
+  EXPECT_TRUE(exist[1].ok() && !*exist[1]);
+  EXPECT_TRUE(exist[2].ok() && !*exist[2]);
+
+  auto got = client_->GetReplicas({"a", "missing"});
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(got[0]->size, 100u);
+  EXPECT_EQ(got[0]->lease_ttl_ms, 5000u);
+  ASSERT_EQ(got[0]->replicas.size(), 1u);
+  EXPECT_EQ(got[0]->replicas[0].offset, started[0]->at(0).offset);
+  // Errors arrive with the master's own code and message.
+  EXPECT_EQ(got[1].status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(got[1].status().message(), service_->GetReplicas({"missing"})[0].status().message());
+  EXPECT_FALSE(got[1].status().message().empty());
+
+  // The get leased "a": it cannot be removed now.
+  auto removed = client_->Remove({"a", "missing"});
+  EXPECT_EQ(removed[0].code(), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_EQ(removed[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  // A second put of "a" is answered OBJECT_ALREADY_EXISTS (first writer wins).
+  EXPECT_EQ(client_->PutStart(kNode.id, {"a"}, {100}, {})[0].status().code(),
+            ErrorCode::OBJECT_ALREADY_EXISTS);
+
+  auto all = client_->RemoveAll();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, 0u);  // "a" is leased
+  ASSERT_TRUE(client_->UnmountSegment(kNode.id, 1).ok());
+  EXPECT_FALSE(client_->UnmountSegment(kNode.id, 1).ok());
+  EXPECT_TRUE(client_->Exist({"a"})[0].ok() && !*client_->Exist({"a"})[0]);
+}
+
+TEST_F(MasterRpcTest, ServiceErrorsKeepTheirCodesAndMessages) {
+  const StoreStatus mount = client_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
+  const StoreStatus direct = service_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
+  EXPECT_EQ(mount.code(), direct.code());
+  EXPECT_EQ(mount.message(), direct.message());
+  EXPECT_FALSE(mount.ok());
+
+  EXPECT_EQ(client_->Ping({"", ""}).status().code(), ErrorCode::INVALID_PARAMS);
+  // Empty and oversized keys are per-key errors; the other keys still get answers.
+  auto r = client_->Exist({"", std::string(kMaxKeyBytes + 1, 'x'), "fine"});
+  EXPECT_FALSE(r[0].ok());
+  EXPECT_FALSE(r[1].ok());
+  EXPECT_TRUE(r[2].ok() && !*r[2]);
+  // No segment mounted: nowhere to put.
+  auto put = client_->PutStart(kNode.id, {"k"}, {10}, {});
+  EXPECT_EQ(put[0].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  // Mismatched sizes: every key gets the master's error.
+  auto mismatched = client_->PutStart(kNode.id, {"k1", "k2"}, {10}, {});
+  ASSERT_EQ(mismatched.size(), 2u);
+  EXPECT_EQ(mismatched[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(mismatched[1].status().code(), ErrorCode::INVALID_PARAMS);
+  // An empty batch needs no round trip and has no results.
+  EXPECT_TRUE(client_->Exist({}).empty());
+}
+
+TEST_F(MasterRpcTest, OversizedBatchIsRefusedAndTheMasterKeepsServing) {
+  std::vector<std::string> keys(kMaxBatchKeys + 1, "k");
+  auto r = client_->Exist(keys);
+  ASSERT_EQ(r.size(), keys.size());
+  EXPECT_EQ(r.front().status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(r.back().status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(r.front().status().message().find("limit"), std::string::npos)
+      << r.front().status().message();
+  EXPECT_GE(BadRequests("body"), 1);
+  EXPECT_TRUE(client_->Exist({"k"})[0].ok());
+}
+
+// A DEALER that sends raw frames.
+class RawPeer {
+ public:
+  explicit RawPeer(uint16_t port) : socket_(context_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect("tcp://127.0.0.1:" + std::to_string(port));
+  }
+  void Send(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      socket_.send(zmq::buffer(frames[i]),
+                   i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  // The next message's frames; empty after 10 s without one.
+  std::vector<std::string> Receive() {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, milliseconds(10'000)) == 0) return {};
+    std::vector<std::string> frames;
+    do {
+      zmq::message_t m;
+      (void)socket_.recv(m);
+      frames.push_back(m.to_string());
+    } while (socket_.get(zmq::sockopt::rcvmore));
+    return frames;
+  }
+  // Sends and expects an error reply with this id; returns its status.
+  StoreStatus ExpectError(const std::vector<std::string>& frames, uint64_t id) {
+    Send(frames);
+    auto reply = Receive();
+    EXPECT_EQ(reply.size(), 3u);
+    if (reply.size() != 3) return StoreStatus::Ok();
+    EXPECT_EQ(*wire::DecodeUintFrame(reply[0].data(), reply[0].size()), id);
+    StoreStatus s = DecodeStatusReply(reply[2].data(), reply[2].size());
+    EXPECT_FALSE(s.ok());
+    return s;
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+};
+
+std::string Id(uint64_t v) { return wire::EncodeUintFrame(v); }
+
+std::string ExistBody(uint32_t version = kMasterProtocolVersion) {
+  MasterRequest q;
+  q.op = MasterRpcOp::kExist;
+  q.version = version;
+  q.keys = {"k"};
+  return EncodeMasterRequest(q);
+}
+
+TEST_F(MasterRpcTest, BadFramesGetErrorRepliesOrAreCountedAndServingGoesOn) {
+  RawPeer peer(port_);
+  const std::string exist_op = Id(static_cast<uint64_t>(MasterRpcOp::kExist));
+  StoreStatus s = peer.ExpectError({Id(5)}, 5);
+  EXPECT_NE(s.message().find("expected 3 frames"), std::string::npos) << s.message();
+  peer.ExpectError({Id(6), exist_op}, 6);
+  peer.ExpectError({Id(7), exist_op, ExistBody(), "extra"}, 7);
+  s = peer.ExpectError({Id(8), Id(99), ExistBody()}, 8);
+  EXPECT_NE(s.message().find("unknown op 99"), std::string::npos) << s.message();
+  s = peer.ExpectError({Id(9), exist_op, ExistBody(7)}, 9);
+  EXPECT_NE(s.message().find("version 7"), std::string::npos) << s.message();
+  s = peer.ExpectError({Id(10), exist_op, "\xc1 not msgpack"}, 10);
+  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
+  s = peer.ExpectError({Id(11), "op?", ExistBody()}, 11);
+  EXPECT_NE(s.message().find("op frame"), std::string::npos) << s.message();
+  // A huge claimed container in a tiny body: refused, not allocated.
+  peer.ExpectError({Id(12), exist_op, std::string("\xdf\xff\xff\xff\xff", 5)}, 12);
+  EXPECT_EQ(BadRequests("frames"), 3);
+  EXPECT_EQ(BadRequests("op"), 2);
+  EXPECT_EQ(BadRequests("body"), 3);
+
+  // No readable request id: nothing to answer with. The next reply is the valid request's,
+  // so the garbage produced none.
+  peer.Send({"garbage id"});
+  peer.Send({std::string(1, '\xcf')});
+  peer.Send({Id(13), exist_op, ExistBody()});
+  auto reply = peer.Receive();
+  ASSERT_EQ(reply.size(), 3u);
+  EXPECT_EQ(*wire::DecodeUintFrame(reply[0].data(), reply[0].size()), 13u);
+  EXPECT_EQ(*wire::DecodeUintFrame(reply[1].data(), reply[1].size()), 8u);
+  auto exist = DecodeExistReply(reply[2].data(), reply[2].size(), 1);
+  ASSERT_TRUE(exist.ok()) << exist.status().ToString();
+  EXPECT_TRUE((*exist)[0].ok() && !*(*exist)[0]);
+  EXPECT_EQ(BadRequests("envelope"), 2);
+  EXPECT_TRUE(client_->Exist({"k"})[0].ok());
+}
+
+TEST(MasterRpcNoMaster, UnreachableMasterTimesOutForEveryKey) {
+  const uint16_t port = FreeLoopbackPort();  // nothing listens there
+  auto client = ConnectMaster({"127.0.0.1:" + std::to_string(port), milliseconds(200)});
+  auto r = client->Exist({"a", "b"});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].status().code(), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(r[1].status().code(), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(client->Ping(kNode).status().code(), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(client->RemoveAll().status().code(), ErrorCode::RPC_TIMEOUT);
+  // An address ZMQ cannot use is a failure, not a hang.
+  auto bad = ConnectMaster({"no port here", milliseconds(200)});
+  EXPECT_EQ(bad->Ping(kNode).status().code(), ErrorCode::RPC_FAIL);
+}
+
+TEST_F(MasterRpcTest, TimedOutRequestIsNeverDeliveredLater) {
+  const uint16_t port = port_;
+  StopMaster();
+  auto client = ConnectMaster({Address(), milliseconds(1000)});
+  const NodeInfo ghost{"ghost", "127.0.0.1:1"};
+  EXPECT_EQ(client->MountSegment(ghost, {9, 1 << 20, ghost.endpoint}).code(),
+            ErrorCode::RPC_TIMEOUT);
+  StartMaster(port);
+  // The same client works once the master is there...
+  auto ping = client->Ping(ghost);
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
+  // ... and the mount that timed out never reached it.
+  EXPECT_TRUE(ping->need_remount);
+  auto exist = client_->Exist({"k"});
+  EXPECT_TRUE(exist[0].ok()) << exist[0].status().ToString();
+}
+
+TEST_F(MasterRpcTest, RestartedMasterIsFoundWithoutANewClient) {
+  Mount(1, 1 << 20);
+  const uint16_t port = port_;
+  StopMaster();
+  StartMaster(port);
+  auto ping = client_->Ping(kNode);
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
+  EXPECT_TRUE(ping->need_remount);  // a new master knows no nodes
+  Mount(1, 1 << 20);
+  auto put = client_->PutStart(kNode.id, {"after"}, {8}, {});
+  EXPECT_TRUE(put[0].ok()) << put[0].status().ToString();
+}
+
+TEST_F(MasterRpcTest, EightThreadsShareOneClient) {
+  Mount(1, 64 << 20);
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        const uint64_t size = 64 + static_cast<uint64_t>(t * kRounds + i);
+        auto s = client_->PutStart(kNode.id, {key}, {size}, {});
+        if (!s[0].ok() || !client_->PutEnd(kNode.id, {key})[0].ok()) {
+          ++failures;
+          continue;
+        }
+        auto g = client_->GetReplicas({key});
+        if (!g[0].ok() || g[0]->size != size) ++failures;
+        auto e = client_->Exist({key});
+        if (!e[0].ok() || !*e[0]) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_F(MasterRpcTest, TakenPortIsAClearError) {
+  MasterRpcServer second(*service_, *metrics_);
+  Status s = second.Start("127.0.0.1", port_);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(std::to_string(port_)), std::string::npos) << s.message();
+  EXPECT_TRUE(client_->Exist({"k"})[0].ok());  // the first still serves
+}
+
+}  // namespace
+}  // namespace kvtier::store

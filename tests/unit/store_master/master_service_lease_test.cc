@@ -1,0 +1,179 @@
+// MasterService leases, removes and eviction: a lease blocks Remove and eviction until it runs
+// out; Exist grants none; eviction at the watermark frees the oldest leases by bytes; a PutStart
+// that finds no room evicts synchronously and retries.
+#include <gtest/gtest.h>
+
+#include "master_service_fixture.h"
+
+namespace kvtier::store {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST_F(MasterServiceTest, LeaseBlocksRemoveUntilItExpires) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  Put("n1", "k", 100);
+  ASSERT_TRUE(Get("k").ok());
+  auto removed = master_->Remove({"k"});
+  EXPECT_EQ(removed[0].code(), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_NE(removed[0].message().find("5000 more ms"), std::string::npos) << removed[0].message();
+  Advance(milliseconds(4999));
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OBJECT_HAS_LEASE);
+  Advance(milliseconds(1));  // lease_until == now: over
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OK);
+  EXPECT_EQ(GetCode("k"), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(Allocated(), 0u);
+  EXPECT_EQ(CounterValue("kvtier_master_removes_total", {{"result", "has_lease"}}), 2);
+  EXPECT_EQ(CounterValue("kvtier_master_removes_total", {{"result", "ok"}}), 1);
+  EXPECT_EQ(CounterValue("kvtier_master_leases_granted_total"), 1);
+}
+
+TEST_F(MasterServiceTest, LeaseIsExtendedNeverShortened) {
+  MasterOptions options;
+  options.default_kv_lease_ttl = milliseconds(5000);
+  Restart(options);
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  Put("n1", "k", 100);
+  ASSERT_TRUE(Get("k").ok());  // until t0 + 5 s
+  Advance(seconds(3));
+  ASSERT_TRUE(Get("k").ok());  // until t0 + 8 s
+  Advance(seconds(4));         // t0 + 7 s
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OBJECT_HAS_LEASE);
+  Advance(seconds(1));
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OK);
+}
+
+TEST_F(MasterServiceTest, RemoveRefusesUnfinishedAndExistGrantsNoLease) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  ASSERT_TRUE(Start("n1", "pending", 100).ok());
+  EXPECT_EQ(RemoveCode("pending"), ErrorCode::REPLICA_IS_NOT_READY);
+  Put("n1", "k", 100);
+  EXPECT_TRUE(Exists("k"));
+  EXPECT_EQ(RemoveCode("k"), ErrorCode::OK);  // Exist did not lease it
+  EXPECT_EQ(CounterValue("kvtier_master_leases_granted_total"), 0);
+}
+
+TEST_F(MasterServiceTest, RemoveAllSkipsLeasedAndUnfinished) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  for (const char* k : {"a", "b", "c", "leased"}) Put("n1", k, 100);
+  ASSERT_TRUE(Start("n1", "pending", 100).ok());
+  ASSERT_TRUE(Get("leased").ok());
+  auto n = master_->RemoveAll();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3u);
+  EXPECT_EQ(Keys(), 2u);
+  EXPECT_TRUE(Exists("leased"));
+  EXPECT_EQ(GetCode("pending"), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(Allocated(), 2 * 128u);
+  EXPECT_EQ(*master_->RemoveAll(), 0u);
+}
+
+class MasterEvictionTest : public MasterServiceTest {
+ protected:
+  // One segment of 64000 bytes; objects of 640 bytes take 1% each.
+  static constexpr uint64_t kObject = 640;
+  static constexpr uint64_t kSegment = 100 * kObject;
+};
+
+TEST_F(MasterEvictionTest, TickEvictsOldestLeasesByBytesDownToTheTarget) {
+  MasterOptions options;
+  options.eviction_high_watermark_ratio = 0.5;
+  options.eviction_ratio = 0.2;
+  options.client_ttl = std::chrono::hours(1);
+  Restart(options);
+  ASSERT_TRUE(Mount("n1", 1, kSegment).ok());
+  // 50 objects = 50%: at the watermark, nothing happens.
+  ASSERT_TRUE(Start("n1", "unfinished", kObject).ok());
+  for (int i = 0; i < 49; ++i) {
+    Put("n1", "k" + std::to_string(i), kObject);
+    Advance(milliseconds(1));
+  }
+  master_->Tick();
+  EXPECT_EQ(Keys(), 50u);
+  EXPECT_EQ(CounterValue("kvtier_master_evictions_total"), 0);
+
+  // Reading k0 and k1 leases them (and makes them the most recently used).
+  ASSERT_TRUE(Get("k0").ok());
+  ASSERT_TRUE(Get("k1").ok());
+  // Two bigger objects push the use to 55%: evict down to 30% = 19200 bytes.
+  Put("n1", "big-a", 3 * kObject);
+  Advance(milliseconds(1));
+  Put("n1", "big-b", 2 * kObject);
+  ASSERT_EQ(Allocated(), 55 * kObject);
+  master_->Tick();
+  EXPECT_EQ(Allocated(), 30 * kObject);
+  // 25 objects of 640 bytes went: the 25 oldest unleased ones, k2..k26.
+  EXPECT_EQ(CounterValue("kvtier_master_evictions_total"), 25);
+  EXPECT_EQ(CounterValue("kvtier_master_evicted_bytes_total"), 25.0 * kObject);
+  EXPECT_TRUE(Exists("k0"));
+  EXPECT_TRUE(Exists("k1"));
+  for (int i = 2; i <= 26; ++i) EXPECT_FALSE(Exists("k" + std::to_string(i))) << i;
+  for (int i = 27; i < 49; ++i) EXPECT_TRUE(Exists("k" + std::to_string(i))) << i;
+  EXPECT_TRUE(Exists("big-a"));
+  EXPECT_TRUE(Exists("big-b"));
+  EXPECT_EQ(GetCode("unfinished"), ErrorCode::REPLICA_IS_NOT_READY);
+}
+
+TEST_F(MasterEvictionTest, EvictionNeverTakesLeasedOrUnfinished) {
+  MasterOptions options;
+  options.eviction_high_watermark_ratio = 0.1;
+  options.eviction_ratio = 0.1;
+  Restart(options);
+  ASSERT_TRUE(Mount("n1", 1, kSegment).ok());
+  for (int i = 0; i < 20; ++i) {
+    Put("n1", "k" + std::to_string(i), kObject);
+    ASSERT_TRUE(Get("k" + std::to_string(i)).ok());
+  }
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Start("n1", "u" + std::to_string(i), kObject).ok());
+  master_->Tick();  // 40% used, goal 0%: everything is protected
+  EXPECT_EQ(Keys(), 40u);
+  Advance(milliseconds(5000));  // the leases run out; the puts are still unfinished
+  master_->Tick();
+  EXPECT_EQ(Keys(), 20u);
+  EXPECT_EQ(Allocated(), 20 * kObject);
+}
+
+TEST_F(MasterEvictionTest, FullSegmentEvictsOnPutStartAndRetries) {
+  ASSERT_TRUE(Mount("n1", 1, kSegment).ok());
+  for (int i = 0; i < 100; ++i) {
+    Put("n1", "k" + std::to_string(i), kObject);
+    Advance(milliseconds(1));
+  }
+  ASSERT_EQ(Allocated(), kSegment);
+  ASSERT_TRUE(Get("k0").ok());  // the oldest is leased: it stays
+  // Needs 640 bytes + 5% of 64000 = 3840 bytes: six objects, the oldest unleased.
+  auto r = Start("n1", "new", kObject);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(CounterValue("kvtier_master_evictions_total"), 6);
+  EXPECT_TRUE(Exists("k0"));
+  for (int i = 1; i <= 6; ++i) EXPECT_FALSE(Exists("k" + std::to_string(i))) << i;
+  EXPECT_TRUE(Exists("k7"));
+  EXPECT_EQ(Allocated(), kSegment - 5 * kObject);
+}
+
+TEST_F(MasterEvictionTest, NoRoomWhenEverythingIsProtected) {
+  ASSERT_TRUE(Mount("n1", 1, kSegment).ok());
+  for (int i = 0; i < 100; ++i) {
+    Put("n1", "k" + std::to_string(i), kObject);
+    ASSERT_TRUE(Get("k" + std::to_string(i)).ok());
+  }
+  auto r = master_->PutStart("n1", {"x", "y"}, {kObject, kObject}, {});
+  EXPECT_EQ(r[0].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_NE(r[0].status().message().find("mount more segments"), std::string::npos);
+  EXPECT_EQ(r[1].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(Keys(), 100u);
+  EXPECT_EQ(CounterValue("kvtier_master_puts_total", {{"result", "no_space"}}), 2);
+  // Larger than any segment: no eviction is tried at all.
+  Advance(milliseconds(5000));
+  EXPECT_EQ(Start("n1", "huge", kSegment + 1).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(Keys(), 100u);
+  EXPECT_EQ(CounterValue("kvtier_master_evictions_total"), 0);
+  // No segment at all.
+  Restart(MasterOptions{});
+  EXPECT_EQ(Start("n1", "k", 10).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+}
+
+}  // namespace
+}  // namespace kvtier::store

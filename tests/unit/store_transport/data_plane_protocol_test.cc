@@ -1,0 +1,110 @@
+// The data plane's fixed headers: round trips, and every way a header can be rejected.
+#include "store/transport/data_plane_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <limits>
+
+#include "store/transport/tcp_io.h"
+
+namespace kvtier::store::dp {
+namespace {
+
+using Raw = std::array<uint8_t, kRequestHeaderBytes>;
+
+Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length) {
+  Raw raw{};
+  EncodeRequestHeader({op, id, offset, length}, raw);
+  return raw;
+}
+
+TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
+  Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096);
+  EXPECT_EQ(raw[0], 'K');
+  EXPECT_EQ(raw[1], 'V');
+  EXPECT_EQ(raw[2], 'D');
+  EXPECT_EQ(raw[3], 'Q');
+  EXPECT_EQ(raw[4], kVersion);
+  EXPECT_EQ(raw[5], static_cast<uint8_t>(Op::kWrite));
+  EXPECT_EQ(raw[8], 0x08);  // request id, low byte first
+  EXPECT_EQ(raw[15], 0x01);
+  auto h = DecodeRequestHeader(raw);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->op, Op::kWrite);
+  EXPECT_EQ(h->request_id, 0x0102030405060708ull);
+  EXPECT_EQ(h->offset, 77u);
+  EXPECT_EQ(h->length, 4096u);
+}
+
+TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
+  Raw raw = Encode(Op::kRead, 1, 0, 1);
+  raw[0] = 'X';
+  EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kProtocolError);
+  raw = Encode(Op::kRead, 1, 0, 1);
+  raw[4] = 2;
+  EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
+  for (uint8_t op : {0, 4, 255}) {
+    raw = Encode(Op::kRead, 1, 0, 1);
+    raw[5] = op;
+    auto h = DecodeRequestHeader(raw);
+    EXPECT_EQ(h.status().code(), Code::kUnknownRequest) << int(op);
+    EXPECT_NE(h.status().message().find("unknown data-plane op"), std::string::npos);
+  }
+  raw = Encode(Op::kRead, 1, 0, 1);
+  raw[7] = 1;
+  EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kProtocolError);
+}
+
+TEST(DataPlaneProtocol, ValidateBoundsWithoutOverflow) {
+  const uint64_t kSeg = 1 << 20;
+  const uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_TRUE(ValidateRequest({Op::kRead, 1, 0, kSeg}, kSeg).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, kSeg - 1, 1}, kSeg).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, kSeg, 0}, kSeg).ok());
+  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, kSeg, 1}, kSeg).code(), Code::kOutOfRange);
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, kSeg - 1, 2}, kSeg).code(), Code::kOutOfRange);
+  // offset + length wraps around to a small number: still outside.
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, kMax - 10, 4096}, kSeg).code(), Code::kOutOfRange);
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, 16, kMax - 8}, kSeg).code(), Code::kTooLarge);
+  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, 0, kMaxOpBytes + 1}, kMax).code(), Code::kTooLarge);
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 0, kMaxOpBytes}, kMax).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kAuth, 1, 0, kMaxTokenBytes}, 0).ok());
+  EXPECT_EQ(ValidateRequest({Op::kAuth, 1, 0, kMaxTokenBytes + 1}, 0).code(), Code::kTooLarge);
+  EXPECT_TRUE(RangeInside(0, 0, 0));
+  EXPECT_FALSE(RangeInside(1, 0, 0));
+  EXPECT_FALSE(RangeInside(kMax, kMax, kMax - 1));
+}
+
+TEST(DataPlaneProtocol, ReplyRoundTripAndLimits) {
+  std::array<uint8_t, kReplyHeaderBytes> raw{};
+  EncodeReplyHeader({-600, 42, 17}, raw);
+  auto h = DecodeReplyHeader(raw);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->status, -600);
+  EXPECT_EQ(h->request_id, 42u);
+  EXPECT_EQ(h->length, 17u);
+  EncodeReplyHeader({-600, 42, kMaxErrorMessageBytes + 1}, raw);
+  EXPECT_FALSE(DecodeReplyHeader(raw).ok());
+  EncodeReplyHeader({0, 42, kMaxOpBytes + 1}, raw);
+  EXPECT_FALSE(DecodeReplyHeader(raw).ok());
+  EncodeReplyHeader({0, 42, 8}, raw);
+  raw[1] ^= 0xff;
+  EXPECT_EQ(DecodeReplyHeader(raw).status().code(), Code::kProtocolError);
+}
+
+TEST(DataPlaneProtocol, EndpointParsing) {
+  auto ep = tcp::ParseEndpoint("127.0.0.1:50052");
+  ASSERT_TRUE(ep.ok());
+  EXPECT_EQ(ep->host, "127.0.0.1");
+  EXPECT_EQ(ep->port, 50052);
+  ep = tcp::ParseEndpoint("[::1]:9");
+  ASSERT_TRUE(ep.ok());
+  EXPECT_EQ(ep->host, "::1");
+  for (const char* bad : {"", "host", ":1", "h:", "h:0", "h:65536", "h:12x", "h:-1"}) {
+    EXPECT_FALSE(tcp::ParseEndpoint(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::store::dp
