@@ -5,8 +5,11 @@ zero-copy batches through the mem pool, an embedded client in this process, erro
 import ctypes
 import itertools
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +277,33 @@ def test_remove_all_counts_what_it_removed(cluster, prefix):
             assert s.put(k, k.encode()) == 0
         assert s.remove_all() >= len(keys)
         assert s.batch_is_exist(keys) == [0] * len(keys)
+
+
+def test_setup_dummy_releases_the_gil():
+    # A fake node that reads the dummy's hello and hangs up. This thread returns from recv() into
+    # Python, and hangs up, while the other thread waits inside setup_dummy for the reply only if
+    # that call released the GIL; had it not, setup_dummy would first wait out its 30 s request
+    # timeout (the result is RPC_FAIL either way, so the bound below is what tells them apart:
+    # the hang-up reaches it within milliseconds).
+    port = free_port()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(b"\0kvtier-node-%d" % port)
+        listener.listen(1)
+        listener.settimeout(60)
+        result = []
+        store = DistributedStore()
+        worker = threading.Thread(
+            target=lambda: result.append(store.setup_dummy(0, 1 << 20, f"127.0.0.1:{port}")))
+        started = time.monotonic()
+        worker.start()
+        try:
+            conn, _ = listener.accept()
+            with conn:
+                assert conn.recv(65536)  # the hello: setup_dummy now waits for the reply
+        finally:
+            worker.join(60)
+    assert result == [ErrorCode.RPC_FAIL]
+    assert time.monotonic() - started < 15, "setup_dummy held the GIL while it waited"
 
 
 def test_error_code_enum():
