@@ -118,6 +118,9 @@ void MasterRpcServer::Stop() {
   stop_.Notify();
   thread_.join();
   router_.close();
+  // ZMQ closes the listener in its I/O thread; terminating the context waits for that, so the
+  // port is free when Stop() returns (a restart on the same port cannot race it).
+  context_.close();
 }
 
 void MasterRpcServer::Run() {

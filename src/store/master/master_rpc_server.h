@@ -38,7 +38,8 @@ class MasterRpcServer {
   // Binds tcp://host:port (an error names the endpoint, e.g. when the port is taken) and starts
   // serving. Call once.
   Status Start(const std::string& host, uint16_t port);
-  // Returns promptly; requests not yet read are dropped (their callers time out).
+  // Returns promptly, with the port free again; requests not yet read are dropped (their
+  // callers time out). A stopped server cannot be started again.
   void Stop();
 
  private:

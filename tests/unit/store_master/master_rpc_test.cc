@@ -220,8 +220,9 @@ TEST_F(MasterRpcTest, BadFramesGetErrorRepliesOrAreCountedAndServingGoesOn) {
   const std::string exist_op = Id(static_cast<uint64_t>(MasterRpcOp::kExist));
   StoreStatus s = peer.ExpectError({Id(5)}, 5);
   EXPECT_NE(s.message().find("expected 3 frames"), std::string::npos) << s.message();
-  peer.ExpectError({Id(6), exist_op}, 6);
-  peer.ExpectError({Id(7), exist_op, ExistBody(), "extra"}, 7);
+  EXPECT_EQ(peer.ExpectError({Id(6), exist_op}, 6).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(peer.ExpectError({Id(7), exist_op, ExistBody(), "extra"}, 7).code(),
+            ErrorCode::INVALID_PARAMS);
   s = peer.ExpectError({Id(8), Id(99), ExistBody()}, 8);
   EXPECT_NE(s.message().find("unknown op 99"), std::string::npos) << s.message();
   s = peer.ExpectError({Id(9), exist_op, ExistBody(7)}, 9);
@@ -231,7 +232,8 @@ TEST_F(MasterRpcTest, BadFramesGetErrorRepliesOrAreCountedAndServingGoesOn) {
   s = peer.ExpectError({Id(11), "op?", ExistBody()}, 11);
   EXPECT_NE(s.message().find("op frame"), std::string::npos) << s.message();
   // A huge claimed container in a tiny body: refused, not allocated.
-  peer.ExpectError({Id(12), exist_op, std::string("\xdf\xff\xff\xff\xff", 5)}, 12);
+  s = peer.ExpectError({Id(12), exist_op, std::string("\xdf\xff\xff\xff\xff", 5)}, 12);
+  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(BadRequests("frames"), 3);
   EXPECT_EQ(BadRequests("op"), 2);
   EXPECT_EQ(BadRequests("body"), 3);
