@@ -49,7 +49,9 @@ std::string CheckFlags(const MasterFlags& f) {
   if (!(f.eviction_high_watermark_ratio >= 0 && f.eviction_high_watermark_ratio <= 1)) {
     return "--eviction-high-watermark-ratio must be in [0, 1]";
   }
-  if (!(f.eviction_ratio >= 0 && f.eviction_ratio <= 1)) return "--eviction-ratio must be in [0, 1]";
+  if (!(f.eviction_ratio >= 0 && f.eviction_ratio <= 1)) {
+    return "--eviction-ratio must be in [0, 1]";
+  }
   if (!(f.client_ttl_s >= 0.001 && f.client_ttl_s <= 86400)) {
     return "--client-ttl-s must be in [0.001, 86400] seconds";
   }

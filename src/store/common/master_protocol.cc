@@ -142,7 +142,8 @@ Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys
     if (Status s = GetByteList(r, "messages", keys, messages); !s.ok()) return s;
     if (messages.size() != keys) {
       return Status(Code::kInvalidArgument,
-                    fmt::format("field 'messages' has {} items for {} keys", messages.size(), keys));
+                    fmt::format("field 'messages' has {} items for {} keys", messages.size(),
+                                keys));
     }
   }
   std::vector<StoreStatus> out;
