@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -133,13 +134,12 @@ class DummyClient final : public StoreClient {
     if (!reply.ok()) return reply.status();
     if (!reply->status.ok()) return reply->status;
     if (reply->size == 0) return std::string();
+    pending_release_.push_back(reply->offset);  // rides on the next request
     const uint8_t* src = memory_.LocalBuffer(reply->offset, reply->size);
     if (reply->region != DummyMemory::kLocalBufferRegion || src == nullptr) {
       return StoreStatus(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
     }
-    std::string value(reinterpret_cast<const char*>(src), reply->size);
-    pending_release_.push_back(reply->offset);  // rides on the next request
-    return value;
+    return std::string(reinterpret_cast<const char*>(src), reply->size);
   }
 
   std::vector<StoreStatus> BatchPutFrom(const std::vector<std::string>& keys,
@@ -311,9 +311,8 @@ class DummyClient final : public StoreClient {
       if (!s.ok()) {
         out[i] = s;
       } else if (req.keys.size() == kMaxBatchKeys) {
-        out[i] = StoreStatus(ErrorCode::INVALID_PARAMS,
-                             fmt::format("batch of {} keys (limit {})", keys.size(),
-                                         kMaxBatchKeys));
+        out[i] = StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("batch of {} keys (limit {})",
+                                                                    keys.size(), kMaxBatchKeys));
       } else {
         req.keys.push_back(keys[i]);
         sent.push_back(i);
@@ -338,9 +337,9 @@ class DummyClient final : public StoreClient {
     if (!reply.ok()) return reply.status();
     if (!reply->status.ok()) return reply->status;
     if (reply->statuses.size() != n || (!reply->values.empty() && reply->values.size() != n)) {
-      return StoreStatus(ErrorCode::INTERNAL_ERROR,
-                         fmt::format("node answered {} results for {} keys",
-                                     reply->statuses.size(), n));
+      return StoreStatus(
+          ErrorCode::INTERNAL_ERROR,
+          fmt::format("node answered {} results for {} keys", reply->statuses.size(), n));
     }
     return reply->statuses[j];
   }
@@ -362,25 +361,27 @@ class DummyClient final : public StoreClient {
       KVT_STORE_RETURN_IF_ERROR(Connect());
       fresh = true;
     }
-    req.release = std::move(pending_release_);
-    pending_release_.clear();
+    req.release = pending_release_;
     const std::string body = dummy::EncodeRequest(req);
     if (body.size() > dummy::kMaxFrameBytes) {
       return StoreStatus(ErrorCode::INVALID_PARAMS,
                          fmt::format("request of {} bytes exceeds the {}-byte frame limit: split "
-                                     "the batch", body.size(), dummy::kMaxFrameBytes));
+                                     "the batch",
+                                     body.size(), dummy::kMaxFrameBytes));
     }
-    const std::string frame = dummy::EncodeFrame(static_cast<uint32_t>(req.op), body);
-    auto reply = Exchange(req.op, frame, -1);
+    pending_release_.clear();  // sent with this request (or void with its connection)
+    auto reply = Exchange(req.op, dummy::EncodeFrame(static_cast<uint32_t>(req.op), body), -1);
     if (!reply.ok() && reply.status().code() == Code::kUnavailable && !fresh && may_reconnect) {
       Drop();
       KVT_STORE_RETURN_IF_ERROR(Connect());
-      reply = Exchange(req.op, frame, -1);
+      req.release.clear();  // those blocks died with the old connection's context
+      reply = Exchange(
+          req.op, dummy::EncodeFrame(static_cast<uint32_t>(req.op), dummy::EncodeRequest(req)), -1);
     }
     if (!reply.ok()) {
       Drop();
-      const ErrorCode code = reply.status().code() == Code::kTimeout ? ErrorCode::RPC_TIMEOUT
-                                                                     : ErrorCode::RPC_FAIL;
+      const ErrorCode code =
+          reply.status().code() == Code::kTimeout ? ErrorCode::RPC_TIMEOUT : ErrorCode::RPC_FAIL;
       return StoreStatus(code, fmt::format("dummy connection to node @{}: {}", socket_name_,
                                            reply.status().message()));
     }
@@ -416,9 +417,9 @@ class DummyClient final : public StoreClient {
   StoreStatus Connect() {
     auto fd = dummy::ConnectSocket(socket_name_);
     if (!fd.ok()) {
-      return StoreStatus(ErrorCode::RPC_FAIL,
-                         fmt::format("cannot reach the node's dummy socket: {}",
-                                     fd.status().message()));
+      return StoreStatus(
+          ErrorCode::RPC_FAIL,
+          fmt::format("cannot reach the node's dummy socket: {}", fd.status().message()));
     }
     (void)dummy::SetSocketTimeouts(fd->get(), options_.timeout, options_.timeout);
     conn_ = std::move(*fd);
@@ -460,12 +461,12 @@ class DummyClient final : public StoreClient {
     if (!reply.ok() || !reply->status.ok()) {
       Drop();
       if (!reply.ok()) {
-        return StoreStatus(ErrorCode::RPC_FAIL, fmt::format("{} to the node: {}",
-                                                            dummy::OpName(req.op),
-                                                            reply.status().message()));
+        return StoreStatus(
+            ErrorCode::RPC_FAIL,
+            fmt::format("{} to the node: {}", dummy::OpName(req.op), reply.status().message()));
       }
-      return StoreStatus(reply->status.code(), fmt::format("{}: {}", dummy::OpName(req.op),
-                                                           reply->status.message()));
+      return StoreStatus(reply->status.code(),
+                         fmt::format("{}: {}", dummy::OpName(req.op), reply->status.message()));
     }
     return std::move(*reply);
   }
@@ -532,8 +533,7 @@ StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& optio
   if (!port.ok()) return port.status();
   auto memory = DummyMemory::Create(options.mem_pool_size, options.local_buffer_size);
   if (!memory.ok()) return FromStatus(memory.status());
-  auto client = std::make_unique<DummyClient>(options, DummySocketName(*port),
-                                              std::move(*memory));
+  auto client = std::make_unique<DummyClient>(options, DummySocketName(*port), std::move(*memory));
   KVT_STORE_RETURN_IF_ERROR(client->Start());
   return std::unique_ptr<StoreClient>(std::move(client));
 }

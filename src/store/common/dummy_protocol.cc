@@ -42,19 +42,19 @@ bool HasKeys(Op op) {
     case Op::kGetStaged:
     case Op::kExist:
     case Op::kGetSize:
-    case Op::kRemove: return true;
-    default: return false;
+    case Op::kRemove:
+      return true;
+    default:
+      return false;
   }
 }
 
-bool HasValues(Op op) {
-  return op == Op::kGetInto || op == Op::kExist || op == Op::kGetSize;
-}
+bool HasValues(Op op) { return op == Op::kGetInto || op == Op::kExist || op == Op::kGetSize; }
 
 Result<std::vector<Range>> UnpackRanges(std::string_view packed, size_t max_items) {
   if (packed.size() % 24 != 0) {
-    return Invalid(fmt::format("field 'ranges' must be 24-byte records, got {} bytes",
-                               packed.size()));
+    return Invalid(
+        fmt::format("field 'ranges' must be 24-byte records, got {} bytes", packed.size()));
   }
   auto flat = UnpackU64s(packed, max_items * 3);
   if (!flat.ok()) return flat.status();
@@ -80,8 +80,8 @@ Status DecodeKeys(const wire::BodyReader& r, Request& req) {
     auto parsed = UnpackRanges(ranges, kMaxBatchKeys);
     if (!parsed.ok()) return parsed.status();
     if (parsed->size() != req.keys.size()) {
-      return Invalid(fmt::format("{} keys but {} ranges: one range per key", req.keys.size(),
-                                 parsed->size()));
+      return Invalid(
+          fmt::format("{} keys but {} ranges: one range per key", req.keys.size(), parsed->size()));
     }
     req.ranges = std::move(*parsed);
   }
@@ -131,12 +131,14 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
     case Op::kUnregisterBuffer:
       KVT_RETURN_IF_ERROR(r.Get("region", req.region));
       return r.Get("offset", req.offset);
-    case Op::kAllocStaging: return r.Get("size", req.size);
+    case Op::kAllocStaging:
+      return r.Get("size", req.size);
     case Op::kPutFrom:
       KVT_RETURN_IF_ERROR(r.GetOptional("free_after", req.free_after));
       KVT_RETURN_IF_ERROR(r.GetOptional("replicas", req.config.replicas));
       return r.GetOptional("preferred_segment", req.config.preferred_segment);
-    default: return Status::Ok();
+    default:
+      return Status::Ok();
   }
 }
 
@@ -144,21 +146,36 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
 
 const char* OpName(Op op) {
   switch (op) {
-    case Op::kHello: return "hello";
-    case Op::kRegisterRegion: return "register_region";
-    case Op::kRegisterBuffer: return "register_buffer";
-    case Op::kUnregisterBuffer: return "unregister_buffer";
-    case Op::kAllocStaging: return "alloc_staging";
-    case Op::kReleaseStaging: return "release_staging";
-    case Op::kPutFrom: return "put_from";
-    case Op::kGetInto: return "get_into";
-    case Op::kGetStaged: return "get_staged";
-    case Op::kExist: return "exist";
-    case Op::kGetSize: return "get_size";
-    case Op::kRemove: return "remove";
-    case Op::kRemoveAll: return "remove_all";
-    case Op::kPing: return "ping";
-    case Op::kHostname: return "hostname";
+    case Op::kHello:
+      return "hello";
+    case Op::kRegisterRegion:
+      return "register_region";
+    case Op::kRegisterBuffer:
+      return "register_buffer";
+    case Op::kUnregisterBuffer:
+      return "unregister_buffer";
+    case Op::kAllocStaging:
+      return "alloc_staging";
+    case Op::kReleaseStaging:
+      return "release_staging";
+    case Op::kPutFrom:
+      return "put_from";
+    case Op::kGetInto:
+      return "get_into";
+    case Op::kGetStaged:
+      return "get_staged";
+    case Op::kExist:
+      return "exist";
+    case Op::kGetSize:
+      return "get_size";
+    case Op::kRemove:
+      return "remove";
+    case Op::kRemoveAll:
+      return "remove_all";
+    case Op::kPing:
+      return "ping";
+    case Op::kHostname:
+      return "hostname";
   }
   return "unknown";
 }
@@ -214,8 +231,8 @@ Result<std::vector<std::string>> UnpackStrings(std::string_view packed, size_t m
                                                  len, max_item_bytes));
     }
     if (packed.size() - pos < len) {
-      return Invalid(fmt::format("item #{} claims {} bytes, {} left", out.size(), len,
-                                 packed.size() - pos));
+      return Invalid(
+          fmt::format("item #{} claims {} bytes, {} left", out.size(), len, packed.size() - pos));
     }
     out.emplace_back(packed.substr(pos, len));
     pos += len;
@@ -232,8 +249,8 @@ std::string PackU64s(const std::vector<uint64_t>& items) {
 
 Result<std::vector<uint64_t>> UnpackU64s(std::string_view packed, size_t max_items) {
   if (packed.size() % 8 != 0) {
-    return Invalid(fmt::format("packed integers need a multiple of 8 bytes, got {}",
-                               packed.size()));
+    return Invalid(
+        fmt::format("packed integers need a multiple of 8 bytes, got {}", packed.size()));
   }
   if (packed.size() / 8 > max_items) {
     return Status(Code::kTooLarge,
@@ -259,8 +276,12 @@ std::string EncodeRequest(const Request& req) {
     case Op::kRegisterBuffer:
       w.Put("region", req.region).Put("offset", req.offset).Put("size", req.size);
       break;
-    case Op::kUnregisterBuffer: w.Put("region", req.region).Put("offset", req.offset); break;
-    case Op::kAllocStaging: w.Put("size", req.size); break;
+    case Op::kUnregisterBuffer:
+      w.Put("region", req.region).Put("offset", req.offset);
+      break;
+    case Op::kAllocStaging:
+      w.Put("size", req.size);
+      break;
     case Op::kPutFrom:
       w.Put("free_after", req.free_after).Put("replicas", req.config.replicas);
       if (!req.config.preferred_segment.empty()) {
@@ -276,7 +297,8 @@ std::string EncodeRequest(const Request& req) {
       w.Put("ranges", std::string_view(PackU64s(flat)));
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return w.Finish();
 }
@@ -337,14 +359,21 @@ std::string EncodeReply(Op op, const Reply& reply) {
           .Put("node_id", std::string_view(reply.node_id))
           .Put("version", reply.version);
       break;
-    case Op::kHostname: w.Put("endpoint", std::string_view(reply.endpoint)); break;
-    case Op::kUnregisterBuffer: w.Put("size", reply.size); break;
+    case Op::kHostname:
+      w.Put("endpoint", std::string_view(reply.endpoint));
+      break;
+    case Op::kUnregisterBuffer:
+      w.Put("size", reply.size);
+      break;
     case Op::kAllocStaging:
     case Op::kGetStaged:
       w.Put("region", reply.region).Put("offset", reply.offset).Put("size", reply.size);
       break;
-    case Op::kRemoveAll: w.Put("count", reply.count); break;
-    default: break;
+    case Op::kRemoveAll:
+      w.Put("count", reply.count);
+      break;
+    default:
+      break;
   }
   return w.Finish();
 }
@@ -386,8 +415,8 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
       auto values = UnpackU64s(packed, codes.size());
       if (!values.ok()) return values.status();
       if (values->size() != codes.size()) {
-        return Status(Code::kProtocolError, fmt::format("{} codes but {} values", codes.size(),
-                                                        values->size()));
+        return Status(Code::kProtocolError,
+                      fmt::format("{} codes but {} values", codes.size(), values->size()));
       }
       reply.values = std::move(*values);
     }
@@ -398,16 +427,23 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
       KVT_RETURN_IF_ERROR(r.GetOptional("node_id", reply.node_id));
       KVT_RETURN_IF_ERROR(r.Get("version", reply.version));
       break;
-    case Op::kHostname: KVT_RETURN_IF_ERROR(r.Get("endpoint", reply.endpoint)); break;
-    case Op::kUnregisterBuffer: KVT_RETURN_IF_ERROR(r.Get("size", reply.size)); break;
+    case Op::kHostname:
+      KVT_RETURN_IF_ERROR(r.Get("endpoint", reply.endpoint));
+      break;
+    case Op::kUnregisterBuffer:
+      KVT_RETURN_IF_ERROR(r.Get("size", reply.size));
+      break;
     case Op::kAllocStaging:
     case Op::kGetStaged:
       KVT_RETURN_IF_ERROR(r.Get("region", reply.region));
       KVT_RETURN_IF_ERROR(r.Get("offset", reply.offset));
       KVT_RETURN_IF_ERROR(r.Get("size", reply.size));
       break;
-    case Op::kRemoveAll: KVT_RETURN_IF_ERROR(r.Get("count", reply.count)); break;
-    default: break;
+    case Op::kRemoveAll:
+      KVT_RETURN_IF_ERROR(r.Get("count", reply.count));
+      break;
+    default:
+      break;
   }
   return reply;
 }

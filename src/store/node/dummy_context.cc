@@ -2,7 +2,6 @@
 #include "store/node/dummy_context.h"
 
 #include <fcntl.h>
-
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -34,8 +33,8 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
   std::lock_guard lock(mu_);
   if (regions_.count(id) != 0) return Invalid(fmt::format("region {} is already registered", id));
   if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
-    return Invalid(fmt::format("a dummy may register at most {} regions",
-                               dummy::kMaxRegionsPerDummy));
+    return Invalid(
+        fmt::format("a dummy may register at most {} regions", dummy::kMaxRegionsPerDummy));
   }
   if (kind == dummy::RegionKind::kLocalBuffer && local_region_) {
     return Invalid(fmt::format("region {}: this dummy already has a local buffer (region {})", id,
@@ -43,12 +42,14 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
   }
   const int seals = ::fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0) {
-    return Invalid(fmt::format("region {}: the fd is not a sealable memfd ({})", id,
-                               std::strerror(errno)));
+    return Invalid(
+        fmt::format("region {}: the fd is not a sealable memfd ({})", id, std::strerror(errno)));
   }
   if ((seals & F_SEAL_SHRINK) == 0) {
-    return Invalid(fmt::format("region {}: the memfd must be sealed against shrinking "
-                               "(F_SEAL_SHRINK)", id));
+    return Invalid(
+        fmt::format("region {}: the memfd must be sealed against shrinking "
+                    "(F_SEAL_SHRINK)",
+                    id));
   }
   auto mapped = MappedFile::MapFd(fd.Release(), size);
   if (!mapped.ok()) {
@@ -71,7 +72,8 @@ StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint6
   if (r->kind != dummy::RegionKind::kMemPool) {
     return Invalid(fmt::format(
         "region {} is the local buffer (the node's staging area): buffers must come from "
-        "alloc_from_mem_pool", region));
+        "alloc_from_mem_pool",
+        region));
   }
   if (size == 0) return Invalid("buffer of 0 bytes");
   if (!Inside(offset, size, r->size)) {
@@ -95,8 +97,8 @@ StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint6
     }
   }
   if (buffers_.size() >= dummy::kMaxBuffersPerDummy) {
-    return Invalid(fmt::format("a dummy may register at most {} buffers",
-                               dummy::kMaxBuffersPerDummy));
+    return Invalid(
+        fmt::format("a dummy may register at most {} buffers", dummy::kMaxBuffersPerDummy));
   }
   buffers_.emplace(key, size);
   return StoreStatus::Ok();
@@ -148,8 +150,9 @@ StoreResult<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& rang
 StoreResult<dummy::Range> DummyContext::AllocStaging(uint64_t size) {
   std::lock_guard lock(mu_);
   if (!staging_) {
-    return Invalid("this dummy registered no local buffer (local_buffer_size=0): use "
-                   "put_from / get_into");
+    return Invalid(
+        "this dummy registered no local buffer (local_buffer_size=0): use "
+        "put_from / get_into");
   }
   if (size == 0) return Invalid("staging allocation of 0 bytes");
   if (size > staging_->capacity()) {
@@ -198,9 +201,9 @@ StoreStatus DummyContextTable::Attach(const std::shared_ptr<DummyContext>& conte
   std::lock_guard lock(mu_);
   auto [it, inserted] = contexts_.emplace(context->client_id(), context);
   if (!inserted) {
-    return StoreStatus(ErrorCode::ILLEGAL_CLIENT,
-                       fmt::format("client id '{}' is already connected to this node",
-                                   context->client_id()));
+    return StoreStatus(
+        ErrorCode::ILLEGAL_CLIENT,
+        fmt::format("client id '{}' is already connected to this node", context->client_id()));
   }
   return StoreStatus::Ok();
 }

@@ -4,11 +4,10 @@
 // only to attach or detach a context, so no dummy's transfer ever waits on another dummy.
 #include "store/node/dummy_service.h"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,9 +38,8 @@ int64_t NowNs() {
 void Refuse(int fd, ErrorCode code, const std::string& why) {
   dummy::Reply reply;
   reply.status = StoreStatus(code, why);
-  (void)dummy::SendFrame(
-      fd, dummy::EncodeFrame(static_cast<uint32_t>(dummy::Op::kHello),
-                             dummy::EncodeReply(dummy::Op::kHello, reply)));
+  (void)dummy::SendFrame(fd, dummy::EncodeFrame(static_cast<uint32_t>(dummy::Op::kHello),
+                                                dummy::EncodeReply(dummy::Op::kHello, reply)));
 }
 
 }  // namespace
@@ -55,8 +53,7 @@ struct DummyService::Impl {
     bool cut_off = false;  // guarded by mu: the monitor shut it down (TTL)
   };
 
-  Impl(StoreNode& n, DummyServiceOptions o, MetricsRegistry& r)
-      : node(n), options(o), metrics(r) {}
+  Impl(StoreNode& n, DummyServiceOptions o, MetricsRegistry& r) : node(n), options(o), metrics(r) {}
 
   void AcceptLoop();
   void MonitorLoop();
@@ -97,9 +94,9 @@ void DummyService::Impl::AcceptLoop() {
     }
     auto peer = wire::PeerUid(fd.get());
     if (!peer.ok() || *peer != uid) {
-      const std::string why =
-          peer.ok() ? fmt::format("peer uid {} is not this node's uid {}", *peer, uid)
-                    : peer.status().message();
+      const std::string why = peer.ok()
+                                  ? fmt::format("peer uid {} is not this node's uid {}", *peer, uid)
+                                  : peer.status().message();
       KVT_LOG_WARN("dummy connection refused: {}", why);
       metrics.Error("refused")->Inc();
       Refuse(fd.get(), ErrorCode::ILLEGAL_CLIENT, "dummy connection refused: " + why);
@@ -125,28 +122,28 @@ void DummyService::Impl::AcceptLoop() {
 }
 
 void DummyService::Impl::Serve(Conn* conn) {
-  DummySession::End end;
-  std::string client_id;
-  {
-    DummySession session(conn->fd.get(), node, table, metrics, conn->state);
-    end = session.Run();
-    client_id = session.client_id();
-  }  // the context is detached (and unmapped, once no request holds it) here
-  std::lock_guard lock(mu);
+  auto session = std::make_unique<DummySession>(conn->fd.get(), node, table, metrics, conn->state);
+  const DummySession::End end = session->Run();
   const char* reason = "error";
-  if (conn->cut_off) {
-    reason = "ttl";
-    metrics.disconnects_ttl->Inc();
-  } else if (stopping) {
-    reason = "stop";
-    metrics.disconnects_stop->Inc();
-  } else if (end == DummySession::End::kEof) {
-    reason = "eof";
-    metrics.disconnects_eof->Inc();
-  } else {
-    metrics.disconnects_error->Inc();
+  {
+    std::lock_guard lock(mu);
+    if (conn->cut_off) {
+      reason = "ttl";
+      metrics.disconnects_ttl->Inc();
+    } else if (stopping) {
+      reason = "stop";
+      metrics.disconnects_stop->Inc();
+    } else if (end == DummySession::End::kEof) {
+      reason = "eof";
+      metrics.disconnects_eof->Inc();
+    } else {
+      metrics.disconnects_error->Inc();
+    }
   }
-  KVT_LOG_INFO("dummy '{}' disconnected ({})", client_id, reason);
+  KVT_LOG_INFO("dummy '{}' disconnected ({})", session->client_id(), reason);
+  // Counted first, then detached: whoever sees the dummy gone also sees why.
+  session.reset();  // the context is detached and unmapped here
+  std::lock_guard lock(mu);
   conn->done = true;
   cv.notify_all();
 }
@@ -154,8 +151,8 @@ void DummyService::Impl::Serve(Conn* conn) {
 void DummyService::Impl::MonitorLoop() {
   const auto tick = std::clamp<std::chrono::milliseconds>(
       options.dummy_ttl / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
-  const int64_t ttl_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             options.dummy_ttl).count();
+  const int64_t ttl_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.dummy_ttl).count();
   std::unique_lock lock(mu);
   while (!stopping) {
     cv.wait_for(lock, tick);
@@ -176,8 +173,7 @@ void DummyService::Impl::MonitorLoop() {
   }
 }
 
-DummyService::DummyService(StoreNode& node, DummyServiceOptions options,
-                           MetricsRegistry* metrics)
+DummyService::DummyService(StoreNode& node, DummyServiceOptions options, MetricsRegistry* metrics)
     : impl_(std::make_unique<Impl>(node, options, metrics ? *metrics : node.metrics())) {}
 
 DummyService::~DummyService() { Stop(); }

@@ -42,9 +42,9 @@ std::string Printable(std::string_view key) {
 StoreStatus CheckKey(const std::string& key) {
   if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
   if (key.size() > kMaxKeyBytes) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("key '{}' has {} bytes (limit {})", Printable(key), key.size(),
-                                   kMaxKeyBytes));
+    return StoreStatus(
+        ErrorCode::INVALID_PARAMS,
+        fmt::format("key '{}' has {} bytes (limit {})", Printable(key), key.size(), kMaxKeyBytes));
   }
   return StoreStatus::Ok();
 }
@@ -71,8 +71,8 @@ DummyMetrics::DummyMetrics(MetricsRegistry& r) : registry(r) {
   connected = r.GetGauge("kvtier_node_dummies_connected",
                          "Dummy clients attached to this node (said HELLO, still connected)");
   const char* requests_help = "Requests from dummy clients, by op";
-  requests[0] = r.GetCounter("kvtier_node_dummy_requests_total", requests_help,
-                             {{"op", "unknown"}});
+  requests[0] =
+      r.GetCounter("kvtier_node_dummy_requests_total", requests_help, {{"op", "unknown"}});
   for (uint32_t op = dummy::kMinOp; op <= dummy::kMaxOp; ++op) {
     requests[op] = r.GetCounter("kvtier_node_dummy_requests_total", requests_help,
                                 {{"op", dummy::OpName(static_cast<Op>(op))}});
@@ -81,14 +81,14 @@ DummyMetrics::DummyMetrics(MetricsRegistry& r) : registry(r) {
   bytes_put = r.GetCounter("kvtier_node_dummy_bytes_total", bytes_help, {{"op", "put"}});
   bytes_get = r.GetCounter("kvtier_node_dummy_bytes_total", bytes_help, {{"op", "get"}});
   const char* disc_help = "Dummy connections ended, by reason (eof, ttl, error, stop)";
-  disconnects_eof = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
-                                 {{"reason", "eof"}});
-  disconnects_ttl = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
-                                 {{"reason", "ttl"}});
-  disconnects_error = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
-                                   {{"reason", "error"}});
-  disconnects_stop = r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help,
-                                  {{"reason", "stop"}});
+  disconnects_eof =
+      r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "eof"}});
+  disconnects_ttl =
+      r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "ttl"}});
+  disconnects_error =
+      r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "error"}});
+  disconnects_stop =
+      r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "stop"}});
 }
 
 Counter* DummyMetrics::Error(const std::string& reason) {
@@ -98,8 +98,8 @@ Counter* DummyMetrics::Error(const std::string& reason) {
                              {{"reason", reason}});
 }
 
-DummySession::DummySession(int fd, StoreNode& node, DummyContextTable& table,
-                           DummyMetrics& metrics, ConnectionState& state)
+DummySession::DummySession(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
+                           ConnectionState& state)
     : fd_(fd), node_(node), table_(table), metrics_(metrics), state_(state) {}
 
 DummySession::~DummySession() {
@@ -175,7 +175,8 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
   if (!context_) {
     return Fail("refused", StoreStatus(ErrorCode::CLIENT_NOT_FOUND,
                                        fmt::format("{} before HELLO: this connection has not "
-                                                   "identified itself", dummy::OpName(req.op))));
+                                                   "identified itself",
+                                                   dummy::OpName(req.op))));
   }
   for (uint64_t offset : req.release) {
     if (!context_->FreeStaging(offset).ok()) metrics_.Error("staging")->Inc();
@@ -186,7 +187,8 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
       if (fds.size() != 1) {
         return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
                                             fmt::format("register_region must carry exactly one "
-                                                        "memfd, got {}", fds.size())));
+                                                        "memfd, got {}",
+                                                        fds.size())));
       }
       StoreStatus s = context_->AddRegion(req.region, req.size, req.kind, std::move(fds[0]));
       if (!s.ok()) return Fail("refused", std::move(s));
@@ -211,12 +213,16 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
       reply.size = range->length;
       return reply;
     }
-    case Op::kPutFrom: return PutFrom(req);
-    case Op::kGetInto: return GetInto(req);
-    case Op::kGetStaged: return GetStaged(req);
+    case Op::kPutFrom:
+      return PutFrom(req);
+    case Op::kGetInto:
+      return GetInto(req);
+    case Op::kGetStaged:
+      return GetStaged(req);
     case Op::kExist:
     case Op::kGetSize:
-    case Op::kRemove: return KeyOp(req);
+    case Op::kRemove:
+      return KeyOp(req);
     case Op::kRemoveAll: {
       auto count = node_.RemoveAll();
       if (!count.ok()) {
@@ -226,10 +232,13 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
       }
       return reply;
     }
-    case Op::kHostname: reply.endpoint = node_.info().endpoint; return reply;
+    case Op::kHostname:
+      reply.endpoint = node_.info().endpoint;
+      return reply;
     case Op::kReleaseStaging:
     case Op::kPing:
-    case Op::kHello: return reply;
+    case Op::kHello:
+      return reply;
   }
   return reply;
 }
@@ -346,8 +355,8 @@ Reply DummySession::GetStaged(const Request& req) {
   if (!reply.status.ok()) return reply;
   auto sizes = node_.GetSize({key});
   if (sizes.empty() || !sizes[0].ok()) {
-    reply.status = sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer")
-                                 : sizes[0].status();
+    reply.status =
+        sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : sizes[0].status();
     return reply;
   }
   if (*sizes[0] == 0) return reply;  // an empty value: nothing staged, nothing to release
@@ -359,8 +368,8 @@ Reply DummySession::GetStaged(const Request& req) {
   auto got = node_.Get({key}, std::span<const MutableBuffer>(&buffer, 1));
   if (got.empty() || !got[0].ok()) {
     (void)context_->FreeStaging(range->offset);
-    reply.status = got.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer")
-                               : got[0].status();
+    reply.status =
+        got.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : got[0].status();
     return reply;
   }
   metrics_.bytes_get->Inc(static_cast<double>(*got[0]));

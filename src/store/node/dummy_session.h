@@ -52,8 +52,7 @@ class DummySession {
   const std::string& client_id() const;  // empty before HELLO
 
  private:
-  dummy::Reply Handle(uint32_t type, const std::string& body,
-                      std::vector<wire::UniqueFd>& fds);
+  dummy::Reply Handle(uint32_t type, const std::string& body, std::vector<wire::UniqueFd>& fds);
   dummy::Reply Dispatch(dummy::Request& req, std::vector<wire::UniqueFd>& fds);
   dummy::Reply Hello(const dummy::Request& req);
   dummy::Reply PutFrom(const dummy::Request& req);

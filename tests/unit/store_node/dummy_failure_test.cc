@@ -20,8 +20,8 @@
 namespace kvtier::store {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Connect;
+using ::testing::HasSubstr;
 using testing::NodeWithDummies;
 using testing::RawDummy;
 using testing::WaitFor;
@@ -47,11 +47,16 @@ pid_t SpawnChild(const std::string& role, const std::string& address, int* out_f
   return pid;
 }
 
-std::string ReadLine(int fd) {
-  std::string line;
-  char c;
-  while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
-  return line;
+// The child's answer: its first stdout line that starts with "RESULT " (gtest prints too).
+std::string ReadResult(int fd) {
+  while (true) {
+    std::string line;
+    char c;
+    ssize_t n;
+    while ((n = read(fd, &c, 1)) == 1 && c != '\n') line.push_back(c);
+    if (line.rfind("RESULT ", 0) == 0) return line.substr(7);
+    if (n != 1) return "no result: " + line;
+  }
 }
 
 // The child side. Skipped unless started by SpawnChild.
@@ -63,19 +68,19 @@ TEST(DummyChild, Role) {
     // Attach, store a key, say so, and wait to be killed.
     auto c = Connect(address);
     const bool ok = c != nullptr && c->Put("child-key", "child", 5).ok();
-    std::printf("%s\n", ok ? "ready" : "failed");
+    std::printf("RESULT %s\n", ok ? "ready" : "failed");
     std::fflush(stdout);
     while (true) pause();
   }
   if (std::string(role) == "other-uid") {
     if (setuid(65534) != 0) {
-      std::printf("setuid failed\n");
+      std::printf("RESULT setuid failed\n");
       std::_Exit(0);
     }
     DummyOptions o;
     o.server_address = address;
     auto c = ConnectDummy(o);
-    std::printf("%s\n", c.ok() ? "connected" : c.status().ToString().c_str());
+    std::printf("RESULT %s\n", c.ok() ? "connected" : c.status().ToString().c_str());
     std::fflush(stdout);
     std::_Exit(0);
   }
@@ -244,7 +249,7 @@ TEST_F(DummyFailureTest, PeerWithAnotherUidIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child under another uid";
   int out;
   const pid_t pid = SpawnChild("other-uid", env_.address(), &out);
-  const std::string line = ReadLine(out);
+  const std::string line = ReadResult(out);
   close(out);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -257,14 +262,14 @@ TEST_F(DummyFailureTest, PeerWithAnotherUidIsRefused) {
 TEST_F(DummyFailureTest, KilledDummyProcessIsFreedAtOnce) {
   int out;
   const pid_t pid = SpawnChild("hold", env_.address(), &out);
-  EXPECT_EQ(ReadLine(out), "ready");
+  EXPECT_EQ(ReadResult(out), "ready");
   close(out);
   EXPECT_EQ(env_.service->connected(), 2u);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   int status = 0;
   waitpid(pid, &status, 0);
-  EXPECT_TRUE(WaitFor([&] { return env_.service->connected() == 1u; },
-                      std::chrono::milliseconds(2000)));
+  EXPECT_TRUE(
+      WaitFor([&] { return env_.service->connected() == 1u; }, std::chrono::milliseconds(2000)));
   EXPECT_GE(env_.Counter("kvtier_node_dummy_disconnects_total", {{"reason", "eof"}}), 1);
   // Its key lives in the node's segment, not in the dead dummy's memory.
   auto got = client_->Get("child-key");

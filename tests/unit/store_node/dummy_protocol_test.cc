@@ -65,8 +65,11 @@ TEST(DummyProtocolTest, RegisterRegionRoundTripAndKindCheck) {
   EXPECT_EQ(got->kind, RegionKind::kLocalBuffer);
   EXPECT_EQ(got->size, 1u << 20);
 
-  const std::string body = wire::BodyWriter().Put("region", uint64_t{1}).Put("size", uint64_t{8})
-                               .Put("kind", "gpu").Finish();
+  const std::string body = wire::BodyWriter()
+                               .Put("region", uint64_t{1})
+                               .Put("size", uint64_t{8})
+                               .Put("kind", "gpu")
+                               .Finish();
   auto bad = DecodeRequest(static_cast<uint32_t>(Op::kRegisterRegion), body.data(), body.size());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("'kind'"));
@@ -156,8 +159,7 @@ TEST(DummyProtocolTest, FrameHeaderLimits) {
   EXPECT_THAT(h.status().message(), HasSubstr("limit"));
 
   EXPECT_FALSE(DecodeRequestFrame(frame.data(), 3).ok());  // no header
-  const std::string ping = EncodeFrame(static_cast<uint32_t>(Op::kPing),
-                                       EncodeRequest(Request{}));
+  const std::string ping = EncodeFrame(static_cast<uint32_t>(Op::kPing), EncodeRequest(Request{}));
   EXPECT_TRUE(DecodeRequestFrame(ping.data(), ping.size()).ok());
   EXPECT_FALSE(DecodeRequestFrame(ping.data(), ping.size() - 1).ok());  // truncated body
 }
@@ -171,6 +173,40 @@ TEST(DummyProtocolTest, RandomBytesNeverDecodeToCrash) {
     (void)DecodeRequest(op, bytes.data(), bytes.size());
     (void)DecodeReply(static_cast<Op>(op), bytes.data(), bytes.size());
   }
+}
+
+TEST(DummyProtocolTest, MutatedValidFramesNeverCrash) {
+  Request put;
+  put.op = Op::kPutFrom;
+  put.keys = {"alpha", "beta", "gamma"};
+  put.ranges = {{1, 0, 10}, {1, 10, 20}, {2, 30, 40}};
+  put.release = {1, 2};
+  Request hello;
+  hello.op = Op::kHello;
+  hello.client_id = "abc";
+  hello.version = 1;
+  std::mt19937_64 rng(7);
+  size_t decoded = 0;
+  for (const Request& req : {put, hello}) {
+    const std::string frame = EncodeFrame(static_cast<uint32_t>(req.op), EncodeRequest(req));
+    for (int i = 0; i < 3000; ++i) {
+      std::string m = frame;
+      for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) {
+        m[rng() % m.size()] = static_cast<char>(rng());
+      }
+      if (rng() % 4 == 0) m.resize(rng() % m.size());
+      auto r = DecodeRequestFrame(m.data(), m.size());
+      if (!r.ok()) continue;
+      ++decoded;
+      // Whatever decodes keeps the invariants the node relies on.
+      EXPECT_LE(r->keys.size(), kMaxBatchKeys);
+      for (const auto& k : r->keys) EXPECT_LE(k.size(), kMaxKeyBytes);
+      if (r->op == Op::kPutFrom || r->op == Op::kGetInto) {
+        EXPECT_EQ(r->ranges.size(), r->keys.size());
+      }
+    }
+  }
+  EXPECT_GT(decoded, 0u);  // some mutations keep a valid frame: the checks above did run
 }
 
 TEST(DummyProtocolTest, ReplyRoundTrips) {

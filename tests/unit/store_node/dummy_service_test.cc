@@ -13,8 +13,8 @@
 namespace kvtier::store {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Connect;
+using ::testing::HasSubstr;
 using testing::NodeWithDummies;
 using testing::WaitFor;
 
@@ -152,8 +152,8 @@ TEST_F(DummyServiceTest, RangesOutsideRegisteredBuffersAreRefusedPerKey) {
   std::memset(p, 7, 4096);
 
   // Shared memory, but not registered: the node refuses and names the key.
-  auto r = client_->BatchPutFrom({"ok", "unreg", "overrun"}, {p, p + 8192, p + 4000},
-                                 {4096, 10, 200});
+  auto r =
+      client_->BatchPutFrom({"ok", "unreg", "overrun"}, {p, p + 8192, p + 4000}, {4096, 10, 200});
   ASSERT_EQ(r.size(), 3u);
   EXPECT_TRUE(r[0].ok()) << r[0].ToString();
   EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS);

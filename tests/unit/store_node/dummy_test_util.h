@@ -4,7 +4,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -56,8 +58,8 @@ struct NodeWithDummies {
     node = StartNode(metrics);
     if (!node) return;
     service_port = port != 0 ? port : node->port();
-    service = std::make_unique<DummyService>(*node, DummyServiceOptions{service_port, ttl},
-                                             &metrics);
+    service =
+        std::make_unique<DummyService>(*node, DummyServiceOptions{service_port, ttl}, &metrics);
     const Status s = service->Start();
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
@@ -76,8 +78,7 @@ struct NodeWithDummies {
   uint16_t service_port = 0;
 };
 
-inline std::unique_ptr<StoreClient> Connect(const std::string& address,
-                                            uint64_t mem_pool = 4 << 20,
+inline std::unique_ptr<StoreClient> Connect(const std::string& address, uint64_t mem_pool = 4 << 20,
                                             uint64_t local_buffer = 4 << 20) {
   DummyOptions o;
   o.server_address = address;
