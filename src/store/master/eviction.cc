@@ -50,9 +50,25 @@ uint64_t BytesOverWatermark(uint64_t allocated, uint64_t capacity, double high_w
 }
 
 EvictionResult Evictor::Evict(uint64_t bytes_needed, int64_t now_ns) {
-  EvictionResult result;
-  if (bytes_needed == 0) return result;
+  if (bytes_needed == 0) return {};
   std::lock_guard pass(mu_);
+  const EvictionResult result = EvictLocked(bytes_needed, now_ns);
+  passes_.fetch_add(1);
+  return result;
+}
+
+EvictionResult Evictor::EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_needed,
+                                           int64_t now_ns) {
+  if (bytes_needed == 0) return {};
+  std::lock_guard pass(mu_);
+  if (passes_.load() != passes_seen) return EvictionResult{0, 0, /*skipped=*/true};
+  const EvictionResult result = EvictLocked(bytes_needed, now_ns);
+  passes_.fetch_add(1);
+  return result;
+}
+
+EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
+  EvictionResult result;
   auto evictable = [now_ns](const ObjectMeta& m) {
     return m.complete && !LeaseLive(m.lease_until_ns, now_ns);
   };

@@ -12,6 +12,7 @@
 //     between the steps protects it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -28,7 +29,7 @@ struct LeaseBytes {
 };
 
 struct EvictionCutoff {
-  int64_t lease_until_ns = 0;  // evict every candidate whose lease ended before this ...
+  int64_t lease_until_ns = 0;    // evict every candidate whose lease ended before this ...
   uint64_t bytes_at_cutoff = 0;  // ... and this many bytes of those whose lease ended at it
 };
 
@@ -45,6 +46,7 @@ uint64_t BytesOverWatermark(uint64_t allocated, uint64_t capacity, double high_w
 struct EvictionResult {
   uint64_t objects = 0;
   uint64_t bytes = 0;
+  bool skipped = false;  // EvictIfNoPassSince: another pass ran since, nothing was done
 };
 
 class Evictor {
@@ -54,11 +56,20 @@ class Evictor {
   // One pass (passes are serialised). Frees at least `bytes_needed` when enough unleased
   // complete objects exist, otherwise all of them.
   EvictionResult Evict(uint64_t bytes_needed, int64_t now_ns);
+  // For a put that found no room: evicts unless a pass has finished since the caller read
+  // passes() (before it tried to allocate), because that pass may have made the room. Without
+  // this, puts failing together would each evict their own share.
+  EvictionResult EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_needed, int64_t now_ns);
+  // Passes finished so far.
+  uint64_t passes() const { return passes_.load(); }
 
  private:
+  EvictionResult EvictLocked(uint64_t bytes_needed, int64_t now_ns);
+
   ObjectShards* shards_;
   SegmentPool* pool_;
   std::mutex mu_;
+  std::atomic<uint64_t> passes_{0};
 };
 
 }  // namespace kvtier::store

@@ -4,10 +4,9 @@
 namespace kvtier::store {
 namespace {
 
-constexpr const char* kOpNames[] = {"mount_segment", "unmount_segment", "ping",
-                                    "put_start",     "put_end",         "put_revoke",
-                                    "get_replicas",  "exist",           "remove",
-                                    "remove_all"};
+constexpr const char* kOpNames[] = {"mount_segment", "unmount_segment", "ping",         "put_start",
+                                    "put_end",       "put_revoke",      "get_replicas", "exist",
+                                    "remove",        "remove_all"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(MasterOp::kCount));
 
 }  // namespace

@@ -169,9 +169,10 @@ nlohmann::json MasterService::StatusJson() const {
   {
     std::lock_guard lock(s.membership_mu);
     for (const auto& [id, rec] : s.nodes.nodes()) {
-      nodes.push_back({{"id", id},
-                       {"endpoint", rec.endpoint},
-                       {"last_seen_ms_ago", std::max<int64_t>(0, now - rec.last_seen_ns) / 1000000}});
+      nodes.push_back(
+          {{"id", id},
+           {"endpoint", rec.endpoint},
+           {"last_seen_ms_ago", std::max<int64_t>(0, now - rec.last_seen_ns) / 1000000}});
     }
   }
   j["nodes_alive"] = nodes.size();
@@ -188,9 +189,8 @@ nlohmann::json MasterService::StatusJson() const {
       {"gets_miss", n(m.gets_miss)},
       {"gets_not_ready", n(m.gets_not_ready)},
       {"removes_ok", n(m.removes_ok)},
-      {"removes_refused",
-       n(m.removes_not_found) + n(m.removes_not_ready) + n(m.removes_has_lease) +
-           n(m.removes_invalid)},
+      {"removes_refused", n(m.removes_not_found) + n(m.removes_not_ready) + n(m.removes_has_lease) +
+                              n(m.removes_invalid)},
       {"evictions", n(m.evictions)},
       {"evicted_bytes", n(m.evicted_bytes)},
       {"leases_granted", n(m.leases_granted)},

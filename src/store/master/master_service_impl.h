@@ -39,8 +39,8 @@ struct MasterService::Impl {
   // unfinished put, allocates and records the object.
   StoreResult<std::vector<ReplicaDesc>> TryPutStart(const std::string& node_id,
                                                     const std::string& key, uint64_t size,
-                                                    uint32_t replicas,
-                                                    const std::string& preferred, int64_t now);
+                                                    uint32_t replicas, const std::string& preferred,
+                                                    int64_t now);
   // Drops every replica on these (now unmounted) mounts; erases objects left with none.
   void DropMounts(const std::vector<MountRef>& gone);
   // Tick step: frees unfinished puts older than put_start_release_timeout.

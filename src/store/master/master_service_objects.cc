@@ -65,9 +65,8 @@ StoreStatus NotReady(const std::string& key) {
 
 StoreStatus NotWriter(const char* op, const std::string& key, const std::string& writer,
                       const std::string& node_id) {
-  return {ErrorCode::ILLEGAL_CLIENT,
-          fmt::format("{}: key {} was started by node {}, not by {}", op, KeyForMessage(key),
-                      writer, node_id)};
+  return {ErrorCode::ILLEGAL_CLIENT, fmt::format("{}: key {} was started by node {}, not by {}", op,
+                                                 KeyForMessage(key), writer, node_id)};
 }
 
 }  // namespace
@@ -127,10 +126,11 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
   const uint32_t replicas = config.replicas != 0 ? config.replicas : s.options.replicas;
   StoreStatus batch = CheckBatch(keys.size());
   if (batch.ok() && keys.size() != sizes.size()) {
-    batch = {ErrorCode::INVALID_PARAMS, fmt::format("put_start: {} keys but {} sizes",
-                                                    keys.size(), sizes.size())};
+    batch = {ErrorCode::INVALID_PARAMS,
+             fmt::format("put_start: {} keys but {} sizes", keys.size(), sizes.size())};
   }
-  if (batch.ok() && node_id.empty()) batch = {ErrorCode::INVALID_PARAMS, "put_start: node id is empty"};
+  if (batch.ok() && node_id.empty())
+    batch = {ErrorCode::INVALID_PARAMS, "put_start: node id is empty"};
   if (batch.ok() && replicas == 0) {
     batch = {ErrorCode::INVALID_PARAMS, "put_start: replicas is 0 (and so is the master's)"};
   }
@@ -152,19 +152,21 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
       continue;
     }
     const int64_t now = s.Now();
+    const uint64_t passes_seen = s.evictor.passes();
     auto r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
     if (!r.ok() && r.status().code() == ErrorCode::NO_AVAILABLE_HANDLE && may_evict) {
       // Out of space now: evict synchronously (what the object needs plus eviction_ratio of
-      // capacity, so the next puts do not land here again) and try once more.
+      // capacity, so the next puts do not land here again) and try once more. When another
+      // pass ran since this key looked, it just tries again: that pass may have made room.
       const PoolTotals t = s.pool.Totals();
       if (ChargedBytes(sizes[i]) <= t.largest_segment) {
         const uint64_t need =
             ChargedBytes(sizes[i]) * std::min<uint64_t>(replicas, t.segments) +
             static_cast<uint64_t>(s.options.eviction_ratio * static_cast<double>(t.capacity_bytes));
-        const EvictionResult ev = s.evictor.Evict(need, now);
+        const EvictionResult ev = s.evictor.EvictIfNoPassSince(passes_seen, need, now);
         s.m.evictions->Inc(static_cast<double>(ev.objects));
         s.m.evicted_bytes->Inc(static_cast<double>(ev.bytes));
-        if (ev.bytes == 0) {
+        if (ev.bytes == 0 && !ev.skipped) {
           may_evict = false;
         } else {
           r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
@@ -226,9 +228,9 @@ std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
       } else if (meta->writer != node_id) {
         st = NotWriter("put_revoke", key, meta->writer, node_id);
       } else if (meta->complete) {
-        st = {ErrorCode::INVALID_WRITE,
-              fmt::format("put_revoke: key {} is already complete; use remove",
-                          KeyForMessage(key))};
+        st = {
+            ErrorCode::INVALID_WRITE,
+            fmt::format("put_revoke: key {} is already complete; use remove", KeyForMessage(key))};
       } else {
         s.pool.FreeAll(meta->replicas);
         shard->Erase(key);

@@ -18,11 +18,11 @@ namespace kvtier::store {
 
 struct ObjectMeta {
   uint64_t size = 0;
-  std::string writer;          // node id that started the put
+  std::string writer;  // node id that started the put
   int64_t put_start_ns = 0;
   int64_t lease_until_ns = 0;  // complete objects only; PutEnd sets it to "now"
   bool complete = false;
-  uint64_t serial = 0;         // unique per PutStart, tells a re-put of the key from the old one
+  uint64_t serial = 0;  // unique per PutStart, tells a re-put of the key from the old one
   std::vector<Replica> replicas;
 
   // Segment bytes the object holds (every replica, aligned).

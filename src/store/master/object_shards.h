@@ -46,7 +46,7 @@ class ObjectShard {
   std::mutex mu_;
   std::unordered_map<std::string, ObjectMeta> objects_;
   std::unordered_set<std::string> unfinished_;
-  std::atomic<int64_t>* keys_ = nullptr;        // ObjectShards::keys_
+  std::atomic<int64_t>* keys_ = nullptr;  // ObjectShards::keys_
   std::atomic<int64_t>* unfinished_total_ = nullptr;
 };
 

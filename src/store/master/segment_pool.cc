@@ -27,17 +27,16 @@ StoreStatus SegmentPool::Mount(const std::string& node_id, const std::string& en
   if (it != segments_.end()) {
     const Segment& s = it->second;
     if (s.node_id != node_id) {
-      return {ErrorCode::SEGMENT_ALREADY_EXISTS,
-              fmt::format("mount: segment {} is already mounted by node {}", segment.id,
-                          s.node_id)};
+      return {
+          ErrorCode::SEGMENT_ALREADY_EXISTS,
+          fmt::format("mount: segment {} is already mounted by node {}", segment.id, s.node_id)};
     }
     const uint64_t capacity = ArenaAllocator(segment.size, kSegmentAlignment).capacity();
     if (s.allocator.capacity() != capacity || s.endpoint != endpoint) {
       return {ErrorCode::INVALID_PARAMS,
               fmt::format("mount: segment {} is already mounted with size {} at '{}' (now {} at "
                           "'{}'); unmount it first",
-                          segment.id, s.allocator.capacity(), s.endpoint, segment.size,
-                          endpoint)};
+                          segment.id, s.allocator.capacity(), s.endpoint, segment.size, endpoint)};
     }
     return StoreStatus::Ok();  // idempotent re-mount
   }

@@ -47,7 +47,7 @@ TEST(ChooseCutoffTest, NotEnoughTakesEverything) {
 
 TEST(BytesOverWatermarkTest, Arithmetic) {
   EXPECT_EQ(BytesOverWatermark(0, 0, 0.9, 0.1), 0u);
-  EXPECT_EQ(BytesOverWatermark(900, 1000, 0.9, 0.1), 0u);  // at the watermark: nothing
+  EXPECT_EQ(BytesOverWatermark(900, 1000, 0.9, 0.1), 0u);    // at the watermark: nothing
   EXPECT_EQ(BytesOverWatermark(901, 1000, 0.9, 0.1), 101u);  // down to 800
   EXPECT_EQ(BytesOverWatermark(1000, 1000, 0.95, 0.05), 100u);
   EXPECT_EQ(BytesOverWatermark(1000, 1000, 0.5, 0.9), 1000u);  // target below 0 -> 0
@@ -55,9 +55,7 @@ TEST(BytesOverWatermarkTest, Arithmetic) {
 
 class EvictorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(pool_.Mount("n", "h:1", SegmentInfo{1, 64 * 100, ""}).ok());
-  }
+  void SetUp() override { ASSERT_TRUE(pool_.Mount("n", "h:1", SegmentInfo{1, 64 * 100, ""}).ok()); }
   // A complete object of `blocks` x 64 bytes whose lease ended at `lease`.
   void Add(const std::string& key, uint64_t blocks, int64_t lease, bool complete = true) {
     ObjectMeta meta;
@@ -85,7 +83,7 @@ TEST_F(EvictorTest, EvictsOldestLeasesByBytesAndSkipsLeasedAndUnfinished) {
   Add("old-big", 10, 20);
   Add("mid", 5, 30);
   Add("new", 5, 40);
-  Add("leased", 1, 1000);                // lease still live at now = 100
+  Add("leased", 1, 1000);  // lease still live at now = 100
   Add("writing", 1, 0, /*complete=*/false);
   const uint64_t used = pool_.Totals().used_bytes;
 
@@ -118,6 +116,21 @@ TEST_F(EvictorTest, PartialCutoffEvictsOnlyEnoughOfTheTiedObjects) {
   EvictionResult r = evictor_.Evict(3 * 64, 100);
   EXPECT_EQ(r.objects, 3u);
   EXPECT_EQ(shards_.keys(), 7u);
+}
+
+TEST_F(EvictorTest, APutThatLostTheRaceToAnotherPassDoesNotEvictAgain) {
+  for (int i = 0; i < 10; ++i) Add("k" + std::to_string(i), 1, i);
+  const uint64_t seen = evictor_.passes();
+  EXPECT_EQ(evictor_.Evict(64, 100).objects, 1u);  // another put's (or Tick's) pass
+  EXPECT_EQ(evictor_.passes(), seen + 1);
+  EvictionResult r = evictor_.EvictIfNoPassSince(seen, 64, 100);
+  EXPECT_TRUE(r.skipped);
+  EXPECT_EQ(r.objects, 0u);
+  EXPECT_EQ(shards_.keys(), 9u);
+  r = evictor_.EvictIfNoPassSince(evictor_.passes(), 64, 100);
+  EXPECT_FALSE(r.skipped);
+  EXPECT_EQ(r.objects, 1u);
+  EXPECT_FALSE(Has("k1"));
 }
 
 }  // namespace
