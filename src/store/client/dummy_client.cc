@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -77,7 +78,8 @@ class DummyClient final : public StoreClient {
       : options_(std::move(options)),
         socket_name_(std::move(socket_name)),
         client_id_(RandomClientId()),
-        memory_(std::move(memory)) {}
+        memory_(std::move(memory)),
+        owner_pid_(::getpid()) {}
   ~DummyClient() override { (void)Close(); }
 
   StoreStatus Start() {
@@ -91,12 +93,13 @@ class DummyClient final : public StoreClient {
 
   StoreStatus Put(const std::string& key, const void* data, size_t size,
                   const PutConfig& config) override {
+    if (Forked()) return ForkedError();
     KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
     if (memory_.local_buffer_size() == 0) {
       return StoreStatus(ErrorCode::INVALID_PARAMS,
                          "this dummy has no local buffer (local_buffer_size=0): use put_from");
     }
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     Request alloc;
     alloc.op = Op::kAllocStaging;
     alloc.size = size;
@@ -121,12 +124,13 @@ class DummyClient final : public StoreClient {
   }
 
   StoreResult<std::string> Get(const std::string& key) override {
+    if (Forked()) return ForkedError();
     KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
     if (memory_.local_buffer_size() == 0) {
       return StoreStatus(ErrorCode::INVALID_PARAMS,
                          "this dummy has no local buffer (local_buffer_size=0): use get_into");
     }
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     Request req;
     req.op = Op::kGetStaged;
     req.keys = {key};
@@ -152,7 +156,7 @@ class DummyClient final : public StoreClient {
     std::vector<StoreStatus> out(keys.size());
     std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, out);
     if (sent.empty()) return out;
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) out[sent[j]] = PerKey(reply, j, sent.size());
     return out;
@@ -167,7 +171,7 @@ class DummyClient final : public StoreClient {
     std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, statuses);
     std::vector<StoreResult<uint64_t>> out(statuses.begin(), statuses.end());
     if (sent.empty()) return out;
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) {
       StoreStatus s = PerKey(reply, j, sent.size());
@@ -195,7 +199,7 @@ class DummyClient final : public StoreClient {
   }
 
   StoreResult<uint64_t> RemoveAll() override {
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     Request req;
     req.op = Op::kRemoveAll;
     auto reply = Call(std::move(req), true);
@@ -205,6 +209,7 @@ class DummyClient final : public StoreClient {
   }
 
   StoreResult<void*> AllocFromMemPool(size_t size) override {
+    if (Forked()) return ForkedError();
     if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
     return memory_.AllocFromMemPool(size);
   }
@@ -216,7 +221,7 @@ class DummyClient final : public StoreClient {
                          "dummy mode: buffers must come from alloc_from_mem_pool (this range is "
                          "not inside the mem pool)");
     }
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     Request req;
     req.op = Op::kRegisterBuffer;
     req.region = range->region;
@@ -231,7 +236,7 @@ class DummyClient final : public StoreClient {
   // The buffer is forgotten here even when the node cannot be told (its context then no longer
   // exists, and a reconnect does not replay it).
   StoreStatus UnregisterBuffer(void* buffer) override {
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     auto it = buffers_.find(static_cast<uint8_t*>(buffer));
     if (it == buffers_.end()) {
       return StoreStatus(ErrorCode::INVALID_PARAMS, "unregister_buffer: buffer not registered");
@@ -253,6 +258,14 @@ class DummyClient final : public StoreClient {
   }
 
   StoreStatus Close() override {
+    if (Forked()) {
+      // A copy made by fork(): the parent's threads and connection are not this process's to
+      // stop or use; only this process's copy of the socket is closed.
+      closed_ = true;
+      if (heartbeat_.joinable()) heartbeat_.detach();
+      conn_ = wire::UniqueFd();
+      return StoreStatus::Ok();
+    }
     {
       std::lock_guard lock(hb_mu_);
       hb_stop_ = true;
@@ -268,6 +281,19 @@ class DummyClient final : public StoreClient {
   }
 
  private:
+  // fork() copies the client but not its heartbeat thread, and a connection shared by two
+  // processes would interleave their frames: a forked copy refuses every call.
+  bool Forked() const { return ::getpid() != owner_pid_; }
+  // mu_, unless this is a forked copy (whose mutexes may be frozen locked): Call() refuses then.
+  std::unique_lock<std::mutex> LockUnlessForked() {
+    return Forked() ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mu_);
+  }
+  static StoreStatus ForkedError() {
+    return StoreStatus(ErrorCode::RPC_FAIL,
+                       "this dummy client was created before fork(): create a new one in this "
+                       "process");
+  }
+
   // Checks keys and buffers of a zero-copy batch; fills req.keys/ranges with the ones to send
   // and `out` with the errors of the others. Returns the indices sent.
   std::vector<size_t> Prepare(const std::vector<std::string>& keys,
@@ -319,7 +345,7 @@ class DummyClient final : public StoreClient {
       }
     }
     if (sent.empty()) return out;
-    std::lock_guard lock(mu_);
+    auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) {
       StoreStatus s = PerKey(reply, j, sent.size());
@@ -351,6 +377,7 @@ class DummyClient final : public StoreClient {
 
   // One request on the connection (caller holds mu_), reconnecting as the file comment says.
   StoreResult<Reply> Call(Request req, bool may_reconnect) {
+    if (Forked()) return ForkedError();
     if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
     bool fresh = false;
     if (!conn_.valid() || PeerGone()) {
@@ -508,6 +535,7 @@ class DummyClient final : public StoreClient {
   const std::string socket_name_;
   const std::string client_id_;
   DummyMemory memory_;
+  const pid_t owner_pid_;
 
   std::mutex mu_;  // one request at a time on conn_; guards everything below up to host_mu_
   wire::UniqueFd conn_;

@@ -353,29 +353,34 @@ Reply DummySession::GetStaged(const Request& req) {
   const std::string& key = req.keys[0];
   reply.status = CheckKey(key);
   if (!reply.status.ok()) return reply;
-  auto sizes = node_.GetSize({key});
-  if (sizes.empty() || !sizes[0].ok()) {
-    reply.status =
-        sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : sizes[0].status();
-    return reply;
-  }
-  if (*sizes[0] == 0) return reply;  // an empty value: nothing staged, nothing to release
-  auto range = context_->AllocStaging(*sizes[0]);
-  if (!range.ok()) return Fail("staging", RangeError(key, range.status()));
-  auto target = context_->ResolveStaging(*range);
-  if (!target.ok()) return Fail("staging", target.status());
-  const MutableBuffer buffer{target->data, target->size};
-  auto got = node_.Get({key}, std::span<const MutableBuffer>(&buffer, 1));
-  if (got.empty() || !got[0].ok()) {
+  // Size, stage, read. A second round covers a key removed and put again with a larger value
+  // between the two lookups (BUFFER_OVERFLOW on the first read).
+  for (int round = 0; round < 2; ++round) {
+    auto sizes = node_.GetSize({key});
+    if (sizes.empty() || !sizes[0].ok()) {
+      reply.status =
+          sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : sizes[0].status();
+      return reply;
+    }
+    if (*sizes[0] == 0) return reply;  // an empty value: nothing staged, nothing to release
+    auto range = context_->AllocStaging(*sizes[0]);
+    if (!range.ok()) return Fail("staging", RangeError(key, range.status()));
+    auto target = context_->ResolveStaging(*range);
+    if (!target.ok()) return Fail("staging", target.status());
+    const MutableBuffer buffer{target->data, target->size};
+    auto got = node_.Get({key}, std::span<const MutableBuffer>(&buffer, 1));
+    if (!got.empty() && got[0].ok()) {
+      metrics_.bytes_get->Inc(static_cast<double>(*got[0]));
+      reply.region = range->region;
+      reply.offset = range->offset;
+      reply.size = *got[0];
+      return reply;
+    }
     (void)context_->FreeStaging(range->offset);
     reply.status =
         got.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : got[0].status();
-    return reply;
+    if (reply.status.code() != ErrorCode::BUFFER_OVERFLOW) break;
   }
-  metrics_.bytes_get->Inc(static_cast<double>(*got[0]));
-  reply.region = range->region;
-  reply.offset = range->offset;
-  reply.size = *got[0];
   return reply;
 }
 

@@ -278,6 +278,26 @@ TEST_F(DummyFailureTest, KilledDummyProcessIsFreedAtOnce) {
   ExpectServing();
 }
 
+TEST_F(DummyFailureTest, ForkedCopyRefusesCallsAndLeavesTheParentConnected) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The child's copy of the client: every call refused, Close harmless.
+    const StoreStatus put = client_->Put("from-child", "x", 1);
+    const bool refused = put.code() == ErrorCode::RPC_FAIL &&
+                         put.message().find("fork") != std::string::npos &&
+                         client_->AllocFromMemPool(64).status().code() == ErrorCode::RPC_FAIL;
+    const bool closed = client_->Close().ok();
+    _exit(refused && closed ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(*client_->BatchIsExist({"from-child"})[0]);
+  EXPECT_EQ(env_.service->connected(), 1u);
+  ExpectServing();
+}
+
 TEST(DummyTtlTest, SilentDummyIsCutOff) {
   NodeWithDummies env(std::chrono::milliseconds(200));
   ASSERT_NE(env.node, nullptr);
