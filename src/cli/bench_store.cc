@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -32,7 +33,8 @@ namespace {
 
 constexpr uint64_t kMaxValueBytes = 1ULL << 30;
 constexpr uint32_t kMaxProcesses = 4;  // the scaling series: 1, 2, 4
-constexpr uint64_t kLeaseTtlMs = 500;  // short, so removing a trial's keys waits little
+constexpr uint64_t kMinLeaseTtlMs = 500;
+constexpr uint64_t kLeaseMsPerBatchMiB = 50;
 constexpr int kRawTcpTrials = 5;
 constexpr uint64_t kRawTcpBytes = 256ULL << 20;  // per raw TCP trial
 
@@ -69,7 +71,7 @@ Spread SpreadOf(std::vector<double> v) {
 
 // One loopback TCP stream of value-sized messages, a few trials.
 void MeasureRawTcp(StoreBenchRun& run) {
-  const uint64_t budget = run.options.quick ? kRawTcpBytes / 8 : kRawTcpBytes;
+  const uint64_t budget = run.options.quick ? kRawTcpBytes / 4 : kRawTcpBytes;
   const size_t count = std::max<uint64_t>(16, budget / run.value_bytes);
   std::vector<double> gbps;
   for (int t = 0; t < kRawTcpTrials; ++t) {
@@ -87,14 +89,13 @@ class Bench {
  public:
   Bench(StoreBenchRun& run, Progress& progress) : run_(run), o_(run.options), progress_(progress) {}
 
-  DummyJob Job(const std::string& node, const std::string& prefix) const {
-    return {node, prefix, o_.values, run_.value_bytes, o_.batch, o_.seed};
+  DummyJob Job(const std::string& node, const std::string& prefix, uint32_t values) const {
+    return {node, prefix, values, run_.value_bytes, o_.batch, o_.seed};
   }
 
-  // Warm-up trial 0, then trials 1..N; each trial's keys are removed after it except the last
-  // when `keep_last` (the caller removes them).
-  void RunTrials(DummyFleet& fleet, TransferSection& section, const std::string& label,
-                 bool keep_last) {
+  // Warm-up trial 0, then trials 1..N, each with keys of its own (a put of an existing key
+  // would move nothing). The section's keys stay until the caller removes them.
+  void RunTrials(DummyFleet& fleet, TransferSection& section, const std::string& label) {
     for (uint32_t trial = 0; trial <= o_.trials; ++trial) {
       progress_.Show(fmt::format("{}: {}", label,
                                  trial == 0 ? std::string("warm-up")
@@ -105,12 +106,14 @@ class Bench {
         return;
       }
       section.AddTrial(puts, gets, trial > 0);
-      if (keep_last && trial == o_.trials) break;
-      if (Status s = fleet.Remove(trial, section.errors); !s.ok()) {
-        section.errors.push_back(s.ToString());
-        return;
-      }
       if (!section.errors.empty()) return;
+    }
+  }
+
+  void RemoveAll(DummyFleet& fleet, TransferSection& section, const std::string& label) {
+    progress_.Show(fmt::format("{}: removing its keys (waiting out read leases)", label));
+    if (Status s = fleet.Remove(o_.trials, section.errors); !s.ok()) {
+      section.errors.push_back(s.ToString());
     }
   }
 
@@ -124,7 +127,8 @@ class Bench {
       section.errors.push_back(fleet.status().ToString());
       return;
     }
-    RunTrials(**fleet, section, label, false);
+    RunTrials(**fleet, section, label);
+    RemoveAll(**fleet, section, label);
     if (Status s = (*fleet)->Stop(); !s.ok()) section.errors.push_back(s.ToString());
   }
 
@@ -133,12 +137,12 @@ class Bench {
     const std::string prefix = "bs-same";
     run_.same_node.processes = 1;
     progress_.Show("same-node: starting the dummy process");
-    auto fleet = DummyFleet::Start({Job(cluster.node_a_address(), prefix)});
+    auto fleet = DummyFleet::Start({Job(cluster.node_a_address(), prefix, o_.values)});
     if (!fleet.ok()) {
       run_.same_node.errors.push_back(fleet.status().ToString());
       return;
     }
-    RunTrials(**fleet, run_.same_node, "same-node", true);
+    RunTrials(**fleet, run_.same_node, "same-node");
     if (run_.same_node.errors.empty()) {
       progress_.Show("master: batch Exist");
       ExistJob job;
@@ -148,16 +152,44 @@ class Bench {
       job.batch = o_.exist_batch;
       job.seconds = o_.exist_seconds;
       run_.master = MeasureMasterExist(job);
-      if (Status s = (*fleet)->Remove(o_.trials, run_.same_node.errors); !s.ok()) {
-        run_.same_node.errors.push_back(s.ToString());
-      }
     } else {
       run_.master.errors.push_back("not run: the same-node section failed");
     }
+    RemoveAll(**fleet, run_.same_node, "same-node");
     if (Status s = (*fleet)->Stop(); !s.ok()) run_.same_node.errors.push_back(s.ToString());
   }
 
+  // Runs `fn` and records its wall time under `name`.
+  template <typename Fn>
+  void Timed(const std::string& name, Fn&& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    run_.wall_s.emplace_back(
+        name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+
+  // Before the sections: a fill-only dummy on P puts section_bytes over TCP into A's segment,
+  // then removes it again (no gets, so no leases to wait out). On this VM the kernel's first
+  // write into a page (a recv() into it) is slow even after user space wrote it (see
+  // docs/BENCHMARKS.md); this makes A's segment what a node that has run a while has.
+  void WarmSegment(StoreCluster& c) {
+    progress_.Show(fmt::format("warming segment A over TCP ({} MiB)", run_.section_bytes >> 20));
+    DummyJob job = Job(c.node_p_address(), "bs-warm",
+                       static_cast<uint32_t>(run_.section_bytes / run_.value_bytes));
+    job.fill_only = true;
+    auto fleet = DummyFleet::Start({job});
+    std::vector<PhaseSample> puts;
+    Status s = fleet.ok() ? (*fleet)->RunPut(0, puts) : fleet.status();
+    if (s.ok() && !puts.empty()) run_.segment_warmup = puts[0];
+    std::vector<std::string>& errors = run_.segment_warmup.errors;
+    if (s.ok()) s = (*fleet)->Remove(0, errors);
+    if (s.ok()) s = (*fleet)->Stop();
+    if (!s.ok()) errors.push_back(s.ToString());
+    for (const auto& e : errors) run_.errors.push_back("segment warm-up: " + e);
+  }
+
   void Run() {
+    const auto t0 = std::chrono::steady_clock::now();
     progress_.Show("measuring memcpy");
     auto memcpy_gbps = MeasureMemcpy();
     if (!memcpy_gbps.ok()) {
@@ -167,34 +199,50 @@ class Bench {
     run_.memcpy_gbps = *memcpy_gbps;
     progress_.Show("measuring raw loopback TCP");
     MeasureRawTcp(run_);
+    run_.wall_s.emplace_back(
+        "limits", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
     progress_.Show(fmt::format("starting the master and two nodes (segment {} MiB)",
                                run_.segment_bytes >> 20));
-    auto cluster = StoreCluster::Start(run_.segment_bytes, run_.lease_ttl_ms);
+    Result<std::unique_ptr<StoreCluster>> cluster = Status(Code::kInternal, "not started");
+    Timed("cluster_start",
+          [&] { cluster = StoreCluster::Start(run_.segment_bytes, run_.lease_ttl_ms); });
     if (!cluster.ok()) {
       run_.errors.push_back(cluster.status().ToString());
       return;
     }
     StoreCluster& c = **cluster;
-    std::vector<std::function<void()>> steps = {
-        [&] { RunSameNodeAndMaster(c); },
-        [&] { RunDummies({Job(c.node_p_address(), "bs-cross")}, run_.cross_node, "cross-node"); },
-        [&] {
-          progress_.Show("redis-server: SET/GET");
-          run_.redis = MeasureRedis({o_.values, run_.value_bytes, o_.batch, o_.trials, o_.seed});
-        },
-        [&] {
+    std::vector<std::pair<std::string, std::function<void()>>> steps = {
+        {"segment_warmup", [&] { WarmSegment(c); }},
+        {"same_node_and_master", [&] { RunSameNodeAndMaster(c); }},
+        {"cross_node",
+         [&] {
+           RunDummies({Job(c.node_p_address(), "bs-cross", o_.values)}, run_.cross_node,
+                      "cross-node");
+         }},
+        {"redis",
+         [&] {
+           progress_.Show("redis-server: SET/GET, pipelined and one at a time");
+           std::vector<uint32_t> batches = {o_.batch};
+           if (o_.batch > 1) batches.push_back(1);
+           auto r = MeasureRedis({o_.values, run_.value_bytes, batches, o_.trials, o_.seed});
+           run_.redis = r.front();
+           run_.redis_unpipelined = r.back();
+         }},
+        {"scaling", [&] {
           for (uint32_t n = 1; n <= kMaxProcesses; n *= 2) {
+            // The same total as the other sections, split between the processes.
             std::vector<DummyJob> jobs;
             for (uint32_t k = 0; k < n; ++k) {
-              jobs.push_back(Job(c.node_a_address(), fmt::format("bs-scale{}-{}", n, k)));
+              jobs.push_back(Job(c.node_a_address(), fmt::format("bs-scale{}-{}", n, k),
+                                 (o_.values + n - 1) / n));
             }
             run_.scaling.emplace_back();
             RunDummies(jobs, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
           }
-        }};
-    for (auto& step : steps) {
-      step();
+        }}};
+    for (auto& [name, step] : steps) {
+      Timed(name, step);
       if (!c.Alive()) {
         run_.errors.push_back("a store process died:\n" + c.DeadLogs());
         return;
@@ -217,11 +265,14 @@ int RunBench(const BenchStoreOptions& o) {
   StoreBenchRun run;
   run.options = o;
   run.value_bytes = *value_bytes;
-  run.lease_ttl_ms = kLeaseTtlMs;
-  // The largest trial (the scaling series' 4 processes) at 80% of the segment, well under the
-  // master's eviction watermark, plus room for allocation overhead.
-  const uint64_t largest = uint64_t{kMaxProcesses} * o.values * *value_bytes;
-  run.segment_bytes = ((largest * 5 / 4 + (64ULL << 20)) + (1 << 20) - 1) >> 20 << 20;
+  // A batch must finish within the lease even on a loaded machine (20 MB/s), and the lease is
+  // waited out once per section before its keys can be removed.
+  const uint64_t batch_mib = (uint64_t{std::min(o.batch, o.values)} * *value_bytes) >> 20;
+  run.lease_ttl_ms = kMinLeaseTtlMs + kLeaseMsPerBatchMiB * batch_mib;
+  // Every trial of a section (the scaling steps round values up per process), at 80% of the
+  // segment, well under the master's eviction watermark, plus room for allocation overhead.
+  run.section_bytes = uint64_t{o.trials + 1} * (o.values + kMaxProcesses - 1) * *value_bytes;
+  run.segment_bytes = ((run.section_bytes * 5 / 4 + (64ULL << 20)) + (1 << 20) - 1) >> 20 << 20;
   Progress progress("[bench store]");
   Bench(run, progress).Run();
   progress.Done();

@@ -7,10 +7,11 @@
 //    raw loopback TCP stream;
 //  - redis: a private redis-server, SET/GET of the same values in pipelined batches (hiredis);
 //  - master: batch Exist calls per second through ConnectMaster, from 1 and 4 threads;
-//  - scaling: 1, 2 and 4 dummies on A at once, each with its own keys (aggregate GB/s).
+//  - scaling: 1, 2 and 4 dummies on A at once, each with its own keys and its share of the
+//    values (aggregate GB/s for the same total).
 // Every byte read back is verified after the timed part. Each section runs one untimed warm-up
-// trial first; each trial's keys are removed after it, and segment A holds the largest trial
-// with room to spare, so nothing is evicted.
+// trial first; every trial has keys of its own, a section's keys are removed when it ends, and
+// segment A holds a whole section with room to spare, so nothing is ever evicted.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 namespace kvtier::cli {
 
 struct BenchStoreOptions {
-  uint32_t values = 256;             // per trial and per dummy process
+  uint32_t values = 256;             // per trial (split between the scaling processes)
   std::string value_size = "1MiB";   // ParseByteSize units; a multiple of 8 bytes
   uint32_t batch = 32;               // keys per batch call (store and redis alike)
   uint32_t trials = 3;               // measured trials per section (after one warm-up)

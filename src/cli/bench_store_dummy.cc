@@ -1,5 +1,5 @@
 // DummyFleet (bench_store_dummy.h): the child's side runs the commands "put T", "get T",
-// "remove T" and "quit", each answered with one JSON line; the parent's side sends each command
+// "remove T" (the keys of trials 0..T) and "quit", each answered with one JSON line; the parent's side sends each command
 // to every process before reading any answer, so their timed phases overlap.
 #include "cli/bench_store_dummy.h"
 
@@ -64,6 +64,7 @@ class DummyWorker {
   }
 
   json Get(uint32_t trial) {
+    if (job_.fill_only) return {{"error", "get in a fill-only process"}};
     PhaseSample s;
     s.bytes = total();
     std::memset(dst_, 0, total());  // so a get that writes nothing cannot pass the check
@@ -96,29 +97,29 @@ class DummyWorker {
     return s.ToJson();
   }
 
-  // Retries keys still under a read lease until it expires.
-  json Remove(uint32_t trial) {
-    std::vector<std::string> errors;
-    std::vector<uint32_t> left(job_.values);
-    for (uint32_t i = 0; i < job_.values; ++i) left[i] = i;
+  // Removes the keys of trials 0..last, retrying keys still under a read lease until it expires.
+  json Remove(uint32_t last) {
+    std::vector<std::string> errors, left;
+    for (uint32_t t = 0; t <= last; ++t) {
+      for (uint32_t i = 0; i < job_.values; ++i) left.push_back(DummyKey(job_.key_prefix, t, i));
+    }
     uint64_t removed = 0;
     const auto deadline = SteadyClock::now() + kRemoveDeadline;
     while (!left.empty()) {
-      std::vector<uint32_t> leased;
-      for (uint32_t i : left) {
-        const std::string key = DummyKey(job_.key_prefix, trial, i);
+      std::vector<std::string> leased;
+      for (std::string& key : left) {
         store::StoreStatus st = client_->Remove(key);
         if (st.ok()) {
           ++removed;
         } else if (st.code() == store::ErrorCode::OBJECT_HAS_LEASE &&
                    SteadyClock::now() < deadline) {
-          leased.push_back(i);
+          leased.push_back(std::move(key));
         } else {
           AddError(errors, fmt::format("remove '{}': {}", key, st.ToString()));
         }
       }
       left.swap(leased);
-      if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return {{"removed", removed}, {"errors", errors}};
   }
@@ -143,7 +144,7 @@ class DummyWorker {
       Batch b;
       for (uint32_t i = first; i < std::min(job_.values, first + job_.batch); ++i) {
         b.keys.push_back(DummyKey(job_.key_prefix, trial, i));
-        b.buffers.push_back(base + uint64_t{i} * job_.value_bytes);
+        b.buffers.push_back(job_.fill_only ? base : base + uint64_t{i} * job_.value_bytes);
         b.sizes.push_back(job_.value_bytes);
       }
       out.push_back(std::move(b));
@@ -158,30 +159,31 @@ class DummyWorker {
 };
 
 Result<std::unique_ptr<DummyWorker>> SetUp(const DummyJob& job) {
-  const uint64_t total = uint64_t{job.values} * job.value_bytes;
+  const uint64_t total = job.fill_only ? job.value_bytes : uint64_t{job.values} * job.value_bytes;
   const uint64_t region = (total + 4095) / 4096 * 4096;
+  const int regions = job.fill_only ? 1 : 2;  // src, dst
   store::DummyOptions o;
   o.server_address = job.node_address;
-  o.mem_pool_size = 2 * region;
+  o.mem_pool_size = regions * region;
   o.local_buffer_size = 0;  // Put/Get (the copying calls) are not used
   auto client = store::ConnectDummy(o);
   if (!client.ok()) return Status(Code::kUnavailable, "connect: " + client.status().ToString());
-  uint8_t* buf[2];
-  for (uint8_t*& b : buf) {
+  uint8_t* buf[2] = {nullptr, nullptr};
+  for (int r = 0; r < regions; ++r) {
     auto p = (*client)->AllocFromMemPool(region);
     if (!p.ok()) return Status(Code::kOutOfMemory, "alloc_from_mem_pool: " + p.status().ToString());
-    b = static_cast<uint8_t*>(*p);
-    if (auto st = (*client)->RegisterBuffer(b, region); !st.ok()) {
+    buf[r] = static_cast<uint8_t*>(*p);
+    if (auto st = (*client)->RegisterBuffer(buf[r], region); !st.ok()) {
       return Status(Code::kInternal, "register_buffer: " + st.ToString());
     }
   }
   // Distinct bytes per value, so a value read from the wrong key cannot pass. Writing both
   // regions here also takes their first-touch page faults out of the timed phases.
   const uint64_t prefix_seed = Mix(job.seed, std::hash<std::string>{}(job.key_prefix));
-  for (uint32_t i = 0; i < job.values; ++i) {
+  for (uint32_t i = 0; i < (job.fill_only ? 1 : job.values); ++i) {
     FillBlock(buf[0] + uint64_t{i} * job.value_bytes, job.value_bytes, Mix(prefix_seed, i), 0, 0);
   }
-  std::memset(buf[1], 0, region);
+  if (buf[1] != nullptr) std::memset(buf[1], 0, region);
   return std::make_unique<DummyWorker>(job, std::move(client).value(), buf[0], buf[1]);
 }
 
@@ -263,17 +265,24 @@ Result<std::vector<json>> DummyFleet::Broadcast(const std::string& command) {
 
 Status DummyFleet::RunTrial(uint32_t trial, std::vector<PhaseSample>& puts,
                             std::vector<PhaseSample>& gets) {
-  for (auto [phase, out] : {std::pair{"put", &puts}, std::pair{"get", &gets}}) {
-    auto replies = Broadcast(fmt::format("{} {}", phase, trial));
-    if (!replies.ok()) return replies.status();
-    out->clear();
-    for (const json& r : *replies) out->push_back(PhaseSample::FromJson(r));
-  }
+  if (Status s = RunPhase("put", trial, puts); !s.ok()) return s;
+  return RunPhase("get", trial, gets);
+}
+
+Status DummyFleet::RunPut(uint32_t trial, std::vector<PhaseSample>& puts) {
+  return RunPhase("put", trial, puts);
+}
+
+Status DummyFleet::RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out) {
+  auto replies = Broadcast(fmt::format("{} {}", phase, trial));
+  if (!replies.ok()) return replies.status();
+  out.clear();
+  for (const json& r : *replies) out.push_back(PhaseSample::FromJson(r));
   return Status::Ok();
 }
 
-Status DummyFleet::Remove(uint32_t trial, std::vector<std::string>& errors) {
-  auto replies = Broadcast(fmt::format("remove {}", trial));
+Status DummyFleet::Remove(uint32_t last_trial, std::vector<std::string>& errors) {
+  auto replies = Broadcast(fmt::format("remove {}", last_trial));
   if (!replies.ok()) return replies.status();
   for (const json& r : *replies) {
     for (const auto& e : r.value("errors", std::vector<std::string>{})) errors.push_back(e);

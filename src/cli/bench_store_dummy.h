@@ -24,6 +24,9 @@ struct DummyJob {
   uint64_t value_bytes = 0;  // a multiple of 8
   uint32_t batch = 0;
   uint64_t seed = 0;
+  // Puts only, every value from one buffer (no gets): writes `values` x `value_bytes` of segment
+  // once, to warm it.
+  bool fill_only = false;
 };
 
 // The key of value `index` in trial `trial`.
@@ -40,14 +43,18 @@ class DummyFleet {
   // Samples are per process. An error means a process failed to answer; store errors are in the
   // samples.
   Status RunTrial(uint32_t trial, std::vector<PhaseSample>& puts, std::vector<PhaseSample>& gets);
-  // Removes the trial's keys in every process (waiting out read leases); errors go to `errors`.
-  Status Remove(uint32_t trial, std::vector<std::string>& errors);
+  // Only the put phase (what a fill_only job can do).
+  Status RunPut(uint32_t trial, std::vector<PhaseSample>& puts);
+  // Removes the keys of trials 0..last_trial in every process (waiting out read leases); store
+  // errors go to `errors`.
+  Status Remove(uint32_t last_trial, std::vector<std::string>& errors);
   // Asks every process to disconnect and exit; returns the first failure.
   Status Stop();
 
  private:
   DummyFleet() = default;
   Result<std::vector<nlohmann::json>> Broadcast(const std::string& command);
+  Status RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out);
 
   std::vector<std::unique_ptr<LinkedChild>> children_;
 };

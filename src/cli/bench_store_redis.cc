@@ -11,11 +11,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cli/bench_data.h"
 #include "cli/bench_process.h"
+#include "connectors/resp_connection.h"
 
 namespace kvtier::cli {
 
@@ -25,6 +27,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kRedisServer = "/usr/bin/redis-server";
 constexpr size_t kMaxErrors = 5;
+constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -44,6 +47,8 @@ struct RedisFree {
   void operator()(redisContext* c) const { redisFree(c); }
 };
 using Connection = std::unique_ptr<redisContext, RedisFree>;
+// hiredis for the housekeeping only (PING, FLUSHALL): see the header for why the timed commands
+// do not go through it.
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
@@ -80,75 +85,66 @@ class Buffer {
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 
-PhaseSample Set(redisContext* c, const RedisJob& job, uint32_t trial, const uint8_t* src) {
+PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint32_t trial,
+                const uint8_t* src) {
   PhaseSample s;
   s.bytes = uint64_t{job.values} * job.value_bytes;
   std::vector<std::string> keys;
-  for (uint32_t i = 0; i < job.values; ++i) keys.push_back(Key(trial, i));
+  std::vector<ConstBuffer> values;
+  for (uint32_t i = 0; i < job.values; ++i) {
+    keys.push_back(Key(trial, i));
+    values.push_back({src + uint64_t{i} * job.value_bytes, job.value_bytes});
+  }
+  std::vector<uint8_t> stored(batch);
   s.start_ns = NowNs();
-  for (uint32_t first = 0; first < job.values; first += job.batch) {
-    const uint32_t end = std::min(job.values, first + job.batch);
+  for (uint32_t first = 0; first < job.values; first += batch) {
+    const uint32_t n = std::min(job.values - first, batch);
+    uint64_t bytes = 0;
     const auto t0 = SteadyClock::now();
-    for (uint32_t i = first; i < end; ++i) {
-      redisAppendCommand(c, "SET %b %b", keys[i].data(), keys[i].size(),
-                         src + uint64_t{i} * job.value_bytes, size_t{job.value_bytes});
-    }
-    for (uint32_t i = first; i < end; ++i) {
-      void* raw = nullptr;
-      if (redisGetReply(c, &raw) != REDIS_OK) {
-        AddError(s.errors, fmt::format("SET {}: {}", keys[i], c->errstr));
-        return s;
-      }
-      Reply r(static_cast<redisReply*>(raw));
-      if (r->type != REDIS_REPLY_STATUS) AddError(s.errors, fmt::format("SET {} failed", keys[i]));
-    }
+    Status st = conn.Set(std::span(keys).subspan(first, n), std::span(values).subspan(first, n),
+                         t0 + kCallTimeout, std::span(stored).first(n), bytes);
     s.batch_us.push_back(Micros(t0));
+    if (!st.ok()) AddError(s.errors, "SET: " + st.ToString());
+    if (bytes != uint64_t{n} * job.value_bytes) {
+      AddError(s.errors, fmt::format("SET of {} values stored {} bytes", n, bytes));
+    }
   }
   s.end_ns = NowNs();
   return s;
 }
 
-PhaseSample Get(redisContext* c, const RedisJob& job, uint32_t trial, const uint8_t* src,
-                uint8_t* dst) {
+PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint32_t trial,
+                const uint8_t* src, uint8_t* dst) {
   PhaseSample s;
   s.bytes = uint64_t{job.values} * job.value_bytes;
-  std::memset(dst, 0, s.bytes);
+  std::memset(dst, 0, s.bytes);  // so a GET that writes nothing cannot pass the check
   std::vector<std::string> keys;
-  for (uint32_t i = 0; i < job.values; ++i) keys.push_back(Key(trial, i));
+  std::vector<MutableBuffer> buffers;
+  for (uint32_t i = 0; i < job.values; ++i) {
+    keys.push_back(Key(trial, i));
+    buffers.push_back({dst + uint64_t{i} * job.value_bytes, job.value_bytes});
+  }
+  std::vector<uint8_t> found(batch);
   s.start_ns = NowNs();
-  for (uint32_t first = 0; first < job.values; first += job.batch) {
-    const uint32_t end = std::min(job.values, first + job.batch);
+  for (uint32_t first = 0; first < job.values; first += batch) {
+    const uint32_t n = std::min(job.values - first, batch);
+    uint64_t bytes = 0;
     const auto t0 = SteadyClock::now();
-    for (uint32_t i = first; i < end; ++i) {
-      redisAppendCommand(c, "GET %b", keys[i].data(), keys[i].size());
-    }
-    for (uint32_t i = first; i < end; ++i) {
-      void* raw = nullptr;
-      if (redisGetReply(c, &raw) != REDIS_OK) {
-        AddError(s.errors, fmt::format("GET {}: {}", keys[i], c->errstr));
-        return s;
-      }
-      Reply r(static_cast<redisReply*>(raw));
-      if (r->type != REDIS_REPLY_STRING || r->len != job.value_bytes) {
-        AddError(s.errors, fmt::format("GET {}: not a value of {} bytes", keys[i],
-                                       job.value_bytes));
-        continue;
-      }
-      std::memcpy(dst + uint64_t{i} * job.value_bytes, r->str, r->len);
-    }
+    Status st = conn.Get(std::span(keys).subspan(first, n), std::span(buffers).subspan(first, n),
+                         t0 + kCallTimeout, std::span(found).first(n), bytes);
     s.batch_us.push_back(Micros(t0));
+    if (!st.ok()) AddError(s.errors, "GET: " + st.ToString());
+    if (bytes != uint64_t{n} * job.value_bytes) {
+      AddError(s.errors, fmt::format("GET of {} values loaded {} bytes", n, bytes));
+    }
   }
   s.end_ns = NowNs();
-  if (std::memcmp(dst, src, s.bytes) == 0) {
-    s.verified_bytes = s.bytes;
-  } else {
-    for (uint32_t i = 0; i < job.values; ++i) {
-      const uint64_t off = uint64_t{i} * job.value_bytes;
-      if (std::memcmp(dst + off, src + off, job.value_bytes) == 0) {
-        s.verified_bytes += job.value_bytes;
-      } else {
-        AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
-      }
+  for (uint32_t i = 0; i < job.values; ++i) {
+    const uint64_t off = uint64_t{i} * job.value_bytes;
+    if (std::memcmp(dst + off, src + off, job.value_bytes) == 0) {
+      s.verified_bytes += job.value_bytes;
+    } else {
+      AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
     }
   }
   return s;
@@ -175,17 +171,17 @@ class TempDir {
 
 }  // namespace
 
-TransferSection MeasureRedis(const RedisJob& job) {
-  TransferSection out;
-  if (::access(kRedisServer, X_OK) != 0) {
-    out.unavailable = fmt::format("{} not found", kRedisServer);
+std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
+  std::vector<TransferSection> out(job.batches.size());
+  auto fail_all = [&](const std::string& e, bool unavailable) {
+    for (TransferSection& s : out) (unavailable ? s.unavailable : s.errors.emplace_back()) = e;
     return out;
+  };
+  if (::access(kRedisServer, X_OK) != 0) {
+    return fail_all(fmt::format("{} not found", kRedisServer), true);
   }
   TempDir dir;
-  if (dir.path().empty()) {
-    out.errors.push_back("mkdtemp failed");
-    return out;
-  }
+  if (dir.path().empty()) return fail_all("mkdtemp failed", false);
   SpawnedProcess::Spec spec;
   spec.name = "redis-server";
   spec.binary = kRedisServer;
@@ -199,36 +195,37 @@ TransferSection MeasureRedis(const RedisJob& job) {
   spec.ready = [](const SpawnedProcess& p) { return Pong(p.port()); };
   spec.timeout = std::chrono::seconds(20);
   auto server = SpawnedProcess::Start(spec);
-  if (!server.ok()) {
-    out.errors.push_back(server.status().ToString());
-    return out;
-  }
-  Connection c = Connect((*server)->port());
+  if (!server.ok()) return fail_all(server.status().ToString(), false);
+  Connection c = Connect((*server)->port());  // for FLUSHALL between trials
   if (!c || c->err != 0) {
-    out.errors.push_back(fmt::format("connect to redis: {}", c ? c->errstr : "no memory"));
-    return out;
+    return fail_all(fmt::format("connect to redis: {}", c ? c->errstr : "no memory"), false);
   }
+  RespEndpoint endpoint;
+  endpoint.port = (*server)->port();
+  RespConnection conn(endpoint);
   const uint64_t total = uint64_t{job.values} * job.value_bytes;
   Buffer src(total), dst(total);
   if (src.data() == nullptr || dst.data() == nullptr) {
-    out.errors.push_back("cannot map the value buffers");
-    return out;
+    return fail_all("cannot map the value buffers", false);
   }
   for (uint32_t i = 0; i < job.values; ++i) {
     FillBlock(src.data() + uint64_t{i} * job.value_bytes, job.value_bytes, Mix(job.seed, i), 1, 0);
   }
-  for (uint32_t trial = 0; trial <= job.trials; ++trial) {
-    PhaseSample put = Set(c.get(), job, trial, src.data());
-    PhaseSample get = Get(c.get(), job, trial, src.data(), dst.data());
-    out.AddTrial({put}, {get}, trial > 0);
-    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "FLUSHALL SYNC")));
-    if (!r || r->type == REDIS_REPLY_ERROR) out.errors.push_back("FLUSHALL failed");
-    if (!out.errors.empty()) break;
+  for (size_t b = 0; b < job.batches.size(); ++b) {
+    TransferSection& section = out[b];
+    for (uint32_t trial = 0; trial <= job.trials; ++trial) {
+      PhaseSample put = Set(conn, job, job.batches[b], trial, src.data());
+      PhaseSample get = Get(conn, job, job.batches[b], trial, src.data(), dst.data());
+      section.AddTrial({put}, {get}, trial > 0);
+      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "FLUSHALL SYNC")));
+      if (!r || r->type == REDIS_REPLY_ERROR) section.errors.push_back("FLUSHALL failed");
+      if (!section.errors.empty()) break;
+    }
   }
   c.reset();
   if (const int code = (*server)->Stop(); code != 0) {
-    out.errors.push_back(fmt::format("redis-server exited with code {}: {}", code,
-                                     (*server)->Log()));
+    out[0].errors.push_back(fmt::format("redis-server exited with code {}: {}", code,
+                                        (*server)->Log()));
   }
   return out;
 }

@@ -1,11 +1,20 @@
 // `bench store`'s yardstick from outside: a private redis-server (Debian's /usr/bin/redis-server,
 // started on a free port with no persistence and stopped by PID) doing SET and GET of the same
-// values, in pipelined batches of the same size through hiredis; GET copies each reply into a
-// destination buffer, as the store's get lands in one. Same trials: one untimed warm-up (which
-// also grows redis's heap to the working set), then measured trials; FLUSHALL between trials.
+// values, in pipelined batches of the same size, and (context) one command at a time: redis
+// copies a big argument out of its query buffer when more of the pipeline follows it, so for
+// large values it can run faster unpipelined. Same trials: one untimed warm-up (which also grows
+// redis's heap to the working set), then measured trials; FLUSHALL between trials.
+//
+// The client is kvtier's own RESP connection (connectors/resp_connection.h, the `resp` L2
+// connector's): SET values are sent straight from the source buffers with sendmsg and GET values
+// read straight into the destination buffers, so redis gets the best client we have. Debian's
+// hiredis (0.14) is not used for the timed part: its redisBufferWrite shifts the whole unsent
+// output buffer (sdsrange) after every partial write, so a pipeline of 32 x 1 MiB costs
+// quadratic memmove (measured: 0.02 GB/s SET, ~1.5 s per batch) and would judge hiredis, not redis.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "cli/bench_store_run.h"
 
@@ -14,12 +23,13 @@ namespace kvtier::cli {
 struct RedisJob {
   uint32_t values = 0;
   uint64_t value_bytes = 0;  // a multiple of 8
-  uint32_t batch = 0;
-  uint32_t trials = 0;  // measured, after one warm-up
+  std::vector<uint32_t> batches;  // commands per pipelined batch; one section each
+  uint32_t trials = 0;            // measured, after one warm-up
   uint64_t seed = 0;
 };
 
-// `unavailable` says why it did not run (no redis-server on this machine).
-TransferSection MeasureRedis(const RedisJob& job);
+// One section per batch size, in order; `unavailable` says why they did not run (no
+// redis-server on this machine).
+std::vector<TransferSection> MeasureRedis(const RedisJob& job);
 
 }  // namespace kvtier::cli

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/bench_limits.h"
@@ -70,15 +71,19 @@ struct StoreBenchRun {
   BenchStoreOptions options;
   uint64_t value_bytes = 0;
   uint64_t segment_bytes = 0;  // node A
+  uint64_t section_bytes = 0;  // the most a section stores at once (all its trials)
+  PhaseSample segment_warmup;  // the fill of A's segment over TCP before the sections
   uint64_t lease_ttl_ms = 0;
   Spread memcpy_gbps;
   Spread raw_tcp_gbps;
   std::string raw_tcp_error;
   TransferSection same_node;
   TransferSection cross_node;
-  TransferSection redis;
+  TransferSection redis;               // pipelined batches of options.batch
+  TransferSection redis_unpipelined;   // one command at a time (context)
   ExistSection master;
   std::vector<TransferSection> scaling;
+  std::vector<std::pair<std::string, double>> wall_s;  // where the bench's own time went
   std::vector<std::string> errors;  // cluster start and the like
 };
 
