@@ -8,7 +8,12 @@
 #include <vector>
 
 #include "integration_store/store_fixture.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "store/client/dummy_client.h"
+#include "store/common/dummy_socket.h"
 
 namespace kvtier::testing {
 namespace {
@@ -203,6 +208,50 @@ TEST(StoreCluster, EvictionAtTheWatermarkSparesLeasedObjects) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, first);
   EXPECT_FALSE(*c->BatchIsExist({"fill-0"})[0]);  // the oldest unleased object went first
+}
+
+}  // namespace
+}  // namespace kvtier::testing
+
+namespace kvtier::testing {
+namespace {
+
+// Sends `bytes` to a TCP port on 127.0.0.1 and closes.
+void SendGarbageTcp(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::close(fd);
+}
+
+TEST(StoreCluster, GarbageOnEverySocketLeavesTheStoreServing) {
+  MasterProcess master;
+  NodeProcess node(master.address(), "32MB");
+  const std::string junk = ValueFor("junk", 64 * 1024);
+  const std::string huge_header(64, '\xff');  // lengths and offsets of all ones
+  for (uint16_t port : {master.port(), node.port(), master.http_port(), node.http_port()}) {
+    SendGarbageTcp(port, junk);
+    SendGarbageTcp(port, huge_header);
+  }
+  for (const std::string& bytes : {junk, huge_header}) {
+    auto fd = store::dummy::ConnectSocket(store::DummySocketName(node.port()));
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    (void)::send(fd->get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  ASSERT_TRUE(node.process().Alive());
+  auto c = Dummy(node.address());
+  const std::string v = ValueFor("after-garbage", 100000);
+  ASSERT_TRUE(c->Put("after-garbage", v.data(), v.size()).ok());
+  auto got = c->Get("after-garbage");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, v);
+  EXPECT_GT(node.Metric("kvtier_data_plane_bad_requests_total"), 0);
 }
 
 }  // namespace
