@@ -107,6 +107,12 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
         return Invalid(fmt::format("field 'client_id' must have 1..{} bytes, got {}",
                                    kMaxClientIdBytes, req.client_id.size()));
       }
+      // It shows up in logs and messages: printable ASCII only.
+      for (char c : req.client_id) {
+        if (c < 0x21 || c > 0x7e) {
+          return Invalid("field 'client_id' must be printable ASCII without spaces");
+        }
+      }
       return Status::Ok();
     case Op::kRegisterRegion: {
       std::string kind;

@@ -28,7 +28,7 @@ inline constexpr size_t kMaxBuffersPerDummy = 65536;
 inline constexpr size_t kMaxClientIdBytes = 128;
 
 enum class Op : uint32_t {
-  kHello = 1,             // client_id, version -> endpoint, node_id, version
+  kHello = 1,             // client_id (printable ASCII), version -> endpoint, node_id, version
   kRegisterRegion = 2,    // region, size, kind + exactly one memfd (SCM_RIGHTS)
   kRegisterBuffer = 3,    // region, offset, size
   kUnregisterBuffer = 4,  // region, offset -> size

@@ -32,6 +32,21 @@ TEST(DummyProtocolTest, HelloRoundTrip) {
   EXPECT_EQ(got->version, kProtocolVersion);
 }
 
+TEST(DummyProtocolTest, ClientIdIsPrintableAndBounded) {
+  Request req;
+  req.op = Op::kHello;
+  req.version = kProtocolVersion;
+  for (const std::string& bad : {std::string(), std::string(kMaxClientIdBytes + 1, 'a'),
+                                 std::string("a\nb"), std::string("a b"), std::string("\x1b[2J")}) {
+    req.client_id = bad;
+    auto got = RoundTrip(req);
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_THAT(got.status().message(), HasSubstr("'client_id'"));
+  }
+  req.client_id = std::string(kMaxClientIdBytes, 'f');
+  EXPECT_TRUE(RoundTrip(req).ok());
+}
+
 TEST(DummyProtocolTest, PutFromRoundTripKeepsBinaryKeysAndRanges) {
   Request req;
   req.op = Op::kPutFrom;
