@@ -1,8 +1,5 @@
 // `kvtier master`: the store's metadata master (docs/store.md): RPC on --host:--port, HTTP
 // /healthz /status /metrics on --http-port. Checks its flags, then runs until SIGTERM/SIGINT.
-#include <arpa/inet.h>
-#include <signal.h>
-
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -10,6 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/store_commands_common.h"
 #include "common/logging.h"
 #include "store/master/master_server.h"
 
@@ -29,14 +27,6 @@ struct MasterFlags {
   uint32_t replicas = 1;
   std::string log_level = "warn";
 };
-
-bool IsLoopback(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-}
 
 std::chrono::milliseconds Seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
@@ -77,17 +67,8 @@ int RunMaster(const MasterFlags& f) {
     std::cerr << "error: " << problem << "\n";
     return 2;
   }
-  if (!IsLoopback(f.host)) {
-    KVT_LOG_WARN("master: listening on {} without authentication: any host that reaches it can "
-                 "mount segments and remove keys",
-                 f.host);
-  }
-  // Blocked in every thread (the server's threads inherit the mask); this one waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  WarnIfNotLoopback("master", f.host, "mount segments and remove keys");
+  const sigset_t signals = BlockStopSignals();  // the server's threads inherit the mask
 
   store::MasterServerOptions options;
   options.host = f.host;

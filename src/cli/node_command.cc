@@ -1,13 +1,12 @@
 // `kvtier node`: a store node (docs/store.md): contributes --global-segment-size bytes to the
 // store, serves the data plane on --host:--port and dummy clients on @kvtier-node-<port>, and
 // optionally HTTP /healthz /status /metrics. Runs until SIGTERM/SIGINT.
-#include <signal.h>
-
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/store_commands_common.h"
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "store/client/dummy_client.h"
@@ -29,10 +28,6 @@ struct NodeFlags {
   std::string log_level = "warn";
 };
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
 int RunNode(const NodeFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
@@ -41,16 +36,8 @@ int RunNode(const NodeFlags& f) {
     std::cerr << "error: --global-segment-size: " << segment_size.status().message() << "\n";
     return 2;
   }
-  if (!IsLoopback(f.host)) {
-    KVT_LOG_WARN("node: listening on {} without authentication: any host that reaches it can "
-                 "read and write this node's segment",
-                 f.host);
-  }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  WarnIfNotLoopback("node", f.host, "read and write this node's segment");
+  const sigset_t signals = BlockStopSignals();  // the node's threads inherit the mask
 
   MetricsRegistry metrics;
   store::NodeOptions options;
