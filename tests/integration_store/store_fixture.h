@@ -62,9 +62,7 @@ class NodeProcess {
   NodeProcess(const std::string& master, const std::string& segment_size,
               std::vector<std::string> extra = {})
       : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
-    const char* bin = std::getenv("KVTIER_BIN");
-    if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
-    std::vector<std::string> args = {bin, "node", "--master", master, "--port",
+    std::vector<std::string> args = {KvtierBin(), "node", "--master", master, "--port",
                                      std::to_string(port_), "--http-port",
                                      std::to_string(http_port_), "--global-segment-size",
                                      segment_size, "--no-prefault", "--log-level", "error"};

@@ -2,10 +2,6 @@
 // until it answers, and stops it by PID (SIGTERM and wait, or SIGKILL as a crash would).
 #pragma once
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -16,40 +12,9 @@
 
 #include "common/free_port.h"
 #include "store/client/master_client.h"
+#include "support/child_process.h"
 
 namespace kvtier::testing {
-
-// Forks and execs argv; returns the child's PID.
-inline pid_t SpawnProcess(std::vector<std::string> args) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// SIGTERM, then wait up to 5 s; SIGKILL after that. Returns the exit status (128 + signal when
-// killed by one, -1 when it had to be killed). *pid becomes 0.
-inline int StopProcess(pid_t* pid) {
-  if (*pid <= 0) return -1;
-  ::kill(*pid, SIGTERM);
-  for (int i = 0; i < 500; ++i) {
-    int st = 0;
-    if (::waitpid(*pid, &st, WNOHANG) == *pid) {
-      *pid = 0;
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(*pid, SIGKILL);
-  ::waitpid(*pid, nullptr, 0);
-  *pid = 0;
-  return -1;
-}
 
 inline std::string KvtierBin() {
   const char* bin = std::getenv("KVTIER_BIN");
@@ -69,13 +34,10 @@ class MasterProcess {
                                      "--http-port", std::to_string(http_port_),
                                      "--log-level", "error"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    pid_ = SpawnProcess(args);
+    proc_ = ChildProcess(args);
     auto client = store::ConnectMaster({address(), std::chrono::milliseconds(200)});
     for (int i = 0; i < 100; ++i) {
-      if (int st = 0; ::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = 0;
-        throw std::runtime_error("kvtier master exited at startup");
-      }
+      if (!proc_.Alive()) throw std::runtime_error("kvtier master exited at startup");
       // Exist grants no lease and changes nothing: a pure probe.
       auto r = client->Exist({"kvtier-test-probe"});
       const auto code = r.at(0).status().code();
@@ -85,26 +47,11 @@ class MasterProcess {
     throw std::runtime_error("kvtier master did not come up");
   }
 
-  ~MasterProcess() { Stop(); }
-  MasterProcess(const MasterProcess&) = delete;
-  MasterProcess& operator=(const MasterProcess&) = delete;
-
   // SIGTERM and wait; returns the exit status (0 for a clean stop).
-  int Stop() {
-    if (pid_ > 0) exit_status_ = StopProcess(&pid_);
-    return exit_status_;
-  }
-
+  int Stop() { return proc_.Stop(); }
   // SIGKILL, as a crash would.
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
-
-  bool Alive() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
-  pid_t pid() const { return pid_; }
+  void Kill() { proc_.Kill(); }
+  bool Alive() { return proc_.Alive(); }
   uint16_t port() const { return port_; }
   uint16_t http_port() const { return http_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -112,8 +59,7 @@ class MasterProcess {
  private:
   uint16_t port_;
   uint16_t http_port_;
-  pid_t pid_ = 0;
-  int exit_status_ = -1;
+  ChildProcess proc_;
 };
 
 }  // namespace kvtier::testing
