@@ -34,6 +34,7 @@ uint64_t RandomId() {
 
 struct StoreNode::Impl {
   NodeOptions options;
+  MetricsRegistry own_metrics;  // used when the caller passes none
   MetricsRegistry* metrics = nullptr;
   NodeInfo info;
   SegmentInfo segment;
@@ -118,7 +119,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
                                                          MetricsRegistry* metrics) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  impl->metrics = metrics;
+  impl->metrics = metrics != nullptr ? metrics : &impl->own_metrics;
   impl->master = std::move(master);
   if (options.segment_size > 0) {
     auto mem = MappedFile::Create("kvtier-segment", options.segment_size, options.prefault,
@@ -128,7 +129,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   }
   impl->data_plane = std::make_unique<DataPlaneServer>(
       DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size, ""},
-      metrics);
+      impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
                        fmt::format("node: cannot serve the data plane on {}:{}: {}", options.host,
@@ -140,7 +141,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   impl->engine = std::make_unique<TransferEngine>(
       TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size,
                       options.rpc_timeout, 8, ""},
-      metrics);
+      impl->metrics);
   impl->InitMetrics();
   impl->Beat();  // mounted at once when the master is up; otherwise the heartbeat keeps trying
   Impl* raw = impl.get();

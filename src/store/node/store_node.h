@@ -47,7 +47,7 @@ class StoreNode {
   // that is not up yet is not an error: the heartbeat mounts once it answers.
   static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
                                                        MetricsRegistry* metrics);
-  // For tests: a node whose master is in-process.
+  // For tests: a node whose master is in-process. `metrics` may be null (the node keeps its own).
   static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
                                                        std::unique_ptr<MasterApi> master,
                                                        MetricsRegistry* metrics);
