@@ -9,8 +9,17 @@
 
 namespace kvtier::store {
 
-// Streams `count` messages of `message_bytes` over 127.0.0.1 and returns GB/s (1e9 bytes/s),
-// timed from the first send until the receiver acknowledges the last byte.
-Result<double> MeasureRawLoopbackTcp(size_t message_bytes, size_t count);
+struct RawTcpThroughput {
+  double gbps = 0;               // 1e9 bytes per wall-clock second
+  double gb_per_cpu_second = 0;  // bytes per CPU-second of the two threads (the copy cost)
+};
+
+// Streams `count` messages of `message_bytes` over 127.0.0.1, timed from the first send until the
+// receiver acknowledges the last byte. With pool_bytes == 0 both ends reuse one message buffer
+// (it stays in cache: the upper bound); otherwise message i is sent from and received into slice
+// i of a pool of pool_bytes on each side (allocated, and sent through once, before the clock
+// starts), like transfers between a long-lived segment and buffer that live in DRAM.
+Result<RawTcpThroughput> MeasureRawLoopbackTcp(size_t message_bytes, size_t count,
+                                               size_t pool_bytes = 0);
 
 }  // namespace kvtier::store

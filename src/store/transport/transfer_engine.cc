@@ -24,13 +24,10 @@
 namespace kvtier::store {
 namespace {
 
-// Measured (docs/store/data_plane.md): on a 2-core loopback host, splitting one peer's 1 MiB ops
-// across more connections did not beat one, so a peer gets one connection per batch.
-size_t LanesPerPeer() {
-  const char* e = getenv("KVT_TMP_LANES");
-  return e ? atoi(e) : 1;
-}
-bool LaneThreads() { return getenv("KVT_TMP_LANE_THREADS") != nullptr; }
+// Measured with 1 MiB ops on this 2-core host (docs/store/data_plane.md): 2 or 4 connections per
+// peer, in one poll loop or a thread each, did not beat one (the kernel's copies are the whole
+// cost), so a peer gets one connection per batch.
+constexpr size_t kLanesPerPeer = 1;
 constexpr size_t kMaxThreadsPerBatch = 8;
 
 enum Dir { kDirRead = 0, kDirWrite = 1 };
@@ -97,7 +94,7 @@ void TransferEngine::Impl::RunPeers(
   std::vector<PipelineLane> lanes;
   std::vector<ConnectionPool::Lease> leases;
   for (const auto& [endpoint, indices] : groups) {
-    const size_t n_lanes = std::min(LaneThreads() ? size_t{1} : LanesPerPeer(), indices.size());
+    const size_t n_lanes = std::min(kLanesPerPeer, indices.size());
     for (size_t l = 0; l < n_lanes; ++l) {
       PipelineLane lane;
       lane.endpoint = endpoint;
@@ -193,15 +190,6 @@ std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
     groups[it->second].second.push_back(i);
   }
 
-  if (LaneThreads() && groups.size() == 1) {
-    auto g = std::move(groups[0]);
-    groups.clear();
-    const size_t k = LanesPerPeer();
-    for (size_t l = 0; l < k; ++l) {
-      groups.push_back({g.first, {}});
-      for (size_t j = l; j < g.second.size(); j += k) groups.back().second.push_back(g.second[j]);
-    }
-  }
   if (groups.size() <= 1) {
     impl_->RunPeers(groups, ops, results, deadline);
   } else {

@@ -131,7 +131,7 @@ TEST(DataPlaneServer, StopIsPromptWithIdleAndStuckPeers) {
   TransferEngine engine(Opts(), nullptr);
   ASSERT_TRUE(RoundTrip(engine, node.endpoint, 1));  // an idle pooled connection
   wire::UniqueFd stuck = RawConnect(node.endpoint);  // a WRITE that never finishes
-  std::vector<uint8_t> msg = RequestBytes(dp::Op::kWrite, 1, 0, kMiB);
+  std::vector<uint8_t> msg = RequestBytes(dp::Op::kWrite, 1, kMiB, kMiB);  // apart from the READs
   msg.resize(msg.size() + 1000);
   ASSERT_TRUE(tcp::SendAll(stuck.get(), msg.data(), msg.size(), Soon()).ok());
   wire::UniqueFd reader = RawConnect(node.endpoint);  // READs whose replies it never reads

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "transport_fixture.h"
@@ -57,8 +58,7 @@ TEST(TransferEngine, Batch256OneMiBBothDirections) {
   constexpr size_t kOps = 256;
   Node node(kOps * kMiB);
   TransferEngine engine(Opts(), nullptr);
-  std::vector<uint8_t> src(kOps * kMiB), dst(kOps * kMiB, 0);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = PatternByte(7, i);
+  std::vector<uint8_t> src = Pattern(7, kOps * kMiB), dst(kOps * kMiB, 0);
   // Ops in a shuffled segment order so offsets and local addresses differ.
   std::vector<TransferOp> writes, reads;
   for (size_t i = 0; i < kOps; ++i) {
@@ -193,6 +193,16 @@ TEST(TransferEngine, EightThreadsRunBatchesAtOnce) {
   TransferEngine engine(Opts(), &m);
   std::vector<std::thread> threads;
   std::atomic<int> mismatches{0}, failures{0};
+  std::mutex mu;
+  std::string first_failure;
+  auto check = [&](const std::vector<StoreStatus>& results) {
+    for (const auto& s : results) {
+      if (s.ok()) continue;
+      ++failures;
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_failure.empty()) first_failure = s.ToString();
+    }
+  };
   for (size_t t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (size_t round = 0; round < kRounds; ++round) {
@@ -204,14 +214,14 @@ TEST(TransferEngine, EightThreadsRunBatchesAtOnce) {
           writes.push_back(Write(ep, off, src.data() + i * kLen, kLen));
           reads.push_back(Read(ep, off, dst.data() + i * kLen, kLen));
         }
-        for (const auto& s : engine.Run(writes)) failures += !s.ok();
-        for (const auto& s : engine.Run(reads)) failures += !s.ok();
+        check(engine.Run(writes));
+        check(engine.Run(reads));
         mismatches += dst != src;
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << first_failure;
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(OpsWith(m, "ok"), kThreads * kRounds * kOps * 2);
 }

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,16 +20,16 @@
 
 namespace kvtier::store::testing {
 
-// Byte i of a pattern seeded by `seed`.
-inline uint8_t PatternByte(uint64_t seed, uint64_t i) {
-  uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 31;
-  return static_cast<uint8_t>(x ^ (x >> 17));
-}
-
+// `n` bytes that depend on `seed` and on their position (8 bytes at a time: tests fill GiBs).
 inline std::vector<uint8_t> Pattern(uint64_t seed, size_t n) {
   std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = PatternByte(seed, i);
+  uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < n; i += 8) {
+    x += 0x9E3779B97F4A7C15ull;
+    uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 31;
+    std::memcpy(v.data() + i, &z, std::min<size_t>(8, n - i));
+  }
   return v;
 }
 
@@ -64,7 +66,8 @@ inline TransferOp Read(const std::string& ep, uint64_t offset, uint8_t* local, u
   return {TransferOp::Kind::kRead, ep, offset, local, len};
 }
 
-inline TransferOptions Opts(std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) {
+// Generous by default: sanitizer builds on a loaded 2-core machine are slow.
+inline TransferOptions Opts(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000)) {
   TransferOptions o;
   o.timeout = timeout;
   return o;
