@@ -46,6 +46,10 @@ StoreStatus CheckBatch(size_t keys) {
 
 namespace {
 
+// How long a revoked put's space stays unused: the data plane gives up on a stalled request
+// after 30 s, so no late byte of the failed write can land after this.
+constexpr std::chrono::seconds kRevokeQuarantine{31};
+
 // Checks shared by every batch call: the batch limit (every result fails) and each key.
 template <typename R>
 bool FailBatch(const StoreStatus& status, size_t n, std::vector<R>* out) {
@@ -232,7 +236,10 @@ std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
             ErrorCode::INVALID_WRITE,
             fmt::format("put_revoke: key {} is already complete; use remove", KeyForMessage(key))};
       } else {
-        s.pool.FreeAll(meta->replicas);
+        // A revoke follows a failed write, and bytes the writer had already sent may still land
+        // in the replica (docs/store/data_plane.md): keep the space out of use for a while.
+        s.discarded.Add(std::move(meta->replicas),
+                        s.Now() + std::chrono::nanoseconds(kRevokeQuarantine).count());
         shard->Erase(key);
       }
     }
