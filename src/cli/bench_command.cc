@@ -120,6 +120,11 @@ RunFn AddBenchStore(CLI::App& bench) {
       cmd->add_option("--exist-seconds", o->exist_seconds, "Exist calls per thread count, s")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
+  cmd->add_option("--sections", o->sections,
+                  "Sections to run, in this order (comma-separated): same-node (also measures "
+                  "the master), cross-node, redis, scaling")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_flag("--quick", o->quick,
                 "CI smoke run (a few seconds): small values and one trial, unless given");
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvtier::cli {
 
@@ -26,6 +27,8 @@ struct BenchStoreOptions {
   uint32_t trials = 3;               // measured trials per section (after one warm-up)
   uint32_t exist_batch = 128;        // keys per master Exist call
   double exist_seconds = 1.0;        // per thread count
+  // Which sections run, in this order: same-node (with the master's), cross-node, redis, scaling.
+  std::vector<std::string> sections = {"same-node", "cross-node", "redis", "scaling"};
   bool quick = false;                // CI smoke sizes (set by the CLI for options not given)
   bool json = false;
   std::string json_out;              // also write the JSON report to this file (when not empty)

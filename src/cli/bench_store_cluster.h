@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/bench_process.h"
 #include "common/status.h"
@@ -24,6 +25,7 @@ class StoreCluster {
   std::string master_address() const { return Address(*master_); }
   std::string node_a_address() const { return Address(*node_a_); }
   std::string node_p_address() const { return Address(*node_p_); }
+  std::vector<pid_t> pids() const { return {master_->pid(), node_a_->pid(), node_p_->pid()}; }
   // Every process still running (none crashed during the run).
   bool Alive();
   // The logs of the processes that have exited, for error messages.

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <time.h>
+
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -25,6 +27,12 @@ constexpr auto kSetupTimeout = std::chrono::minutes(3);
 constexpr auto kPhaseTimeout = std::chrono::minutes(10);
 constexpr auto kRemoveDeadline = std::chrono::seconds(30);
 constexpr size_t kMaxErrors = 5;
+
+double ProcessCpuNow() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -50,6 +58,7 @@ class DummyWorker {
     PhaseSample s;
     s.bytes = total();
     std::vector<Batch> batches = Batches(trial, src_);
+    const double cpu0 = ProcessCpuNow();
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
       const auto t0 = SteadyClock::now();
@@ -60,6 +69,7 @@ class DummyWorker {
       }
     }
     s.end_ns = NowNs();
+    s.cpu_s = ProcessCpuNow() - cpu0;
     return s.ToJson();
   }
 
@@ -69,6 +79,7 @@ class DummyWorker {
     s.bytes = total();
     std::memset(dst_, 0, total());  // so a get that writes nothing cannot pass the check
     std::vector<Batch> batches = Batches(trial, dst_);
+    const double cpu0 = ProcessCpuNow();
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
       const auto t0 = SteadyClock::now();
@@ -84,6 +95,7 @@ class DummyWorker {
       }
     }
     s.end_ns = NowNs();
+    s.cpu_s = ProcessCpuNow() - cpu0;
     // Untimed: every byte against what was put.
     for (uint32_t i = 0; i < job_.values; ++i) {
       const uint64_t off = uint64_t{i} * job_.value_bytes;
@@ -263,14 +275,10 @@ Result<std::vector<json>> DummyFleet::Broadcast(const std::string& command) {
   return out;
 }
 
-Status DummyFleet::RunTrial(uint32_t trial, std::vector<PhaseSample>& puts,
-                            std::vector<PhaseSample>& gets) {
-  if (Status s = RunPhase("put", trial, puts); !s.ok()) return s;
-  return RunPhase("get", trial, gets);
-}
-
-Status DummyFleet::RunPut(uint32_t trial, std::vector<PhaseSample>& puts) {
-  return RunPhase("put", trial, puts);
+std::vector<pid_t> DummyFleet::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& child : children_) out.push_back(child->pid());
+  return out;
 }
 
 Status DummyFleet::RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out) {

@@ -39,22 +39,20 @@ class DummyFleet {
   static Result<std::unique_ptr<DummyFleet>> Start(const std::vector<DummyJob>& jobs);
   ~DummyFleet();
 
-  // A put phase in every process at once, then a get phase (values zeroed first, verified after).
+  // One phase, "put" or "get" (values zeroed first, verified after), in every process at once.
   // Samples are per process. An error means a process failed to answer; store errors are in the
-  // samples.
-  Status RunTrial(uint32_t trial, std::vector<PhaseSample>& puts, std::vector<PhaseSample>& gets);
-  // Only the put phase (what a fill_only job can do).
-  Status RunPut(uint32_t trial, std::vector<PhaseSample>& puts);
+  // samples. A fill_only job can only put.
+  Status RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out);
   // Removes the keys of trials 0..last_trial in every process (waiting out read leases); store
   // errors go to `errors`.
   Status Remove(uint32_t last_trial, std::vector<std::string>& errors);
   // Asks every process to disconnect and exit; returns the first failure.
   Status Stop();
+  std::vector<pid_t> pids() const;
 
  private:
   DummyFleet() = default;
   Result<std::vector<nlohmann::json>> Broadcast(const std::string& command);
-  Status RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out);
 
   std::vector<std::unique_ptr<LinkedChild>> children_;
 };

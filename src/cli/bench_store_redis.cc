@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 
 #include "cli/bench_data.h"
 #include "cli/bench_process.h"
+#include "cli/bench_store_cpu.h"
 #include "connectors/resp_connection.h"
 
 namespace kvtier::cli {
@@ -47,7 +49,7 @@ struct RedisFree {
   void operator()(redisContext* c) const { redisFree(c); }
 };
 using Connection = std::unique_ptr<redisContext, RedisFree>;
-// hiredis for the housekeeping only (PING, FLUSHALL): see the header for why the timed commands
+// hiredis for the readiness check only (PING): see the header for why the timed commands
 // do not go through it.
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -96,6 +98,7 @@ PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
     values.push_back({src + uint64_t{i} * job.value_bytes, job.value_bytes});
   }
   std::vector<uint8_t> stored(batch);
+  const double cpu0 = ThreadCpuSeconds();
   s.start_ns = NowNs();
   for (uint32_t first = 0; first < job.values; first += batch) {
     const uint32_t n = std::min(job.values - first, batch);
@@ -110,6 +113,7 @@ PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
     }
   }
   s.end_ns = NowNs();
+  s.cpu_s = ThreadCpuSeconds() - cpu0;
   return s;
 }
 
@@ -125,6 +129,7 @@ PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
     buffers.push_back({dst + uint64_t{i} * job.value_bytes, job.value_bytes});
   }
   std::vector<uint8_t> found(batch);
+  const double cpu0 = ThreadCpuSeconds();
   s.start_ns = NowNs();
   for (uint32_t first = 0; first < job.values; first += batch) {
     const uint32_t n = std::min(job.values - first, batch);
@@ -139,6 +144,7 @@ PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
     }
   }
   s.end_ns = NowNs();
+  s.cpu_s = ThreadCpuSeconds() - cpu0;
   for (uint32_t i = 0; i < job.values; ++i) {
     const uint64_t off = uint64_t{i} * job.value_bytes;
     if (std::memcmp(dst + off, src + off, job.value_bytes) == 0) {
@@ -148,6 +154,19 @@ PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
     }
   }
   return s;
+}
+
+Status Delete(RespConnection& conn, const RedisJob& job, uint32_t trial) {
+  std::vector<std::string> keys;
+  for (uint32_t i = 0; i < job.values; ++i) keys.push_back(Key(trial, i));
+  std::vector<uint8_t> removed(keys.size());
+  Status st = conn.Del(keys, SteadyClock::now() + kCallTimeout, removed);
+  if (!st.ok()) return st;
+  const auto n = std::count(removed.begin(), removed.end(), uint8_t{1});
+  if (n != static_cast<int64_t>(keys.size())) {
+    return Status(Code::kInternal, fmt::format("DEL removed {} of {} keys", n, keys.size()));
+  }
+  return Status::Ok();
 }
 
 // A private temporary directory for redis-server's --dir, removed on destruction.
@@ -196,10 +215,6 @@ std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
   spec.timeout = std::chrono::seconds(20);
   auto server = SpawnedProcess::Start(spec);
   if (!server.ok()) return fail_all(server.status().ToString(), false);
-  Connection c = Connect((*server)->port());  // for FLUSHALL between trials
-  if (!c || c->err != 0) {
-    return fail_all(fmt::format("connect to redis: {}", c ? c->errstr : "no memory"), false);
-  }
   RespEndpoint endpoint;
   endpoint.port = (*server)->port();
   RespConnection conn(endpoint);
@@ -214,15 +229,21 @@ std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
   for (size_t b = 0; b < job.batches.size(); ++b) {
     TransferSection& section = out[b];
     for (uint32_t trial = 0; trial <= job.trials; ++trial) {
+      // CPU: redis-server's here, the client's (this thread's) in the samples.
+      const std::vector<pid_t> pids = {(*server)->pid()};
+      const double cpu0 = CpuSeconds(pids);
       PhaseSample put = Set(conn, job, job.batches[b], trial, src.data());
+      const double cpu1 = CpuSeconds(pids);
       PhaseSample get = Get(conn, job, job.batches[b], trial, src.data(), dst.data());
-      section.AddTrial({put}, {get}, trial > 0);
-      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "FLUSHALL SYNC")));
-      if (!r || r->type == REDIS_REPLY_ERROR) section.errors.push_back("FLUSHALL failed");
+      section.AddTrial({put}, {get}, trial > 0, {{"redis_server", cpu1 - cpu0}},
+                       {{"redis_server", CpuSeconds(pids) - cpu1}}, "client");
+      // DEL, not FLUSHALL: Redis 7's FLUSHALL also purges jemalloc, handing every page back to
+      // the kernel, so each trial would pay fresh-page faults; DEL leaves the freed pages to be
+      // reused, as in a cache that evicts and inserts.
+      if (Status st = Delete(conn, job, trial); !st.ok()) section.errors.push_back(st.ToString());
       if (!section.errors.empty()) break;
     }
   }
-  c.reset();
   if (const int code = (*server)->Stop(); code != 0) {
     out[0].errors.push_back(fmt::format("redis-server exited with code {}: {}", code,
                                         (*server)->Log()));

@@ -3,7 +3,7 @@
 // values, in pipelined batches of the same size, and (context) one command at a time: redis
 // copies a big argument out of its query buffer when more of the pipeline follows it, so for
 // large values it can run faster unpipelined. Same trials: one untimed warm-up (which also grows
-// redis's heap to the working set), then measured trials; FLUSHALL between trials.
+// redis's heap to the working set), then measured trials; each trial's keys are deleted after it.
 //
 // The client is kvtier's own RESP connection (connectors/resp_connection.h, the `resp` L2
 // connector's): SET values are sent straight from the source buffers with sendmsg and GET values

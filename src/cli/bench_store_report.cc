@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/bench_common.h"
@@ -28,15 +29,26 @@ json OpJson(const OpStats& op) {
           {"p50_ms", Percentile(us, 0.5) / 1000},
           {"p99_ms", Percentile(us, 0.99) / 1000},
           {"batches", us.size()},
-          {"bytes", op.bytes}};
+          {"bytes", op.bytes},
+          {"cpu_s", op.cpu_by_process},
+          {"trial_gbps", op.gbps},
+          {"trial_windows_ns", op.windows},  // CLOCK_MONOTONIC, to line up with profiles
+          {"gb_per_cpu_s", op.cpu_seconds > 0
+                               ? json(static_cast<double>(op.bytes) / op.cpu_seconds / 1e9)
+                               : json()}};
 }
 
 json Ratio(double value, double limit) { return limit > 0 && value > 0 ? json(value / limit) : json(); }
 
 double Median(const json& op) { return op["gbps"]["median"].get<double>(); }
 
-// `limit_name` empty: no limit (redis, scaling).
-json SectionJson(const TransferSection& s, const std::string& limit_name, double limit_gbps) {
+double CpuRate(const json& op) {
+  return op["gb_per_cpu_s"].is_number() ? op["gb_per_cpu_s"].get<double>() : 0;
+}
+
+// `limit_name` empty: no limit (redis).
+json SectionJson(const TransferSection& s, const std::string& limit_name, double limit_gbps,
+                 double limit_gb_per_cpu_s) {
   json j = {{"processes", s.processes},
             {"unavailable", s.unavailable},
             {"put", OpJson(s.put)},
@@ -45,9 +57,13 @@ json SectionJson(const TransferSection& s, const std::string& limit_name, double
             {"verified_bytes", s.verified_bytes},
             {"errors", s.errors}};
   if (!limit_name.empty()) {
-    j["limit"] = {{"name", limit_name}, {"gbps", limit_gbps}};
+    j["limit"] = {{"name", limit_name},
+                  {"gbps", limit_gbps},
+                  {"gb_per_cpu_s", limit_gb_per_cpu_s}};
     j["ratios"] = {{"put_over_limit", Ratio(Median(j["put"]), limit_gbps)},
-                   {"get_over_limit", Ratio(Median(j["get"]), limit_gbps)}};
+                   {"get_over_limit", Ratio(Median(j["get"]), limit_gbps)},
+                   {"put_cpu_over_limit", Ratio(CpuRate(j["put"]), limit_gb_per_cpu_s)},
+                   {"get_cpu_over_limit", Ratio(CpuRate(j["get"]), limit_gb_per_cpu_s)}};
   }
   return j;
 }
@@ -75,11 +91,16 @@ json SummarizeStore(const StoreBenchRun& run) {
                    {"lease_ttl_ms", run.lease_ttl_ms},
                    {"exist_batch", o.exist_batch},
                    {"exist_seconds", o.exist_seconds},
+                   {"sections", o.sections},
                    {"seed", o.seed}};
   out["machine"] = MachineJson();
   const double memcpy_gbps = run.memcpy_gbps.median, tcp_gbps = run.raw_tcp_gbps.median;
+  const double memcpy_cpu = run.memcpy_gb_per_cpu_s.median;
+  const double tcp_cpu = run.raw_tcp_gb_per_cpu_s.median;
   out["limits"] = {{"memcpy_1mib_gbps", SpreadJson(run.memcpy_gbps)},
+                   {"memcpy_gb_per_cpu_s", SpreadJson(run.memcpy_gb_per_cpu_s)},
                    {"raw_tcp_gbps", SpreadJson(run.raw_tcp_gbps)},
+                   {"raw_tcp_gb_per_cpu_s", SpreadJson(run.raw_tcp_gb_per_cpu_s)},
                    {"raw_tcp_message_bytes", run.value_bytes},
                    {"raw_tcp_error", run.raw_tcp_error}};
   const PhaseSample& w = run.segment_warmup;
@@ -89,11 +110,13 @@ json SummarizeStore(const StoreBenchRun& run) {
                                            static_cast<double>(w.end_ns - w.start_ns)
                                      : 0.0},
       {"errors", w.errors}};
-  out["same_node"] = SectionJson(run.same_node, "memcpy", memcpy_gbps);
-  out["cross_node"] = SectionJson(run.cross_node, "raw_tcp", tcp_gbps);
-  out["redis"] = SectionJson(run.redis, "", 0);
+  out["same_node"] = SectionJson(run.same_node, "memcpy", memcpy_gbps, memcpy_cpu);
+  out["cross_node"] = SectionJson(run.cross_node, "raw_tcp", tcp_gbps, tcp_cpu);
+  out["redis"] = SectionJson(run.redis, "", 0, 0);
   json scaling = json::array();
-  for (const TransferSection& s : run.scaling) scaling.push_back(SectionJson(s, "memcpy", memcpy_gbps));
+  for (const TransferSection& s : run.scaling) {
+    scaling.push_back(SectionJson(s, "memcpy", memcpy_gbps, memcpy_cpu));
+  }
   out["scaling"] = scaling;
 
   const ExistSection& m = run.master;
@@ -108,13 +131,16 @@ json SummarizeStore(const StoreBenchRun& run) {
                     {"p50_us", r.p50_us},
                     {"p99_us", r.p99_us}});
   }
-  const bool master_verified = m.errors.empty() && m.checked_keys > 0 && m.wrong_answers == 0;
-  out["master_exist"] = {{"batch_keys", m.batch_keys}, {"present_keys", m.present_keys},
+  const bool master_ran = m.unavailable.empty();
+  const bool master_verified =
+      !master_ran || (m.errors.empty() && m.checked_keys > 0 && m.wrong_answers == 0);
+  out["master_exist"] = {{"unavailable", m.unavailable},
+                         {"batch_keys", m.batch_keys}, {"present_keys", m.present_keys},
                          {"runs", runs},               {"checked_keys", m.checked_keys},
                          {"wrong_answers", m.wrong_answers}, {"verified", master_verified},
                          {"errors", m.errors}};
 
-  out["redis_unpipelined"] = SectionJson(run.redis_unpipelined, "", 0);
+  out["redis_unpipelined"] = SectionJson(run.redis_unpipelined, "", 0, 0);
   // The store is judged against redis's better mode for each op.
   const bool redis_ran = run.redis.unavailable.empty();
   json best = json::object();
@@ -134,13 +160,17 @@ json SummarizeStore(const StoreBenchRun& run) {
   out["vs_redis"] = vs_redis;
 
   json goals = json::array();
+  const bool same_ran = run.same_node.unavailable.empty();
+  const bool cross_ran = run.cross_node.unavailable.empty();
   for (const char* op : {"put", "get"}) {
+    if (!same_ran) break;
     goals.push_back(Goal(fmt::format("same-node {} >= {:.0f}% of memcpy", op,
                                      100 * kSameNodeGoalOverMemcpy),
                          out["same_node"]["ratios"][fmt::format("{}_over_limit", op)],
                          kSameNodeGoalOverMemcpy));
   }
   for (const char* op : {"put", "get"}) {
+    if (!cross_ran) break;
     goals.push_back(Goal(fmt::format("cross-node {} >= {:.0f}% of raw TCP", op,
                                      100 * kCrossNodeGoalOverRawTcp),
                          out["cross_node"]["ratios"][fmt::format("{}_over_limit", op)],
@@ -148,6 +178,7 @@ json SummarizeStore(const StoreBenchRun& run) {
   }
   if (redis_ran) {
     for (const char* section : {"same_node", "cross_node"}) {
+      if (!out[section]["unavailable"].get<std::string>().empty()) continue;
       for (const char* op : {"put", "get"}) {
         const std::string key = fmt::format("{}_{}", section, op);
         goals.push_back(Goal(fmt::format("{} {} ahead of redis", section, op), vs_redis[key],
@@ -157,9 +188,13 @@ json SummarizeStore(const StoreBenchRun& run) {
   }
   out["goals"] = goals;
 
-  bool verified = run.same_node.verified() && run.cross_node.verified() && master_verified &&
+  const bool scaling_selected =
+      std::find(o.sections.begin(), o.sections.end(), "scaling") != o.sections.end();
+  bool verified = (!same_ran || run.same_node.verified()) &&
+                  (!cross_ran || run.cross_node.verified()) && master_verified &&
                   (!redis_ran || (run.redis.verified() && run.redis_unpipelined.verified())) &&
-                  !run.scaling.empty();
+                  (!scaling_selected || !run.scaling.empty()) &&
+                  (same_ran || cross_ran || !run.scaling.empty());
   for (const TransferSection& s : run.scaling) verified = verified && s.verified();
   out["verified"] = verified;
   json wall = json::object();
@@ -180,12 +215,21 @@ std::string GbpsCell(const json& op) {
 
 std::string RatioCell(const json& r) { return r.is_number() ? fmt::format("{:.2f}", r.get<double>()) : "-"; }
 
+std::string CpuCell(const json& v) { return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "-"; }
+
+// `op` is put/get, or SET/GET for redis; the ratios come from section["ratios"] when it has them.
 void Row(std::ostream& os, const std::string& name, const std::string& op, const json& section,
-         const std::string& limit, const json& ratio) {
-  const json& o = section[op == "SET" ? "put" : op == "GET" ? "get" : op];
-  os << fmt::format("{:<24} {:<4} {:<22} {:>8.2f} {:>8.2f}  {:<16} {:>6}\n", name, op,
+         const std::string& limit) {
+  const std::string key = op == "SET" ? "put" : op == "GET" ? "get" : op;
+  const json& o = section[key];
+  json ratio, cpu_ratio;
+  if (section.contains("ratios")) {
+    ratio = section["ratios"][key + "_over_limit"];
+    cpu_ratio = section["ratios"][key + "_cpu_over_limit"];
+  }
+  os << fmt::format("{:<24} {:<4} {:<22} {:>7.2f} {:>7.2f}  {:<15} {:>5}  {:>8} {:>5}\n", name, op,
                     GbpsCell(o), o["p50_ms"].get<double>(), o["p99_ms"].get<double>(), limit,
-                    RatioCell(ratio));
+                    RatioCell(ratio), CpuCell(o["gb_per_cpu_s"]), RatioCell(cpu_ratio));
 }
 
 void Errors(std::ostream& os, const std::string& name, const json& errors) {
@@ -205,44 +249,48 @@ void PrintStoreReport(const json& s, std::ostream& os) {
   const json& l = s["limits"];
   const double memcpy_gbps = l["memcpy_1mib_gbps"]["median"].get<double>();
   const double tcp_gbps = l["raw_tcp_gbps"]["median"].get<double>();
-  os << fmt::format("limits (same run): memcpy {:.2f} GB/s, raw loopback TCP {:.2f} GB/s\n",
-                    memcpy_gbps, tcp_gbps);
+  os << fmt::format(
+      "limits (same run, medians): memcpy {:.2f} GB/s ({:.2f} GB per CPU-s); raw loopback TCP "
+      "{:.2f} GB/s ({:.2f} GB per CPU-s)\n",
+      memcpy_gbps, l["memcpy_gb_per_cpu_s"]["median"].get<double>(), tcp_gbps,
+      l["raw_tcp_gb_per_cpu_s"]["median"].get<double>());
   const json& w = s["segment_warmup"];
   os << fmt::format("segment A warmed over TCP first: {} MiB put from P at {:.2f} GB/s (untimed)\n\n",
                     w["bytes"].get<uint64_t>() >> 20, w["gbps"].get<double>());
-  os << fmt::format("{:<24} {:<4} {:<22} {:>8} {:>8}  {:<16} {:>6}\n", "section", "op",
-                    "GB/s median (min-max)", "p50 ms", "p99 ms", "limit GB/s", "ratio");
+  os << fmt::format("{:<24} {:<4} {:<22} {:>7} {:>7}  {:<15} {:>5}  {:>8} {:>5}\n", "section", "op",
+                    "GB/s median (min-max)", "p50 ms", "p99 ms", "limit GB/s", "ratio",
+                    "GB/CPU-s", "ratio");
   const std::string memcpy_cell = fmt::format("memcpy {:.2f}", memcpy_gbps);
   const std::string tcp_cell = fmt::format("raw TCP {:.2f}", tcp_gbps);
-  for (const char* op : {"put", "get"}) {
-    Row(os, "same-node dummy (A)", op, s["same_node"], memcpy_cell,
-        s["same_node"]["ratios"][fmt::format("{}_over_limit", op)]);
-  }
-  for (const char* op : {"put", "get"}) {
-    Row(os, "cross-node dummy (P->A)", op, s["cross_node"], tcp_cell,
-        s["cross_node"]["ratios"][fmt::format("{}_over_limit", op)]);
+  for (auto [key, name, limit] : {std::tuple{"same_node", "same-node dummy (A)", memcpy_cell},
+                                  std::tuple{"cross_node", "cross-node dummy (P->A)", tcp_cell}}) {
+    const std::string why = s[key]["unavailable"].get<std::string>();
+    if (!why.empty()) {
+      os << fmt::format("{:<24} not run: {}\n", name, why);
+      continue;
+    }
+    for (const char* op : {"put", "get"}) Row(os, name, op, s[key], limit);
   }
   const json& redis = s["redis"];
   if (redis["unavailable"].get<std::string>().empty()) {
     for (const char* op : {"SET", "GET"}) {
-      Row(os, fmt::format("redis, pipelined {}", c["batch"].get<uint32_t>()), op, redis, "",
-          json());
+      Row(os, fmt::format("redis, pipelined {}", c["batch"].get<uint32_t>()), op, redis, "");
     }
-    for (const char* op : {"SET", "GET"}) {
-      Row(os, "redis, one at a time", op, s["redis_unpipelined"], "", json());
-    }
+    for (const char* op : {"SET", "GET"}) Row(os, "redis, one at a time", op, s["redis_unpipelined"], "");
   } else {
-    os << "redis-server: not run: " << redis["unavailable"].get<std::string>() << "\n";
+    os << fmt::format("{:<24} not run: {}\n", "redis-server", redis["unavailable"].get<std::string>());
   }
   for (const json& step : s["scaling"]) {
     for (const char* op : {"put", "get"}) {
       Row(os, fmt::format("{} dummies on A (sum)", step["processes"].get<uint32_t>()), op, step,
-          memcpy_cell, step["ratios"][fmt::format("{}_over_limit", op)]);
+          memcpy_cell);
     }
   }
   const json& m = s["master_exist"];
-  os << fmt::format("\nmaster Exist, {} keys per call (half of them present):\n",
-                    m["batch_keys"].get<uint32_t>());
+  if (m["unavailable"].get<std::string>().empty()) {
+    os << fmt::format("\nmaster Exist, {} keys per call (half of them present):\n",
+                      m["batch_keys"].get<uint32_t>());
+  }
   for (const json& r : m["runs"]) {
     os << fmt::format("  {} thread(s): {:.0f} calls/s ({:.2f} M keys/s), p50 {:.0f} us, p99 {:.0f} us\n",
                       r["threads"].get<uint32_t>(), r["calls_per_s"].get<double>(),

@@ -2,13 +2,15 @@
 #include "cli/bench_store_run.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace kvtier::cli {
 
 nlohmann::json PhaseSample::ToJson() const {
   return {{"start_ns", start_ns},   {"end_ns", end_ns},
           {"bytes", bytes},         {"batch_us", batch_us},
-          {"verified_bytes", verified_bytes}, {"errors", errors}};
+          {"verified_bytes", verified_bytes}, {"cpu_s", cpu_s},
+          {"errors", errors}};
 }
 
 PhaseSample PhaseSample::FromJson(const nlohmann::json& j) {
@@ -18,6 +20,7 @@ PhaseSample PhaseSample::FromJson(const nlohmann::json& j) {
   s.bytes = j.value("bytes", uint64_t{0});
   s.batch_us = j.value("batch_us", std::vector<double>{});
   s.verified_bytes = j.value("verified_bytes", uint64_t{0});
+  s.cpu_s = j.value("cpu_s", 0.0);
   s.errors = j.value("errors", std::vector<std::string>{});
   return s;
 }
@@ -35,13 +38,16 @@ void AddPhase(const std::vector<PhaseSample>& samples, OpStats& op) {
     op.batch_us.insert(op.batch_us.end(), s.batch_us.begin(), s.batch_us.end());
   }
   op.bytes += bytes;
+  op.windows.emplace_back(first, last);
   if (last > first) op.gbps.push_back(static_cast<double>(bytes) / static_cast<double>(last - first));
 }
 
 }  // namespace
 
 void TransferSection::AddTrial(const std::vector<PhaseSample>& puts,
-                               const std::vector<PhaseSample>& gets, bool measured) {
+                               const std::vector<PhaseSample>& gets, bool measured,
+                               const CpuSplit& put_cpu, const CpuSplit& get_cpu,
+                               const std::string& client_role) {
   for (const auto* phase : {&puts, &gets}) {
     for (const PhaseSample& s : *phase) errors.insert(errors.end(), s.errors.begin(), s.errors.end());
   }
@@ -52,6 +58,12 @@ void TransferSection::AddTrial(const std::vector<PhaseSample>& puts,
   if (!measured) return;
   AddPhase(puts, put);
   AddPhase(gets, get);
+  for (auto [samples, cpu, op] : {std::tuple{&puts, &put_cpu, &put}, std::tuple{&gets, &get_cpu, &get}}) {
+    for (const auto& [role, seconds] : *cpu) op->cpu_by_process[role] += seconds;
+    for (const PhaseSample& s : *samples) op->cpu_by_process[client_role] += s.cpu_s;
+    op->cpu_seconds = 0;
+    for (const auto& [role, seconds] : op->cpu_by_process) op->cpu_seconds += seconds;
+  }
 }
 
 bool TransferSection::verified() const {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@ struct PhaseSample {
   uint64_t bytes = 0;
   std::vector<double> batch_us;  // one per batch call
   uint64_t verified_bytes = 0;   // get only: bytes compared equal after the timed part
+  double cpu_s = 0;              // CPU the process itself spent between start and end
   std::vector<std::string> errors;
 
   nlohmann::json ToJson() const;
@@ -30,9 +32,15 @@ struct PhaseSample {
 
 struct OpStats {
   std::vector<double> gbps;      // per measured trial: all processes' bytes / (last end - first start)
+  std::vector<std::pair<int64_t, int64_t>> windows;  // per measured trial: first start, last end
   std::vector<double> batch_us;  // every batch call of every measured trial and process
   uint64_t bytes = 0;            // moved in measured trials
+  double cpu_seconds = 0;        // every store (or redis) process, measured trials
+  std::map<std::string, double> cpu_by_process;  // the same, split: "master", "node_a", ...
 };
+
+// CPU seconds a phase cost, per process role.
+using CpuSplit = std::map<std::string, double>;
 
 // A put/get section: same-node, cross-node, redis, or one step of the scaling series.
 struct TransferSection {
@@ -45,8 +53,11 @@ struct TransferSection {
   std::vector<std::string> errors;
 
   // Adds one trial (one sample per process); warm-up trials only contribute their errors.
+  // `*_cpu`: CPU the phase cost in processes other than the samples' own (whose cpu_s is added
+  // here under `client_role`).
   void AddTrial(const std::vector<PhaseSample>& puts, const std::vector<PhaseSample>& gets,
-                bool measured);
+                bool measured, const CpuSplit& put_cpu = {}, const CpuSplit& get_cpu = {},
+                const std::string& client_role = "dummies");
   bool verified() const;
 };
 
@@ -59,6 +70,7 @@ struct ExistRun {
 };
 
 struct ExistSection {
+  std::string unavailable;  // why it did not run, else empty
   uint32_t batch_keys = 0;
   uint64_t present_keys = 0;  // keys of the batches that exist (the rest must not)
   std::vector<ExistRun> runs;
@@ -75,7 +87,9 @@ struct StoreBenchRun {
   PhaseSample segment_warmup;  // the fill of A's segment over TCP before the sections
   uint64_t lease_ttl_ms = 0;
   Spread memcpy_gbps;
+  Spread memcpy_gb_per_cpu_s;
   Spread raw_tcp_gbps;
+  Spread raw_tcp_gb_per_cpu_s;
   std::string raw_tcp_error;
   TransferSection same_node;
   TransferSection cross_node;

@@ -138,6 +138,20 @@ TEST(BenchStoreCli, TextReportShowsTheTableAndGoals) {
   }
 }
 
+TEST(BenchStoreCli, SectionsRunOnlyWhatIsSelected) {
+  Output o = BenchStore("--quick --sections cross-node --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_TRUE(j["ok"].get<bool>());
+  ExpectSection(j["cross_node"], "cross_node", j["config"]);
+  for (const char* s : {"same_node", "redis", "redis_unpipelined", "master_exist"}) {
+    EXPECT_EQ(j[s]["unavailable"], "not selected (--sections)") << s;
+  }
+  EXPECT_TRUE(j["scaling"].empty());
+  ASSERT_EQ(j["goals"].size(), 2u);  // cross-node put and get against raw TCP
+}
+
 TEST(BenchStoreCli, BadOptionsAreClearErrors) {
   Output o = BenchStore("--value-size 12");
   EXPECT_EQ(o.status, 2);
@@ -146,6 +160,9 @@ TEST(BenchStoreCli, BadOptionsAreClearErrors) {
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--value-size"), std::string::npos) << o.err;
   EXPECT_TRUE(o.out.empty()) << o.out;
+  o = BenchStore("--sections same-node,disk");
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown section 'disk'"), std::string::npos) << o.err;
 }
 
 }  // namespace
