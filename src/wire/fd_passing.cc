@@ -18,6 +18,10 @@ Status Errno(const std::string& what) {
   return Status(Code::kIoError, fmt::format("{}: {}", what, std::strerror(errno)));
 }
 
+void PutU32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
+
+}  // namespace
+
 socklen_t AbstractAddr(const std::string& name, sockaddr_un& addr) {
   std::memset(&addr, 0, sizeof(addr));
   addr.sun_family = AF_UNIX;
@@ -25,10 +29,6 @@ socklen_t AbstractAddr(const std::string& name, sockaddr_un& addr) {
   std::memcpy(addr.sun_path + 1, name.data(), n);  // sun_path[0] == 0: abstract namespace
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
 }
-
-void PutU32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-
-}  // namespace
 
 UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);

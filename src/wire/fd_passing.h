@@ -6,7 +6,9 @@
 // The token is then named in REGISTER_KV_BUFFERS. The server checks the peer's uid.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #include <cstdint>
 #include <span>
@@ -37,6 +39,9 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// Fills `addr` with the abstract-namespace name (truncated to fit); returns the address length.
+socklen_t AbstractAddr(const std::string& name, sockaddr_un& addr);
 
 Result<UniqueFd> ListenAbstract(const std::string& name);
 Result<UniqueFd> ConnectAbstract(const std::string& name);

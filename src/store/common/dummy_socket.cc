@@ -25,14 +25,6 @@ Status Errno(const std::string& what) {
   return Status(Code::kIoError, fmt::format("{}: {}", what, std::strerror(e)));
 }
 
-socklen_t AbstractAddr(const std::string& name, sockaddr_un& addr) {
-  std::memset(&addr, 0, sizeof(addr));
-  addr.sun_family = AF_UNIX;
-  const size_t n = std::min(name.size(), sizeof(addr.sun_path) - 1);
-  std::memcpy(addr.sun_path + 1, name.data(), n);  // sun_path[0] == 0: abstract namespace
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
-
 timeval ToTimeval(std::chrono::milliseconds ms) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
@@ -82,7 +74,7 @@ Result<wire::UniqueFd> ListenSocket(const std::string& abstract_name) {
   wire::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
   sockaddr_un addr;
-  const socklen_t len = AbstractAddr(abstract_name, addr);
+  const socklen_t len = wire::AbstractAddr(abstract_name, addr);
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     return Errno(fmt::format("bind unix socket @{}", abstract_name));
   }
@@ -94,7 +86,7 @@ Result<wire::UniqueFd> ConnectSocket(const std::string& abstract_name) {
   wire::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
   sockaddr_un addr;
-  const socklen_t len = AbstractAddr(abstract_name, addr);
+  const socklen_t len = wire::AbstractAddr(abstract_name, addr);
   int rc;
   do {
     rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len);
