@@ -1,0 +1,321 @@
+// The kvtier store as the cache server's L2 ("type":"store"), with real processes only: a master,
+// a node whose dummies are the server's connector threads (or a server that is a node itself),
+// and workers that store chunks, clear L1 and read them back byte for byte.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/hashing.h"
+#include "common/object_key.h"
+#include "integration/server_process.h"
+#include "integration/worker_fixture.h"
+#include "integration_store/store_fixture.h"
+#include "store/client/dummy_client.h"
+
+namespace kvtier::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// 256-token prompts of 4 chunks (the worker fixture's 2 layers x K/V x 4 blocks of 1 KiB each).
+constexpr uint32_t kChunkTokens = 64;
+constexpr uint32_t kPromptTokens = 256;
+constexpr int64_t kPromptChunks = kPromptTokens / kChunkTokens;
+constexpr int kDeadlineMs = 1000;
+const char* const kAdapter = "store#0";
+
+std::string DummyAdapter(const NodeProcess& node, bool preregister = true) {
+  nlohmann::json j = {{"type", "store"},
+                      {"server_address", node.address()},
+                      {"preregister_l1_memory", preregister},
+                      {"deadline_ms", kDeadlineMs},
+                      {"per_op_workers", {{"lookup", 1}, {"retrieve", 1}, {"store", 2}}}};
+  return j.dump();
+}
+
+std::string EmbeddedAdapter(const MasterProcess& master) {
+  nlohmann::json j = {{"type", "store"},
+                      {"master_server_addr", master.address()},
+                      {"global_segment_size", "64MB"}};
+  return j.dump();
+}
+
+std::vector<std::string> ServerArgs(const std::string& adapter) {
+  return {"--chunk-size", std::to_string(kChunkTokens), "--l2-adapter", adapter};
+}
+
+// The server's L2 series of the store adapter, e.g. kvtier_l2_hit_keys_total for op "retrieve";
+// -1 when absent.
+double L2Metric(const ServerProcess& s, const std::string& family, const std::string& op = "") {
+  std::string series = family + "{adapter=\"" + kAdapter + "\"";
+  if (!op.empty()) series += ",op=\"" + op + "\"";
+  return Metric(s.http_port(), series + "}");
+}
+
+// Waits until the store controller counts `n` keys copied to the store.
+bool WaitStored(const ServerProcess& s, double n) {
+  return WaitFor([&] { return L2Metric(s, "kvtier_l2_store_keys_total") >= n; }, seconds(30));
+}
+
+double Stat(CacheClient& c, const std::string& name) {
+  auto s = c.Stats();
+  if (!s.ok()) return -1;
+  for (const auto& [k, v] : *s) {
+    if (k == name) return v;
+  }
+  ADD_FAILURE() << "no stat " << name;
+  return -1;
+}
+
+// Stores the prompt Tokens(seed) with the bytes of pattern `seed`; expects L1 to take it all.
+void StorePrompt(CacheClient& c, Worker& w, uint32_t seed) {
+  w.Fill(Blocks(0, 16), kPromptTokens, seed);
+  auto st = c.Store(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16)));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->stored_chunks, static_cast<uint64_t>(kPromptChunks));
+}
+
+// Empties L1 once the store controller has let go of its pins.
+void ClearL1(CacheClient& c) {
+  ASSERT_TRUE(WaitFor([&] { return Stat(c, "l1_pinned_objects") == 0; }, seconds(30)));
+  ASSERT_TRUE(c.Clear().ok());
+  ASSERT_EQ(Stat(c, "l1_objects"), 0);
+}
+
+// LOOKUP, then RETRIEVE into zeroed blocks; checks every retrieved byte and returns the hits.
+int64_t FetchAndCheck(CacheClient& c, Worker& w, uint32_t seed, const std::string& rid) {
+  const int64_t hits = LookupHits(c, rid, Tokens(kPromptTokens, seed));
+  w.Zero();
+  auto rt = c.Retrieve(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16), rid));
+  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
+  if (!rt.ok()) return -1;
+  EXPECT_EQ(static_cast<int64_t>(rt->retrieved_chunks), hits);
+  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, rt->retrieved_chunks * kChunkTokens, seed), 0u);
+  return hits;
+}
+
+// The names the server gives the prompt's objects in L2 (model, rank 0 of 1, group 0, xxh3).
+std::vector<std::string> L2Keys(uint32_t seed) {
+  std::vector<ChunkHash> hashes;
+  const auto tokens = Tokens(kPromptTokens, seed);
+  HashChunks(HashAlgo::kXxh3, tokens, kChunkTokens, hashes);
+  std::vector<std::string> keys;
+  for (const auto& h : hashes) keys.push_back(ObjectKey{"test-model", PackKvRank(1, 0), 0, h, ""}
+                                                  .ToString());
+  return keys;
+}
+
+// A master and one node with a 256 MB segment, for the dummy-mode tests.
+struct Store {
+  MasterProcess master;
+  NodeProcess node{master.address(), "256MB"};
+};
+
+// Runs `kvtier server` to its exit (at most `limit`): the exit status (-1: still running, then
+// killed) and what it wrote to stdout and stderr.
+std::pair<int, std::string> RunServerToExit(const std::string& adapter, seconds limit) {
+  std::vector<std::string> args = {KvtierBin(), "server", "--port",
+                                   std::to_string(FreeLoopbackPort()), "--http-port",
+                                   std::to_string(FreeLoopbackPort()), "--l1-size-gb", "0.0625",
+                                   "--no-l1-prefault", "--log-level", "error"};
+  for (auto& a : ServerArgs(adapter)) args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char path[] = "/tmp/kvtier-store-l2-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return {-2, "mkstemp failed"};
+  int status = -1;
+  {
+    ChildProcess p = ChildProcess::Fork([&] {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::execv(argv[0], argv.data());
+      return 127;
+    });
+    status = p.Wait(limit);
+  }  // stopped by PID here if it is still running
+  ::close(fd);
+  std::ifstream in(path);
+  std::stringstream out;
+  out << in.rdbuf();
+  ::unlink(path);
+  return {status, out.str()};
+}
+
+TEST(StoreL2, StoresReachTheStore) {
+  Store store;
+  ServerProcess server(ServerArgs(DummyAdapter(store.node)));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  for (uint32_t seed = 1; seed <= 3; ++seed) StorePrompt(*client, w, seed);
+  const double n = 3 * kPromptChunks;
+  ASSERT_TRUE(WaitStored(server, n)) << HttpGet(server.http_port(), "/metrics");
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_store_keys_total"), n);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "store"), n);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "store"), 0);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_store_failed_keys_total"), 0);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_adapter_up"), 1);
+
+  // The master knows exactly these objects, and another dummy of the node finds them under the
+  // server's L2 names, each as large as the bytes the server counted per key.
+  EXPECT_TRUE(WaitFor([&] { return Metric(store.master.http_port(), "kvtier_master_keys") == n; },
+                      seconds(10)))
+      << Metric(store.master.http_port(), "kvtier_master_keys");
+  store::DummyOptions o;
+  o.server_address = store.node.address();
+  o.local_buffer_size = 1 << 20;
+  o.timeout = milliseconds(5000);
+  auto dummy = store::ConnectDummy(o);
+  ASSERT_TRUE(dummy.ok()) << dummy.status().ToString();
+  const double object_bytes = L2Metric(server, "kvtier_l2_bytes_total", "store") / n;
+  EXPECT_GT(object_bytes, 0);
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const auto keys = L2Keys(seed);
+    const auto exist = (*dummy)->BatchIsExist(keys);
+    ASSERT_EQ(exist.size(), keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(exist[i].ok()) << keys[i] << ": " << exist[i].status().ToString();
+      EXPECT_TRUE(*exist[i]) << keys[i];
+      auto size = (*dummy)->GetSize(keys[i]);
+      ASSERT_TRUE(size.ok()) << keys[i] << ": " << size.status().ToString();
+      EXPECT_EQ(static_cast<double>(*size), object_bytes) << keys[i];
+    }
+  }
+  // A prompt never stored is not there (the check above can fail).
+  const auto absent = (*dummy)->BatchIsExist(L2Keys(99));
+  ASSERT_FALSE(absent.empty());
+  ASSERT_TRUE(absent[0].ok());
+  EXPECT_FALSE(*absent[0]);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// Store, clear L1, lookup (an L2 hit that prefetches), retrieve: identical bytes, with the L1
+// arena shared with the node (preregistered) or staged through each dummy's mem pool.
+class StoreL2RoundTrip : public ::testing::TestWithParam<bool> {};
+
+TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
+  Store store;
+  ServerProcess server(ServerArgs(DummyAdapter(store.node, GetParam())));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  StorePrompt(*client, w, 7);
+  StorePrompt(*client, w, 8);
+  ASSERT_TRUE(WaitStored(server, 2 * kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
+  ClearL1(*client);
+
+  EXPECT_EQ(FetchAndCheck(*client, w, 7, "again-7"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client, w, 8, "again-8"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), 2 * kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), 0);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "retrieve"), 2 * kPromptChunks);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "retrieve"), 0);
+  // The bytes came through the node.
+  EXPECT_GT(store.node.Metric("kvtier_node_dummy_bytes_total{op=\"get\"}"), 0);
+  // Back in L1 now: an L1 hit, and a prompt never stored is a plain miss.
+  EXPECT_EQ(FetchAndCheck(*client, w, 7, "third"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client, w, 999, "unknown"), 0);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, StoreL2RoundTrip, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Preregistered" : "Staged"; });
+
+TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
+  Store store;
+  ServerProcess first(ServerArgs(DummyAdapter(store.node)));
+  auto c1 = first.Client();
+  Worker w1(*c1, 1);
+  ASSERT_TRUE(w1.status.ok()) << w1.status.ToString();
+  StorePrompt(*c1, w1, 40);
+  StorePrompt(*c1, w1, 41);
+  ASSERT_TRUE(WaitStored(first, 2 * kPromptChunks)) << HttpGet(first.http_port(), "/metrics");
+
+  ServerProcess second(ServerArgs(DummyAdapter(store.node)));
+  auto c2 = second.Client();
+  Worker w2(*c2, 1);  // same model, world size and layout as the first
+  ASSERT_TRUE(w2.status.ok()) << w2.status.ToString();
+  EXPECT_EQ(FetchAndCheck(*c2, w2, 40, "shared-40"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*c2, w2, 41, "shared-41"), kPromptChunks);
+  EXPECT_EQ(Stat(*c2, "lookup_hit_chunks_l2"), 2 * kPromptChunks);
+  EXPECT_EQ(L2Metric(second, "kvtier_l2_hit_keys_total", "retrieve"), 2 * kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*c2, w2, 42, "never-stored"), 0);
+  EXPECT_EQ(second.Stop(), 0);
+  EXPECT_EQ(first.Stop(), 0);
+}
+
+TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
+  Store store;
+  ServerProcess server(ServerArgs(DummyAdapter(store.node)));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  StorePrompt(*client, w, 50);
+  ASSERT_TRUE(WaitStored(server, kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
+  ClearL1(*client);
+
+  store.node.process().Kill();
+  // The prompt is only in the dead node: a miss, bounded by the deadline (generously).
+  for (const char* rid : {"dead-1", "dead-2"}) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(FetchAndCheck(*client, w, 50, rid), 0) << rid;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(kDeadlineMs) + seconds(5))
+        << rid;
+  }
+  // What is in L1 is still served: a new prompt is stored and retrieved byte for byte.
+  StorePrompt(*client, w, 51);
+  const double l1_hits = Stat(*client, "lookup_hit_chunks_l1");
+  EXPECT_EQ(FetchAndCheck(*client, w, 51, "in-l1"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), l1_hits + kPromptChunks);
+  EXPECT_TRUE(client->Ping().ok());
+  EXPECT_TRUE(server.Alive());
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(StoreL2, BadStoreKeysStopTheServerAtStartupNamingTheKey) {
+  Store store;
+  const nlohmann::json base = nlohmann::json::parse(DummyAdapter(store.node));
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"bogus_option", 1},
+                                                           {"protocol", "rdma"}}) {
+    nlohmann::json j = base;
+    j[key] = value;
+    const auto [status, output] = RunServerToExit(j.dump(), seconds(30));
+    EXPECT_GT(status, 0) << key << ": exit status " << status << "\n" << output;
+    EXPECT_NE(output.find(std::string(kAdapter) + ": store setup:"), std::string::npos)
+        << key << ":\n" << output;
+    EXPECT_NE(output.find(key), std::string::npos) << output;
+    EXPECT_EQ(output.find("listening"), std::string::npos) << output;
+  }
+}
+
+TEST(StoreL2, EmbeddedServerIsANodeItself) {
+  MasterProcess master;
+  ServerProcess server(ServerArgs(EmbeddedAdapter(master)));
+  // The server mounted a segment of its own: no node process.
+  EXPECT_TRUE(WaitFor([&] { return Metric(master.http_port(), "kvtier_master_segments") == 1; },
+                      seconds(10)));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  StorePrompt(*client, w, 70);
+  ASSERT_TRUE(WaitStored(server, kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
+  EXPECT_TRUE(WaitFor([&] { return Metric(master.http_port(), "kvtier_master_keys") == 4; },
+                      seconds(10)));
+  ClearL1(*client);
+  EXPECT_EQ(FetchAndCheck(*client, w, 70, "embedded"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "retrieve"), kPromptChunks);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace kvtier::testing
