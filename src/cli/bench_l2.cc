@@ -15,7 +15,7 @@
 #include "cli/bench_l2_report.h"
 #include "cli/bench_limits.h"
 #include "common/logging.h"
-#include "connectors/connector_registry.h"
+#include "store/connector/store_connector.h"
 
 namespace kvtier::cli {
 
@@ -53,7 +53,7 @@ Result<Plan> Validate(const BenchL2Options& o) {
     return bad(fmt::format("--rounds ({}) x --stores-per-round ({}) is more than --keys ({})",
                            p.rounds, o.stores_per_round, o.keys));
   }
-  const ConnectorRegistry registry = ConnectorRegistry::WithBuiltins();
+  const ConnectorRegistry registry = ConnectorRegistryWithStore();
   for (size_t i = 0; i < o.adapters.size(); ++i) {
     // The message already starts with "--adapter #N:".
     auto cfg = ParseAdapterConfig(o.adapters[i], i, "--adapter");
@@ -119,14 +119,14 @@ int RunBench(const BenchL2Options& o) {
     std::cerr << "error: " << workload.status().message() << "\n";
     return workload.status().code() == Code::kInvalidArgument ? 2 : 1;
   }
-  const ConnectorRegistry registry = ConnectorRegistry::WithBuiltins();
+  const ConnectorRegistry registry = ConnectorRegistryWithStore();
   for (size_t i = 0; i < plan->configs.size(); ++i) {
     L2AdapterRun& out = run.adapters[i].run;
     if (i > 0 && !run.adapters[i - 1].run.errors.empty()) {
       out.errors.push_back(fmt::format("not run: adapter {} failed", i));
       continue;
     }
-    auto conn = registry.Create(plan->configs[i]);
+    auto conn = registry.Create(plan->configs[i], workload->SharedMemory());
     if (!conn.ok()) {
       out.errors.push_back("create connector: " + conn.status().ToString());
       continue;

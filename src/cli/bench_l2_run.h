@@ -10,6 +10,7 @@
 #include "cli/bench_l2.h"
 #include "common/memfd.h"
 #include "connectors/connector.h"
+#include "connectors/connector_registry.h"
 
 namespace kvtier::cli {
 
@@ -25,6 +26,12 @@ class L2Workload {
   // Destination of the load of `index` in phase 2 (one per key, written once per config).
   uint8_t* LoadSlot(uint32_t index) const { return loads_.data() + Offset(index); }
   void ClearLoadSlots() const;
+  // The value and load buffers, for adapters that register memory with their backend (as the
+  // server's L1 arena is).
+  ConnectorEnv SharedMemory() const {
+    return {{{values_.data(), values_.size(), values_.fd()},
+             {loads_.data(), loads_.size(), loads_.fd()}}};
+  }
   // Offset of the first wrong byte of `data` as value `index`, or -1.
   int64_t Check(const uint8_t* data, uint32_t index) const;
 

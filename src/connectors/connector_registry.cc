@@ -7,10 +7,16 @@ namespace kvtier {
 
 ConnectorRegistry ConnectorRegistry::WithBuiltins() {
   ConnectorRegistry r;
-  (void)r.Register("mem", CreateMemConnector);
-  (void)r.Register("fs", CreateFsConnector);
-  (void)r.Register("resp", CreateRespConnector);
-  (void)r.Register("plugin", LoadPluginConnector);
+  // None of these registers memory with its backend.
+  auto without_env = [](ConnectorResult (*create)(const ConnectorOptions&, const nlohmann::json&)) {
+    return [create](const ConnectorOptions& o, const nlohmann::json& b, const ConnectorEnv&) {
+      return create(o, b);
+    };
+  };
+  (void)r.Register("mem", without_env(CreateMemConnector));
+  (void)r.Register("fs", without_env(CreateFsConnector));
+  (void)r.Register("resp", without_env(CreateRespConnector));
+  (void)r.Register("plugin", without_env(LoadPluginConnector));
   return r;
 }
 
@@ -21,7 +27,8 @@ Status ConnectorRegistry::Register(const std::string& type, ConnectorFactory fac
   return Status::Ok();
 }
 
-ConnectorResult ConnectorRegistry::Create(const AdapterConfig& config) const {
+ConnectorResult ConnectorRegistry::Create(const AdapterConfig& config,
+                                          const ConnectorEnv& env) const {
   const auto& o = config.options;
   auto it = factories_.find(o.type);
   if (it == factories_.end()) {
@@ -29,7 +36,7 @@ ConnectorResult ConnectorRegistry::Create(const AdapterConfig& config) const {
                   fmt::format("{}: unknown adapter type '{}' (known: {})", o.name, o.type,
                               fmt::join(Types(), ", ")));
   }
-  auto conn = it->second(o, config.backend);
+  auto conn = it->second(o, config.backend, env);
   if (!conn.ok()) {
     return Status(conn.status().code(), fmt::format("{}: {}", o.name, conn.status().message()));
   }

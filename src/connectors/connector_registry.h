@@ -1,5 +1,6 @@
 // Maps adapter type names to factories. Built-ins: mem, fs, resp, plugin (a .so loaded at run
-// time, see plugin_abi.h).
+// time, see plugin_abi.h); the store connector registers itself from above this layer
+// (store/connector/store_connector.h).
 #pragma once
 
 #include <functional>
@@ -13,8 +14,21 @@
 
 namespace kvtier {
 
-using ConnectorFactory =
-    std::function<ConnectorResult(const ConnectorOptions&, const nlohmann::json& backend)>;
+// Memory of this process that a connector may register with its backend once, at creation, so
+// that loads and stores into it need no staging copy: the cache server's L1 arena, the bench's
+// value and load buffers. `fd` is a memfd sealed against shrinking whose first `size` bytes are
+// mapped at `base`; it stays mapped for the connector's whole life.
+struct SharedRegion {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+  int fd = -1;
+};
+struct ConnectorEnv {
+  std::vector<SharedRegion> regions;
+};
+
+using ConnectorFactory = std::function<ConnectorResult(
+    const ConnectorOptions&, const nlohmann::json& backend, const ConnectorEnv& env)>;
 
 class ConnectorRegistry {
  public:
@@ -23,7 +37,7 @@ class ConnectorRegistry {
   // A second factory for the same type is an error.
   Status Register(const std::string& type, ConnectorFactory factory);
   // Unknown type: INVALID_ARGUMENT naming the known types.
-  ConnectorResult Create(const AdapterConfig& config) const;
+  ConnectorResult Create(const AdapterConfig& config, const ConnectorEnv& env = {}) const;
   std::vector<std::string> Types() const;
 
  private:

@@ -39,7 +39,10 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
     return Status(Code::kInvalidArgument, "--l2-prefetch-max-in-flight must be > 0");
   }
   if (!config.l2_adapters.empty()) {
-    auto l2 = L2Cascade::Create(config.l2_adapters, ctx->metrics);
+    // The whole L1 arena, for adapters that register memory with their backend once.
+    const ConnectorEnv env{{SharedRegion{ctx->l1->ArenaBase(), ctx->l1->ArenaSize(),
+                                         ctx->l1->ArenaFd()}}};
+    auto l2 = L2Cascade::Create(config.l2_adapters, ctx->metrics, env);
     if (!l2.ok()) return l2.status();
     ctx->l2 = std::move(l2).value();
     ctx->l2_store = std::make_unique<StoreController>(*ctx->l1, *ctx->l2, ctx->metrics,

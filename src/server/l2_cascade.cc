@@ -6,7 +6,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "connectors/connector_registry.h"
+#include "store/connector/store_connector.h"
 
 namespace kvtier {
 namespace {
@@ -22,13 +22,14 @@ int64_t BackoffNs(uint32_t failures) {
 }  // namespace
 
 Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::string>& adapter_json,
-                                                     MetricsRegistry& metrics) {
-  auto registry = ConnectorRegistry::WithBuiltins();
+                                                     MetricsRegistry& metrics,
+                                                     const ConnectorEnv& env) {
+  const ConnectorRegistry registry = ConnectorRegistryWithStore();
   std::vector<std::unique_ptr<Connector>> adapters;
   for (size_t i = 0; i < adapter_json.size(); ++i) {
     auto cfg = ParseAdapterConfig(adapter_json[i], i);
     if (!cfg.ok()) return cfg.status();
-    auto conn = registry.Create(*cfg);
+    auto conn = registry.Create(*cfg, env);
     if (!conn.ok()) return conn.status();
     // Not the JSON itself: it may hold a password.
     KVT_LOG_INFO("L2 adapter {} ready", (*conn)->Options().name);

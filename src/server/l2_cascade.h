@@ -17,14 +17,17 @@
 #include "common/metrics.h"
 #include "connectors/completion_router.h"
 #include "connectors/connector.h"
+#include "connectors/connector_registry.h"
 
 namespace kvtier {
 
 class L2Cascade {
  public:
   // Parses and creates every adapter; the first bad one is the error (its message names it).
+  // `env` is the memory adapters may register with their backends (the L1 arena).
   static Result<std::unique_ptr<L2Cascade>> Create(const std::vector<std::string>& adapter_json,
-                                                   MetricsRegistry& metrics);
+                                                   MetricsRegistry& metrics,
+                                                   const ConnectorEnv& env = {});
   ~L2Cascade();  // Close()
 
   size_t size() const { return adapters_.size(); }

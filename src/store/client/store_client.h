@@ -42,11 +42,22 @@ class StoreClient {
   virtual std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) = 0;
   virtual StoreResult<uint64_t> GetSize(const std::string& key) = 0;
   virtual StoreStatus Remove(const std::string& key) = 0;
+  // One call for the whole batch; per key OK, OBJECT_NOT_FOUND, OBJECT_HAS_LEASE (a reader holds
+  // it) or REPLICA_IS_NOT_READY (a put is still writing it).
+  virtual std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) = 0;
   virtual StoreResult<uint64_t> RemoveAll() = 0;
 
   virtual StoreResult<void*> AllocFromMemPool(size_t size) = 0;
   virtual StoreStatus RegisterBuffer(void* buffer, size_t size) = 0;
   virtual StoreStatus UnregisterBuffer(void* buffer) = 0;
+  // Shares memory this process already holds in a memfd with the store, once: afterwards
+  // BatchPutFrom/BatchGetInto may name any range inside [base, base + size), with no staging
+  // copy and no RegisterBuffer (the TCP analogue of registering memory with an RDMA NIC; the
+  // cache server shares its whole L1 arena this way). `fd` must be a memfd sealed against
+  // shrinking whose first `size` bytes are mapped at `base`; the client keeps a duplicate of it
+  // (replayed after a node restart), the caller keeps the mapping alive until Close. An embedded
+  // client reaches this process's memory anyway: OK, nothing to do.
+  virtual StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) = 0;
 
   // The data-plane endpoint of the node that serves this client.
   virtual std::string Hostname() const = 0;

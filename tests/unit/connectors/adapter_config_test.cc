@@ -97,7 +97,10 @@ TEST(ConnectorRegistryTest, BackendErrorsAreNamedByAdapter) {
 
 TEST(ConnectorRegistryTest, DuplicateRegistrationIsRefused) {
   auto r = ConnectorRegistry::WithBuiltins();
-  EXPECT_EQ(r.Register("mem", CreateMemConnector).code(), Code::kAlreadyExists);
+  auto factory = [](const ConnectorOptions& o, const nlohmann::json& b, const ConnectorEnv&) {
+    return CreateMemConnector(o, b);
+  };
+  EXPECT_EQ(r.Register("mem", factory).code(), Code::kAlreadyExists);
 }
 
 TEST(PluginLoaderTest, PathMustBeGivenAbsoluteAndLoadable) {

@@ -1,0 +1,266 @@
+// The `store` connector (store_connector.h): ConnectorBase lanes over StoreClient batch calls.
+#include "store/connector/store_connector.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "connectors/connector_base.h"
+#include "store/node/store_config.h"
+
+namespace kvtier {
+namespace {
+
+using store::ErrorCode;
+using store::StoreClient;
+using store::StoreStatus;
+
+constexpr uint64_t kDefaultStagingBytes = 64ULL << 20;
+constexpr uint64_t kStagingAlignment = 64;
+// Lookups and removes carry no values: one call of this many keys is still a short round trip.
+constexpr size_t kSmallOpKeysPerTile = 256;
+
+// A store error as the connector contract's Status, keeping the store's code name.
+Status ToStatus(const StoreStatus& s) {
+  Code code = Code::kIoError;
+  switch (s.code()) {
+    case ErrorCode::RPC_FAIL: code = Code::kUnavailable; break;
+    case ErrorCode::RPC_TIMEOUT: code = Code::kTimeout; break;
+    case ErrorCode::INVALID_PARAMS: code = Code::kInvalidArgument; break;
+    case ErrorCode::INTERNAL_ERROR: code = Code::kInternal; break;
+    default: break;
+  }
+  return Status(code, "store: " + s.ToString());
+}
+
+// A missing object, or one a reader cannot have right now: an answer, not a failure.
+bool IsMiss(ErrorCode code) {
+  return code == ErrorCode::OBJECT_NOT_FOUND || code == ErrorCode::REPLICA_IS_NOT_READY ||
+         code == ErrorCode::BUFFER_OVERFLOW || code == ErrorCode::LEASE_EXPIRED;
+}
+
+uint64_t AlignUp(uint64_t v) { return (v + kStagingAlignment - 1) & ~(kStagingAlignment - 1); }
+
+class StoreConnector final : public ConnectorBase<StoreConnector> {
+ public:
+  // One worker thread's way to the store.
+  struct Conn {
+    std::unique_ptr<StoreClient> own;  // dummy mode: this thread's own dummy client
+    StoreClient* client = nullptr;
+    uint8_t* staging = nullptr;  // staged mode: a block of the mem pool registered with the node
+    uint64_t staging_size = 0;
+  };
+
+  StoreConnector(const ConnectorOptions& options, store::StoreClientConfig config,
+                 bool preregister, ConnectorEnv env, std::unique_ptr<StoreClient> embedded)
+      : ConnectorBase(options),
+        config_(std::move(config)),
+        preregister_(preregister),
+        env_(std::move(env)),
+        embedded_(std::move(embedded)) {
+    StartWorkers();
+  }
+  ~StoreConnector() override {
+    Close();
+    if (embedded_) (void)embedded_->Close();
+  }
+
+  Result<std::unique_ptr<Conn>> Connect() {
+    auto c = std::make_unique<Conn>();
+    if (embedded_) {
+      c->client = embedded_.get();
+      return c;
+    }
+    auto client = store::CreateStoreClient(config_);
+    if (!client.ok()) return ToStatus(client.status());
+    c->own = std::move(*client);
+    c->client = c->own.get();
+    if (preregister_) {
+      for (const SharedRegion& r : env_.regions) {
+        StoreStatus s = c->client->RegisterSharedMemory(r.base, r.size, r.fd);
+        if (!s.ok()) return ToStatus(s);
+      }
+      return c;
+    }
+    const uint64_t size = config_.dummy_options.mem_pool_size;
+    auto block = c->client->AllocFromMemPool(size);
+    if (!block.ok()) return ToStatus(block.status());
+    StoreStatus s = c->client->RegisterBuffer(*block, size);
+    if (!s.ok()) return ToStatus(s);
+    c->staging = static_cast<uint8_t*>(*block);
+    c->staging_size = size;
+    return c;
+  }
+
+  size_t TilesFor(ConnectorOp op, size_t keys, size_t threads) const {
+    if (op == ConnectorOp::kLookup || op == ConnectorOp::kRemove) {
+      return std::min(threads, (keys + kSmallOpKeysPerTile - 1) / kSmallOpKeysPerTile);
+    }
+    return std::min(keys, threads);
+  }
+
+  Status BatchExists(Conn& c, std::span<const std::string> keys, Deadline,
+                     std::span<uint8_t> out) {
+    auto r = c.client->BatchIsExist({keys.begin(), keys.end()});
+    Status first;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (r[i].ok()) {
+        out[i] = *r[i] ? 1 : 0;
+      } else if (!IsMiss(r[i].status().code()) && first.ok()) {
+        first = ToStatus(r[i].status());
+      }
+    }
+    return first;
+  }
+
+  Status BatchRemove(Conn& c, std::span<const std::string> keys, Deadline,
+                     std::span<uint8_t> out) {
+    auto r = c.client->BatchRemove({keys.begin(), keys.end()});
+    Status first;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (r[i].ok()) {
+        out[i] = 1;
+      } else if (r[i].code() != ErrorCode::OBJECT_NOT_FOUND &&
+                 r[i].code() != ErrorCode::OBJECT_HAS_LEASE && first.ok()) {
+        first = ToStatus(r[i]);  // a lease means a reader is on it: not removed, not an error
+      }
+    }
+    return first;
+  }
+
+  Status BatchGet(Conn& c, std::span<const std::string> keys, std::span<const MutableBuffer> dst,
+                  Deadline, std::span<uint8_t> out, uint64_t& bytes) {
+    return InGroups(c, keys, [&](size_t i) { return dst[i].size; },
+                    [&](size_t i) { return static_cast<void*>(dst[i].data); },
+                    [&](size_t begin, const std::vector<std::string>& k,
+                        const std::vector<void*>& ptrs, const std::vector<size_t>& sizes) {
+                      auto r = c.client->BatchGetInto(k, ptrs, sizes);
+                      Status first;
+                      for (size_t j = 0; j < k.size(); ++j) {
+                        // A stored value of another size is a miss (BUFFER_OVERFLOW if larger).
+                        if (r[j].ok() && *r[j] == sizes[j]) {
+                          if (c.staging) std::memcpy(dst[begin + j].data, ptrs[j], sizes[j]);
+                          out[begin + j] = 1;
+                          bytes += sizes[j];
+                        } else if (!r[j].ok() && !IsMiss(r[j].status().code()) && first.ok()) {
+                          first = ToStatus(r[j].status());
+                        }
+                      }
+                      return first;
+                    });
+  }
+
+  Status BatchSet(Conn& c, std::span<const std::string> keys, std::span<const ConstBuffer> src,
+                  Deadline, std::span<uint8_t> out, uint64_t& bytes) {
+    return InGroups(c, keys, [&](size_t i) { return src[i].size; },
+                    [&](size_t i) { return const_cast<uint8_t*>(src[i].data); },
+                    [&](size_t begin, const std::vector<std::string>& k,
+                        const std::vector<void*>& ptrs, const std::vector<size_t>& sizes) {
+                      if (c.staging) {
+                        for (size_t j = 0; j < k.size(); ++j) {
+                          std::memcpy(ptrs[j], src[begin + j].data, sizes[j]);
+                        }
+                      }
+                      // An existing key is a success here (first writer wins).
+                      auto r = c.client->BatchPutFrom(k, ptrs, sizes);
+                      Status first;
+                      for (size_t j = 0; j < k.size(); ++j) {
+                        if (r[j].ok() || r[j].code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
+                          out[begin + j] = 1;
+                          bytes += sizes[j];
+                        } else if (first.ok()) {
+                          first = ToStatus(r[j]);
+                        }
+                      }
+                      return first;
+                    });
+  }
+
+ private:
+  // Runs `call(begin, keys, pointers, sizes)` for the tile: once with the callers' buffers, or,
+  // when staging, once per run of keys whose values fit in the staging block together (pointers
+  // then point into it). A value larger than the whole block fails alone. Returns the first error.
+  template <class SizeOf, class Direct, class Call>
+  Status InGroups(Conn& c, std::span<const std::string> keys, SizeOf size_of, Direct direct,
+                  Call call) {
+    Status first;
+    auto note = [&](Status s) {
+      if (!s.ok() && first.ok()) first = std::move(s);
+    };
+    size_t begin = 0;
+    while (begin < keys.size()) {
+      std::vector<std::string> k;
+      std::vector<void*> ptrs;
+      std::vector<size_t> sizes;
+      uint64_t used = 0;
+      size_t end = begin;
+      for (; end < keys.size(); ++end) {
+        const uint64_t size = size_of(end);
+        if (c.staging && AlignUp(used) + size > c.staging_size) break;
+        k.push_back(keys[end]);
+        sizes.push_back(size);
+        ptrs.push_back(c.staging ? c.staging + AlignUp(used) : direct(end));
+        used = AlignUp(used) + size;
+      }
+      if (end == begin) {  // one value larger than the staging block
+        note(Status(Code::kInvalidArgument,
+                    fmt::format("store: a value of {} bytes does not fit the {} bytes staging "
+                                "buffer (mem_pool_size), key {}",
+                                size_of(begin), c.staging_size, keys[begin])));
+        begin = end + 1;
+        continue;
+      }
+      note(call(begin, k, ptrs, sizes));
+      begin = end;
+    }
+    return first;
+  }
+
+  const store::StoreClientConfig config_;
+  const bool preregister_;
+  const ConnectorEnv env_;
+  std::unique_ptr<StoreClient> embedded_;  // embedded mode: shared by every worker
+};
+
+Status Bad(const std::string& what) { return Status(Code::kInvalidArgument, what); }
+
+}  // namespace
+
+ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
+                                     const nlohmann::json& backend, const ConnectorEnv& env) {
+  bool preregister = true;
+  nlohmann::json setup = nlohmann::json::object();
+  for (const auto& [key, v] : backend.items()) {
+    if (key == "preregister_l1_memory") {
+      if (!v.is_boolean()) return Bad("preregister_l1_memory must be true or false");
+      preregister = v.get<bool>();
+    } else {
+      setup[key] = v;  // the store's own key, checked by its setup
+    }
+  }
+  auto config = store::ParseStoreClientConfig(setup);
+  if (!config.ok()) return ToStatus(config.status());
+  if (!config->dummy) {
+    if (!setup.contains("rpc_timeout_ms")) config->embedded_options.node.rpc_timeout = options.deadline;
+    auto client = store::CreateStoreClient(*config);
+    if (!client.ok()) return ToStatus(client.status());
+    return std::unique_ptr<Connector>(std::make_unique<StoreConnector>(
+        options, std::move(*config), preregister, env, std::move(*client)));
+  }
+  auto& dummy = config->dummy_options;
+  // The connector moves values with BatchPutFrom/BatchGetInto only: no local buffer unless asked.
+  if (!setup.contains("local_buffer_size")) dummy.local_buffer_size = 0;
+  if (!setup.contains("rpc_timeout_ms")) dummy.timeout = options.deadline;
+  if (!preregister && dummy.mem_pool_size == 0) dummy.mem_pool_size = kDefaultStagingBytes;
+  return std::unique_ptr<Connector>(std::make_unique<StoreConnector>(
+      options, std::move(*config), preregister, env, nullptr));
+}
+
+ConnectorRegistry ConnectorRegistryWithStore() {
+  ConnectorRegistry r = ConnectorRegistry::WithBuiltins();
+  (void)r.Register("store", CreateStoreConnector);
+  (void)r.Register("mooncake_store", CreateStoreConnector);
+  return r;
+}
+
+}  // namespace kvtier
