@@ -3,10 +3,10 @@
 //
 // Reconnect rule: before each request the connection is checked (a node that went away shows
 // as a hang-up); a dead one is replaced by a new connection that replays HELLO (same client
-// id), every region (the memfds stay open here) and every registered buffer. A request whose
-// send fails before its first byte left (the node was gone, so it surely did not run it) is
-// retried once on a new connection. Any other failure returns RPC_FAIL (or RPC_TIMEOUT) and
-// drops the connection; the next call or heartbeat reconnects.
+// id), every region (the memfds stay open here; a shared one with its buffer) and every
+// registered buffer. A request whose send fails before its first byte left (the node was gone,
+// so it surely did not run it) is retried once on a new connection. Any other failure returns
+// RPC_FAIL (or RPC_TIMEOUT) and drops the connection; the next call or heartbeat reconnects.
 #include "store/client/dummy_client.h"
 
 #include <fmt/format.h>
@@ -40,22 +40,6 @@ std::string RandomClientId() {
   return fmt::format("{:016x}{:016x}", hi, lo);
 }
 
-StoreResult<uint16_t> ParsePort(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  const std::string digits = colon == std::string::npos ? "" : address.substr(colon + 1);
-  uint32_t port = 0;
-  bool ok = !digits.empty() && digits.size() <= 5;
-  for (char c : digits) {
-    ok = ok && c >= '0' && c <= '9';
-    if (ok) port = port * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (!ok || port == 0 || port > 65535) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("server_address '{}' must be the node's host:port", address));
-  }
-  return static_cast<uint16_t>(port);
-}
-
 StoreStatus CheckKey(const std::string& key) {
   if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
   if (key.size() > kMaxKeyBytes) {
@@ -68,7 +52,8 @@ StoreStatus CheckKey(const std::string& key) {
 StoreStatus NotShared(const std::string& key) {
   return StoreStatus(ErrorCode::INVALID_PARAMS,
                      fmt::format("key '{}': the buffer is not memory shared with the node (dummy "
-                                 "mode: buffers must come from alloc_from_mem_pool)",
+                                 "mode: buffers come from alloc_from_mem_pool or lie inside "
+                                 "register_shared_memory's range)",
                                  key.substr(0, 64)));
 }
 
@@ -198,6 +183,13 @@ class DummyClient final : public StoreClient {
     return KeyValues(Op::kRemove, {key})[0].status();
   }
 
+  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) override {
+    std::vector<StoreStatus> out;
+    out.reserve(keys.size());
+    for (auto& v : KeyValues(Op::kRemove, keys)) out.push_back(v.status());
+    return out;
+  }
+
   StoreResult<uint64_t> RemoveAll() override {
     auto lock = LockUnlessForked();
     Request req;
@@ -250,6 +242,24 @@ class DummyClient final : public StoreClient {
     auto reply = Call(std::move(req), true);
     if (!reply.ok()) return reply.status();
     return reply->status;
+  }
+
+  // Checked here, then told to the node (region + one buffer over all of it), and only then
+  // added to memory_: a refused region leaves nothing to replay.
+  StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) override {
+    if (Forked()) return ForkedError();
+    auto lock = LockUnlessForked();
+    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (memory_.IsShared(base, size)) return StoreStatus::Ok();
+    auto shared = memory_.PrepareShared(base, size, fd);
+    if (!shared.ok()) return shared.status();
+    if (!conn_.valid() || PeerGone()) {
+      Drop();
+      KVT_STORE_RETURN_IF_ERROR(Connect());
+    }
+    KVT_STORE_RETURN_IF_ERROR(SetupRegion(shared->view()));
+    memory_.AddShared(std::move(*shared));
+    return StoreStatus::Ok();
   }
 
   std::string Hostname() const override {
@@ -460,14 +470,7 @@ class DummyClient final : public StoreClient {
       std::lock_guard lock(host_mu_);
       hostname_ = reply->endpoint;
     }
-    for (const auto& region : memory_.regions()) {
-      Request reg;
-      reg.op = Op::kRegisterRegion;
-      reg.region = region.id;
-      reg.size = region.file.size();
-      reg.kind = region.kind;
-      KVT_STORE_RETURN_IF_ERROR(Setup(reg, region.file.fd()).status());
-    }
+    for (const auto& region : memory_.Regions()) KVT_STORE_RETURN_IF_ERROR(SetupRegion(region));
     for (const auto& [ptr, size] : buffers_) {
       auto range = memory_.TranslateMemPool(ptr, size);
       Request reg;
@@ -478,6 +481,19 @@ class DummyClient final : public StoreClient {
       KVT_STORE_RETURN_IF_ERROR(Setup(reg, -1).status());
     }
     return StoreStatus::Ok();
+  }
+
+  // A region's memfd; a shared region is also one buffer covering all of it.
+  StoreStatus SetupRegion(const DummyMemory::RegionView& region) {
+    Request req;
+    req.op = Op::kRegisterRegion;
+    req.region = region.id;
+    req.size = region.size;
+    req.kind = region.kind;
+    KVT_STORE_RETURN_IF_ERROR(Setup(req, region.fd).status());
+    if (!region.shared) return StoreStatus::Ok();
+    req.op = Op::kRegisterBuffer;  // offset 0, the region's size
+    return Setup(req, -1).status();
   }
 
   // One step of Connect(); any failure drops the connection.
@@ -540,7 +556,8 @@ class DummyClient final : public StoreClient {
   std::mutex mu_;  // one request at a time on conn_; guards everything below up to host_mu_
   wire::UniqueFd conn_;
   std::atomic<bool> closed_{false};
-  std::map<uint8_t*, uint64_t> buffers_;  // registered buffers, replayed on reconnect
+  // RegisterBuffer's buffers, replayed on reconnect (shared regions' buffers: by SetupRegion)
+  std::map<uint8_t*, uint64_t> buffers_;
   std::vector<uint64_t> pending_release_;
 
   mutable std::mutex host_mu_;
@@ -554,10 +571,8 @@ class DummyClient final : public StoreClient {
 
 }  // namespace
 
-std::string DummySocketName(uint16_t port) { return fmt::format("kvtier-node-{}", port); }
-
 StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options) {
-  auto port = ParsePort(options.server_address);
+  auto port = DummyNodePort(options.server_address);
   if (!port.ok()) return port.status();
   auto memory = DummyMemory::Create(options.mem_pool_size, options.local_buffer_size);
   if (!memory.ok()) return FromStatus(memory.status());

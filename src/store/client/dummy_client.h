@@ -28,5 +28,7 @@ StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& optio
 
 // The abstract Unix socket name a node on `port` listens on.
 std::string DummySocketName(uint16_t port);
+// The port in server_address "host:port" (it names the node's socket); INVALID_PARAMS otherwise.
+StoreResult<uint16_t> DummyNodePort(const std::string& server_address);
 
 }  // namespace kvtier::store

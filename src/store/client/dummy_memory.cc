@@ -1,13 +1,24 @@
 // A dummy client's memfd regions, mem-pool allocator and pointer translation (dummy_memory.h).
 #include "store/client/dummy_memory.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace kvtier::store {
 namespace {
 
 bool Inside(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
+}
+
+StoreStatus Invalid(std::string message) {
+  return StoreStatus(ErrorCode::INVALID_PARAMS, "register_shared_memory: " + std::move(message));
 }
 
 }  // namespace
@@ -18,54 +29,139 @@ Result<DummyMemory> DummyMemory::Create(uint64_t mem_pool_size, uint64_t local_b
     auto file = MappedFile::Create("kvtier-dummy-mem-pool", mem_pool_size, /*prefault=*/true,
                                    /*huge_pages=*/true);
     if (!file.ok()) return file.status();
-    m.regions_.push_back(Region{kMemPoolRegion, dummy::RegionKind::kMemPool, std::move(*file)});
+    m.pool_data_ = file->data();
+    m.pool_size_ = file->size();
+    m.regions_.push_back(Region{kMemPoolRegion, dummy::RegionKind::kMemPool, file->data(),
+                                file->size(), std::move(*file), {}});
   }
   if (local_buffer_size > 0) {
     auto file = MappedFile::Create("kvtier-dummy-local-buffer", local_buffer_size,
                                    /*prefault=*/true, /*huge_pages=*/false);
     if (!file.ok()) return file.status();
-    m.regions_.push_back(
-        Region{kLocalBufferRegion, dummy::RegionKind::kLocalBuffer, std::move(*file)});
+    m.local_data_ = file->data();
+    m.local_size_ = file->size();
+    m.regions_.push_back(Region{kLocalBufferRegion, dummy::RegionKind::kLocalBuffer,
+                                file->data(), file->size(), std::move(*file), {}});
   }
   return m;
 }
 
 DummyMemory::DummyMemory(DummyMemory&& other) noexcept
-    : regions_(std::move(other.regions_)), pool_used_(other.pool_used_) {}
-
-const DummyMemory::Region* DummyMemory::Find(uint64_t id) const {
-  for (const auto& r : regions_) {
-    if (r.id == id) return &r;
-  }
-  return nullptr;
-}
+    : regions_(std::move(other.regions_)),
+      pool_data_(other.pool_data_),
+      pool_size_(other.pool_size_),
+      local_data_(other.local_data_),
+      local_size_(other.local_size_),
+      pool_used_(other.pool_used_) {}
 
 std::optional<dummy::Range> DummyMemory::Translate(const void* ptr, uint64_t len) const {
   const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::shared_lock lock(regions_mu_);
   for (const auto& r : regions_) {
-    const auto base = reinterpret_cast<uintptr_t>(r.file.data());
-    if (p >= base && Inside(p - base, len, r.file.size())) {
+    const auto base = reinterpret_cast<uintptr_t>(r.data);
+    if (p >= base && Inside(p - base, len, r.size)) return dummy::Range{r.id, p - base, len};
+  }
+  return std::nullopt;
+}
+
+std::optional<dummy::Range> DummyMemory::TranslateMemPool(const void* ptr, uint64_t len) const {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::shared_lock lock(regions_mu_);
+  for (const auto& r : regions_) {
+    const auto base = reinterpret_cast<uintptr_t>(r.data);
+    if (p >= base && Inside(p - base, len, r.size)) {
+      if (r.kind != dummy::RegionKind::kMemPool) return std::nullopt;
       return dummy::Range{r.id, p - base, len};
     }
   }
   return std::nullopt;
 }
 
-std::optional<dummy::Range> DummyMemory::TranslateMemPool(const void* ptr, uint64_t len) const {
-  auto range = Translate(ptr, len);
-  if (!range || range->region != kMemPoolRegion) return std::nullopt;
-  return range;
+StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareShared(void* base, uint64_t size,
+                                                                  int fd) const {
+  if (base == nullptr || size == 0 || fd < 0) {
+    return Invalid(fmt::format("needs a mapped base, a size > 0 and an fd (got {}, {}, {})", base,
+                               size, fd));
+  }
+  const auto b = reinterpret_cast<uintptr_t>(base);
+  if (b % static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE)) != 0) {
+    return Invalid(fmt::format("base {} is not page-aligned: it must be where the memfd's first "
+                               "byte is mapped", base));
+  }
+  if (size > UINTPTR_MAX - b) return Invalid(fmt::format("{} bytes at {} overflow", size, base));
+  // The node checks these too, but after the fd has crossed the socket; say it here first.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return Invalid(fmt::format("fd {} is not a memfd ({})", fd, std::strerror(errno)));
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return Invalid(fmt::format("the memfd (fd {}) must be sealed against shrinking "
+                               "(F_SEAL_SHRINK): the node maps it and a shrink would crash it",
+                               fd));
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return Invalid(fmt::format("fstat(fd {}): {}", fd, std::strerror(errno)));
+  if (static_cast<uint64_t>(st.st_size) < size) {
+    return Invalid(fmt::format("the memfd holds {} bytes, fewer than the {} shared", st.st_size,
+                               size));
+  }
+  SharedRegion out;
+  out.base = static_cast<uint8_t*>(base);
+  out.size = size;
+  {
+    std::shared_lock lock(regions_mu_);
+    if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
+      return Invalid(fmt::format("a dummy may register at most {} regions",
+                                 dummy::kMaxRegionsPerDummy));
+    }
+    out.id = kFirstSharedRegion;
+    for (const auto& r : regions_) {
+      const auto rb = reinterpret_cast<uintptr_t>(r.data);
+      if (b < rb + r.size && rb < b + size) {
+        return Invalid(fmt::format("[{}, +{}) overlaps region {} [{}, +{}) already shared with "
+                                   "the node", base, size, r.id, static_cast<void*>(r.data),
+                                   r.size));
+      }
+      out.id = std::max(out.id, r.id + 1);
+    }
+  }
+  out.fd = wire::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!out.fd.valid()) return Invalid(fmt::format("dup(fd {}): {}", fd, std::strerror(errno)));
+  return out;
+}
+
+void DummyMemory::AddShared(SharedRegion region) {
+  std::unique_lock lock(regions_mu_);
+  regions_.push_back(Region{region.id, dummy::RegionKind::kMemPool, region.base, region.size, {},
+                            std::move(region.fd)});
+}
+
+bool DummyMemory::IsShared(const void* base, uint64_t size) const {
+  std::shared_lock lock(regions_mu_);
+  for (const auto& r : regions_) {
+    if (r.shared.valid() && r.data == base && r.size == size) return true;
+  }
+  return false;
+}
+
+std::vector<DummyMemory::RegionView> DummyMemory::Regions() const {
+  std::shared_lock lock(regions_mu_);
+  std::vector<RegionView> out;
+  out.reserve(regions_.size());
+  for (const auto& r : regions_) {
+    out.push_back(RegionView{r.id, r.kind, r.size, r.fd(), r.shared.valid()});
+  }
+  return out;
 }
 
 StoreResult<void*> DummyMemory::AllocFromMemPool(size_t size) {
-  const Region* pool = Find(kMemPoolRegion);
-  if (pool == nullptr) {
+  if (pool_data_ == nullptr) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
                        "this dummy has no mem pool (mem_pool_size=0 at setup)");
   }
   if (size == 0) return StoreStatus(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool(0)");
   std::lock_guard lock(pool_mu_);
-  const uint64_t capacity = pool->file.size();
+  const uint64_t capacity = pool_size_;
   // The next aligned start; sizes are not rounded, only starts are aligned.
   const uint64_t start = (pool_used_ + kMemPoolAlignment - 1) & ~(kMemPoolAlignment - 1);
   if (!Inside(start, size, capacity)) {
@@ -74,23 +170,12 @@ StoreResult<void*> DummyMemory::AllocFromMemPool(size_t size) {
                                    start <= capacity ? capacity - start : 0, capacity));
   }
   pool_used_ = start + size;
-  return static_cast<void*>(pool->file.data() + start);
+  return static_cast<void*>(pool_data_ + start);
 }
 
 uint8_t* DummyMemory::LocalBuffer(uint64_t offset, uint64_t len) const {
-  const Region* local = Find(kLocalBufferRegion);
-  if (local == nullptr || !Inside(offset, len, local->file.size())) return nullptr;
-  return local->file.data() + offset;
-}
-
-uint64_t DummyMemory::local_buffer_size() const {
-  const Region* r = Find(kLocalBufferRegion);
-  return r ? r->file.size() : 0;
-}
-
-uint64_t DummyMemory::mem_pool_size() const {
-  const Region* r = Find(kMemPoolRegion);
-  return r ? r->file.size() : 0;
+  if (local_data_ == nullptr || !Inside(offset, len, local_size_)) return nullptr;
+  return local_data_ + offset;
 }
 
 uint64_t DummyMemory::mem_pool_used() const {

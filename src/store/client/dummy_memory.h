@@ -1,21 +1,26 @@
 // A dummy client's shared memory: the memfd regions it hands to its node (the mem pool, region
-// 1, and the local buffer, region 2; a size of 0 creates none), the mem-pool allocator behind
-// AllocFromMemPool, and the translation of a pointer range in this process into
-// (region id, offset) that requests carry. The node checks every range again against what was
-// registered; the checks here only give the caller a clear error without a round trip.
+// 1, and the local buffer, region 2; a size of 0 creates none; then memfds the caller shares with
+// RegisterSharedMemory, regions 3, 4, ...), the mem-pool allocator behind AllocFromMemPool, and
+// the translation of a pointer range in this process into (region id, offset) that requests
+// carry. The node checks every range again against what was registered; the checks here only
+// give the caller a clear error without a round trip.
 // AllocFromMemPool hands out page-aligned blocks and never takes them back (StoreClient has no
 // free, as in Mooncake): the pool lives until the client is destroyed.
+// Thread-safe: shared regions are added while other threads translate; regions are never
+// removed, so their fds stay open as long as this object lives.
 #pragma once
 
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <vector>
 
 #include "common/memfd.h"
 #include "common/status.h"
 #include "store/common/dummy_protocol.h"
 #include "store/common/store_status.h"
+#include "wire/fd_passing.h"
 
 namespace kvtier::store {
 
@@ -23,12 +28,28 @@ class DummyMemory {
  public:
   static constexpr uint64_t kMemPoolRegion = 1;
   static constexpr uint64_t kLocalBufferRegion = 2;
+  static constexpr uint64_t kFirstSharedRegion = 3;
   static constexpr uint64_t kMemPoolAlignment = 4096;
 
-  struct Region {
+  // What the node is told about a region (kRegisterRegion; a shared one is also registered as
+  // one buffer covering all of it).
+  struct RegionView {
     uint64_t id = 0;
     dummy::RegionKind kind = dummy::RegionKind::kMemPool;
-    MappedFile file;
+    uint64_t size = 0;
+    int fd = -1;  // owned by this DummyMemory
+    bool shared = false;
+  };
+
+  // A caller's memfd, checked and duplicated, not added yet (the node must accept it first).
+  struct SharedRegion {
+    uint64_t id = 0;
+    uint8_t* base = nullptr;
+    uint64_t size = 0;
+    wire::UniqueFd fd;
+    RegionView view() const {
+      return RegionView{id, dummy::RegionKind::kMemPool, size, fd.get(), true};
+    }
   };
 
   static Result<DummyMemory> Create(uint64_t mem_pool_size, uint64_t local_buffer_size);
@@ -37,24 +58,47 @@ class DummyMemory {
 
   // (region, offset, len) when [ptr, ptr + len) lies inside one region; nullopt otherwise.
   std::optional<dummy::Range> Translate(const void* ptr, uint64_t len) const;
-  // Like Translate, but only the mem pool: where registered buffers must come from.
+  // Like Translate, but only mem-pool regions (the pool and shared memory): where registered
+  // buffers must come from.
   std::optional<dummy::Range> TranslateMemPool(const void* ptr, uint64_t len) const;
+
+  // RegisterSharedMemory's checks: arguments, `fd` a memfd sealed against shrinking of at least
+  // `size` bytes, no overlap with a region, the region limit. INVALID_PARAMS naming what is wrong.
+  StoreResult<SharedRegion> PrepareShared(void* base, uint64_t size, int fd) const;
+  void AddShared(SharedRegion region);
+  // True when exactly [base, base + size) is already shared.
+  bool IsShared(const void* base, uint64_t size) const;
+
+  // Every region, in id order (a copy: safe while regions are added).
+  std::vector<RegionView> Regions() const;
 
   StoreResult<void*> AllocFromMemPool(size_t size);
 
   // The local buffer's bytes [offset, offset + len) when inside it, else nullptr.
   uint8_t* LocalBuffer(uint64_t offset, uint64_t len) const;
-  uint64_t local_buffer_size() const;
-  uint64_t mem_pool_size() const;
+  uint64_t local_buffer_size() const { return local_size_; }
+  uint64_t mem_pool_size() const { return pool_size_; }
   uint64_t mem_pool_used() const;
 
-  const std::vector<Region>& regions() const { return regions_; }
-
  private:
+  struct Region {
+    uint64_t id = 0;
+    dummy::RegionKind kind = dummy::RegionKind::kMemPool;
+    uint8_t* data = nullptr;
+    uint64_t size = 0;
+    MappedFile owned;       // the pool and the local buffer: created (and mapped) here
+    wire::UniqueFd shared;  // a caller's memfd (duplicate); the caller owns the mapping
+    int fd() const { return owned.valid() ? owned.fd() : shared.get(); }
+  };
   DummyMemory() = default;
-  const Region* Find(uint64_t id) const;
 
+  mutable std::shared_mutex regions_mu_;  // guards regions_; the fields below are set at Create
   std::vector<Region> regions_;
+  uint8_t* pool_data_ = nullptr;
+  uint64_t pool_size_ = 0;
+  uint8_t* local_data_ = nullptr;
+  uint64_t local_size_ = 0;
+
   mutable std::mutex pool_mu_;
   uint64_t pool_used_ = 0;  // bump pointer into the mem pool
 };

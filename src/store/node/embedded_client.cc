@@ -94,6 +94,12 @@ class EmbeddedClient final : public StoreClient {
     return std::move(node_->Remove({key})[0]);
   }
 
+  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return std::vector<StoreStatus>(keys.size(), Closed());
+    return node_->Remove(keys);
+  }
+
   StoreResult<uint64_t> RemoveAll() override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
@@ -127,6 +133,19 @@ class EmbeddedClient final : public StoreClient {
     if (registered_.erase(buffer) == 0) {
       return {ErrorCode::INVALID_PARAMS, fmt::format("unregister_buffer: {} is not registered",
                                                      buffer)};
+    }
+    return StoreStatus::Ok();
+  }
+
+  // The node runs in this process and reaches its memory anyway: only the arguments are checked.
+  StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    if (base == nullptr || size == 0 || fd < 0) {
+      return {ErrorCode::INVALID_PARAMS,
+              fmt::format("register_shared_memory: needs a mapped base, a size > 0 and an fd "
+                          "(got {}, {}, {})",
+                          base, size, fd)};
     }
     return StoreStatus::Ok();
   }
