@@ -1,0 +1,258 @@
+// The store's setup(dict) (store_config.h): key checks, value parsing, and the client it makes.
+#include "store/node/store_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <string_view>
+
+#include "common/memfd.h"
+
+namespace kvtier::store {
+namespace {
+
+constexpr std::array<std::string_view, 3> kEmbeddedKeys = {"local_hostname", "master_server_addr",
+                                                           "global_segment_size"};
+constexpr std::array<std::string_view, 2> kDummyKeys = {"server_address", "mem_pool_size"};
+constexpr std::array<std::string_view, 3> kCommonKeys = {"local_buffer_size", "protocol",
+                                                         "rpc_timeout_ms"};
+constexpr std::array<std::string_view, 3> kIgnoredKeys = {"metadata_server", "rdma_devices",
+                                                          "engine"};
+constexpr uint64_t kMaxRpcTimeoutMs = 24ull * 3600 * 1000;
+
+template <size_t N>
+bool In(const std::array<std::string_view, N>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+StoreStatus Bad(const std::string& message) {
+  return StoreStatus(ErrorCode::INVALID_PARAMS, "store setup: " + message);
+}
+
+// The value as the config spelled it, cut short.
+std::string Shown(const nlohmann::json& value) {
+  std::string text = value.dump();
+  return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+}
+
+// A non-negative JSON integer (parsed text gives unsigned, code-built JSON may give signed).
+std::optional<uint64_t> Whole(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) return value.get<uint64_t>();
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(value.get<int64_t>());
+  }
+  return std::nullopt;
+}
+
+std::string AllKeys() {
+  std::string out;
+  auto add = [&out](const auto& keys) {
+    for (auto k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
+  };
+  add(kEmbeddedKeys);
+  add(kDummyKeys);
+  add(kCommonKeys);
+  add(kIgnoredKeys);
+  return out;
+}
+
+StoreResult<std::string> String(const std::string& key, const nlohmann::json& value) {
+  if (!value.is_string()) return Bad(fmt::format("'{}' must be a string, got {}", key, Shown(value)));
+  return value.get<std::string>();
+}
+
+// A byte count: a non-negative whole number, or a string ParseByteSize reads ("3221225472", "4GB").
+StoreResult<uint64_t> Size(const std::string& key, const nlohmann::json& value) {
+  if (auto n = Whole(value)) return *n;
+  const std::string expected = "a byte size (e.g. 3221225472, \"4GB\", \"512MiB\")";
+  if (value.is_string()) {
+    auto bytes = ParseByteSize(value.get<std::string>());
+    if (!bytes.ok()) {
+      return Bad(fmt::format("'{}' must be {}, got {}: {}", key, expected, Shown(value),
+                             bytes.status().message()));
+    }
+    return *bytes;
+  }
+  return Bad(fmt::format("'{}' must be {}, got {}", key, expected, Shown(value)));
+}
+
+StoreResult<std::chrono::milliseconds> Timeout(const std::string& key,
+                                               const nlohmann::json& value) {
+  uint64_t ms = 0;
+  bool ok = false;
+  if (auto n = Whole(value)) {
+    ms = *n;
+    ok = true;
+  } else if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+    ok = !text.empty() && ec == std::errc() && end == text.data() + text.size();
+  }
+  if (!ok || ms == 0 || ms > kMaxRpcTimeoutMs) {
+    return Bad(fmt::format("'{}' must be a whole number of milliseconds from 1 to {}, got {}", key,
+                           kMaxRpcTimeoutMs, Shown(value)));
+  }
+  return std::chrono::milliseconds(ms);
+}
+
+// 0..65535 from all-digit text; nullopt otherwise.
+std::optional<uint16_t> Port(std::string_view text) {
+  uint32_t port = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || port > 65535) {
+    return std::nullopt;
+  }
+  return static_cast<uint16_t>(port);
+}
+
+// local_hostname: "host", "host:port" or "[v6]:port" (a bare IPv6 address has no port); no
+// port -> 0, a free one. "localhost" is 127.0.0.1: the node binds there and peers dial it.
+StoreStatus Hostname(const std::string& text, NodeOptions& node) {
+  std::string host = text;
+  std::string port;
+  bool has_port = false;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) {
+      return Bad(fmt::format("'local_hostname' \"{}\": '[' without ']'", text));
+    }
+    host = text.substr(1, close - 1);
+    const std::string rest = text.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') {
+      return Bad(fmt::format("'local_hostname' \"{}\": expected ':port' after ']'", text));
+    }
+    has_port = !rest.empty();
+    if (has_port) port = rest.substr(1);
+  } else if (std::count(text.begin(), text.end(), ':') == 1) {
+    const size_t colon = text.find(':');
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    has_port = true;
+  }
+  if (host.empty()) {
+    return Bad(fmt::format(
+        "'local_hostname' must be \"host\", \"host:port\" or \"[v6]:port\", got \"{}\" (no host)",
+        text));
+  }
+  const auto p = has_port ? Port(port) : std::optional<uint16_t>(0);
+  if (!p) {
+    return Bad(fmt::format("'local_hostname' \"{}\": the port must be a number from 0 to 65535",
+                           text));
+  }
+  node.host = host == "localhost" ? "127.0.0.1" : host;
+  node.port = *p;
+  return StoreStatus::Ok();
+}
+
+// master_server_addr: the master's "host:port" (one master: no HA "etcd://..." addresses).
+StoreStatus MasterAddress(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  const auto port = colon == std::string::npos ? std::nullopt : Port(text.substr(colon + 1));
+  if (text.find("://") != std::string::npos || colon == 0 || colon == std::string::npos ||
+      !port || *port == 0) {
+    return Bad(fmt::format("'master_server_addr' must be the master's \"host:port\", got \"{}\"",
+                           text));
+  }
+  return StoreStatus::Ok();
+}
+
+StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClientConfig& out) {
+  if (In(kIgnoredKeys, key)) return StoreStatus::Ok();  // Mooncake's transport knobs
+  if (key == "protocol") {
+    std::string p = value.is_string() ? value.get<std::string>() : "";
+    std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (p != "tcp") {
+      return Bad(fmt::format(
+          "'protocol' must be \"tcp\" (the kvtier store moves bytes over TCP), got {}",
+          Shown(value)));
+    }
+    return StoreStatus::Ok();
+  }
+  if (key == "rpc_timeout_ms") {
+    auto t = Timeout(key, value);
+    if (!t.ok()) return t.status();
+    out.embedded_options.node.rpc_timeout = *t;
+    out.dummy_options.timeout = *t;
+    return StoreStatus::Ok();
+  }
+  if (key == "local_buffer_size" || key == "global_segment_size" || key == "mem_pool_size") {
+    auto bytes = Size(key, value);
+    if (!bytes.ok()) return bytes.status();
+    if (key == "local_buffer_size") {
+      out.embedded_options.local_buffer_size = *bytes;
+      out.dummy_options.local_buffer_size = *bytes;
+    } else if (key == "global_segment_size") {
+      out.embedded_options.node.segment_size = *bytes;
+    } else {
+      out.dummy_options.mem_pool_size = *bytes;
+    }
+    return StoreStatus::Ok();
+  }
+  auto text = String(key, value);
+  if (!text.ok()) return text.status();
+  if (key == "local_hostname") return Hostname(*text, out.embedded_options.node);
+  if (key == "master_server_addr") {
+    KVT_STORE_RETURN_IF_ERROR(MasterAddress(*text));
+    out.embedded_options.node.master = *text;
+    return StoreStatus::Ok();
+  }
+  // server_address
+  auto port = DummyNodePort(*text);
+  if (!port.ok()) return Bad(port.status().message());
+  out.dummy_options.server_address = *text;
+  return StoreStatus::Ok();
+}
+
+}  // namespace
+
+StoreResult<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config) {
+  if (!config.is_object()) {
+    return Bad(fmt::format("the config must be a JSON object of keys ({}), got {}", AllKeys(),
+                           Shown(config)));
+  }
+  StoreClientConfig out;
+  out.dummy = config.contains("server_address");
+  // The spec's defaults where they differ from the option structs'.
+  out.embedded_options.node.master = "127.0.0.1:50051";
+  out.embedded_options.node.host = "127.0.0.1";
+  out.embedded_options.node.port = 0;
+  out.embedded_options.node.segment_size = 16ull << 20;
+  out.embedded_options.node.rpc_timeout = std::chrono::milliseconds(5000);
+  out.embedded_options.local_buffer_size = 16ull << 20;
+  out.dummy_options.mem_pool_size = 0;
+  out.dummy_options.local_buffer_size = 16ull << 20;
+  out.dummy_options.timeout = std::chrono::milliseconds(5000);
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    const std::string& key = it.key();
+    const bool embedded_key = In(kEmbeddedKeys, key);
+    const bool dummy_key = In(kDummyKeys, key);
+    if (!embedded_key && !dummy_key && !In(kCommonKeys, key) && !In(kIgnoredKeys, key)) {
+      return Bad(fmt::format("unknown key '{}' (keys: {})", key, AllKeys()));
+    }
+    if (out.dummy && embedded_key) {
+      return Bad(fmt::format("'{}' is for an embedded store (a process with a segment of its "
+                             "own); with 'server_address' this process is a dummy client of "
+                             "that node",
+                             key));
+    }
+    if (!out.dummy && dummy_key) {
+      return Bad(fmt::format("'{}' is for a dummy client (which also needs 'server_address', the "
+                             "node on this host); without 'server_address' this process is "
+                             "embedded",
+                             key));
+    }
+    KVT_STORE_RETURN_IF_ERROR(Apply(key, it.value(), out));
+  }
+  return out;
+}
+
+StoreResult<std::unique_ptr<StoreClient>> CreateStoreClient(const StoreClientConfig& config) {
+  return config.dummy ? ConnectDummy(config.dummy_options)
+                      : StartEmbedded(config.embedded_options);
+}
+
+}  // namespace kvtier::store
