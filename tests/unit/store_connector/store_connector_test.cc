@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 
 #include "common/memfd.h"
 #include "store/connector/store_connector.h"
@@ -123,6 +124,8 @@ TEST(StoreConnectorTest, PreregisteredBatchesMoveBytesStraightBetweenRegionAndSt
   EXPECT_EQ(Load(**c, {stored[1]}, r, kValue / 2).results, Bits({0, 1}));
   EXPECT_EQ(Load(**c, {stored[1]}, r, kValue * 2).results, Bits({0, 1}));
 
+  // The loads took leases; a leased object is not removed (0, not an error) until they end.
+  std::this_thread::sleep_for(2 * store::testing::kLeaseTtl);
   const double removes = Requests(node, "remove");
   Completion d = RemoveAll(**c, keys);
   ASSERT_TRUE(d.status.ok()) << d.status.ToString();
