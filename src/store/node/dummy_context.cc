@@ -21,7 +21,8 @@ bool Inside(uint64_t offset, uint64_t length, uint64_t size) {
 
 }  // namespace
 
-DummyContext::DummyContext(std::string client_id) : client_id_(std::move(client_id)) {}
+DummyContext::DummyContext(std::string client_id, std::shared_ptr<RegionMappings> mappings)
+    : client_id_(std::move(client_id)), mappings_(std::move(mappings)) {}
 
 const DummyContext::Region* DummyContext::FindRegion(uint64_t id) const {
   auto it = regions_.find(id);
@@ -51,12 +52,11 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
                     "(F_SEAL_SHRINK)",
                     id));
   }
-  auto mapped = MappedFile::MapFd(fd.Release(), size);
+  auto mapped = mappings_->Map(std::move(fd), size);
   if (!mapped.ok()) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
                        fmt::format("region {}: {}", id, mapped.status().message()));
   }
-  mapped->PopulateForWrite();
   if (kind == dummy::RegionKind::kLocalBuffer) {
     staging_.emplace(size, kStagingAlignment);
     local_region_ = id;
@@ -127,7 +127,7 @@ StoreResult<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range
     const auto [region, start] = it->first;
     if (region == range.region && range.offset - start < it->second &&
         Inside(range.offset - start, range.length, it->second)) {
-      return ResolvedRange{r->file.data() + range.offset, range.length};
+      return ResolvedRange{r->file->data() + range.offset, range.length};
     }
   }
   return Invalid(fmt::format("range [{}, +{}) of region {} is not inside one registered buffer",
@@ -144,7 +144,7 @@ StoreResult<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& rang
     return Invalid(fmt::format("range [{}, +{}) is not inside a live staging allocation",
                                range.offset, range.length));
   }
-  return ResolvedRange{regions_.at(*local_region_).file.data() + range.offset, range.length};
+  return ResolvedRange{regions_.at(*local_region_).file->data() + range.offset, range.length};
 }
 
 StoreResult<dummy::Range> DummyContext::AllocStaging(uint64_t size) {

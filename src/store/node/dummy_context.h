@@ -21,6 +21,7 @@
 #include "l1/arena_allocator.h"
 #include "store/common/dummy_protocol.h"
 #include "store/common/store_status.h"
+#include "store/node/region_mappings.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier::store {
@@ -34,7 +35,10 @@ class DummyContext {
  public:
   static constexpr uint64_t kStagingAlignment = 64;
 
-  explicit DummyContext(std::string client_id);
+  // `mappings`: the node's, so that dummies handing over the same file share one mapping;
+  // a context of its own by default.
+  explicit DummyContext(std::string client_id,
+                        std::shared_ptr<RegionMappings> mappings = std::make_shared<RegionMappings>());
   const std::string& client_id() const { return client_id_; }
 
   // Maps `fd`, which must be a memfd sealed against shrinking (a shrink would turn the node's
@@ -61,13 +65,14 @@ class DummyContext {
 
  private:
   struct Region {
-    MappedFile file;
+    std::shared_ptr<const MappedFile> file;  // shared with other dummies of the same file
     uint64_t size = 0;
     dummy::RegionKind kind = dummy::RegionKind::kMemPool;
   };
   const Region* FindRegion(uint64_t id) const;  // caller holds mu_
 
   const std::string client_id_;
+  const std::shared_ptr<RegionMappings> mappings_;
   mutable std::mutex mu_;
   std::map<uint64_t, Region> regions_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> buffers_;  // (region, offset) -> size
@@ -84,10 +89,13 @@ class DummyContextTable {
   void Detach(const DummyContext& context);
   size_t size() const;
   std::shared_ptr<DummyContext> Find(const std::string& client_id) const;
+  // For new contexts: the node's memfd mappings.
+  const std::shared_ptr<RegionMappings>& mappings() const { return mappings_; }
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<DummyContext>> contexts_;
+  const std::shared_ptr<RegionMappings> mappings_ = std::make_shared<RegionMappings>();
 };
 
 }  // namespace kvtier::store

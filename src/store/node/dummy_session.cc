@@ -255,7 +255,7 @@ Reply DummySession::Hello(const Request& req) {
                                                    "this node speaks version {}",
                                                    req.version, dummy::kProtocolVersion)));
   }
-  auto context = std::make_shared<DummyContext>(req.client_id);
+  auto context = std::make_shared<DummyContext>(req.client_id, table_.mappings());
   StoreStatus attached = table_.Attach(context);
   if (!attached.ok()) {
     KVT_LOG_WARN("dummy HELLO refused: {}", attached.message());

@@ -169,5 +169,29 @@ TEST(DummyContextTest, TableRefusesASecondLiveClaimOfAnId) {
   EXPECT_TRUE(table.Attach(b).ok());
 }
 
+// Dummies handing over the same file share the node's one mapping of it (one prefault, one set
+// of page tables); other files get their own.
+TEST(DummyContextTest, ContextsOfOneNodeShareTheMappingOfOneFile) {
+  auto mappings = std::make_shared<RegionMappings>();
+  DummyContext a("a", mappings), b("b", mappings), alone("c");
+  const Memfd arena = MakeMemfd(1 << 20), other = MakeMemfd(1 << 20);
+  ASSERT_TRUE(a.AddRegion(3, 1 << 20, RegionKind::kMemPool, arena.Dup()).ok());
+  ASSERT_TRUE(b.AddRegion(3, 1 << 20, RegionKind::kMemPool, arena.Dup()).ok());
+  ASSERT_TRUE(b.AddRegion(4, 1 << 20, RegionKind::kMemPool, other.Dup()).ok());
+  ASSERT_TRUE(alone.AddRegion(3, 1 << 20, RegionKind::kMemPool, arena.Dup()).ok());
+  for (DummyContext* c : {&a, &b, &alone}) ASSERT_TRUE(c->RegisterBuffer(3, 0, 1 << 20).ok());
+  ASSERT_TRUE(b.RegisterBuffer(4, 0, 1 << 20).ok());
+  auto at = [](DummyContext& c, uint64_t region) {
+    return c.ResolveBuffer(Range{region, 0, 1}).value().data;
+  };
+  EXPECT_EQ(at(a, 3), at(b, 3));
+  EXPECT_NE(at(b, 4), at(b, 3));
+  EXPECT_NE(at(alone, 3), at(a, 3)) << "a context without the node's mappings maps on its own";
+  // A shared mapping still bounds each region by its own declared size.
+  DummyContext small("d", mappings);
+  ASSERT_TRUE(small.AddRegion(3, 4096, RegionKind::kMemPool, arena.Dup()).ok());
+  EXPECT_EQ(small.RegisterBuffer(3, 0, 8192).code(), ErrorCode::INVALID_PARAMS);
+}
+
 }  // namespace
 }  // namespace kvtier::store

@@ -1,0 +1,34 @@
+#include "store/node/region_mappings.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace kvtier::store {
+
+StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueFd fd,
+                                                                    uint64_t size) {
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("fstat: {}", std::strerror(errno)));
+  }
+  const auto file = std::make_pair(st.st_dev, st.st_ino);
+  std::lock_guard lock(mu_);
+  // Expired entries of other files are dropped here, so the map stays as small as the live set.
+  std::erase_if(live_, [](const auto& e) { return e.second.expired(); });
+  if (auto it = live_.find(file); it != live_.end()) {
+    auto mapping = it->second.lock();
+    if (mapping && mapping->size() >= size) return mapping;
+  }
+  auto mapped = MappedFile::MapFd(fd.Release(), size);
+  if (!mapped.ok()) return StoreStatus(ErrorCode::INVALID_PARAMS, mapped.status().message());
+  mapped->PopulateForWrite();
+  auto mapping = std::make_shared<const MappedFile>(std::move(*mapped));
+  live_[file] = mapping;
+  return mapping;
+}
+
+}  // namespace kvtier::store

@@ -1,0 +1,35 @@
+// The node's mappings of dummies' memfds, shared by every dummy that hands over the same file:
+// the cache server's store connector has one dummy per worker thread, and each registers the
+// whole L1 arena. Mapped once per file instead of once per dummy, the arena costs one prefault
+// and one set of page tables (about 2 MiB per GiB each time otherwise), and every registration
+// after the first is a lookup instead of a multi-second MADV_POPULATE_WRITE of a large arena.
+// Files are told apart by (device, inode); a mapping lives while some region uses it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "common/memfd.h"
+#include "store/common/store_status.h"
+#include "wire/fd_passing.h"
+
+namespace kvtier::store {
+
+class RegionMappings {
+ public:
+  // A mapping of fd's file covering at least `size` bytes, prefaulted for writing: a live one
+  // when there is (fd is then just closed), else a new one (a memfd sealed against shrinking
+  // only grows, so a live mapping too short for `size` is replaced for later callers).
+  StoreResult<std::shared_ptr<const MappedFile>> Map(wire::UniqueFd fd, uint64_t size);
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<dev_t, ino_t>, std::weak_ptr<const MappedFile>> live_;
+};
+
+}  // namespace kvtier::store
