@@ -57,11 +57,13 @@ bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
   return true;
 }
 
+// port 0 (the default) picks a free one; pass an old node's port() to restart it where its
+// dummies expect it.
 class NodeProcess {
  public:
   NodeProcess(const std::string& master, const std::string& segment_size,
-              std::vector<std::string> extra = {})
-      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
+              std::vector<std::string> extra = {}, uint16_t port = 0)
+      : port_(port != 0 ? port : FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
     std::vector<std::string> args = {KvtierBin(), "node", "--master", master, "--port",
                                      std::to_string(port_), "--http-port",
                                      std::to_string(http_port_), "--global-segment-size",

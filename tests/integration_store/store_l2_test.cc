@@ -29,19 +29,22 @@ constexpr int64_t kPromptChunks = kPromptTokens / kChunkTokens;
 constexpr int kDeadlineMs = 1000;
 const char* const kAdapter = "store#0";
 
-std::string DummyAdapter(const NodeProcess& node, bool preregister = true) {
+// `mem_pool_size`: the staging block of each connector thread when not preregistered ("" =
+// the connector's default).
+std::string DummyAdapter(const NodeProcess& node, bool preregister = true,
+                         const std::string& mem_pool_size = "") {
   nlohmann::json j = {{"type", "store"},
                       {"server_address", node.address()},
                       {"preregister_l1_memory", preregister},
                       {"deadline_ms", kDeadlineMs},
                       {"per_op_workers", {{"lookup", 1}, {"retrieve", 1}, {"store", 2}}}};
+  if (!mem_pool_size.empty()) j["mem_pool_size"] = mem_pool_size;
   return j.dump();
 }
 
 std::string EmbeddedAdapter(const MasterProcess& master) {
-  nlohmann::json j = {{"type", "store"},
-                      {"master_server_addr", master.address()},
-                      {"global_segment_size", "64MB"}};
+  nlohmann::json j = {
+      {"type", "store"}, {"master_server_addr", master.address()}, {"global_segment_size", "64MB"}};
   return j.dump();
 }
 
@@ -89,6 +92,7 @@ void ClearL1(CacheClient& c) {
 
 // LOOKUP, then RETRIEVE into zeroed blocks; checks every retrieved byte and returns the hits.
 int64_t FetchAndCheck(CacheClient& c, Worker& w, uint32_t seed, const std::string& rid) {
+  SCOPED_TRACE("request " + rid);
   const int64_t hits = LookupHits(c, rid, Tokens(kPromptTokens, seed));
   w.Zero();
   auto rt = c.Retrieve(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16), rid));
@@ -105,8 +109,8 @@ std::vector<std::string> L2Keys(uint32_t seed) {
   const auto tokens = Tokens(kPromptTokens, seed);
   HashChunks(HashAlgo::kXxh3, tokens, kChunkTokens, hashes);
   std::vector<std::string> keys;
-  for (const auto& h : hashes) keys.push_back(ObjectKey{"test-model", PackKvRank(1, 0), 0, h, ""}
-                                                  .ToString());
+  for (const auto& h : hashes)
+    keys.push_back(ObjectKey{"test-model", PackKvRank(1, 0), 0, h, ""}.ToString());
   return keys;
 }
 
@@ -119,10 +123,11 @@ struct Store {
 // Runs `kvtier server` to its exit (at most `limit`): the exit status (-1: still running, then
 // killed) and what it wrote to stdout and stderr.
 std::pair<int, std::string> RunServerToExit(const std::string& adapter, seconds limit) {
-  std::vector<std::string> args = {KvtierBin(), "server", "--port",
-                                   std::to_string(FreeLoopbackPort()), "--http-port",
-                                   std::to_string(FreeLoopbackPort()), "--l1-size-gb", "0.0625",
-                                   "--no-l1-prefault", "--log-level", "error"};
+  const std::string port = std::to_string(FreeLoopbackPort());
+  const std::string http_port = std::to_string(FreeLoopbackPort());
+  std::vector<std::string> args = {KvtierBin(),    "server",  "--port",          port,
+                                   "--http-port",  http_port, "--log-level",     "error",
+                                   "--l1-size-gb", "0.0625",  "--no-l1-prefault"};
   for (auto& a : ServerArgs(adapter)) args.push_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -197,12 +202,19 @@ TEST(StoreL2, StoresReachTheStore) {
 }
 
 // Store, clear L1, lookup (an L2 hit that prefetches), retrieve: identical bytes, with the L1
-// arena shared with the node (preregistered) or staged through each dummy's mem pool.
-class StoreL2RoundTrip : public ::testing::TestWithParam<bool> {};
+// arena shared with the node (preregistered) or staged through each thread's block of its
+// dummy's mem pool; a block of one value (16 KiB) makes every value a call of its own.
+struct Memory {
+  const char* name;
+  bool preregister;
+  std::string mem_pool_size;
+};
+class StoreL2RoundTrip : public ::testing::TestWithParam<Memory> {};
 
 TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   Store store;
-  ServerProcess server(ServerArgs(DummyAdapter(store.node, GetParam())));
+  const Memory& m = GetParam();
+  ServerProcess server(ServerArgs(DummyAdapter(store.node, m.preregister, m.mem_pool_size)));
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
@@ -217,8 +229,14 @@ TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), 0);
   EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "retrieve"), 2 * kPromptChunks);
   EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "retrieve"), 0);
-  // The bytes came through the node.
+  // The bytes came through the node; with one value per block, one call per value.
   EXPECT_GT(store.node.Metric("kvtier_node_dummy_bytes_total{op=\"get\"}"), 0);
+  if (m.mem_pool_size == "16KiB") {
+    EXPECT_EQ(store.node.Metric("kvtier_node_dummy_requests_total{op=\"put_from\"}"),
+              2 * kPromptChunks);
+    EXPECT_EQ(store.node.Metric("kvtier_node_dummy_requests_total{op=\"get_into\"}"),
+              2 * kPromptChunks);
+  }
   // Back in L1 now: an L1 hit, and a prompt never stored is a plain miss.
   EXPECT_EQ(FetchAndCheck(*client, w, 7, "third"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), kPromptChunks);
@@ -226,8 +244,11 @@ TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Memory, StoreL2RoundTrip, ::testing::Values(true, false),
-                         [](const auto& info) { return info.param ? "Preregistered" : "Staged"; });
+INSTANTIATE_TEST_SUITE_P(Memory, StoreL2RoundTrip,
+                         ::testing::Values(Memory{"Preregistered", true, ""},
+                                           Memory{"Staged", false, ""},
+                                           Memory{"StagedOneValueBlocks", false, "16KiB"}),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   Store store;
@@ -263,13 +284,16 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   ClearL1(*client);
 
   store.node.process().Kill();
-  // The prompt is only in the dead node: a miss, bounded by the deadline (generously).
+  // The prompt is only in the dead node: a miss, bounded by the deadline (generously), and the
+  // adapter is marked down.
+  const auto bound = milliseconds(kDeadlineMs) + seconds(5);
   for (const char* rid : {"dead-1", "dead-2"}) {
     const auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(FetchAndCheck(*client, w, 50, rid), 0) << rid;
-    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(kDeadlineMs) + seconds(5))
-        << rid;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, bound) << rid;
   }
+  EXPECT_TRUE(WaitFor([&] { return L2Metric(server, "kvtier_l2_adapter_up") == 0; }, bound))
+      << HttpGet(server.http_port(), "/metrics");
   // What is in L1 is still served: a new prompt is stored and retrieved byte for byte.
   StorePrompt(*client, w, 51);
   const double l1_hits = Stat(*client, "lookup_hit_chunks_l1");
@@ -280,19 +304,92 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// A server whose node is killed and restarted on the same port at once (well within the
+// master's client TTL, as a supervisor would restart it).
+class StoreL2NodeRestart : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = std::make_unique<NodeProcess>(master_.address(), "256MB");
+    server_ = std::make_unique<ServerProcess>(ServerArgs(DummyAdapter(*node_)));
+    client_ = server_->Client();
+    worker_ = std::make_unique<Worker>(*client_, 1);
+    ASSERT_TRUE(worker_->status.ok()) << worker_->status.ToString();
+  }
+
+  void RestartNode() {
+    const uint16_t port = node_->port();
+    node_->process().Kill();
+    node_.reset();
+    node_ =
+        std::make_unique<NodeProcess>(master_.address(), "256MB", std::vector<std::string>{}, port);
+  }
+
+  // Stores prompts until the store takes them again (the dummies reconnect and share L1 again
+  // by themselves), then one more that must reach it; returns that one's seed.
+  uint32_t StoreOnceTheNodeIsBack(uint32_t seed) {
+    const double before = L2Metric(*server_, "kvtier_l2_store_keys_total");
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          StorePrompt(*client_, *worker_, ++seed);
+          return L2Metric(*server_, "kvtier_l2_store_keys_total") > before;
+        },
+        seconds(30)))
+        << HttpGet(server_->http_port(), "/metrics");
+    ClearL1(*client_);  // the stores in flight are done
+    const double now = L2Metric(*server_, "kvtier_l2_store_keys_total");
+    StorePrompt(*client_, *worker_, ++seed);
+    EXPECT_TRUE(WaitStored(*server_, now + kPromptChunks))
+        << HttpGet(server_->http_port(), "/metrics");
+    return seed;
+  }
+
+  MasterProcess master_;
+  std::unique_ptr<NodeProcess> node_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<CacheClient> client_;
+  std::unique_ptr<Worker> worker_;
+};
+
+TEST_F(StoreL2NodeRestart, TheServerUsesTheRestartedNodeByItself) {
+  RestartNode();
+  const uint32_t seed = StoreOnceTheNodeIsBack(60);
+  ClearL1(*client_);
+  EXPECT_EQ(FetchAndCheck(*client_, *worker_, seed, "restarted"), kPromptChunks);
+  EXPECT_EQ(L2Metric(*server_, "kvtier_l2_adapter_up"), 1);
+  EXPECT_EQ(server_->Stop(), 0);
+}
+
+// Disabled: a store bug, not the connector's. The master keeps the killed node's segment (and
+// its objects) until the client TTL ends, and a read of them reaches the restarted node at the
+// same address, which serves its new segment's bytes (zeros): 4 hits of wrong bytes here. Enable
+// once the store refuses replicas of a segment the node does not hold.
+TEST_F(StoreL2NodeRestart, DISABLED_ChunksOnlyTheKilledNodeHeldAreMissesNotOtherBytes) {
+  StorePrompt(*client_, *worker_, 70);
+  ASSERT_TRUE(WaitStored(*server_, kPromptChunks)) << HttpGet(server_->http_port(), "/metrics");
+  RestartNode();
+  StoreOnceTheNodeIsBack(70);
+  ClearL1(*client_);
+  EXPECT_EQ(FetchAndCheck(*client_, *worker_, 70, "lost"), 0);
+  EXPECT_EQ(server_->Stop(), 0);
+}
+
 TEST(StoreL2, BadStoreKeysStopTheServerAtStartupNamingTheKey) {
   Store store;
   const nlohmann::json base = nlohmann::json::parse(DummyAdapter(store.node));
-  for (const auto& [key, value] :
-       std::vector<std::pair<std::string, nlohmann::json>>{{"bogus_option", 1},
-                                                           {"protocol", "rdma"}}) {
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"bogus_option", 1}, {"protocol", "rdma"}}) {
     nlohmann::json j = base;
     j[key] = value;
     const auto [status, output] = RunServerToExit(j.dump(), seconds(30));
     EXPECT_GT(status, 0) << key << ": exit status " << status << "\n" << output;
-    EXPECT_NE(output.find(std::string(kAdapter) + ": store setup:"), std::string::npos)
-        << key << ":\n" << output;
-    EXPECT_NE(output.find(key), std::string::npos) << output;
+    // e.g. "store#0: store: INVALID_PARAMS(-600): store setup: unknown key 'bogus_option'".
+    const size_t adapter = output.find(std::string(kAdapter) + ": ");
+    const size_t setup = output.find("store setup:", adapter == std::string::npos ? 0 : adapter);
+    EXPECT_NE(adapter, std::string::npos) << key << ":\n" << output;
+    EXPECT_NE(setup, std::string::npos) << key << ":\n" << output;
+    if (setup != std::string::npos) {
+      EXPECT_NE(output.find(key, setup), std::string::npos) << output;
+    }
     EXPECT_EQ(output.find("listening"), std::string::npos) << output;
   }
 }
@@ -308,8 +405,8 @@ TEST(StoreL2, EmbeddedServerIsANodeItself) {
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
   StorePrompt(*client, w, 70);
   ASSERT_TRUE(WaitStored(server, kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
-  EXPECT_TRUE(WaitFor([&] { return Metric(master.http_port(), "kvtier_master_keys") == 4; },
-                      seconds(10)));
+  EXPECT_TRUE(
+      WaitFor([&] { return Metric(master.http_port(), "kvtier_master_keys") == 4; }, seconds(10)));
   ClearL1(*client);
   EXPECT_EQ(FetchAndCheck(*client, w, 70, "embedded"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
