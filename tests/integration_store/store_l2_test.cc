@@ -31,10 +31,10 @@ const char* const kAdapter = "store#0";
 
 // `mem_pool_size`: the staging block of each connector thread when not preregistered ("" =
 // the connector's default).
-std::string DummyAdapter(const NodeProcess& node, bool preregister = true,
+std::string DummyAdapter(const std::string& node_address, bool preregister = true,
                          const std::string& mem_pool_size = "") {
   nlohmann::json j = {{"type", "store"},
-                      {"server_address", node.address()},
+                      {"server_address", node_address},
                       {"preregister_l1_memory", preregister},
                       {"deadline_ms", kDeadlineMs},
                       {"per_op_workers", {{"lookup", 1}, {"retrieve", 1}, {"store", 2}}}};
@@ -54,8 +54,9 @@ std::vector<std::string> ServerArgs(const std::string& adapter) {
 
 // The server's L2 series of the store adapter, e.g. kvtier_l2_hit_keys_total for op "retrieve";
 // -1 when absent.
-double L2Metric(const ServerProcess& s, const std::string& family, const std::string& op = "") {
-  std::string series = family + "{adapter=\"" + kAdapter + "\"";
+double L2Metric(const ServerProcess& s, const std::string& family, const std::string& op = "",
+                const std::string& adapter = kAdapter) {
+  std::string series = family + "{adapter=\"" + adapter + "\"";
   if (!op.empty()) series += ",op=\"" + op + "\"";
   return Metric(s.http_port(), series + "}");
 }
@@ -155,7 +156,7 @@ std::pair<int, std::string> RunServerToExit(const std::string& adapter, seconds 
 
 TEST(StoreL2, StoresReachTheStore) {
   Store store;
-  ServerProcess server(ServerArgs(DummyAdapter(store.node)));
+  ServerProcess server(ServerArgs(DummyAdapter(store.node.address())));
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
@@ -209,12 +210,14 @@ struct Memory {
   bool preregister;
   std::string mem_pool_size;
 };
+void PrintTo(const Memory& m, std::ostream* os) { *os << m.name; }
 class StoreL2RoundTrip : public ::testing::TestWithParam<Memory> {};
 
 TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   Store store;
   const Memory& m = GetParam();
-  ServerProcess server(ServerArgs(DummyAdapter(store.node, m.preregister, m.mem_pool_size)));
+  ServerProcess server(
+      ServerArgs(DummyAdapter(store.node.address(), m.preregister, m.mem_pool_size)));
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
@@ -252,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Memory, StoreL2RoundTrip,
 
 TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   Store store;
-  ServerProcess first(ServerArgs(DummyAdapter(store.node)));
+  ServerProcess first(ServerArgs(DummyAdapter(store.node.address())));
   auto c1 = first.Client();
   Worker w1(*c1, 1);
   ASSERT_TRUE(w1.status.ok()) << w1.status.ToString();
@@ -260,14 +263,18 @@ TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   StorePrompt(*c1, w1, 41);
   ASSERT_TRUE(WaitStored(first, 2 * kPromptChunks)) << HttpGet(first.http_port(), "/metrics");
 
-  ServerProcess second(ServerArgs(DummyAdapter(store.node)));
+  // Under the type name of LMCache's Mooncake adapter: the same connector, the same keys.
+  nlohmann::json alias = nlohmann::json::parse(DummyAdapter(store.node.address()));
+  alias["type"] = "mooncake_store";
+  ServerProcess second(ServerArgs(alias.dump()));
   auto c2 = second.Client();
   Worker w2(*c2, 1);  // same model, world size and layout as the first
   ASSERT_TRUE(w2.status.ok()) << w2.status.ToString();
   EXPECT_EQ(FetchAndCheck(*c2, w2, 40, "shared-40"), kPromptChunks);
   EXPECT_EQ(FetchAndCheck(*c2, w2, 41, "shared-41"), kPromptChunks);
   EXPECT_EQ(Stat(*c2, "lookup_hit_chunks_l2"), 2 * kPromptChunks);
-  EXPECT_EQ(L2Metric(second, "kvtier_l2_hit_keys_total", "retrieve"), 2 * kPromptChunks);
+  EXPECT_EQ(L2Metric(second, "kvtier_l2_hit_keys_total", "retrieve", "mooncake_store#0"),
+            2 * kPromptChunks);
   EXPECT_EQ(FetchAndCheck(*c2, w2, 42, "never-stored"), 0);
   EXPECT_EQ(second.Stop(), 0);
   EXPECT_EQ(first.Stop(), 0);
@@ -275,7 +282,7 @@ TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
 
 TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   Store store;
-  ServerProcess server(ServerArgs(DummyAdapter(store.node)));
+  ServerProcess server(ServerArgs(DummyAdapter(store.node.address())));
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
@@ -304,13 +311,45 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+TEST(StoreL2, AServerStartedBeforeItsNodeUsesItOnceItIsUp) {
+  MasterProcess master;
+  const uint16_t port = FreeLoopbackPort();
+  ServerProcess server(ServerArgs(DummyAdapter("127.0.0.1:" + std::to_string(port))));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  // No node yet: a stored prompt stays in L1 only, a lookup of another is a miss.
+  StorePrompt(*client, w, 80);
+  EXPECT_EQ(FetchAndCheck(*client, w, 81, "no-node"), 0);
+  EXPECT_EQ(FetchAndCheck(*client, w, 80, "l1-only"), kPromptChunks);
+
+  NodeProcess node(master.address(), "256MB", {}, port);
+  uint32_t seed = 81;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        StorePrompt(*client, w, ++seed);
+        return L2Metric(server, "kvtier_l2_store_keys_total") > 0;
+      },
+      seconds(30)))
+      << HttpGet(server.http_port(), "/metrics");
+  ClearL1(*client);  // the stores in flight are done
+  const double stored = L2Metric(server, "kvtier_l2_store_keys_total");
+  StorePrompt(*client, w, ++seed);
+  ASSERT_TRUE(WaitStored(server, stored + kPromptChunks))
+      << HttpGet(server.http_port(), "/metrics");
+  ClearL1(*client);
+  EXPECT_EQ(FetchAndCheck(*client, w, seed, "node-up"), kPromptChunks);
+  EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // A server whose node is killed and restarted on the same port at once (well within the
 // master's client TTL, as a supervisor would restart it).
 class StoreL2NodeRestart : public ::testing::Test {
  protected:
   void SetUp() override {
     node_ = std::make_unique<NodeProcess>(master_.address(), "256MB");
-    server_ = std::make_unique<ServerProcess>(ServerArgs(DummyAdapter(*node_)));
+    server_ = std::make_unique<ServerProcess>(ServerArgs(DummyAdapter(node_->address())));
     client_ = server_->Client();
     worker_ = std::make_unique<Worker>(*client_, 1);
     ASSERT_TRUE(worker_->status.ok()) << worker_->status.ToString();
@@ -375,7 +414,7 @@ TEST_F(StoreL2NodeRestart, DISABLED_ChunksOnlyTheKilledNodeHeldAreMissesNotOther
 
 TEST(StoreL2, BadStoreKeysStopTheServerAtStartupNamingTheKey) {
   Store store;
-  const nlohmann::json base = nlohmann::json::parse(DummyAdapter(store.node));
+  const nlohmann::json base = nlohmann::json::parse(DummyAdapter(store.node.address()));
   for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"bogus_option", 1}, {"protocol", "rdma"}}) {
     nlohmann::json j = base;
