@@ -280,6 +280,29 @@ TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   EXPECT_EQ(first.Stop(), 0);
 }
 
+TEST(StoreL2, ChunksOfAKilledServerStayForTheNextOne) {
+  Store store;
+  {
+    ServerProcess first(ServerArgs(DummyAdapter(store.node.address())));
+    auto client = first.Client();
+    Worker w(*client, 1);
+    ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+    StorePrompt(*client, w, 45);
+    ASSERT_TRUE(WaitStored(first, kPromptChunks)) << HttpGet(first.http_port(), "/metrics");
+    ASSERT_GT(store.node.Metric("kvtier_node_dummies_connected"), 0);
+    first.Kill();
+  }
+  // The node lets go of the dead server's dummies (and its L1) and keeps the chunks.
+  EXPECT_TRUE(WaitFor([&] { return store.node.Metric("kvtier_node_dummies_connected") == 0; },
+                      seconds(10)));
+  ServerProcess next(ServerArgs(DummyAdapter(store.node.address())));
+  auto client = next.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  EXPECT_EQ(FetchAndCheck(*client, w, 45, "after-crash"), kPromptChunks);
+  EXPECT_EQ(next.Stop(), 0);
+}
+
 TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   Store store;
   ServerProcess server(ServerArgs(DummyAdapter(store.node.address())));
