@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/logging.h"
 #include "connectors/connector_base.h"
 #include "store/node/store_config.h"
 
@@ -219,10 +220,15 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
         used = AlignUp(used) + size;
       }
       if (end == begin) {  // one value larger than the staging block
-        note(Status(Code::kInvalidArgument,
-                    fmt::format("store: a value of {} bytes does not fit the {} bytes staging "
-                                "buffer (mem_pool_size), key {}",
-                                size_of(begin), c.staging_size, keys[begin])));
+        Status too_big(Code::kInvalidArgument,
+                       fmt::format("store: a value of {} bytes does not fit the {} bytes staging "
+                                   "buffer (mem_pool_size), key {}",
+                                   size_of(begin), c.staging_size, keys[begin]));
+        // A configuration mistake that fails every such value: say so, not only in counters.
+        if (ShouldLog(Options().name + "-staging", 60.0)) {
+          KVT_LOG_WARN("{}: {}", Options().name, too_big.message());
+        }
+        note(std::move(too_big));
         begin = end + 1;
         continue;
       }
@@ -257,7 +263,9 @@ ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
   auto config = store::ParseStoreClientConfig(setup);
   if (!config.ok()) return ToStatus(config.status());
   if (!config->dummy) {
-    if (!setup.contains("rpc_timeout_ms")) config->embedded_options.node.rpc_timeout = options.deadline;
+    if (!setup.contains("rpc_timeout_ms")) {
+      config->embedded_options.node.rpc_timeout = options.deadline;
+    }
     auto client = store::CreateStoreClient(*config);
     if (!client.ok()) return ToStatus(client.status());
     return std::unique_ptr<Connector>(std::make_unique<StoreConnector>(
@@ -268,6 +276,14 @@ ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
   if (!setup.contains("local_buffer_size")) dummy.local_buffer_size = 0;
   if (!setup.contains("rpc_timeout_ms")) dummy.timeout = options.deadline;
   if (!preregister && dummy.mem_pool_size == 0) dummy.mem_pool_size = kDefaultStagingBytes;
+  // Workers connect lazily (a server may start before its node), so a wrong server_address would
+  // only show in the counters: try once now (without memory) and say so.
+  store::StoreClientConfig bare = *config;
+  bare.dummy_options.mem_pool_size = bare.dummy_options.local_buffer_size = 0;
+  if (auto probe = store::CreateStoreClient(bare); !probe.ok()) {
+    KVT_LOG_WARN("{}: the store node is not reachable yet ({}); every operation will try again",
+                 options.name, probe.status().ToString());
+  }
   return std::unique_ptr<Connector>(std::make_unique<StoreConnector>(
       options, std::move(*config), preregister, env, nullptr));
 }
