@@ -90,6 +90,9 @@ RunFn AddBenchL2(CLI::App& bench) {
   cmd->add_option("--inflight", o->inflight, "Phase 2: single-key tasks in flight")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--warm-up", o->warm_up,
+                "Store, load and remove every key once, untimed, before phase 1 (for backends "
+                "that map the bench's buffers, such as the store node)");
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
   cmd->add_option("--seed", o->seed, "Seed for values and probe choice")->capture_default_str();
   return [o] { return RunBenchL2(*o); };

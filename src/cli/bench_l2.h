@@ -25,6 +25,7 @@ struct BenchL2Options {
   uint32_t rounds = 0;  // 0 = keys / stores_per_round (until every key is stored)
   uint32_t lookup_batch = 16;
   uint32_t inflight = 8;  // phase 2: tasks in flight, one key each
+  bool warm_up = false;  // store, load and remove every key once before phase 1 (untimed)
   bool json = false;
   uint64_t seed = 1;
 };

@@ -187,6 +187,7 @@ json SummarizeL2(const L2BenchRun& run) {
                    {"rounds", run.rounds},
                    {"lookup_batch", o.lookup_batch},
                    {"inflight", o.inflight},
+                   {"warm_up", o.warm_up},
                    {"seed", o.seed},
                    {"adapters", o.adapters}};
   out["machine"] = MachineJson();
@@ -210,10 +211,12 @@ void PrintL2Report(const json& j, std::ostream& os) {
   os << fmt::format(
       "kvtier bench l2: {} keys x {}\n  phase 1: {} rounds of {} single-key stores in "
       "flight, probed by lookups of {} keys and single-key loads of earlier rounds\n  phase 2: "
-      "store all, then load all and verify, {} single-key tasks in flight\n",
+      "store all, then load all and verify, {} single-key tasks in flight{}\n",
       c["keys"].get<uint64_t>(), SizeText(c["value_bytes"].get<uint64_t>()),
       c["rounds"].get<uint64_t>(), c["stores_per_round"].get<uint64_t>(),
-      c["lookup_batch"].get<uint64_t>(), c["inflight"].get<uint64_t>());
+      c["lookup_batch"].get<uint64_t>(), c["inflight"].get<uint64_t>(),
+      c["warm_up"].get<bool>() ? "\n  warm-up: every key stored, loaded and removed once before phase 1"
+                               : "");
   const json& m = j["limits"]["memcpy_1mib_gbps"];
   os << fmt::format(
       "machine: {} CPUs, load {:.1f}; memcpy 1 MiB chunks, 1 thread: {:.1f} GB/s (min {:.1f}, "
