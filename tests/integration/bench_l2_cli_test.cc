@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/kvtier_cli.h"
+
 #include "support/redis_process.h"
 
 namespace kvtier::testing {
@@ -21,30 +23,10 @@ namespace {
 
 using nlohmann::json;
 
-struct Output {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Output = CliOutput;
 
-// Runs `kvtier bench l2 <args>` through the shell; arguments are passed as written.
-Output BenchL2(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/bench-l2-stderr.txt";
-  const std::string cmd =
-      std::string(std::getenv("KVTIER_BIN")) + " bench l2 " + args + " 2>" + err_path;
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  const int st = ::pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::stringstream ss;
-  ss << std::ifstream(err_path).rdbuf();
-  o.err = ss.str();
-  return o;
-}
+// Runs `kvtier bench l2 <args>`.
+Output BenchL2(const std::string& args) { return RunKvtier("bench l2 " + args); }
 
 constexpr const char* kSmall = "--keys 16 --value-size 4KiB --stores-per-round 4 --lookup-batch 4";
 

@@ -12,35 +12,17 @@
 #include <sstream>
 #include <string>
 
+#include "support/kvtier_cli.h"
+
 namespace kvtier::testing {
 namespace {
 
 using nlohmann::json;
 
-struct Output {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Output = CliOutput;
 
-// Runs `kvtier bench store <args>` through the shell.
-Output BenchStore(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/bench-store-stderr.txt";
-  const std::string cmd =
-      std::string(std::getenv("KVTIER_BIN")) + " bench store " + args + " 2>" + err_path;
-  Output o;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  const int st = ::pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-  std::stringstream ss;
-  ss << std::ifstream(err_path).rdbuf();
-  o.err = ss.str();
-  return o;
-}
+// Runs `kvtier bench store <args>`.
+Output BenchStore(const std::string& args) { return RunKvtier("bench store " + args); }
 
 double Num(const json& j) { return j.is_number() ? j.get<double>() : -1; }
 

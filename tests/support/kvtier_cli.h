@@ -1,0 +1,45 @@
+// Runs the `kvtier` binary under test ($KVTIER_BIN) through the shell and collects its exit
+// status, stdout and stderr: how the CLI tests drive `kvtier bench ...`.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kvtier::testing {
+
+struct CliOutput {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// `$KVTIER_BIN <args>`; args are shell words (quote JSON with single quotes).
+inline CliOutput RunKvtier(const std::string& args) {
+  CliOutput o;
+  const char* bin = std::getenv("KVTIER_BIN");
+  if (bin == nullptr) {
+    ADD_FAILURE() << "KVTIER_BIN is not set (ctest sets it)";
+    return o;
+  }
+  const std::string err_path = ::testing::TempDir() + "/kvtier-cli-stderr.txt";
+  const std::string cmd = std::string(bin) + " " + args + " 2>" + err_path;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
+  const int st = ::pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  std::stringstream ss;
+  ss << std::ifstream(err_path).rdbuf();
+  o.err = ss.str();
+  return o;
+}
+
+}  // namespace kvtier::testing
