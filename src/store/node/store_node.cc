@@ -127,8 +127,12 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
     if (!mem.ok()) return FromStatus(mem.status());
     impl->memory = std::move(*mem);
   }
+  // The segment id is new every run and chosen before the data plane serves it, so every request
+  // it answers names this run's segment: descriptors of a predecessor at this address are refused.
+  const uint64_t segment_id = RandomId();
   impl->data_plane = std::make_unique<DataPlaneServer>(
-      DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size, ""},
+      DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size,
+                       segment_id, ""},
       impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
@@ -137,9 +141,9 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   }
   impl->info.id = RandomHex(16);
   impl->info.endpoint = fmt::format("{}:{}", options.host, impl->data_plane->Port());
-  impl->segment = {RandomId(), options.segment_size, impl->info.endpoint};
+  impl->segment = {segment_id, options.segment_size, impl->info.endpoint};
   impl->engine = std::make_unique<TransferEngine>(
-      TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size,
+      TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size, segment_id,
                       options.rpc_timeout, 8, ""},
       impl->metrics);
   impl->InitMetrics();
@@ -193,7 +197,7 @@ std::vector<StoreStatus> StoreNode::Put(const std::vector<std::string>& keys,
       continue;
     }
     for (const ReplicaDesc& r : *starts[k]) {
-      ops.push_back({TransferOp::Kind::kWrite, r.endpoint, r.offset,
+      ops.push_back({TransferOp::Kind::kWrite, r.endpoint, r.segment_id, r.offset,
                      const_cast<uint8_t*>(values[k].data), values[k].size});
       op_key.push_back(k);
     }
@@ -267,12 +271,18 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
                             [&](const ReplicaDesc& r) { return r.endpoint == info.endpoint; });
     }
   }
+  // A replica refused with SEGMENT_NOT_FOUND names a segment its endpoint no longer serves (the
+  // node restarted there and the master has not dropped it yet): it is gone, like a missing
+  // replica. A key whose every replica is gone is OBJECT_NOT_FOUND; one with a replica that
+  // failed otherwise (it may still exist) reports that failure.
+  std::vector<StoreStatus> failure(keys.size());
   for (size_t attempt = 0; !pending.empty(); ++attempt) {
     std::vector<TransferOp> ops;
     std::vector<size_t> op_key;
     for (size_t k : pending) {
       const ReplicaDesc& r = descs[k]->replicas[attempt];
-      ops.push_back({TransferOp::Kind::kRead, r.endpoint, r.offset, buffers[k].data, r.size});
+      ops.push_back(
+          {TransferOp::Kind::kRead, r.endpoint, r.segment_id, r.offset, buffers[k].data, r.size});
       op_key.push_back(k);
     }
     const auto read = engine->Run(ops);
@@ -280,10 +290,16 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
     for (size_t i = 0; i < ops.size(); ++i) {
       const size_t k = op_key[i];
       if (read[i].ok()) continue;
+      if (read[i].code() != ErrorCode::SEGMENT_NOT_FOUND) failure[k] = read[i];
       if (attempt + 1 < descs[k]->replicas.size()) {
         pending.push_back(k);  // another replica may still answer
+      } else if (!failure[k].ok()) {
+        results[k] = failure[k];
       } else {
-        results[k] = read[i];
+        results[k] = StoreStatus(
+            ErrorCode::OBJECT_NOT_FOUND,
+            fmt::format("'{}': every replica is on a segment its node no longer serves ({})",
+                        keys[k], read[i].message()));
       }
     }
   }

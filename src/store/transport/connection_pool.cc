@@ -49,7 +49,7 @@ Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::De
   // AUTH: header + token, then wait for the verdict (once per connection, so not pipelined).
   std::vector<uint8_t> msg(dp::kRequestHeaderBytes + token_.size());
   dp::EncodeRequestHeader(
-      {dp::Op::kAuth, 0, 0, token_.size()},
+      {dp::Op::kAuth, 0, 0, 0, token_.size()},
       std::span<uint8_t, dp::kRequestHeaderBytes>(msg.data(), dp::kRequestHeaderBytes));
   std::copy(token_.begin(), token_.end(), msg.begin() + dp::kRequestHeaderBytes);
   const auto fail = [&](const Status& s) {

@@ -41,8 +41,9 @@ void EncodeRequestHeader(const RequestHeader& h, std::span<uint8_t, kRequestHead
   p[5] = static_cast<uint8_t>(h.op);
   Put<uint16_t>(p + 6, 0);
   Put<uint64_t>(p + 8, h.request_id);
-  Put<uint64_t>(p + 16, h.offset);
-  Put<uint64_t>(p + 24, h.length);
+  Put<uint64_t>(p + 16, h.segment_id);
+  Put<uint64_t>(p + 24, h.offset);
+  Put<uint64_t>(p + 32, h.length);
 }
 
 void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderBytes> out) {
@@ -53,7 +54,7 @@ void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderByte
   Put<uint64_t>(p + 16, h.length);
 }
 
-Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeaderBytes> in) {
+Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in) {
   const uint8_t* p = in.data();
   const uint32_t magic = Get<uint32_t>(p);
   if (magic != kRequestMagic) {
@@ -61,10 +62,17 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
                   fmt::format("bad magic 0x{:08x} (not a data-plane request)", magic));
   }
   if (p[4] != kVersion) {
-    return Status(
-        Code::kVersionMismatch,
-        fmt::format("data-plane version {} not supported (this side speaks {})", p[4], kVersion));
+    return Status(Code::kVersionMismatch,
+                  fmt::format("data-plane version {} not supported (this side speaks {}; version "
+                              "{} requests name their segment)",
+                              p[4], kVersion, kVersion));
   }
+  return Status::Ok();
+}
+
+Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeaderBytes> in) {
+  const uint8_t* p = in.data();
+  KVT_RETURN_IF_ERROR(CheckRequestPrefix(in.first<kRequestPrefixBytes>()));
   const uint8_t op = p[5];
   if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kAuth)) {
     return Status(Code::kUnknownRequest, fmt::format("unknown data-plane op {}", op));
@@ -75,8 +83,9 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
   RequestHeader h;
   h.op = static_cast<Op>(op);
   h.request_id = Get<uint64_t>(p + 8);
-  h.offset = Get<uint64_t>(p + 16);
-  h.length = Get<uint64_t>(p + 24);
+  h.segment_id = Get<uint64_t>(p + 16);
+  h.offset = Get<uint64_t>(p + 24);
+  h.length = Get<uint64_t>(p + 32);
   return h;
 }
 

@@ -1,7 +1,9 @@
 // The data plane's wire format: two fixed little-endian headers (docs/store/data_plane.md).
-//   request (32 B): u32 magic "KVDQ" | u8 version | u8 op | u16 flags (0) | u64 request id |
-//                   u64 offset | u64 length, then `length` payload bytes for WRITE (the data) and
-//                   AUTH (the token); READ has none.
+//   request (40 B): u32 magic "KVDQ" | u8 version (2) | u8 op | u16 flags (0) | u64 request id |
+//                   u64 segment id | u64 offset | u64 length, then `length` payload bytes for
+//                   WRITE (the data) and AUTH (the token); READ has none. READ/WRITE name the
+//                   segment the master handed out, so a node restarted at the same address (a new
+//                   segment) refuses descriptors of its predecessor's; AUTH ignores the field.
 //   reply   (24 B): u32 magic "KVDR" | i32 status (ErrorCode) | u64 request id | u64 length, then
 //                   `length` bytes: the data of an OK READ, or the error message of a failed op.
 // The decoders are pure functions of the bytes (no I/O) so a fuzzer can drive them directly.
@@ -16,8 +18,11 @@ namespace kvtier::store::dp {
 
 inline constexpr uint32_t kRequestMagic = 0x5144564B;  // "KVDQ" little-endian
 inline constexpr uint32_t kReplyMagic = 0x5244564B;    // "KVDR" little-endian
-inline constexpr uint8_t kVersion = 1;
-inline constexpr size_t kRequestHeaderBytes = 32;
+inline constexpr uint8_t kVersion = 2;  // 1 (no segment id, 32 B) is refused
+inline constexpr size_t kRequestHeaderBytes = 40;
+// magic | version | op | flags: the part every version shares, read first so that a peer speaking
+// another version (with another header size) is answered at once instead of waited for.
+inline constexpr size_t kRequestPrefixBytes = 8;
 inline constexpr size_t kReplyHeaderBytes = 24;
 
 inline constexpr uint64_t kMaxOpBytes = 1ull << 30;  // per READ/WRITE: 1 GiB
@@ -29,6 +34,7 @@ enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3 };
 struct RequestHeader {
   Op op = Op::kRead;
   uint64_t request_id = 0;
+  uint64_t segment_id = 0;  // READ/WRITE: the segment the op is meant for; AUTH: 0
   uint64_t offset = 0;
   uint64_t length = 0;
 };
@@ -42,8 +48,12 @@ struct ReplyHeader {
 void EncodeRequestHeader(const RequestHeader& h, std::span<uint8_t, kRequestHeaderBytes> out);
 void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderBytes> out);
 
+// Checks magic and version of a request's first kRequestPrefixBytes.
+Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in);
+
 // Checks magic, version, op and flags. A failure means the stream cannot be trusted any more: the
-// server answers once and closes the connection. Lengths are checked by ValidateRequest.
+// server answers once and closes the connection. Lengths are checked by ValidateRequest, the
+// segment id by the server (it knows its own).
 Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeaderBytes> in);
 
 // Checks a decoded request against the limits and the segment (overflow-safe):

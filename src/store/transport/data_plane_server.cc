@@ -7,9 +7,9 @@
 // sequence of recv/send calls (one MSG_WAITALL recv fills a whole WRITE) instead of an epoll state
 // machine. Connections beyond kMaxConnections are refused.
 //
-// Errors: a request with bad bounds or an over-limit READ gets an error reply and the connection
-// keeps serving; a WRITE with bad bounds has its payload read and discarded first so the stream
-// stays in sync. A request that breaks the framing (bad magic, version, op or flags), a WRITE over
+// Errors: a request for another segment (SEGMENT_NOT_FOUND), with bad bounds or an over-limit
+// READ gets an error reply and the connection keeps serving; such a WRITE has its payload read
+// and discarded first so the stream stays in sync; segment memory is never touched for it. A request that breaks the framing (bad magic, version, op or flags), a WRITE over
 // the per-op limit (we do not drain a gigabyte of junk), a missing or wrong AUTH token: one error
 // reply, then that connection is closed. A peer that stops sending or reading mid-request for
 // kStallTimeout loses its connection; an idle connection between requests is kept.
@@ -191,11 +191,24 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
   std::string close_reason;
 
   for (;;) {
+    // The prefix first: a peer speaking another version (another header size) gets its answer
+    // now instead of after a stall.
     uint8_t raw[dp::kRequestHeaderBytes];
-    Io io = RecvFull(fd, raw, sizeof(raw), /*idle_ok=*/true);
+    Io io = RecvFull(fd, raw, dp::kRequestPrefixBytes, /*idle_ok=*/true);
     if (io == Io::kClosedIdle || io == Io::kStopping) break;
     if (io != Io::kOk) {
       close_reason = "connection lost inside a request header";
+      break;
+    }
+    const Status prefix = dp::CheckRequestPrefix(std::span(raw).first<dp::kRequestPrefixBytes>());
+    if (!prefix.ok()) {
+      Bad(peer, prefix.message() + "; closing the connection");
+      (void)Reply(fd, 0, {ErrorCode::INVALID_PARAMS, prefix.message()});
+      break;
+    }
+    io = RecvFull(fd, raw + dp::kRequestPrefixBytes, sizeof(raw) - dp::kRequestPrefixBytes, false);
+    if (io != Io::kOk) {
+      if (io != Io::kStopping) close_reason = "connection lost inside a request header";
       break;
     }
     auto decoded = dp::DecodeRequestHeader(raw);
@@ -235,7 +248,21 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       continue;
     }
 
+    // A READ/WRITE meant for another segment (a stale descriptor: this node restarted at the
+    // same address): refused before the bounds, which belong to that other segment.
+    StoreStatus wrong_segment;
+    if (h.segment_id != opt.segment_id && valid.code() != Code::kTooLarge) {
+      wrong_segment = {ErrorCode::SEGMENT_NOT_FOUND,
+                       fmt::format("segment {} is not served here: this node serves segment {}",
+                                   h.segment_id, opt.segment_id)};
+    }
+
     if (h.op == dp::Op::kRead) {
+      if (!wrong_segment.ok()) {
+        Bad(peer, wrong_segment.message());
+        if (Reply(fd, h.request_id, wrong_segment) != Io::kOk) break;
+        continue;
+      }
       if (!valid.ok()) {
         Bad(peer, valid.message());
         if (Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()}) != Io::kOk) break;
@@ -258,13 +285,16 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
       break;
     }
-    if (!valid.ok()) {
-      Bad(peer, valid.message() + " (payload discarded)");
+    if (!wrong_segment.ok() || !valid.ok()) {
+      const StoreStatus refusal =
+          !wrong_segment.ok() ? wrong_segment
+                              : StoreStatus(ErrorCode::INVALID_PARAMS, valid.message());
+      Bad(peer, refusal.message() + " (payload discarded)");
       if (Drain(fd, h.length) != Io::kOk) {
         close_reason = "connection lost inside a discarded WRITE payload";
         break;
       }
-      if (Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()}) != Io::kOk) break;
+      if (Reply(fd, h.request_id, refusal) != Io::kOk) break;
       continue;
     }
     if (RecvFull(fd, opt.segment + h.offset, static_cast<size_t>(h.length), false) != Io::kOk) {

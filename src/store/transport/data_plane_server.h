@@ -1,8 +1,9 @@
 // The TCP listener through which other nodes read and write this node's segment. Each request
-// names an offset and a length that must lie inside the segment; the bytes are received straight
-// into / sent straight from segment memory. Bad requests get an error reply and the connection
+// names the segment (its id must be this node's: a descriptor of a predecessor at the same
+// address is refused, SEGMENT_NOT_FOUND), an offset and a length that must lie inside the
+// segment; the bytes are received straight into / sent straight from segment memory. Bad requests get an error reply and the connection
 // keeps serving; a peer that disconnects mid-request costs only its own connection.
-// The wire format is in docs/store.md ("Data plane").
+// The wire format is in docs/store/data_plane.md.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct DataPlaneOptions {
   uint16_t port = 0;  // 0: pick a free port (see Port())
   uint8_t* segment = nullptr;
   uint64_t segment_size = 0;
+  uint64_t segment_id = 0;  // READ/WRITE must name it (the id the master hands out for it)
   std::string auth_token;  // when not empty, a connection must present it first
 };
 

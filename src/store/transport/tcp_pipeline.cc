@@ -199,7 +199,8 @@ void RunPipeline(std::span<PipelineLane> lanes, std::span<const TransferOp> ops,
     for (size_t j = 0; j < s.size(); ++j) {
       const TransferOp& op = ops[s.lane->ops[j]];
       const dp::Op kind = op.kind == TransferOp::Kind::kRead ? dp::Op::kRead : dp::Op::kWrite;
-      dp::EncodeRequestHeader({kind, s.first_id + j, op.offset, op.length}, s.headers[j]);
+      dp::EncodeRequestHeader({kind, s.first_id + j, op.segment_id, op.offset, op.length},
+                              s.headers[j]);
     }
     if (s.lane->fd < 0) runner.Fail(s, ErrorCode::TRANSFER_FAIL, "no connection");
     runner.Send(s);

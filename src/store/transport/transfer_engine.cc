@@ -72,6 +72,11 @@ struct TransferEngine::Impl {
 };
 
 StoreStatus TransferEngine::Impl::RunLocal(const TransferOp& op) const {
+  if (op.segment_id != opt.local_segment_id) {
+    return {ErrorCode::SEGMENT_NOT_FOUND,
+            fmt::format("{}: segment {} is not served here: this node serves segment {}",
+                        op.endpoint, op.segment_id, opt.local_segment_id)};
+  }
   if (opt.local_segment == nullptr ||
       !dp::RangeInside(op.offset, op.length, opt.local_segment_size)) {
     return {ErrorCode::INVALID_PARAMS,

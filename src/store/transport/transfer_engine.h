@@ -1,5 +1,6 @@
 // Moves bytes between this process's memory and segments, local or on other nodes.
-// A transfer names a segment by its node's data-plane endpoint and an offset; the local side is a
+// A transfer names a segment by its node's data-plane endpoint, its id and an offset (a node
+// answers SEGMENT_NOT_FOUND for an id it does not serve: a stale descriptor); the local side is a
 // plain pointer (already translated by the caller, e.g. into a dummy client's mapped memfd).
 // Ops whose endpoint is this node's own are one memcpy; the others travel over pooled TCP
 // connections to the peer's DataPlaneServer, pipelined per endpoint, endpoints in parallel, and
@@ -23,8 +24,9 @@ namespace kvtier::store {
 struct TransferOp {
   enum class Kind { kRead, kWrite };  // read: segment -> local; write: local -> segment
   Kind kind = Kind::kRead;
-  std::string endpoint;  // the segment's node, "host:port"
-  uint64_t offset = 0;   // in that node's segment
+  std::string endpoint;      // the segment's node, "host:port"
+  uint64_t segment_id = 0;   // the segment's id (ReplicaDesc::segment_id); refused if not served
+  uint64_t offset = 0;       // in that segment
   uint8_t* local = nullptr;
   uint64_t length = 0;
 };
@@ -33,6 +35,7 @@ struct TransferOptions {
   std::string local_endpoint;      // ops to this endpoint are memcpy into/out of local_segment
   uint8_t* local_segment = nullptr;
   uint64_t local_segment_size = 0;
+  uint64_t local_segment_id = 0;   // local ops naming another segment fail SEGMENT_NOT_FOUND
   std::chrono::milliseconds timeout{5000};  // per batch: connect + all I/O
   size_t max_idle_connections_per_peer = 8;
   std::string auth_token;  // sent at connection setup when not empty (see DataPlaneServer)
@@ -44,7 +47,8 @@ class TransferEngine {
   ~TransferEngine();
 
   // One status per op, in order. A failed op never affects the others' results; a peer that is
-  // down or dies mid-transfer gives TRANSFER_FAIL (or RPC_TIMEOUT) for its ops.
+  // down or dies mid-transfer gives TRANSFER_FAIL (or RPC_TIMEOUT) for its ops; an op naming a
+  // segment its endpoint does not serve gives SEGMENT_NOT_FOUND and moves no bytes.
   std::vector<StoreStatus> Run(std::span<const TransferOp> ops);
 
   // Drops pooled connections to `endpoint` (its node went away).

@@ -13,36 +13,61 @@ namespace {
 
 using Raw = std::array<uint8_t, kRequestHeaderBytes>;
 
-Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length) {
+Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length, uint64_t segment_id = 9) {
   Raw raw{};
-  EncodeRequestHeader({op, id, offset, length}, raw);
+  EncodeRequestHeader({op, id, segment_id, offset, length}, raw);
   return raw;
 }
 
 TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
-  Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096);
+  static_assert(kRequestHeaderBytes == 40 && kVersion == 2);
+  Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096, 0x1112131415161718ull);
   EXPECT_EQ(raw[0], 'K');
   EXPECT_EQ(raw[1], 'V');
   EXPECT_EQ(raw[2], 'D');
   EXPECT_EQ(raw[3], 'Q');
-  EXPECT_EQ(raw[4], kVersion);
+  EXPECT_EQ(raw[4], 2);
   EXPECT_EQ(raw[5], static_cast<uint8_t>(Op::kWrite));
   EXPECT_EQ(raw[8], 0x08);  // request id, low byte first
   EXPECT_EQ(raw[15], 0x01);
+  EXPECT_EQ(raw[16], 0x18);  // segment id
+  EXPECT_EQ(raw[23], 0x11);
+  EXPECT_EQ(raw[24], 77);  // offset
+  EXPECT_EQ(raw[33], 0x10);  // length 4096 = 0x1000
   auto h = DecodeRequestHeader(raw);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->op, Op::kWrite);
   EXPECT_EQ(h->request_id, 0x0102030405060708ull);
+  EXPECT_EQ(h->segment_id, 0x1112131415161718ull);
   EXPECT_EQ(h->offset, 77u);
   EXPECT_EQ(h->length, 4096u);
+  // AUTH carries the field too (0 by convention); the decoder does not judge it.
+  raw = Encode(Op::kAuth, 1, 0, 5, 0);
+  EXPECT_EQ(DecodeRequestHeader(raw)->segment_id, 0u);
+}
+
+TEST(DataPlaneProtocol, Version1IsRefusedFromItsPrefix) {
+  // A version 1 peer sends 32-byte headers without a segment id; its first 8 bytes suffice.
+  Raw raw = Encode(Op::kRead, 1, 0, 1);
+  raw[4] = 1;
+  const Status prefix = CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>());
+  EXPECT_EQ(prefix.code(), Code::kVersionMismatch);
+  EXPECT_NE(prefix.message().find("data-plane version 1 not supported"), std::string::npos)
+      << prefix.message();
+  EXPECT_NE(prefix.message().find("speaks 2"), std::string::npos) << prefix.message();
+  EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
+  const Raw v2 = Encode(Op::kRead, 1, 0, 1);
+  EXPECT_TRUE(CheckRequestPrefix(std::span(v2).first<kRequestPrefixBytes>()).ok());
 }
 
 TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
   Raw raw = Encode(Op::kRead, 1, 0, 1);
   raw[0] = 'X';
   EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kProtocolError);
+  EXPECT_EQ(CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>()).code(),
+            Code::kProtocolError);
   raw = Encode(Op::kRead, 1, 0, 1);
-  raw[4] = 2;
+  raw[4] = 3;
   EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
   for (uint8_t op : {0, 4, 255}) {
     raw = Encode(Op::kRead, 1, 0, 1);
@@ -59,18 +84,18 @@ TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
 TEST(DataPlaneProtocol, ValidateBoundsWithoutOverflow) {
   const uint64_t kSeg = 1 << 20;
   const uint64_t kMax = std::numeric_limits<uint64_t>::max();
-  EXPECT_TRUE(ValidateRequest({Op::kRead, 1, 0, kSeg}, kSeg).ok());
-  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, kSeg - 1, 1}, kSeg).ok());
-  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, kSeg, 0}, kSeg).ok());
-  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, kSeg, 1}, kSeg).code(), Code::kOutOfRange);
-  EXPECT_EQ(ValidateRequest({Op::kRead, 1, kSeg - 1, 2}, kSeg).code(), Code::kOutOfRange);
+  EXPECT_TRUE(ValidateRequest({Op::kRead, 1, 9, 0, kSeg}, kSeg).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 9, kSeg - 1, 1}, kSeg).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 9, kSeg, 0}, kSeg).ok());
+  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, 9, kSeg, 1}, kSeg).code(), Code::kOutOfRange);
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, 9, kSeg - 1, 2}, kSeg).code(), Code::kOutOfRange);
   // offset + length wraps around to a small number: still outside.
-  EXPECT_EQ(ValidateRequest({Op::kRead, 1, kMax - 10, 4096}, kSeg).code(), Code::kOutOfRange);
-  EXPECT_EQ(ValidateRequest({Op::kRead, 1, 16, kMax - 8}, kSeg).code(), Code::kTooLarge);
-  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, 0, kMaxOpBytes + 1}, kMax).code(), Code::kTooLarge);
-  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 0, kMaxOpBytes}, kMax).ok());
-  EXPECT_TRUE(ValidateRequest({Op::kAuth, 1, 0, kMaxTokenBytes}, 0).ok());
-  EXPECT_EQ(ValidateRequest({Op::kAuth, 1, 0, kMaxTokenBytes + 1}, 0).code(), Code::kTooLarge);
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, 9, kMax - 10, 4096}, kSeg).code(), Code::kOutOfRange);
+  EXPECT_EQ(ValidateRequest({Op::kRead, 1, 9, 16, kMax - 8}, kSeg).code(), Code::kTooLarge);
+  EXPECT_EQ(ValidateRequest({Op::kWrite, 1, 9, 0, kMaxOpBytes + 1}, kMax).code(), Code::kTooLarge);
+  EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 9, 0, kMaxOpBytes}, kMax).ok());
+  EXPECT_TRUE(ValidateRequest({Op::kAuth, 1, 9, 0, kMaxTokenBytes}, 0).ok());
+  EXPECT_EQ(ValidateRequest({Op::kAuth, 1, 9, 0, kMaxTokenBytes + 1}, 0).code(), Code::kTooLarge);
   EXPECT_TRUE(RangeInside(0, 0, 0));
   EXPECT_FALSE(RangeInside(1, 0, 0));
   EXPECT_FALSE(RangeInside(kMax, kMax, kMax - 1));

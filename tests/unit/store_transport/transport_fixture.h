@@ -33,15 +33,20 @@ inline std::vector<uint8_t> Pattern(uint64_t seed, size_t n) {
   return v;
 }
 
+// The segment id the test nodes serve (and the helpers below name) unless a test says otherwise.
+inline constexpr uint64_t kTestSegment = 0x5e6d00000000002aull;
+
 // A segment and the listener serving it.
 struct Node {
-  explicit Node(uint64_t segment_size, std::string token = "", uint16_t port = 0)
+  explicit Node(uint64_t segment_size, std::string token = "", uint16_t port = 0,
+                uint64_t segment_id = kTestSegment)
       : segment(segment_size, 0) {
     DataPlaneOptions o;
     o.host = "127.0.0.1";
     o.port = port;
     o.segment = segment.data();
     o.segment_size = segment.size();
+    o.segment_id = segment_id;
     o.auth_token = std::move(token);
     server = std::make_unique<DataPlaneServer>(o, &metrics);
     Status s = server->Start();
@@ -59,17 +64,20 @@ struct Node {
   std::string endpoint;
 };
 
-inline TransferOp Write(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len) {
-  return {TransferOp::Kind::kWrite, ep, offset, local, len};
+inline TransferOp Write(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len,
+                        uint64_t segment_id = kTestSegment) {
+  return {TransferOp::Kind::kWrite, ep, segment_id, offset, local, len};
 }
-inline TransferOp Read(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len) {
-  return {TransferOp::Kind::kRead, ep, offset, local, len};
+inline TransferOp Read(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len,
+                       uint64_t segment_id = kTestSegment) {
+  return {TransferOp::Kind::kRead, ep, segment_id, offset, local, len};
 }
 
 // Generous by default: sanitizer builds on a loaded 2-core machine are slow.
 inline TransferOptions Opts(std::chrono::milliseconds timeout = std::chrono::milliseconds(60000)) {
   TransferOptions o;
   o.timeout = timeout;
+  o.local_segment_id = kTestSegment;  // for tests that set a local segment
   return o;
 }
 
@@ -80,9 +88,10 @@ inline wire::UniqueFd RawConnect(const std::string& endpoint) {
   return fd.ok() ? std::move(fd).value() : wire::UniqueFd();
 }
 
-inline std::vector<uint8_t> RequestBytes(dp::Op op, uint64_t id, uint64_t offset, uint64_t len) {
+inline std::vector<uint8_t> RequestBytes(dp::Op op, uint64_t id, uint64_t offset, uint64_t len,
+                                         uint64_t segment_id = kTestSegment) {
   std::vector<uint8_t> b(dp::kRequestHeaderBytes);
-  dp::EncodeRequestHeader({op, id, offset, len},
+  dp::EncodeRequestHeader({op, id, segment_id, offset, len},
                           std::span<uint8_t, dp::kRequestHeaderBytes>(b.data(), b.size()));
   return b;
 }
