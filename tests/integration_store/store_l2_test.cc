@@ -421,11 +421,10 @@ TEST_F(StoreL2NodeRestart, TheServerUsesTheRestartedNodeByItself) {
   EXPECT_EQ(server_->Stop(), 0);
 }
 
-// Disabled: a store bug, not the connector's. The master keeps the killed node's segment (and
-// its objects) until the client TTL ends, and a read of them reaches the restarted node at the
-// same address, which serves its new segment's bytes (zeros): 4 hits of wrong bytes here. Enable
-// once the store refuses replicas of a segment the node does not hold.
-TEST_F(StoreL2NodeRestart, DISABLED_ChunksOnlyTheKilledNodeHeldAreMissesNotOtherBytes) {
+// The chunks the killed node held are gone with it: misses, never the restarted node's bytes at
+// the old offsets (the master drops the killed node's segment when its successor mounts at the
+// same address, and the data plane refuses requests naming a segment it does not serve).
+TEST_F(StoreL2NodeRestart, ChunksOnlyTheKilledNodeHeldAreMissesNotOtherBytes) {
   StorePrompt(*client_, *worker_, 70);
   ASSERT_TRUE(WaitStored(*server_, kPromptChunks)) << HttpGet(server_->http_port(), "/metrics");
   RestartNode();

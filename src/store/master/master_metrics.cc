@@ -56,6 +56,9 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
                                "Abandoned unfinished puts freed after put_start_release_timeout");
   node_expirations =
       r->GetCounter("kvtier_master_node_expirations_total", "Nodes unmounted for silence");
+  node_replacements = r->GetCounter(
+      "kvtier_master_node_replacements_total",
+      "Nodes unmounted because another node mounted at their endpoint (a restart there)");
 }
 
 }  // namespace kvtier::store

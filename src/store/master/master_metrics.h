@@ -55,6 +55,7 @@ struct MasterMetrics {
   Counter* put_discarded;
   Counter* put_released;
   Counter* node_expirations;
+  Counter* node_replacements;
 };
 
 }  // namespace kvtier::store

@@ -4,8 +4,10 @@
 #include "store/master/master_service.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/logging.h"
 #include "store/master/master_service_impl.h"
@@ -27,12 +29,31 @@ StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo&
     return {ErrorCode::INVALID_PARAMS, fmt::format("mount: segment {} has size 0", segment.id)};
   }
   const std::string& endpoint = segment.endpoint.empty() ? node.endpoint : segment.endpoint;
+  // Another node's segment at this endpoint: that node is gone (an endpoint is one listening
+  // process, and node ids are new every run), typically killed and restarted here within the
+  // client TTL. It is dropped now, as its expiry would, so its replicas are never read from (or
+  // written to) the new node's memory.
+  std::map<std::string, std::vector<uint64_t>> replaced;
+  std::vector<MountRef> gone;
   {
     std::lock_guard lock(s.membership_mu);
     KVT_STORE_RETURN_IF_ERROR(s.pool.Mount(node.id, endpoint, segment));
+    replaced = s.pool.OthersAt(endpoint, node.id);
+    for (const auto& [old_id, segments] : replaced) {
+      std::vector<MountRef> mounts = s.pool.UnmountNode(old_id);
+      gone.insert(gone.end(), mounts.begin(), mounts.end());
+      s.nodes.Forget(old_id);
+    }
     s.nodes.Register(node, s.Now());
     s.m.nodes_alive->Set(static_cast<double>(s.nodes.size()));
   }
+  for (const auto& [old_id, segments] : replaced) {
+    KVT_LOG_WARN("master: node {} mounted segment {} at {}, where node {} had segment(s) {}: "
+                 "that node is gone, its segments are unmounted",
+                 node.id, segment.id, endpoint, old_id, fmt::join(segments, ","));
+  }
+  s.m.node_replacements->Inc(static_cast<double>(replaced.size()));
+  s.DropMounts(gone);
   s.RefreshGauges();
   return StoreStatus::Ok();
 }
@@ -197,6 +218,7 @@ nlohmann::json MasterService::StatusJson() const {
       {"put_discarded", n(m.put_discarded)},
       {"put_released", n(m.put_released)},
       {"node_expirations", n(m.node_expirations)},
+      {"node_replacements", n(m.node_replacements)},
   };
   return j;
 }

@@ -26,6 +26,8 @@ class NodeLiveness {
   // Refreshes a known node; false when the node is unknown.
   bool Touch(const std::string& node_id, int64_t now_ns);
   bool Known(const std::string& node_id) const { return nodes_.count(node_id) != 0; }
+  // Removes the node (a successor took its endpoint); false when it was unknown.
+  bool Forget(const std::string& node_id) { return nodes_.erase(node_id) != 0; }
   // Removes and returns the nodes with last_seen + ttl < now.
   std::vector<std::string> TakeExpired(int64_t now_ns, std::chrono::nanoseconds ttl);
 

@@ -76,6 +76,16 @@ std::vector<MountRef> SegmentPool::UnmountNode(const std::string& node_id) {
   return gone;
 }
 
+std::map<std::string, std::vector<uint64_t>> SegmentPool::OthersAt(
+    const std::string& endpoint, const std::string& node_id) const {
+  std::map<std::string, std::vector<uint64_t>> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [id, seg] : segments_) {
+    if (seg.endpoint == endpoint && seg.node_id != node_id) out[seg.node_id].push_back(id);
+  }
+  return out;
+}
+
 std::vector<Replica> SegmentPool::Allocate(uint64_t size, uint32_t count,
                                            const std::string& writer_node,
                                            const std::string& preferred_endpoint) {

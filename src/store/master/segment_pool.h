@@ -68,6 +68,11 @@ class SegmentPool {
   StoreResult<MountRef> Unmount(const std::string& node_id, uint64_t segment_id);
   // Every segment of the node; what was unmounted.
   std::vector<MountRef> UnmountNode(const std::string& node_id);
+  // The nodes other than `node_id` with a segment at `endpoint`, and those segments' ids: a node
+  // that mounts at an endpoint where another node's segment is has replaced it (an endpoint is
+  // one listening process, so the other one is gone).
+  std::map<std::string, std::vector<uint64_t>> OthersAt(const std::string& endpoint,
+                                                        const std::string& node_id) const;
 
   // Up to `count` replicas of `size` bytes on distinct segments, in placement order
   // (placement.h). Empty when no segment has room.

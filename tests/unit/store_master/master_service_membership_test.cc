@@ -1,6 +1,6 @@
 // MasterService membership and housekeeping: mounts, unmounts, pings, node TTL expiry in Tick
-// (objects without a replica disappear, others stay), re-mount after expiry or a master
-// restart, abandoned puts reclaimed after the release timeout and preempted after the discard
+// (objects without a replica disappear, others stay), a node restarted at the same endpoint
+// replacing its predecessor at once, re-mount after expiry or a master restart, abandoned puts reclaimed after the release timeout and preempted after the discard
 // timeout.
 #include <gtest/gtest.h>
 
@@ -109,6 +109,50 @@ TEST_F(MasterServiceTest, SilentNodeIsUnmountedAndMustRemount) {
   EXPECT_FALSE(master_->Ping(Node("n1"))->need_remount);
   EXPECT_EQ(Put("n1", "again", 100).at(0).segment_id, 1u);
   EXPECT_EQ(master_->StatusJson()["nodes_alive"], 2);
+}
+
+TEST_F(MasterServiceTest, ANodeMountingAtAnotherNodesEndpointReplacesItAtOnce) {
+  // n1 is killed and restarted at the same address well within the client TTL: the new process
+  // has a new node id and a new segment id. Its predecessor's replicas must go at once, not at
+  // the TTL, or readers would be sent to the new node's memory with the old offsets.
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  ASSERT_TRUE(Mount("n2", 2, 1 << 20).ok());
+  PutConfig two;
+  two.replicas = 2;
+  Put("n1", "only-old", 100);
+  Put("n1", "both", 100, two);
+  Put("n2", "on-n2", 100);
+  ASSERT_TRUE(Start("n1", "writing-on-old", 100).ok());
+
+  const NodeInfo successor{"n1-restarted", Endpoint("n1")};
+  ASSERT_TRUE(master_->MountSegment(successor, SegmentInfo{7, 1 << 20, Endpoint("n1")}).ok());
+
+  EXPECT_EQ(GetCode("only-old"), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_FALSE(Exists("only-old"));
+  auto both = Get("both");
+  ASSERT_TRUE(both.ok());
+  ASSERT_EQ(both->replicas.size(), 1u);
+  EXPECT_EQ(both->replicas[0].segment_id, 2u);
+  EXPECT_TRUE(Exists("on-n2"));
+  EXPECT_EQ(End("n1", "writing-on-old").code(), ErrorCode::OBJECT_NOT_FOUND);
+  auto status = master_->StatusJson();
+  ASSERT_EQ(status["segments"].size(), 2u);
+  EXPECT_EQ(status["segments"][0]["id"], 2);
+  EXPECT_EQ(status["segments"][1]["id"], 7);
+  EXPECT_EQ(status["nodes_alive"], 2);
+  EXPECT_EQ(status["counters"]["node_replacements"], 1);
+  EXPECT_EQ(CounterValue("kvtier_master_node_replacements_total"), 1);
+  EXPECT_EQ(Allocated(), 2 * 128u);  // "both" and "on-n2" on n2
+  EXPECT_TRUE(master_->Ping(Node("n1"))->need_remount);  // the predecessor is forgotten
+  EXPECT_FALSE(master_->Ping(successor)->need_remount);
+  // The successor's mount is an ordinary one: idempotent, and used by its own puts.
+  ASSERT_TRUE(master_->MountSegment(successor, SegmentInfo{7, 1 << 20, Endpoint("n1")}).ok());
+  EXPECT_EQ(Put("n1-restarted", "new", 100).at(0).segment_id, 7u);
+  EXPECT_EQ(CounterValue("kvtier_master_node_replacements_total"), 1);
+  // A node mounting a second segment at its own endpoint replaces nothing.
+  ASSERT_TRUE(master_->MountSegment(successor, SegmentInfo{8, 1 << 20, Endpoint("n1")}).ok());
+  EXPECT_TRUE(Exists("new"));
+  EXPECT_EQ(master_->StatusJson()["segments"].size(), 3u);
 }
 
 TEST_F(MasterServiceTest, MasterRestartAsksNodesToRemount) {

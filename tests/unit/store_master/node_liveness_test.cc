@@ -26,6 +26,11 @@ TEST(NodeLivenessTest, TouchExpireForget) {
   nodes.Register(NodeInfo{"b", "h:3"}, 300);  // re-registering refreshes the endpoint
   EXPECT_EQ(nodes.nodes().at("b").endpoint, "h:3");
   EXPECT_EQ(nodes.nodes().at("b").last_seen_ns, 300);
+
+  EXPECT_TRUE(nodes.Forget("b"));  // replaced by a node at its endpoint
+  EXPECT_FALSE(nodes.Known("b"));
+  EXPECT_FALSE(nodes.Forget("b"));
+  EXPECT_EQ(nodes.size(), 0u);
 }
 
 }  // namespace

@@ -40,6 +40,19 @@ TEST(SegmentPoolTest, MountValidation) {
   EXPECT_EQ(pool.Totals().capacity_bytes, 960u);
 }
 
+TEST(SegmentPoolTest, OthersAtNamesOtherNodesSegmentsAtAnEndpoint) {
+  SegmentPool pool(1);
+  ASSERT_TRUE(pool.Mount("old", "h:1", Seg(1, 4096)).ok());
+  ASSERT_TRUE(pool.Mount("old", "h:1", Seg(2, 4096)).ok());
+  ASSERT_TRUE(pool.Mount("n2", "h:2", Seg(3, 4096)).ok());
+  ASSERT_TRUE(pool.Mount("new", "h:1", Seg(4, 4096)).ok());
+  auto others = pool.OthersAt("h:1", "new");
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others["old"], (std::vector<uint64_t>{1, 2}));
+  EXPECT_TRUE(pool.OthersAt("h:2", "n2").empty());
+  EXPECT_TRUE(pool.OthersAt("h:9", "new").empty());
+}
+
 TEST(SegmentPoolTest, UnmountChecksOwner) {
   SegmentPool pool(1);
   ASSERT_TRUE(pool.Mount("n1", "h:1", Seg(1, 4096)).ok());
