@@ -9,9 +9,10 @@
 //
 // Errors: a request for another segment (SEGMENT_NOT_FOUND), with bad bounds or an over-limit
 // READ gets an error reply and the connection keeps serving; such a WRITE has its payload read
-// and discarded first so the stream stays in sync; segment memory is never touched for it. A request that breaks the framing (bad magic, version, op or flags), a WRITE over
-// the per-op limit (we do not drain a gigabyte of junk), a missing or wrong AUTH token: one error
-// reply, then that connection is closed. A peer that stops sending or reading mid-request for
+// and discarded first so the stream stays in sync; segment memory is never touched for it. A
+// request that breaks the framing (bad magic, version, op or flags), a WRITE over the per-op
+// limit (we do not drain a gigabyte of junk), a missing or wrong AUTH token: one error reply,
+// then that connection is closed. A peer that stops sending or reading mid-request for
 // kStallTimeout loses its connection; an idle connection between requests is kept.
 #include "store/transport/data_plane_server.h"
 

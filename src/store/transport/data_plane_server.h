@@ -1,8 +1,9 @@
 // The TCP listener through which other nodes read and write this node's segment. Each request
 // names the segment (its id must be this node's: a descriptor of a predecessor at the same
 // address is refused, SEGMENT_NOT_FOUND), an offset and a length that must lie inside the
-// segment; the bytes are received straight into / sent straight from segment memory. Bad requests get an error reply and the connection
-// keeps serving; a peer that disconnects mid-request costs only its own connection.
+// segment; the bytes are received straight into / sent straight from segment memory. Bad
+// requests get an error reply and the connection keeps serving; a peer that disconnects
+// mid-request costs only its own connection.
 // The wire format is in docs/store/data_plane.md.
 #pragma once
 

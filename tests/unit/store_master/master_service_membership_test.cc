@@ -1,7 +1,7 @@
 // MasterService membership and housekeeping: mounts, unmounts, pings, node TTL expiry in Tick
 // (objects without a replica disappear, others stay), a node restarted at the same endpoint
-// replacing its predecessor at once, re-mount after expiry or a master restart, abandoned puts reclaimed after the release timeout and preempted after the discard
-// timeout.
+// replacing its predecessor at once, re-mount after expiry or a master restart, abandoned puts
+// reclaimed after the release timeout and preempted after the discard timeout.
 #include <gtest/gtest.h>
 
 #include "master_service_fixture.h"
