@@ -9,6 +9,8 @@
 # stopped by PID on exit), comparing a shared pool against per-op lanes for resp. Reports go to
 # $BUILD/bench-l2-fs.json and $BUILD/bench-l2-resp.json. BENCH_L2_ARGS adds options to both
 # (e.g. BENCH_L2_ARGS="--keys 256"). Without /usr/bin/redis-server the resp part is skipped.
+# Between fs and resp, scripts/bench_store_l2.sh runs `bench l2` against the store connector
+# (a master and a node started on free ports): $BUILD/bench-l2-store-{lanes,memory}.json.
 #
 # Between the two, `bench store` (it starts its own master, nodes and redis-server) prints its
 # table and writes its JSON to $BUILD/bench-store.json in the same run. BENCH_STORE_ARGS adds
@@ -62,6 +64,9 @@ run_l2() {
 }
 
 run_l2 "$build/bench-l2-fs.json" --adapter "{\"type\":\"fs\",\"path\":\"$l2_dir/fs\"}"
+
+# The store connector: lanes and memory modes against a master + node it starts itself.
+BUILD="$build" scripts/bench_store_l2.sh "${l2_args[@]}"
 
 if [[ ! -x /usr/bin/redis-server ]]; then
   echo "skipping bench l2 for resp: /usr/bin/redis-server not found" >&2

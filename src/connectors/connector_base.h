@@ -2,6 +2,8 @@
 // how to move one key over one connection. The base owns
 //  - the worker lanes: one thread pool per operation kind named in per_op_workers, and a shared
 //    pool of num_workers threads for the kinds not named; every thread has its own connection;
+//    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
+//    that on a saturated host lookups and loads get a core first;
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
 //    tile to finish completes the task (exactly once);
 //  - deadlines: a tile that starts after the task's deadline fails without asking the backend,
@@ -41,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_priority.h"
 #include "connectors/connector.h"
 
 namespace kvtier {
@@ -146,9 +149,11 @@ class ConnectorBase : public Connector {
     for (ConnectorOp op : kAllConnectorOps) {
       const uint32_t n = options_.per_op_workers[Idx(op)];
       if (n > 0) {
-        lane_for_[Idx(op)] = StartLane(LaneName(op), n);
+        lane_for_[Idx(op)] = StartLane(LaneName(op), n, op);
       } else {
-        if (!shared) shared = StartLane("shared", std::max<uint32_t>(1, options_.num_workers));
+        if (!shared) {
+          shared = StartLane("shared", std::max<uint32_t>(1, options_.num_workers), std::nullopt);
+        }
         lane_for_[Idx(op)] = shared;
       }
     }
@@ -212,6 +217,13 @@ class ConnectorBase : public Connector {
   }
 
   static Status DeadlinePassed() { return Status(Code::kTimeout, "deadline passed"); }
+
+  // The dedicated lane the calling worker thread serves (e.g. in Connect(), to set up its
+  // connection for it); nullopt in the shared pool and outside the workers.
+  static std::optional<ConnectorOp> WorkerLane() { return worker_lane_; }
+  static bool IsBulkLane(ConnectorOp op) {
+    return op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
+  }
 
   // True while a lookup holds `key` locked: a backend that evicts on its own should spare it,
   // since a load is about to follow.
@@ -308,13 +320,16 @@ class ConnectorBase : public Connector {
     return id;
   }
 
-  std::shared_ptr<Lane> StartLane(const std::string& lane_name, uint32_t threads) {
+  std::shared_ptr<Lane> StartLane(const std::string& lane_name, uint32_t threads,
+                                  std::optional<ConnectorOp> op) {
     auto lane = std::make_shared<Lane>();
     lanes_.push_back(lane);
     for (uint32_t i = 0; i < threads; ++i) {
-      lane->threads.emplace_back([this, l = lane.get(), lane_name] {
+      lane->threads.emplace_back([this, l = lane.get(), lane_name, op] {
         const std::string tname = (options_.type + "-" + lane_name).substr(0, 15);
         pthread_setname_np(pthread_self(), tname.c_str());
+        worker_lane_ = op;
+        if (op && IsBulkLane(*op)) (void)LowerThreadPriority(kBulkNice);
         WorkerLoop(*l);
       });
     }
@@ -456,6 +471,8 @@ class ConnectorBase : public Connector {
       [[maybe_unused]] ssize_t w = ::write(efd_[i], &one, sizeof(one));
     }
   }
+
+  static inline thread_local std::optional<ConnectorOp> worker_lane_;
 
   ConnectorOptions options_;
   std::atomic<TaskId> next_id_{1};

@@ -464,6 +464,7 @@ class DummyClient final : public StoreClient {
     hello.op = Op::kHello;
     hello.client_id = client_id_;
     hello.version = dummy::kProtocolVersion;
+    hello.bulk = options_.bulk;
     auto reply = Setup(hello, -1);
     if (!reply.ok()) return reply.status();
     {

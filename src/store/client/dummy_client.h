@@ -22,6 +22,9 @@ struct DummyOptions {
   uint64_t local_buffer_size = 16ull << 20;  // memfd the node stages Put/Get through
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds timeout{30000};  // per request
+  // This client carries bulk transfers whose latency matters less than other clients' (e.g. the
+  // store lane of the cache server's connector): the node serves it at a lower CPU priority.
+  bool bulk = false;
 };
 
 StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options);

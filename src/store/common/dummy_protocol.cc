@@ -103,6 +103,7 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
     case Op::kHello:
       KVT_RETURN_IF_ERROR(r.Get("client_id", req.client_id));
       KVT_RETURN_IF_ERROR(r.Get("version", req.version));
+      KVT_RETURN_IF_ERROR(r.GetOptional("bulk", req.bulk));
       if (req.client_id.empty() || req.client_id.size() > kMaxClientIdBytes) {
         return Invalid(fmt::format("field 'client_id' must have 1..{} bytes, got {}",
                                    kMaxClientIdBytes, req.client_id.size()));
@@ -275,6 +276,7 @@ std::string EncodeRequest(const Request& req) {
   switch (req.op) {
     case Op::kHello:
       w.Put("client_id", std::string_view(req.client_id)).Put("version", req.version);
+      if (req.bulk) w.Put("bulk", true);
       break;
     case Op::kRegisterRegion:
       w.Put("region", req.region).Put("size", req.size).Put("kind", RegionKindName(req.kind));

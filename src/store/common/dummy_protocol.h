@@ -76,6 +76,7 @@ struct Request {
   bool free_after = false;    // put_from: free each range's staging allocation afterwards
   PutConfig config;
   std::vector<uint64_t> release;  // staging offsets to free before the op runs
+  bool bulk = false;  // HELLO: bulk transfers only; the node serves them at a lower CPU priority
 };
 
 // One reply. `status` non-ok means the whole request failed; otherwise batch ops answer one

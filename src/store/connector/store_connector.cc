@@ -73,7 +73,10 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
       c->client = embedded_.get();
       return c;
     }
-    auto client = store::CreateStoreClient(config_);
+    store::StoreClientConfig config = config_;
+    // A store or delete lane's dummy asks the node to serve it at the bulk priority too.
+    config.dummy_options.bulk = WorkerLane() && IsBulkLane(*WorkerLane());
+    auto client = store::CreateStoreClient(config);
     if (!client.ok()) return ToStatus(client.status());
     c->own = std::move(*client);
     c->client = c->own.get();

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/logging.h"
+#include "common/thread_priority.h"
 #include "store/common/dummy_socket.h"
 
 namespace kvtier::store {
@@ -263,6 +264,7 @@ Reply DummySession::Hello(const Request& req) {
   }
   context_ = std::move(context);
   metrics_.connected->Add(1);
+  if (req.bulk) LowerThreadPriority(kBulkNice);
   Reply reply;
   reply.endpoint = node_.info().endpoint;
   reply.node_id = node_.info().id;

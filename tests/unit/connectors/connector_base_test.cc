@@ -1,10 +1,17 @@
 // ConnectorBase behaviour, exercised through the mem connector.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "connector_test_util.h"
+#include "connectors/connector_base.h"
 
 namespace kvtier {
 namespace {
@@ -165,6 +172,61 @@ TEST(ConnectorBaseTest, EventFdsAreDistinct) {
     for (ConnectorOp op : kAllConnectorOps) fds.insert(c->EventFd(op));
   }
   EXPECT_EQ(fds.size(), 8u);
+}
+
+// A backend that records the nice value of the worker thread each operation ran on, and the lane
+// it was told at Connect().
+class NiceProbe final : public ConnectorBase<NiceProbe> {
+ public:
+  struct Conn {
+    std::optional<ConnectorOp> lane;
+  };
+  explicit NiceProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartWorkers(); }
+  ~NiceProbe() override { Close(); }
+
+  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(Conn{WorkerLane()}); }
+  Status Get(Conn& c, const std::string&, MutableBuffer, Deadline) { return Note(c); }
+  Status Set(Conn& c, const std::string&, ConstBuffer, Deadline) { return Note(c); }
+  Result<bool> Exists(Conn& c, const std::string&, Deadline) {
+    KVT_RETURN_IF_ERROR(Note(c));
+    return false;
+  }
+  Result<bool> Remove(Conn& c, const std::string&, Deadline) {
+    KVT_RETURN_IF_ERROR(Note(c));
+    return false;
+  }
+
+  std::mutex mu;
+  std::vector<std::pair<std::optional<ConnectorOp>, int>> seen;  // (lane, nice)
+
+ private:
+  Status Note(const Conn& c) {
+    const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+    std::lock_guard lock(mu);
+    seen.emplace_back(c.lane, nice);
+    return Status::Ok();
+  }
+};
+
+TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunAtTheBulkPriority) {
+  auto cfg = ParseAdapterConfig(
+      R"({"type":"probe","num_workers":1,"per_op_workers":{"lookup":1,"store":1,"delete":1}})", 0);
+  ASSERT_TRUE(cfg.ok());
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  NiceProbe c(cfg->options);
+  const auto keys = Keys(1);
+  const auto values = Values(1, 8);
+  StoreAll(c, keys, values);
+  LookupAll(c, keys);
+  RemoveAll(c, keys);
+  std::vector<std::vector<uint8_t>> out(1, std::vector<uint8_t>(8));
+  LoadAll(c, keys, out);  // the shared pool: no dedicated lane
+  std::lock_guard lock(c.mu);
+  ASSERT_EQ(c.seen.size(), 4u);
+  EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kStore), std::max(base, kBulkNice)));
+  EXPECT_EQ(c.seen[1], std::make_pair(std::optional(ConnectorOp::kLookup), base));
+  EXPECT_EQ(c.seen[2], std::make_pair(std::optional(ConnectorOp::kRemove), std::max(base, kBulkNice)));
+  EXPECT_EQ(c.seen[3], std::make_pair(std::optional<ConnectorOp>(), base));
 }
 
 }  // namespace

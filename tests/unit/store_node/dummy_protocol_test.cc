@@ -30,6 +30,11 @@ TEST(DummyProtocolTest, HelloRoundTrip) {
   EXPECT_EQ(got->op, Op::kHello);
   EXPECT_EQ(got->client_id, req.client_id);
   EXPECT_EQ(got->version, kProtocolVersion);
+  EXPECT_FALSE(got->bulk);
+  req.bulk = true;  // an optional field: absent means false
+  got = RoundTrip(req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->bulk);
 }
 
 TEST(DummyProtocolTest, ClientIdIsPrintableAndBounded) {

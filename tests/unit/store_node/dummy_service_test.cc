@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <thread>
 
+#include "common/thread_priority.h"
 #include "dummy_test_util.h"
 
 namespace kvtier::store {
@@ -287,6 +291,39 @@ TEST(DummyConnectTest, BadAddressAndNoNode) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), ErrorCode::RPC_FAIL);
   EXPECT_THAT(c.status().message(), HasSubstr("kvtier-node-1"));
+}
+
+// Threads of this process whose nice value is at least `nice` (the node runs in-process here).
+size_t ThreadsAtNice(int nice) {
+  size_t n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    // Fields after the parenthesised name: state is field 3, nice is field 19.
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+    }
+    if (std::stoi(field) >= nice) ++n;
+  }
+  return n;
+}
+
+TEST(DummyPriorityTest, ABulkDummyIsServedAtTheBulkPriority) {
+  NodeWithDummies n;
+  const size_t before = ThreadsAtNice(kBulkNice);
+  auto plain = Connect(n.address());
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(ThreadsAtNice(kBulkNice), before) << "a dummy is served at normal priority";
+  DummyOptions o;
+  o.server_address = n.address();
+  o.local_buffer_size = 0;
+  o.bulk = true;
+  auto bulk = ConnectDummy(o);
+  ASSERT_TRUE(bulk.ok()) << bulk.status().ToString();
+  // HELLO is answered by the session thread after it lowered its priority.
+  EXPECT_EQ(ThreadsAtNice(kBulkNice), before + 1);
 }
 
 }  // namespace
