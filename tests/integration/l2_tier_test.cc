@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "prompt_round_trip.h"
 #include "server_process.h"
 #include "support/redis_process.h"
 #include "worker_fixture.h"
@@ -21,11 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// 256-token prompts of 4 chunks; an object is 2 layers x K/V x 4 blocks x 1 KiB = 16 KiB.
-constexpr uint32_t kChunkTokens = 64;
-constexpr uint32_t kPromptTokens = 256;
-constexpr int64_t kPromptChunks = kPromptTokens / kChunkTokens;
 
 std::vector<std::string> Args(std::initializer_list<std::string> adapters,
                               std::vector<std::string> more = {}) {
@@ -56,45 +52,6 @@ bool WaitUntil(const std::function<bool()>& done, seconds limit = seconds(30)) {
     std::this_thread::sleep_for(milliseconds(50));
   }
   return done();
-}
-
-// Stores the prompt Tokens(seed) with bytes from pattern `bytes_seed` (default: the same seed);
-// returns the chunks L1 took (fewer when L1 is full of pinned objects).
-uint64_t StorePrompt(CacheClient& c, Worker& w, uint32_t seed, uint32_t bytes_seed = 0) {
-  w.Fill(Blocks(0, 16), kPromptTokens, bytes_seed ? bytes_seed : seed);
-  auto st = c.Store(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16)));
-  EXPECT_TRUE(st.ok()) << st.status().ToString();
-  return st.ok() ? st->stored_chunks : 0;
-}
-
-// LOOKUP, then RETRIEVE into zeroed blocks; checks that every retrieved byte is right and
-// returns the hit count.
-int64_t FetchAndCheck(CacheClient& c, Worker& w, uint32_t seed, const std::string& rid) {
-  const int64_t hits = LookupHits(c, rid, Tokens(kPromptTokens, seed));
-  w.Zero();
-  auto rt = c.Retrieve(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16), rid));
-  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
-  if (!rt.ok()) return -1;
-  EXPECT_EQ(static_cast<int64_t>(rt->retrieved_chunks), hits);
-  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, rt->retrieved_chunks * kChunkTokens, seed), 0u);
-  return hits;
-}
-
-double Stat(CacheClient& c, const std::string& name) {
-  auto s = c.Stats();
-  for (const auto& [k, v] : *s) {
-    if (k == name) return v;
-  }
-  ADD_FAILURE() << "no stat " << name;
-  return -1;
-}
-
-// Empties L1 once the store controller has let go of its pins (the L2 counters move a moment
-// before the pins are released).
-void ClearL1(CacheClient& c) {
-  ASSERT_TRUE(WaitUntil([&] { return Stat(c, "l1_pinned_objects") == 0; }));
-  ASSERT_TRUE(c.Clear().ok());
-  ASSERT_EQ(Stat(c, "l1_objects"), 0);
 }
 
 struct TempDir {

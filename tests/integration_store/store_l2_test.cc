@@ -11,6 +11,7 @@
 
 #include "common/hashing.h"
 #include "common/object_key.h"
+#include "integration/prompt_round_trip.h"
 #include "integration/server_process.h"
 #include "integration/worker_fixture.h"
 #include "integration_store/store_fixture.h"
@@ -22,10 +23,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// 256-token prompts of 4 chunks (the worker fixture's 2 layers x K/V x 4 blocks of 1 KiB each).
-constexpr uint32_t kChunkTokens = 64;
-constexpr uint32_t kPromptTokens = 256;
-constexpr int64_t kPromptChunks = kPromptTokens / kChunkTokens;
 constexpr int kDeadlineMs = 1000;
 const char* const kAdapter = "store#0";
 
@@ -64,44 +61,6 @@ double L2Metric(const ServerProcess& s, const std::string& family, const std::st
 // Waits until the store controller counts `n` keys copied to the store.
 bool WaitStored(const ServerProcess& s, double n) {
   return WaitFor([&] { return L2Metric(s, "kvtier_l2_store_keys_total") >= n; }, seconds(30));
-}
-
-double Stat(CacheClient& c, const std::string& name) {
-  auto s = c.Stats();
-  if (!s.ok()) return -1;
-  for (const auto& [k, v] : *s) {
-    if (k == name) return v;
-  }
-  ADD_FAILURE() << "no stat " << name;
-  return -1;
-}
-
-// Stores the prompt Tokens(seed) with the bytes of pattern `seed`; expects L1 to take it all.
-void StorePrompt(CacheClient& c, Worker& w, uint32_t seed) {
-  w.Fill(Blocks(0, 16), kPromptTokens, seed);
-  auto st = c.Store(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16)));
-  ASSERT_TRUE(st.ok()) << st.status().ToString();
-  EXPECT_EQ(st->stored_chunks, static_cast<uint64_t>(kPromptChunks));
-}
-
-// Empties L1 once the store controller has let go of its pins.
-void ClearL1(CacheClient& c) {
-  ASSERT_TRUE(WaitFor([&] { return Stat(c, "l1_pinned_objects") == 0; }, seconds(30)));
-  ASSERT_TRUE(c.Clear().ok());
-  ASSERT_EQ(Stat(c, "l1_objects"), 0);
-}
-
-// LOOKUP, then RETRIEVE into zeroed blocks; checks every retrieved byte and returns the hits.
-int64_t FetchAndCheck(CacheClient& c, Worker& w, uint32_t seed, const std::string& rid) {
-  SCOPED_TRACE("request " + rid);
-  const int64_t hits = LookupHits(c, rid, Tokens(kPromptTokens, seed));
-  w.Zero();
-  auto rt = c.Retrieve(w.Request(Tokens(kPromptTokens, seed), Blocks(0, 16), rid));
-  EXPECT_TRUE(rt.ok()) << rt.status().ToString();
-  if (!rt.ok()) return -1;
-  EXPECT_EQ(static_cast<int64_t>(rt->retrieved_chunks), hits);
-  EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, rt->retrieved_chunks * kChunkTokens, seed), 0u);
-  return hits;
 }
 
 // The names the server gives the prompt's objects in L2 (model, rank 0 of 1, group 0, xxh3).
@@ -160,7 +119,9 @@ TEST(StoreL2, StoresReachTheStore) {
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
-  for (uint32_t seed = 1; seed <= 3; ++seed) StorePrompt(*client, w, seed);
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    EXPECT_EQ(StorePrompt(*client, w, seed), static_cast<uint64_t>(kPromptChunks));
+  }
   const double n = 3 * kPromptChunks;
   ASSERT_TRUE(WaitStored(server, n)) << HttpGet(server.http_port(), "/metrics");
   EXPECT_EQ(L2Metric(server, "kvtier_l2_store_keys_total"), n);
@@ -221,8 +182,8 @@ TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
-  StorePrompt(*client, w, 7);
-  StorePrompt(*client, w, 8);
+  EXPECT_EQ(StorePrompt(*client, w, 7), static_cast<uint64_t>(kPromptChunks));
+  EXPECT_EQ(StorePrompt(*client, w, 8), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(server, 2 * kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
   ClearL1(*client);
 
@@ -259,8 +220,8 @@ TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   auto c1 = first.Client();
   Worker w1(*c1, 1);
   ASSERT_TRUE(w1.status.ok()) << w1.status.ToString();
-  StorePrompt(*c1, w1, 40);
-  StorePrompt(*c1, w1, 41);
+  EXPECT_EQ(StorePrompt(*c1, w1, 40), static_cast<uint64_t>(kPromptChunks));
+  EXPECT_EQ(StorePrompt(*c1, w1, 41), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(first, 2 * kPromptChunks)) << HttpGet(first.http_port(), "/metrics");
 
   // Under the type name of LMCache's Mooncake adapter: the same connector, the same keys.
@@ -287,7 +248,7 @@ TEST(StoreL2, ChunksOfAKilledServerStayForTheNextOne) {
     auto client = first.Client();
     Worker w(*client, 1);
     ASSERT_TRUE(w.status.ok()) << w.status.ToString();
-    StorePrompt(*client, w, 45);
+    EXPECT_EQ(StorePrompt(*client, w, 45), static_cast<uint64_t>(kPromptChunks));
     ASSERT_TRUE(WaitStored(first, kPromptChunks)) << HttpGet(first.http_port(), "/metrics");
     ASSERT_GT(store.node.Metric("kvtier_node_dummies_connected"), 0);
     first.Kill();
@@ -309,7 +270,7 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
-  StorePrompt(*client, w, 50);
+  EXPECT_EQ(StorePrompt(*client, w, 50), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(server, kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
   ClearL1(*client);
 
@@ -325,7 +286,7 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
   EXPECT_TRUE(WaitFor([&] { return L2Metric(server, "kvtier_l2_adapter_up") == 0; }, bound))
       << HttpGet(server.http_port(), "/metrics");
   // What is in L1 is still served: a new prompt is stored and retrieved byte for byte.
-  StorePrompt(*client, w, 51);
+  EXPECT_EQ(StorePrompt(*client, w, 51), static_cast<uint64_t>(kPromptChunks));
   const double l1_hits = Stat(*client, "lookup_hit_chunks_l1");
   EXPECT_EQ(FetchAndCheck(*client, w, 51, "in-l1"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), l1_hits + kPromptChunks);
@@ -342,7 +303,7 @@ TEST(StoreL2, AServerStartedBeforeItsNodeUsesItOnceItIsUp) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
   // No node yet: a stored prompt stays in L1 only, a lookup of another is a miss.
-  StorePrompt(*client, w, 80);
+  EXPECT_EQ(StorePrompt(*client, w, 80), static_cast<uint64_t>(kPromptChunks));
   EXPECT_EQ(FetchAndCheck(*client, w, 81, "no-node"), 0);
   EXPECT_EQ(FetchAndCheck(*client, w, 80, "l1-only"), kPromptChunks);
 
@@ -350,14 +311,14 @@ TEST(StoreL2, AServerStartedBeforeItsNodeUsesItOnceItIsUp) {
   uint32_t seed = 81;
   ASSERT_TRUE(WaitFor(
       [&] {
-        StorePrompt(*client, w, ++seed);
+        EXPECT_EQ(StorePrompt(*client, w, ++seed), static_cast<uint64_t>(kPromptChunks));
         return L2Metric(server, "kvtier_l2_store_keys_total") > 0;
       },
       seconds(30)))
       << HttpGet(server.http_port(), "/metrics");
   ClearL1(*client);  // the stores in flight are done
   const double stored = L2Metric(server, "kvtier_l2_store_keys_total");
-  StorePrompt(*client, w, ++seed);
+  EXPECT_EQ(StorePrompt(*client, w, ++seed), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(server, stored + kPromptChunks))
       << HttpGet(server.http_port(), "/metrics");
   ClearL1(*client);
@@ -392,14 +353,14 @@ class StoreL2NodeRestart : public ::testing::Test {
     const double before = L2Metric(*server_, "kvtier_l2_store_keys_total");
     EXPECT_TRUE(WaitFor(
         [&] {
-          StorePrompt(*client_, *worker_, ++seed);
+          EXPECT_EQ(StorePrompt(*client_, *worker_, ++seed), static_cast<uint64_t>(kPromptChunks));
           return L2Metric(*server_, "kvtier_l2_store_keys_total") > before;
         },
         seconds(30)))
         << HttpGet(server_->http_port(), "/metrics");
     ClearL1(*client_);  // the stores in flight are done
     const double now = L2Metric(*server_, "kvtier_l2_store_keys_total");
-    StorePrompt(*client_, *worker_, ++seed);
+    EXPECT_EQ(StorePrompt(*client_, *worker_, ++seed), static_cast<uint64_t>(kPromptChunks));
     EXPECT_TRUE(WaitStored(*server_, now + kPromptChunks))
         << HttpGet(server_->http_port(), "/metrics");
     return seed;
@@ -425,7 +386,7 @@ TEST_F(StoreL2NodeRestart, TheServerUsesTheRestartedNodeByItself) {
 // the old offsets (the master drops the killed node's segment when its successor mounts at the
 // same address, and the data plane refuses requests naming a segment it does not serve).
 TEST_F(StoreL2NodeRestart, ChunksOnlyTheKilledNodeHeldAreMissesNotOtherBytes) {
-  StorePrompt(*client_, *worker_, 70);
+  EXPECT_EQ(StorePrompt(*client_, *worker_, 70), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(*server_, kPromptChunks)) << HttpGet(server_->http_port(), "/metrics");
   RestartNode();
   StoreOnceTheNodeIsBack(70);
@@ -464,7 +425,7 @@ TEST(StoreL2, EmbeddedServerIsANodeItself) {
   auto client = server.Client();
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok()) << w.status.ToString();
-  StorePrompt(*client, w, 70);
+  EXPECT_EQ(StorePrompt(*client, w, 70), static_cast<uint64_t>(kPromptChunks));
   ASSERT_TRUE(WaitStored(server, kPromptChunks)) << HttpGet(server.http_port(), "/metrics");
   EXPECT_TRUE(
       WaitFor([&] { return Metric(master.http_port(), "kvtier_master_keys") == 4; }, seconds(10)));
