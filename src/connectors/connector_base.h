@@ -1,7 +1,8 @@
 // ConnectorBase<Derived>: everything generic about an L2 connector, so that a backend only says
 // how to move one key over one connection. The base owns
 //  - the worker lanes: one thread pool per operation kind named in per_op_workers, and a shared
-//    pool of num_workers threads for the kinds not named; every thread has its own connection;
+//    pool of num_workers threads for the kinds not named; every thread has its own connection,
+//    opened when the thread starts (and again at the next tile after a failure);
 //    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
@@ -329,15 +330,18 @@ class ConnectorBase : public Connector {
         const std::string tname = (options_.type + "-" + lane_name).substr(0, 15);
         pthread_setname_np(pthread_self(), tname.c_str());
         worker_lane_ = op;
-        if (op && IsBulkLane(*op)) (void)LowerThreadPriority(kBulkNice);
-        WorkerLoop(*l);
+        WorkerLoop(*l, op && IsBulkLane(*op));
       });
     }
     return lane;
   }
 
-  void WorkerLoop(Lane& lane) {
-    decltype(self().Connect()) conn = Status(Code::kUnavailable, "not connected yet");
+  // Connects at once, so that a backend's setup (e.g. mapping and prefaulting buffers) is paid
+  // before the first task's deadline starts, and at normal priority; a bulk lane's thread then
+  // drops to the bulk priority. A failed connect is retried at the next tile.
+  void WorkerLoop(Lane& lane, bool bulk) {
+    decltype(self().Connect()) conn = ConnectGuarded();
+    if (bulk) (void)LowerThreadPriority(kBulkNice);
     for (;;) {
       Tile t;
       {

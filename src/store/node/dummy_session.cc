@@ -215,10 +215,13 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
       return reply;
     }
     case Op::kPutFrom:
+      LowerPriorityIfBulk();
       return PutFrom(req);
     case Op::kGetInto:
+      LowerPriorityIfBulk();
       return GetInto(req);
     case Op::kGetStaged:
+      LowerPriorityIfBulk();
       return GetStaged(req);
     case Op::kExist:
     case Op::kGetSize:
@@ -244,6 +247,15 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
   return reply;
 }
 
+// A bulk dummy's thread drops to the bulk priority at its first transfer, not at HELLO: its
+// registrations (a prefault of each region) must still finish within the dummy's timeout on a
+// busy host.
+void DummySession::LowerPriorityIfBulk() {
+  if (!bulk_pending_) return;
+  bulk_pending_ = false;
+  (void)LowerThreadPriority(kBulkNice);
+}
+
 Reply DummySession::Hello(const Request& req) {
   if (context_) {
     return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
@@ -264,7 +276,7 @@ Reply DummySession::Hello(const Request& req) {
   }
   context_ = std::move(context);
   metrics_.connected->Add(1);
-  if (req.bulk) LowerThreadPriority(kBulkNice);
+  bulk_pending_ = req.bulk;
   Reply reply;
   reply.endpoint = node_.info().endpoint;
   reply.node_id = node_.info().id;

@@ -55,6 +55,7 @@ class DummySession {
   dummy::Reply Handle(uint32_t type, const std::string& body, std::vector<wire::UniqueFd>& fds);
   dummy::Reply Dispatch(dummy::Request& req, std::vector<wire::UniqueFd>& fds);
   dummy::Reply Hello(const dummy::Request& req);
+  void LowerPriorityIfBulk();
   dummy::Reply PutFrom(const dummy::Request& req);
   dummy::Reply GetInto(const dummy::Request& req);
   dummy::Reply GetStaged(const dummy::Request& req);
@@ -67,6 +68,7 @@ class DummySession {
   DummyMetrics& metrics_;
   ConnectionState& state_;
   std::shared_ptr<DummyContext> context_;
+  bool bulk_pending_ = false;  // HELLO said bulk; the priority drops at the first transfer
   std::string empty_;
 };
 

@@ -315,14 +315,18 @@ TEST(DummyPriorityTest, ABulkDummyIsServedAtTheBulkPriority) {
   const size_t before = ThreadsAtNice(kBulkNice);
   auto plain = Connect(n.address());
   ASSERT_NE(plain, nullptr);
+  const std::string value(4096, 'v');
+  ASSERT_TRUE(plain->Put("plain", value.data(), value.size()).ok());
   EXPECT_EQ(ThreadsAtNice(kBulkNice), before) << "a dummy is served at normal priority";
   DummyOptions o;
   o.server_address = n.address();
-  o.local_buffer_size = 0;
+  o.local_buffer_size = 1 << 20;
   o.bulk = true;
   auto bulk = ConnectDummy(o);
   ASSERT_TRUE(bulk.ok()) << bulk.status().ToString();
-  // HELLO is answered by the session thread after it lowered its priority.
+  EXPECT_EQ(ThreadsAtNice(kBulkNice), before) << "setup runs at normal priority";
+  // The session thread lowers its priority at the first transfer, before it answers.
+  ASSERT_TRUE((*bulk)->Put("bulk", value.data(), value.size()).ok());
   EXPECT_EQ(ThreadsAtNice(kBulkNice), before + 1);
 }
 
