@@ -32,7 +32,7 @@ build="${BUILD:-build}"
 [[ "$build" = /* ]] || build="$root/$build"
 out="$build/fuzz"
 cxx="${FUZZ_CXX:-clang++-14}"
-targets=(body handoff)
+targets=(body handoff store)
 
 missing() {  # missing WHAT: no toolchain is a skip for the smoke test, an error otherwise
   echo "error: $1 not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
@@ -52,18 +52,20 @@ read -ra fmt_cflags <<< "$(pkg-config --cflags fmt)"
 cxxflags+=("${fmt_cflags[@]}")
 # shellcheck disable=SC2054  # the commas belong to the flag
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
-# Only what the wire layer links against; hashing/logging are not needed and would pull in
+# Only what the decoders link against; hashing/logging are not needed and would pull in
 # xxhash, OpenSSL and spdlog.
-lib_srcs=(src/wire/*.cc src/common/status.cc)
+lib_srcs=(src/wire/*.cc src/common/status.cc src/store/common/master_protocol.cc
+          src/store/common/dummy_protocol.cc src/store/common/store_status.cc
+          src/store/transport/data_plane_protocol.cc)
 read -ra libs <<< "$(pkg-config --libs fmt)"
 mkdir -p "$out/obj"
 
 if [[ "$mode" == corpus ]]; then
   "$cxx" "${cxxflags[@]}" tests/fuzz/make_corpus.cc "${lib_srcs[@]}" "${libs[@]}" \
     -o "$out/make_corpus"
-  mkdir -p tests/fuzz/corpus/body tests/fuzz/corpus/handoff
-  "$out/make_corpus" tests/fuzz/corpus/body tests/fuzz/corpus/handoff
-  ls -l tests/fuzz/corpus/body tests/fuzz/corpus/handoff
+  mkdir -p tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
+  "$out/make_corpus" tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
+  ls -l tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
   exit 0
 fi
 

@@ -1,12 +1,18 @@
-// Writes the seed corpus for body_fuzzer: one valid encoded body per message type, plus a few
-// frames. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
+// Writes the seed corpora: for body_fuzzer one valid encoded body per message type, plus a few
+// frames; for handoff_fuzzer hand-off requests; for store_fuzzer master requests, dummy frames
+// and a data-plane header. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
 // valid, not current, so they are not regenerated on every run.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <msgpack.hpp>
 #include <string>
 #include <vector>
 
+#include "store/common/dummy_protocol.h"
+#include "store/common/master_protocol.h"
+#include "store/transport/data_plane_protocol.h"
 #include "wire/frames.h"
 #include "wire/messages.h"
 
@@ -44,8 +50,8 @@ kvtier::wire::KvLayout Layout() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR\n", argv[0]);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR STORE_DIR\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -161,5 +167,53 @@ int main(int argc, char** argv) {
   Write(hdir, "request_one_fd", handoff(1, 1));
   Write(hdir, "request_many_fds", handoff(1, 64));
   Write(hdir, "request_bad_version", handoff(2, 1));
+
+  // Store seeds; the first byte is store_fuzzer's selector (0 master, 1 dummy, 2 data plane).
+  const std::string sdir = argv[3];
+  namespace st = kvtier::store;
+  const std::vector<std::string> keys = {"model@00000001@0@abc", "model@00000001@0@def"};
+  for (uint32_t op = 1; op <= 10; ++op) {
+    st::MasterRequest m;
+    m.op = static_cast<st::MasterRpcOp>(op);
+    m.node.id = "node-1";
+    m.node.endpoint = "127.0.0.1:50052";
+    m.segment.id = 7;
+    m.segment.size = 1 << 20;
+    m.segment.endpoint = "127.0.0.1:50052";
+    m.node_id = "node-1";
+    m.segment_id = 7;
+    m.keys = keys;
+    m.sizes = {4096, 8192};
+    Write(sdir, "master_" + std::string(st::MasterRpcOpName(op)),
+          std::string(1, '\0') + std::string(1, static_cast<char>(op)) + st::EncodeMasterRequest(m));
+  }
+  for (uint32_t op = st::dummy::kMinOp; op <= st::dummy::kMaxOp; ++op) {
+    st::dummy::Request d;
+    d.op = static_cast<st::dummy::Op>(op);
+    d.client_id = "0123456789abcdef";
+    d.version = st::dummy::kProtocolVersion;
+    d.region = 3;
+    d.size = 4096;
+    d.keys = {keys[0]};
+    d.ranges = {{3, 0, 4096}};
+    d.release = {64};
+    const std::string frame = st::dummy::EncodeFrame(op, st::dummy::EncodeRequest(d));
+    Write(sdir, "dummy_" + std::string(st::dummy::OpName(d.op)), std::string(1, '\1') + frame);
+  }
+  {
+    st::dp::RequestHeader h;
+    h.op = st::dp::Op::kWrite;
+    h.request_id = 1;
+    h.segment_id = 7;
+    h.offset = 4096;
+    h.length = 65536;
+    std::string bytes(st::dp::kRequestHeaderBytes + 8, '\0');
+    st::dp::EncodeRequestHeader(
+        h, std::span<uint8_t, st::dp::kRequestHeaderBytes>(
+               reinterpret_cast<uint8_t*>(bytes.data()), st::dp::kRequestHeaderBytes));
+    const uint64_t segment_size = 1 << 20;
+    std::memcpy(bytes.data() + st::dp::kRequestHeaderBytes, &segment_size, 8);
+    Write(sdir, "data_plane_write", std::string(1, '\2') + bytes);
+  }
   return 0;
 }
