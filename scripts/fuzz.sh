@@ -32,7 +32,7 @@ build="${BUILD:-build}"
 [[ "$build" = /* ]] || build="$root/$build"
 out="$build/fuzz"
 cxx="${FUZZ_CXX:-clang++-14}"
-targets=(body handoff store)
+targets=(body handoff store connectors)
 
 missing() {  # missing WHAT: no toolchain is a skip for the smoke test, an error otherwise
   echo "error: $1 not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
@@ -56,16 +56,18 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # xxhash, OpenSSL and spdlog.
 lib_srcs=(src/wire/*.cc src/common/status.cc src/store/common/master_protocol.cc
           src/store/common/dummy_protocol.cc src/store/common/store_status.cc
-          src/store/transport/data_plane_protocol.cc)
-read -ra libs <<< "$(pkg-config --libs fmt)"
+          src/store/transport/data_plane_protocol.cc src/connectors/fs_object_file.cc
+          src/connectors/adapter_config.cc)
+read -ra libs <<< "$(pkg-config --libs fmt libxxhash)"
 mkdir -p "$out/obj"
 
 if [[ "$mode" == corpus ]]; then
   "$cxx" "${cxxflags[@]}" tests/fuzz/make_corpus.cc "${lib_srcs[@]}" "${libs[@]}" \
     -o "$out/make_corpus"
-  mkdir -p tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
-  "$out/make_corpus" tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
-  ls -l tests/fuzz/corpus/body tests/fuzz/corpus/handoff tests/fuzz/corpus/store
+  dirs=(tests/fuzz/corpus/{body,handoff,store,connectors})
+  mkdir -p "${dirs[@]}"
+  "$out/make_corpus" "${dirs[@]}"
+  ls -l "${dirs[@]}"
   exit 0
 fi
 
@@ -134,7 +136,7 @@ for t in "${targets[@]}"; do
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
   cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)"
   corpus="$(find "$scratch" -type f | wc -l)"
-  printf '%-8s %10s execs (%s/s) in %ss, %s, corpus %s files, exit %s\n' \
+  printf '%-10s %10s execs (%s/s) in %ss, %s, corpus %s files, exit %s\n' \
     "$t" "${execs:-?}" "${rate:-?}" "$seconds" "${cov:-cov: ?}" "$corpus" "$rc"
   if (( rc != 0 )); then
     failed=1

@@ -1,6 +1,6 @@
 // Writes the seed corpora: for body_fuzzer one valid encoded body per message type, plus a few
 // frames; for handoff_fuzzer hand-off requests; for store_fuzzer master requests, dummy frames
-// and a data-plane header. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
+// and a data-plane header; for connectors_fuzzer an fs header, keys and adapter configs. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
 // valid, not current, so they are not regenerated on every run.
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "connectors/fs_object_file.h"
 #include "store/common/dummy_protocol.h"
 #include "store/common/master_protocol.h"
 #include "store/transport/data_plane_protocol.h"
@@ -50,8 +51,8 @@ kvtier::wire::KvLayout Layout() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR STORE_DIR\n", argv[0]);
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR STORE_DIR CONNECTORS_DIR\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -214,6 +215,28 @@ int main(int argc, char** argv) {
     const uint64_t segment_size = 1 << 20;
     std::memcpy(bytes.data() + st::dp::kRequestHeaderBytes, &segment_size, 8);
     Write(sdir, "data_plane_write", std::string(1, '\2') + bytes);
+  }
+
+  // Connector seeds; the first byte is connectors_fuzzer's selector (0 fs header, 1 key, 2 JSON).
+  const std::string cdir = argv[4];
+  {
+    kvtier::FsHeader h;
+    h.payload_length = 16384;
+    h.payload_hash = 0x1234;
+    h.key_hash = kvtier::FsKeyHash(keys[0]);
+    const auto head = kvtier::EncodeFsHeader(h);
+    Write(cdir, "fs_header", std::string(1, '\0') + std::string(head.begin(), head.end()));
+  }
+  Write(cdir, "key_plain", std::string(1, '\1') + keys[0]);
+  Write(cdir, "key_dots", std::string(1, '\1') + "../../etc/passwd@x");
+  Write(cdir, "key_slashes", std::string(1, '\1') + "a/b/./c%2f..");
+  const char* configs[] = {
+      R"({"type":"fs","path":"/tmp/x","num_workers":2})",
+      R"({"type":"resp","port":6379,"per_op_workers":{"lookup":1,"retrieve":1,"store":2}})",
+      R"({"type":"store","server_address":"127.0.0.1:50052","deadline_ms":1000,"max_inflight_mb":64})",
+  };
+  for (size_t i = 0; i < std::size(configs); ++i) {
+    Write(cdir, "adapter_json_" + std::to_string(i), std::string(1, '\2') + configs[i]);
   }
   return 0;
 }
