@@ -26,6 +26,7 @@ struct NodeFlags {
   double dummy_ttl_s = 10;
   bool prefault = true;
   std::string log_level = "warn";
+  std::string auth_token_file;
 };
 
 int RunNode(const NodeFlags& f) {
@@ -36,7 +37,17 @@ int RunNode(const NodeFlags& f) {
     std::cerr << "error: --global-segment-size: " << segment_size.status().message() << "\n";
     return 2;
   }
-  WarnIfNotLoopback("node", f.host, "read and write this node's segment");
+  std::string token;
+  if (!f.auth_token_file.empty()) {
+    auto t = ReadAuthTokenFile(f.auth_token_file);
+    if (!t.ok()) {
+      std::cerr << "error: " << t.status().message() << "\n";
+      return 2;
+    }
+    token = std::move(*t);
+  } else {
+    WarnIfNotLoopback("node", f.host, "read and write this node's segment");
+  }
   const sigset_t signals = BlockStopSignals();  // the node's threads inherit the mask
 
   MetricsRegistry metrics;
@@ -46,6 +57,7 @@ int RunNode(const NodeFlags& f) {
   options.port = f.port;
   options.segment_size = *segment_size;
   options.prefault = f.prefault;
+  options.auth_token = token;
   auto node = store::StoreNode::Start(options, &metrics);
   if (!node.ok()) {
     std::cerr << "error: " << node.status().ToString() << "\n";
@@ -108,6 +120,9 @@ RunFn AddNodeCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("!--no-prefault", f->prefault, "Do not touch the segment's pages at start");
+  cmd->add_option("--auth-token-file", f->auth_token_file,
+                  "File holding the data plane's shared secret: peers must present it (every "
+                  "node of a cluster uses the same)");
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));

@@ -132,7 +132,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   const uint64_t segment_id = RandomId();
   impl->data_plane = std::make_unique<DataPlaneServer>(
       DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size,
-                       segment_id, ""},
+                       segment_id, options.auth_token},
       impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
@@ -144,7 +144,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   impl->segment = {segment_id, options.segment_size, impl->info.endpoint};
   impl->engine = std::make_unique<TransferEngine>(
       TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size, segment_id,
-                      options.rpc_timeout, 8, ""},
+                      options.rpc_timeout, 8, options.auth_token},
       impl->metrics);
   impl->InitMetrics();
   impl->Beat();  // mounted at once when the master is up; otherwise the heartbeat keeps trying

@@ -30,6 +30,9 @@ struct NodeOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds rpc_timeout{5000};  // master RPCs and each transfer batch
   bool prefault = true;            // touch the segment's pages at start
+  // Shared secret of the data plane: peers must present it when they connect, and this node
+  // presents it to theirs. Empty: no authentication.
+  std::string auth_token;
 };
 
 struct ConstBuffer {
