@@ -9,10 +9,12 @@
 #include "cli/store_commands_common.h"
 #include "common/logging.h"
 #include "common/memfd.h"
+#include "common/secret_file.h"
 #include "store/client/dummy_client.h"
 #include "store/common/admin_http.h"
 #include "store/node/dummy_service.h"
 #include "store/node/store_node.h"
+#include "store/transport/data_plane_protocol.h"
 
 namespace kvtier::cli {
 namespace {
@@ -39,9 +41,9 @@ int RunNode(const NodeFlags& f) {
   }
   std::string token;
   if (!f.auth_token_file.empty()) {
-    auto t = ReadAuthTokenFile(f.auth_token_file);
+    auto t = ReadSecretFile(f.auth_token_file, store::dp::kMaxTokenBytes);
     if (!t.ok()) {
-      std::cerr << "error: " << t.status().message() << "\n";
+      std::cerr << "error: --auth-token-file " << t.status().message() << "\n";
       return 2;
     }
     token = std::move(*t);

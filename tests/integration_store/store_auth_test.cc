@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "integration_store/store_fixture.h"
 #include "store/client/dummy_client.h"
+#include "store/node/store_config.h"
 #include "support/kvtier_cli.h"
 
 namespace kvtier::testing {
@@ -66,6 +68,21 @@ TEST(StoreAuth, OnlyNodesWithTheSharedSecretMoveBytes) {
     EXPECT_FALSE(s->Put("stranger-" + std::to_string(token.size()), v.data(), v.size()).ok());
     auto got = s->Get("auth-0");
     EXPECT_FALSE(got.ok()) << "read " << got.value().size() << " bytes without the secret";
+  }
+  // An embedded client (a cache server's `store` connector in embedded mode) reads the same file.
+  for (const std::string& token : {good, bad}) {
+    nlohmann::json config = {{"master_server_addr", master.address()},
+                             {"global_segment_size", 0},
+                             {"auth_token_file", token}};
+    auto parsed = store::ParseStoreClientConfig(config);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    auto embedded = store::CreateStoreClient(*parsed);
+    ASSERT_TRUE(embedded.ok()) << embedded.status().ToString();
+    auto got = (*embedded)->Get("auth-2");
+    EXPECT_EQ(got.ok(), token == good) << (got.ok() ? "bytes" : got.status().ToString());
+    if (got.ok()) {
+      EXPECT_TRUE(*got == ValueFor("auth-2", kSize));
+    }
   }
   // The storing node still serves the nodes that know the secret.
   auto again = c->Get("auth-1");

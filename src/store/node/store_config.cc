@@ -11,12 +11,14 @@
 #include <string_view>
 
 #include "common/memfd.h"
+#include "common/secret_file.h"
+#include "store/transport/data_plane_protocol.h"
 
 namespace kvtier::store {
 namespace {
 
-constexpr std::array<std::string_view, 3> kEmbeddedKeys = {"local_hostname", "master_server_addr",
-                                                           "global_segment_size"};
+constexpr std::array<std::string_view, 4> kEmbeddedKeys = {"local_hostname", "master_server_addr",
+                                                           "global_segment_size", "auth_token_file"};
 constexpr std::array<std::string_view, 2> kDummyKeys = {"server_address", "mem_pool_size"};
 constexpr std::array<std::string_view, 3> kCommonKeys = {"local_buffer_size", "protocol",
                                                          "rpc_timeout_ms"};
@@ -195,6 +197,12 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
   auto text = String(key, value);
   if (!text.ok()) return text.status();
   if (key == "local_hostname") return Hostname(*text, out.embedded_options.node);
+  if (key == "auth_token_file") {  // the data plane's shared secret, as `kvtier node` has it
+    auto secret = ReadSecretFile(*text, dp::kMaxTokenBytes);
+    if (!secret.ok()) return Bad("'auth_token_file' " + secret.status().message());
+    out.embedded_options.node.auth_token = std::move(*secret);
+    return StoreStatus::Ok();
+  }
   if (key == "master_server_addr") {
     KVT_STORE_RETURN_IF_ERROR(MasterAddress(*text));
     out.embedded_options.node.master = *text;

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cstring>
 
 #include "common/free_port.h"
@@ -35,6 +37,16 @@ void ExpectRefused(const Json& j, const std::vector<std::string>& words) {
   EXPECT_EQ(c.status().code(), ErrorCode::INVALID_PARAMS) << j.dump();
   EXPECT_THAT(c.status().message(), StartsWith("store setup: ")) << j.dump();
   for (const auto& w : words) EXPECT_THAT(c.status().message(), HasSubstr(w)) << j.dump();
+}
+
+TEST(StoreConfigTest, AuthTokenFileIsReadForTheEmbeddedNode) {
+  const std::string path = ::testing::TempDir() + "/store-config-token";
+  std::ofstream(path, std::ios::trunc) << "sesame\n";
+  EXPECT_EQ(Parse({{"auth_token_file", path}}).embedded_options.node.auth_token, "sesame");
+  EXPECT_EQ(Parse(Json::object()).embedded_options.node.auth_token, "");
+  ExpectRefused({{"auth_token_file", "/nonexistent/token"}}, {"'auth_token_file'", "cannot read"});
+  ExpectRefused({{"server_address", "127.0.0.1:50052"}, {"auth_token_file", path}},
+                {"auth_token_file"});
 }
 
 TEST(StoreConfigTest, EmbeddedDefaults) {
