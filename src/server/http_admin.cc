@@ -5,11 +5,13 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "common/http_listen.h"
 #include "server/server_stats.h"
 
 namespace kvtier {
 
 HttpAdmin::HttpAdmin(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+  ReuseAddressOnly(*server_);
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

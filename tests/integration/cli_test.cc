@@ -5,28 +5,24 @@
 #include <fstream>
 
 #include "server_process.h"
+#include "support/kvtier_cli.h"
 
 namespace kvtier::testing {
 namespace {
 
 struct Output {
   int status;
-  std::string text;
+  std::string text;  // stdout, then stderr
 };
 
-Output RunKvtier(const std::string& args) {
-  const std::string cmd = std::string(std::getenv("KVTIER_BIN")) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WEXITSTATUS(st), out};
+// Startup errors must end the process at once: a run still going after 60 s fails (status 124).
+Output RunServerCli(const std::string& args) {
+  const CliOutput o = RunKvtier(args, 60);
+  return {o.status, o.out + o.err};
 }
 
 TEST(Cli, HelpListsEveryFlagWithItsDefault) {
-  auto out = RunKvtier("server --help");
+  auto out = RunServerCli("server --help");
   EXPECT_EQ(out.status, 0);
   for (const char* flag :
        {"--host TEXT=127.0.0.1", "--port UINT=5555", "--http-port UINT=8080", "--l1-size-gb",
@@ -70,20 +66,20 @@ TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
 TEST(Cli, BadConfigsAreClearStartupErrors) {
   const std::string path = ::testing::TempDir() + "/kvtier-bad.json";
   std::ofstream(path) << "{\"port\": 1, \"no_such_flag\": 3}";
-  auto out = RunKvtier("server --config " + path);
+  auto out = RunServerCli("server --config " + path);
   EXPECT_NE(out.status, 0);
   EXPECT_NE(out.text.find("no_such_flag"), std::string::npos) << out.text;
 
   std::ofstream(path) << "{ not json";
-  out = RunKvtier("server --config " + path);
+  out = RunServerCli("server --config " + path);
   EXPECT_NE(out.status, 0);
   EXPECT_NE(out.text.find("parse error"), std::string::npos) << out.text;
 
-  out = RunKvtier("server --eviction-policy FIFO");
+  out = RunServerCli("server --eviction-policy FIFO");
   EXPECT_NE(out.status, 0);
   EXPECT_NE(out.text.find("FIFO"), std::string::npos) << out.text;
 
-  out = RunKvtier("server --eviction-trigger-watermark 0.5 --eviction-target-watermark 0.6");
+  out = RunServerCli("server --eviction-trigger-watermark 0.5 --eviction-target-watermark 0.6");
   EXPECT_NE(out.status, 0);
   EXPECT_NE(out.text.find("target"), std::string::npos) << out.text;
 }
@@ -102,7 +98,7 @@ TEST(Cli, BadL2AdaptersAreClearStartupErrors) {
       {"--l2-store-policy never", "never"},
   };
   for (const auto& c : cases) {
-    auto out = RunKvtier(std::string("server --no-l1-prefault --l1-size-gb 0.01 ") + c.flag);
+    auto out = RunServerCli(std::string("server --no-l1-prefault --l1-size-gb 0.01 ") + c.flag);
     EXPECT_NE(out.status, 0) << c.flag;
     EXPECT_NE(out.text.find(c.expect), std::string::npos) << c.flag << " -> " << out.text;
   }
@@ -111,7 +107,7 @@ TEST(Cli, BadL2AdaptersAreClearStartupErrors) {
 TEST(Cli, ConfigFileTakesAListOfL2Adapters) {
   const std::string path = ::testing::TempDir() + "/kvtier-l2.json";
   std::ofstream(path) << R"({"l2_adapter": [{"type":"mem"}, {"type":"mem","deadline_ms":0}]})";
-  auto out = RunKvtier("server --no-l1-prefault --l1-size-gb 0.01 --config " + path);
+  auto out = RunServerCli("server --no-l1-prefault --l1-size-gb 0.01 --config " + path);
   EXPECT_NE(out.status, 0);
   // The second element reached the parser as the second adapter.
   EXPECT_NE(out.text.find("--l2-adapter #2: deadline_ms"), std::string::npos) << out.text;
@@ -119,8 +115,13 @@ TEST(Cli, ConfigFileTakesAListOfL2Adapters) {
 
 TEST(Cli, PortInUseIsReported) {
   ServerProcess first;
-  auto out = RunKvtier("server --no-l1-prefault --l1-size-gb 0.01 --http-port 0 --port " +
+  auto out = RunServerCli("server --no-l1-prefault --l1-size-gb 0.01 --http-port 0 --port " +
                        std::to_string(first.port()));
+  EXPECT_EQ(out.status, 1);
+  EXPECT_NE(out.text.find("cannot bind"), std::string::npos) << out.text;
+  // The HTTP port too: no second process may share a listening port (no SO_REUSEPORT).
+  out = RunServerCli("server --no-l1-prefault --l1-size-gb 0.01 --port " +
+            std::to_string(FreeLoopbackPort()) + " --http-port " + std::to_string(first.http_port()));
   EXPECT_EQ(out.status, 1);
   EXPECT_NE(out.text.find("cannot bind"), std::string::npos) << out.text;
 }

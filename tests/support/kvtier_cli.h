@@ -19,8 +19,10 @@ struct CliOutput {
   std::string err;  // stderr
 };
 
-// `$KVTIER_BIN <args>`; args are shell words (quote JSON with single quotes).
-inline CliOutput RunKvtier(const std::string& args) {
+// `$KVTIER_BIN <args>`; args are shell words (quote JSON with single quotes). With timeout_s,
+// a run that has not ended by then is killed (status 124), so a command that should have failed
+// at once cannot hang the test.
+inline CliOutput RunKvtier(const std::string& args, int timeout_s = 0) {
   CliOutput o;
   const char* bin = std::getenv("KVTIER_BIN");
   if (bin == nullptr) {
@@ -28,7 +30,8 @@ inline CliOutput RunKvtier(const std::string& args) {
     return o;
   }
   const std::string err_path = ::testing::TempDir() + "/kvtier-cli-stderr.txt";
-  const std::string cmd = std::string(bin) + " " + args + " 2>" + err_path;
+  const std::string limit = timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "";
+  const std::string cmd = limit + bin + " " + args + " 2>" + err_path;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return o;
   char buf[4096];

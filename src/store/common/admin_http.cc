@@ -1,20 +1,16 @@
 #include "store/common/admin_http.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <chrono>
+
+#include "common/http_listen.h"
 
 namespace kvtier::store {
 
 AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics)
     : server_(std::make_unique<httplib::Server>()) {
-  // httplib's default sets SO_REUSEPORT, which lets a second process bind the same port and
-  // share its connections: reuse the address only, so a taken port is an error.
-  server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  ReuseAddressOnly(*server_);
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
