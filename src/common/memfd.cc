@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -180,6 +182,19 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   const u128 total = whole * mult + frac_num * mult / frac_den;  // rounds down to whole bytes
   if (total > kMax) return bad("too large");
   return static_cast<uint64_t>(total);
+}
+
+Status CheckSealedAgainstShrink(int fd) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("the fd is not a sealable memfd ({})", std::strerror(errno)));
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return Status(Code::kInvalidArgument,
+                  "the memfd must be sealed against shrinking (F_SEAL_SHRINK)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvtier

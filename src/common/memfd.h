@@ -45,6 +45,12 @@ class MappedFile {
   int fd_ = -1;
 };
 
+// OK when `fd` is a memfd sealed against shrinking (F_SEAL_SHRINK), as MappedFile::Create makes
+// them. Required of every fd another process hands over for mapping: if its owner could shrink
+// it, the mapping's next access past the new end would kill this process with SIGBUS.
+// INVALID_ARGUMENT saying which condition failed otherwise.
+Status CheckSealedAgainstShrink(int fd);
+
 // Parses "4GB", "512MiB", "1.5G", "1024" (bytes) -> bytes. Units are powers of 1024.
 Result<uint64_t> ParseByteSize(const std::string& text);
 

@@ -73,6 +73,8 @@ void FdHandoffService::Serve(int conn) {
   }
   std::vector<MappedFile> buffers;
   for (auto& fd : fds) {
+    // A buffer its owner could shrink would crash the server (SIGBUS) at the next copy.
+    if (Status sealed = CheckSealedAgainstShrink(fd.get()); !sealed.ok()) return reply(sealed, 0);
     auto m = MappedFile::MapFd(fd.Release());
     if (!m.ok()) return reply(m.status(), 0);
     buffers.push_back(std::move(m).value());

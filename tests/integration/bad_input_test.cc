@@ -1,7 +1,11 @@
 // Bad input of every kind the issue lists: each gets an error reply with a status and message,
 // the server keeps serving, and data stored before is neither lost nor altered.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <zmq.hpp>
 
@@ -270,6 +274,34 @@ TEST_F(BadInput, FdHandoffGarbageAndForeignUid) {
   int st = 0;
   ::waitpid(pid, &st, 0);
   EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// A buffer its owner could shrink would crash the server at the next copy (SIGBUS): only memfds
+// sealed against shrinking are accepted, and the server goes on serving.
+TEST_F(BadInput, FdHandoffRefusesBuffersThatCouldShrink) {
+  const int unsealed = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, 1 << 16), 0);
+  auto token = wire::HandOffFds(wire::UdsNameForPort(server_->port()), {&unsealed, 1});
+  EXPECT_EQ(token.status().code(), Code::kInvalidArgument) << token.status().ToString();
+  EXPECT_NE(token.status().message().find("F_SEAL_SHRINK"), std::string::npos)
+      << token.status().ToString();
+  ::close(unsealed);
+
+  FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(::ftruncate(::fileno(file), 1 << 16), 0);
+  const int file_fd = ::fileno(file);
+  token = wire::HandOffFds(wire::UdsNameForPort(server_->port()), {&file_fd, 1});
+  EXPECT_EQ(token.status().code(), Code::kInvalidArgument) << token.status().ToString();
+  EXPECT_NE(token.status().message().find("not a sealable memfd"), std::string::npos)
+      << token.status().ToString();
+  std::fclose(file);
+
+  auto sealed = MappedFile::Create("sealed", 1 << 16, false, false);
+  ASSERT_TRUE(sealed.ok());
+  const int ok_fd = sealed->fd();
+  EXPECT_TRUE(wire::HandOffFds(wire::UdsNameForPort(server_->port()), {&ok_fd, 1}).ok());
 }
 
 }  // namespace

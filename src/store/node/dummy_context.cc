@@ -1,10 +1,8 @@
 // One dummy's regions, buffers and staging allocations (dummy_context.h), and the id table.
 #include "store/node/dummy_context.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstring>
 
 namespace kvtier::store {
@@ -41,16 +39,8 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
     return Invalid(fmt::format("region {}: this dummy already has a local buffer (region {})", id,
                                *local_region_));
   }
-  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
-  if (seals < 0) {
-    return Invalid(
-        fmt::format("region {}: the fd is not a sealable memfd ({})", id, std::strerror(errno)));
-  }
-  if ((seals & F_SEAL_SHRINK) == 0) {
-    return Invalid(
-        fmt::format("region {}: the memfd must be sealed against shrinking "
-                    "(F_SEAL_SHRINK)",
-                    id));
+  if (Status sealed = CheckSealedAgainstShrink(fd.get()); !sealed.ok()) {
+    return Invalid(fmt::format("region {}: {}", id, sealed.message()));
   }
   auto mapped = mappings_->Map(std::move(fd), size);
   if (!mapped.ok()) {
