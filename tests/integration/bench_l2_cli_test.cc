@@ -3,19 +3,12 @@
 // thresholds: only that things ran, were verified and were cleaned up.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "support/kvtier_cli.h"
-
 #include "support/redis_process.h"
 
 namespace kvtier::testing {

@@ -2,14 +2,8 @@
 // numbers, every byte was verified, and bad options are clear errors. No timing thresholds: only
 // that things ran, moved what they should and came back right.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "support/kvtier_cli.h"

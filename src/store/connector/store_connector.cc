@@ -41,6 +41,14 @@ bool IsMiss(ErrorCode code) {
          code == ErrorCode::BUFFER_OVERFLOW || code == ErrorCode::LEASE_EXPIRED;
 }
 
+// A batch call reports its first error; later ones of the same call add nothing to act on.
+struct FirstError {
+  Status status;
+  void Note(Status s) {
+    if (!s.ok() && status.ok()) status = std::move(s);
+  }
+};
+
 uint64_t AlignUp(uint64_t v) { return (v + kStagingAlignment - 1) & ~(kStagingAlignment - 1); }
 
 class StoreConnector final : public ConnectorBase<StoreConnector> {
@@ -107,15 +115,15 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
   Status BatchExists(Conn& c, std::span<const std::string> keys, Deadline,
                      std::span<uint8_t> out) {
     auto r = c.client->BatchIsExist({keys.begin(), keys.end()});
-    Status first;
+    FirstError first;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (r[i].ok()) {
         out[i] = *r[i] ? 1 : 0;
-      } else if (!IsMiss(r[i].status().code()) && first.ok()) {
-        first = ToStatus(r[i].status());
+      } else if (!IsMiss(r[i].status().code())) {
+        first.Note(ToStatus(r[i].status()));
       }
     }
-    return first;
+    return first.status;
   }
 
   // A key a reader holds a lease on cannot be removed yet: those keys are tried again (with
@@ -155,18 +163,18 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
                     [&](size_t begin, const std::vector<std::string>& k,
                         const std::vector<void*>& ptrs, const std::vector<size_t>& sizes) {
                       auto r = c.client->BatchGetInto(k, ptrs, sizes);
-                      Status first;
+                      FirstError first;
                       for (size_t j = 0; j < k.size(); ++j) {
                         // A stored value of another size is a miss (BUFFER_OVERFLOW if larger).
                         if (r[j].ok() && *r[j] == sizes[j]) {
                           if (c.staging) std::memcpy(dst[begin + j].data, ptrs[j], sizes[j]);
                           out[begin + j] = 1;
                           bytes += sizes[j];
-                        } else if (!r[j].ok() && !IsMiss(r[j].status().code()) && first.ok()) {
-                          first = ToStatus(r[j].status());
+                        } else if (!r[j].ok() && !IsMiss(r[j].status().code())) {
+                          first.Note(ToStatus(r[j].status()));
                         }
                       }
-                      return first;
+                      return first.status;
                     });
   }
 
@@ -183,16 +191,16 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
                       }
                       // An existing key is a success here (first writer wins).
                       auto r = c.client->BatchPutFrom(k, ptrs, sizes);
-                      Status first;
+                      FirstError first;
                       for (size_t j = 0; j < k.size(); ++j) {
                         if (r[j].ok() || r[j].code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
                           out[begin + j] = 1;
                           bytes += sizes[j];
-                        } else if (first.ok()) {
-                          first = ToStatus(r[j]);
+                        } else {
+                          first.Note(ToStatus(r[j]));
                         }
                       }
-                      return first;
+                      return first.status;
                     });
   }
 
@@ -203,10 +211,7 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
   template <class SizeOf, class Direct, class Call>
   Status InGroups(Conn& c, std::span<const std::string> keys, SizeOf size_of, Direct direct,
                   Call call) {
-    Status first;
-    auto note = [&](Status s) {
-      if (!s.ok() && first.ok()) first = std::move(s);
-    };
+    FirstError first;
     size_t begin = 0;
     while (begin < keys.size()) {
       std::vector<std::string> k;
@@ -231,14 +236,14 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
         if (ShouldLog(Options().name + "-staging", 60.0)) {
           KVT_LOG_WARN("{}: {}", Options().name, too_big.message());
         }
-        note(std::move(too_big));
+        first.Note(std::move(too_big));
         begin = end + 1;
         continue;
       }
-      note(call(begin, k, ptrs, sizes));
+      first.Note(call(begin, k, ptrs, sizes));
       begin = end;
     }
-    return first;
+    return first.status;
   }
 
   const store::StoreClientConfig config_;

@@ -2,7 +2,7 @@
 // the cache server's store connector has one dummy per worker thread, and each registers the
 // whole L1 arena. Mapped once per file instead of once per dummy, the arena costs one prefault
 // and one set of page tables (about 2 MiB per GiB each time otherwise), and every registration
-// after the first is a lookup instead of a multi-second MADV_POPULATE_WRITE of a large arena.
+// after the first is a lookup instead of another MADV_POPULATE_WRITE over the whole arena.
 // Files are told apart by (device, inode); a mapping lives while some region uses it.
 #pragma once
 
