@@ -18,10 +18,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 #include "connectors/resp_errors.h"
+#include "connectors/resp_reply_reader.h"
 
 namespace kvtier {
 namespace {
@@ -61,15 +61,16 @@ std::string RespEndpoint::Name() const {
 // neither can progress.
 class RespConnection::Pipeline {
  public:
-  Pipeline(RespConnection& c, std::span<Command> cmds) : c_(c), cmds_(cmds) {}
+  Pipeline(RespConnection& c, std::span<Command> cmds)
+      : c_(c), cmds_(cmds), reader_(cmds, c.name_) {}
 
   Status Run(Deadline d, bool& stale) {
     stale = false;
     SkipRefused();
-    while (ri_ < cmds_.size()) {
+    while (!reader_.done()) {
       Status s = ParseBuffered();
       if (!s.ok()) return s;
-      if (ri_ == cmds_.size()) break;
+      if (reader_.done()) break;
       const int timeout = PollTimeout(d);
       if (timeout <= 0) return TimedOut();
       pollfd p{c_.fd_, static_cast<short>(POLLIN | (si_ < cmds_.size() ? POLLOUT : 0)), 0};
@@ -80,25 +81,24 @@ class RespConnection::Pipeline {
       if ((p.revents & (POLLOUT | POLLERR)) && si_ < cmds_.size()) {
         s = Send();
         if (!s.ok()) {
-          stale = !got_reply_;
+          stale = !reader_.got_reply();
           return s;
         }
       }
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
         s = Receive();
         if (!s.ok()) {
-          stale = !got_reply_;
+          stale = !reader_.got_reply();
           return s;
         }
       }
     }
-    return first_error_;
+    return reader_.first_error();
   }
 
  private:
   void SkipRefused() {
     while (si_ < cmds_.size() && cmds_[si_].skip) ++si_;
-    while (ri_ < cmds_.size() && cmds_[ri_].skip) ++ri_;
   }
 
   // Writes as much of the remaining commands as the socket takes, up to kMaxIov parts at a time.
@@ -161,12 +161,11 @@ class RespConnection::Pipeline {
   Status Receive() {
     for (;;) {
       ssize_t r;
-      if (body_ == Body::kInto && c_.rpos_ == c_.rend_) {
-        r = ::recv(c_.fd_, into_, left_, MSG_DONTWAIT);
+      const std::span<uint8_t> direct = reader_.direct();
+      if (!direct.empty() && c_.rpos_ == c_.rend_) {
+        r = ::recv(c_.fd_, direct.data(), direct.size(), MSG_DONTWAIT);
         if (r > 0) {
-          into_ += r;
-          left_ -= static_cast<uint64_t>(r);
-          if (left_ == 0) body_ = Body::kCrlf;
+          reader_.DirectReceived(static_cast<size_t>(r));
           return Status::Ok();
         }
       } else {
@@ -193,103 +192,11 @@ class RespConnection::Pipeline {
 
   // Consumes buffered reply bytes, answering commands in order, until more input is needed.
   Status ParseBuffered() {
-    while (ri_ < cmds_.size()) {
-      Command& cmd = cmds_[ri_];
-      const size_t avail = c_.rend_ - c_.rpos_;
-      const char* buf = c_.rbuf_.get() + c_.rpos_;
-      switch (body_) {
-        case Body::kInto: {
-          const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, left_));
-          if (n > 0) std::memcpy(into_, buf, n);
-          into_ += n;
-          left_ -= n;
-          c_.rpos_ += n;
-          if (left_ > 0) return Status::Ok();
-          body_ = Body::kCrlf;
-          break;
-        }
-        case Body::kSkip: {
-          const size_t n = static_cast<size_t>(std::min<uint64_t>(avail, left_));
-          left_ -= n;
-          c_.rpos_ += n;
-          if (left_ > 0) return Status::Ok();
-          Answered(A::kNo);  // a value of another size: a miss
-          break;
-        }
-        case Body::kCrlf:
-          if (avail < 2) return Status::Ok();
-          if (buf[0] != '\r' || buf[1] != '\n') return Desync("bulk value not followed by CRLF");
-          c_.rpos_ += 2;
-          Answered(A::kYes);
-          break;
-        case Body::kNone: {
-          const char* nl = static_cast<const char*>(std::memchr(buf, '\n', avail));
-          if (nl == nullptr) return Status::Ok();
-          const size_t len = static_cast<size_t>(nl - buf) + 1;
-          if (len < 3 || nl[-1] != '\r') return Desync("reply line without CRLF");
-          c_.rpos_ += len;
-          got_reply_ = true;
-          KVT_RETURN_IF_ERROR(OnLine(cmd, buf[0], std::string_view(buf + 1, len - 3)));
-          break;
-        }
-      }
-    }
+    size_t used = 0;
+    const Status s = reader_.Feed(c_.rbuf_.get() + c_.rpos_, c_.rend_ - c_.rpos_, used);
+    c_.rpos_ += used;
+    if (!s.ok()) return Fail(s.code(), s.message());
     return Status::Ok();
-  }
-
-  // One reply line (type byte and text without CRLF) for `cmd`.
-  Status OnLine(Command& cmd, char type, std::string_view text) {
-    switch (type) {
-      case '+':
-        if (cmd.kind == Kind::kStatus || (cmd.kind == Kind::kSetNx && text == "OK")) {
-          Answered(A::kYes);
-          return Status::Ok();
-        }
-        break;
-      case '-':
-        if (first_error_.ok()) first_error_ = RespErrorStatus(c_.name_, text, cmd.key);
-        Answered(A::kError);
-        return Status::Ok();
-      case ':': {
-        int64_t v = 0;
-        if (cmd.kind != Kind::kInteger || !ParseInt(text, v)) break;
-        Answered(v > 0 ? A::kYes : A::kNo);
-        return Status::Ok();
-      }
-      case '$': {
-        int64_t len = 0;
-        if (!ParseInt(text, len) || len < -1) break;
-        if (len == -1 && (cmd.kind == Kind::kGet || cmd.kind == Kind::kSetNx)) {
-          Answered(A::kNo);  // GET: absent; SET NX: already present, left unchanged
-          return Status::Ok();
-        }
-        if (cmd.kind != Kind::kGet || len < 0) break;
-        if (static_cast<uint64_t>(len) == cmd.dst.size) {
-          body_ = Body::kInto;
-          into_ = cmd.dst.data;
-        } else {
-          body_ = Body::kSkip;  // read past it; the connection stays usable
-        }
-        left_ = static_cast<uint64_t>(len) + (body_ == Body::kSkip ? 2 : 0);
-        if (left_ == 0) body_ = Body::kCrlf;
-        return Status::Ok();
-      }
-      default:
-        break;
-    }
-    return Desync(fmt::format("unexpected reply '{}{}'", type, text.substr(0, 64)));
-  }
-
-  static bool ParseInt(std::string_view s, int64_t& v) {
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return ec == std::errc() && p == s.data() + s.size();
-  }
-
-  void Answered(RespConnection::Answer a) {
-    cmds_[ri_].answer = a;
-    body_ = Body::kNone;
-    ++ri_;
-    SkipRefused();
   }
 
   // Failures that leave the stream unusable: the connection is dropped.
@@ -306,21 +213,13 @@ class RespConnection::Pipeline {
   Status TimedOut() {
     return Fail(Code::kTimeout,
                 fmt::format("deadline passed with {} of {} replies outstanding",
-                            cmds_.size() - ri_, cmds_.size()));
+                            reader_.outstanding(), cmds_.size()));
   }
-
-  enum class Body : uint8_t { kNone, kInto, kSkip, kCrlf };
-  using A = RespConnection::Answer;
 
   RespConnection& c_;
   std::span<Command> cmds_;
   size_t si_ = 0, sp_ = 0, so_ = 0;  // send position: command, part, offset in part
-  size_t ri_ = 0;                    // next command to get a reply
-  Body body_ = Body::kNone;          // inside a bulk value of command ri_
-  uint8_t* into_ = nullptr;
-  uint64_t left_ = 0;
-  bool got_reply_ = false;
-  Status first_error_;
+  RespReplyReader reader_;
 };
 
 RespConnection::RespConnection(RespEndpoint endpoint)
