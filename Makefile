@@ -4,6 +4,8 @@ JOBS ?= $(shell nproc)
 PY := /usr/bin/python3
 CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 FUZZ_SECONDS ?= 60
+# Sanitizer runs of `make test` (scripts/sanitize.sh): all, asan, tsan or none.
+SANITIZERS ?= all
 
 .PHONY: all deps build test run bench fuzz clean
 
@@ -21,6 +23,9 @@ build: $(BUILD)/CMakeCache.txt
 test: deps
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
+ifneq ($(SANITIZERS),none)
+	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
+endif
 
 run: deps
 	$(MAKE) build
