@@ -40,4 +40,13 @@ Result<std::string> ReadSecretFile(const std::string& path, size_t max_bytes) {
   return secret;
 }
 
+bool SecretsEqual(std::string_view expected, std::string_view given) {
+  unsigned char diff = expected.size() == given.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= static_cast<unsigned char>(static_cast<unsigned char>(expected[i]) ^ g);
+  }
+  return diff == 0;
+}
+
 }  // namespace kvtier

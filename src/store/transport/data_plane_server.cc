@@ -34,6 +34,7 @@
 
 #include "common/eventfd.h"
 #include "common/logging.h"
+#include "common/secret_file.h"
 #include "store/common/store_status.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/tcp_io.h"
@@ -46,16 +47,6 @@ constexpr int kStallTimeoutS = 30;
 constexpr size_t kDrainChunk = 64 * 1024;
 
 enum class Io { kOk, kClosedIdle, kFailed, kStopping };
-
-// Compares without an early exit, so the time taken does not tell how much of a guess matched.
-bool TokenEquals(const std::string& expected, const std::vector<uint8_t>& given) {
-  uint8_t diff = expected.size() == given.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const uint8_t g = i < given.size() ? given[i] : 0;
-    diff |= static_cast<uint8_t>(static_cast<uint8_t>(expected[i]) ^ g);
-  }
-  return diff == 0;
-}
 
 void LogBad(const std::string& peer, const std::string& what) {
   uint64_t suppressed = 0;
@@ -233,12 +224,12 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
         (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
         break;
       }
-      std::vector<uint8_t> token(static_cast<size_t>(h.length));
+      std::string token(static_cast<size_t>(h.length), '\0');
       if (RecvFull(fd, token.data(), token.size(), false) != Io::kOk) {
         close_reason = "connection lost inside an AUTH token";
         break;
       }
-      if (!opt.auth_token.empty() && !TokenEquals(opt.auth_token, token)) {
+      if (!opt.auth_token.empty() && !SecretsEqual(opt.auth_token, token)) {
         Bad(peer, "wrong AUTH token; closing the connection");
         (void)Reply(fd, h.request_id,
                     {ErrorCode::ILLEGAL_CLIENT, "data plane AUTH token rejected"});
