@@ -56,6 +56,10 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--max-chunks-per-request", cfg->max_chunks_per_request,
                   "Most chunks one request may name")
       ->capture_default_str();
+  cmd->add_option("--max-inflight-per-client", cfg->max_inflight_per_client,
+                  "Requests one client connection may have queued or running; more get BUSY")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--pin-ttl-s", cfg->pin_ttl_s, "Lookup read locks expire after this")
       ->capture_default_str();
   cmd->add_option("--session-ttl-s", cfg->session_ttl_s, "Idle sessions expire after this")

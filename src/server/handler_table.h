@@ -28,12 +28,17 @@ using HandlerFn = std::function<Status(const wire::BodyReader&, wire::BodyWriter
 struct Handler {
   Lane lane;
   HandlerFn fn;
+  // Leaves work running after its reply even though it runs inline (LOOKUP starts a job).
+  bool starts_job = false;
+  // Takes one of its client's --max-inflight-per-client slots (client_inflight.h): everything
+  // that waits in a queue or starts a job.
+  bool TakesSlot() const { return lane != Lane::kInline || starts_job; }
 };
 
 class HandlerTable {
  public:
-  void Add(wire::RequestType type, Lane lane, HandlerFn fn) {
-    table_[static_cast<uint32_t>(type)] = Handler{lane, std::move(fn)};
+  void Add(wire::RequestType type, Lane lane, HandlerFn fn, bool starts_job = false) {
+    table_[static_cast<uint32_t>(type)] = Handler{lane, std::move(fn), starts_job};
   }
   const Handler* Find(uint32_t type) const {
     if (type >= table_.size() || !table_[type]) return nullptr;

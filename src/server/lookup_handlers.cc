@@ -1,6 +1,7 @@
 // LOOKUP, QUERY_PREFETCH_STATUS, FREE_LOOKUP_LOCKS, END_SESSION: the scheduler's side.
 #include <fmt/format.h>
 
+#include "server/client_inflight.h"
 #include "server/handler_table.h"
 #include "server/prefetch_controller.h"
 
@@ -38,10 +39,12 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
               auto session = ctx.sessions.GetOrCreate(key->request_id);
               auto prefix = ctx.resolver.Resolve(*key, *session);
               if (!prefix.ok()) return prefix.status();
+              // The job keeps this request's in-flight slot until it is done.
               prefetch->Submit(session, std::move(prefix).value(), key->model, key->world_size,
-                               key->salt);
+                               key->salt, CurrentRequestSlot());
               return Status::Ok();
-            });
+            },
+            /*starts_job=*/true);
 
   table.Add(wire::RequestType::kQueryPrefetchStatus, Lane::kInline,
             [&ctx](const wire::BodyReader& body, wire::BodyWriter& reply) {

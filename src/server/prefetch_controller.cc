@@ -20,21 +20,25 @@ PrefetchController::PrefetchController(ServerContext& ctx)
 }
 
 void PrefetchController::Submit(std::shared_ptr<Session> session, ResolvedPrefix prefix,
-                                std::string model, uint32_t world_size, std::string salt) {
+                                std::string model, uint32_t world_size, std::string salt,
+                                ClientInflight::Slot slot) {
   {
     std::lock_guard lock(session->mu);
     session->lookup_running = true;
     session->lookup_hits.reset();
   }
+  // The pool keeps a finished task until its thread takes the next one: the job gives its slot
+  // back itself.
   pool_.Submit([this, session = std::move(session), prefix = std::move(prefix),
-                model = std::move(model), world_size, salt = std::move(salt)] {
-    Run(*session, prefix, model, world_size, salt);
+                model = std::move(model), world_size, salt = std::move(salt),
+                slot = std::move(slot)]() mutable {
+    Run(*session, prefix, model, world_size, salt, slot);
   });
 }
 
 void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
                              const std::string& model, uint32_t world_size,
-                             const std::string& salt) {
+                             const std::string& salt, ClientInflight::Slot& slot) {
   std::vector<ObjectKey> old_pins;
   {
     std::lock_guard lock(session.mu);
@@ -67,6 +71,7 @@ void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
   l1_hit_chunks_->Inc(static_cast<double>(l1_hits));
   l2_hit_chunks_->Inc(static_cast<double>(hits - l1_hits));
   miss_chunks_->Inc(static_cast<double>(prefix.Count() - hits));
+  slot.reset();  // before the result is visible: a client that saw it may send the next LOOKUP
   std::lock_guard lock(session.mu);
   session.lookup_pins = std::move(keep);
   session.lookup_running = false;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/thread_pool.h"
+#include "server/client_inflight.h"
 #include "server/key_resolver.h"
 #include "server/l2_prefetch.h"
 #include "server/server_context.h"
@@ -19,9 +20,11 @@ class PrefetchController {
  public:
   explicit PrefetchController(ServerContext& ctx);
 
-  // Marks the session's job as running and queues it; returns at once (the LOOKUP ack).
+  // Marks the session's job as running and queues it; returns at once (the LOOKUP ack). `slot`
+  // (the LOOKUP's in-flight slot, may be null) is given back when the job is done, just before
+  // its result is published.
   void Submit(std::shared_ptr<Session> session, ResolvedPrefix prefix, std::string model,
-              uint32_t world_size, std::string salt);
+              uint32_t world_size, std::string salt, ClientInflight::Slot slot = nullptr);
   // Finishes the queued jobs and stops the pool (before the L2 cascade closes).
   void Shutdown() { pool_.Shutdown(); }
 
@@ -29,7 +32,7 @@ class PrefetchController {
   // The job: records its result in the session. Pins of an earlier LOOKUP of the same session
   // are released first.
   void Run(Session& session, const ResolvedPrefix& prefix, const std::string& model,
-           uint32_t world_size, const std::string& salt);
+           uint32_t world_size, const std::string& salt, ClientInflight::Slot& slot);
   // The L2 phase for chunks [l1_hits, end) of every rank; returns how many it added.
   size_t FromL2(const std::vector<std::vector<ObjectKey>>& keys, size_t l1_hits,
                 const std::string& model, uint32_t world_size, std::vector<ObjectKey>& keep);

@@ -31,7 +31,11 @@ RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t
       transfer_pool_("kvt-xfer", std::max<uint32_t>(1, ctx.config.max_workers)),
       lookup_pool_("kvt-lookup", std::max<uint32_t>(1, ctx.config.lookup_workers)),
       dropped_replies_(ctx.metrics.GetCounter(
-          "kvtier_dropped_replies_total", "Replies dropped because the client stopped reading")) {
+          "kvtier_dropped_replies_total", "Replies dropped because the client stopped reading")),
+      inflight_(ClientInflight::Create(ctx.config.max_inflight_per_client)),
+      inflight_refusals_(ctx.metrics.GetCounter(
+          "kvtier_inflight_refused_total",
+          "Requests refused with BUSY: their client had --max-inflight-per-client in flight")) {
   // Frames between the limit and 4x the limit get a TOO_LARGE reply; beyond that ZMQ drops the
   // connection before buffering the whole frame.
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(ctx.config.max_body_bytes * 4));
@@ -147,17 +151,25 @@ void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
     return Complete(req, Status(Code::kProtocolError, "send HELLO before other requests"),
                     nullptr);
   }
+  ClientInflight::Slot slot;
+  if (h->TakesSlot()) {
+    uint32_t held = 0;
+    slot = inflight_->TryTake(req.peer, &held);
+    if (!slot) return Complete(req, TooManyInflight(req, held), nullptr);
+  }
   switch (h->lane) {
     case Lane::kInline:
-      return Execute(req, *h, body);
+      return Execute(req, *h, body, std::move(slot));
     case Lane::kTransfer:
-      transfer_pool_.SubmitAffine(std::hash<std::string>{}(req.peer),
-                                  [this, req, h, b = std::make_shared<zmq::message_t>(
-                                                     std::move(parts[3]))] { Execute(req, *h, *b); });
+      transfer_pool_.SubmitAffine(
+          std::hash<std::string>{}(req.peer),
+          [this, req, h, b = std::make_shared<zmq::message_t>(std::move(parts[3])),
+           slot = std::move(slot)]() mutable { Execute(req, *h, *b, std::move(slot)); });
       return;
     case Lane::kLookup:
-      lookup_pool_.Submit([this, req, h, b = std::make_shared<zmq::message_t>(std::move(parts[3]))] {
-        Execute(req, *h, *b);
+      lookup_pool_.Submit([this, req, h, b = std::make_shared<zmq::message_t>(std::move(parts[3])),
+                           slot = std::move(slot)]() mutable {
+        Execute(req, *h, *b, std::move(slot));
       });
       return;
   }
@@ -173,6 +185,7 @@ Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::Bod
                   fmt::format("client speaks protocol v{}, this server speaks v{}",
                               hello->version, wire::kProtocolVersion));
   }
+  client_names_[req.peer] = hello->client;
   auto [it, fresh] = hello_versions_.try_emplace(req.peer, hello->version);
   if (!fresh && it->second != hello->version) {
     return Status(Code::kVersionMismatch,
@@ -189,17 +202,40 @@ Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::Bod
   return Status::Ok();
 }
 
-void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_t& body) {
+void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_t& body,
+                       ClientInflight::Slot slot) {
   auto r = wire::BodyReader::Parse(body.data(), body.size());
-  if (!r.ok()) return Complete(req, r.status(), nullptr);
+  if (!r.ok()) {
+    slot.reset();
+    return Complete(req, r.status(), nullptr);
+  }
   wire::BodyWriter reply;
   Status s;
   try {
+    ScopedRequestSlot current(slot);
     s = h.fn(*r, reply);
   } catch (const std::exception& e) {  // a bug must cost one request, not the server
     s = Status(Code::kInternal, fmt::format("handler failed: {}", e.what()));
   }
+  slot.reset();  // before the reply: a client that has it may send the next request at once
   Complete(req, s, &reply);
+}
+
+Status RpcFront::TooManyInflight(const Request& req, uint32_t held) {
+  inflight_refusals_->Inc();
+  // The ZMQ identity (the server's own 5 bytes unless the client set one) tells connections of
+  // the same program apart.
+  std::string id;
+  for (unsigned char c : req.peer) id += fmt::format("{:02x}", c);
+  auto name = client_names_.find(req.peer);
+  const std::string who = name != client_names_.end() && !name->second.empty()
+                              ? fmt::format("'{}' ({})", name->second, id)
+                              : id;
+  Status s(Code::kBusy, fmt::format("client {} has {} requests in flight (limit "
+                                    "--max-inflight-per-client {})",
+                                    who, held, inflight_->limit()));
+  if (ShouldLog("max-inflight-per-client")) KVT_LOG_WARN("refusing a request: {}", s.message());
+  return s;
 }
 
 void RpcFront::Complete(const Request& req, const Status& status, wire::BodyWriter* fields) {

@@ -17,6 +17,7 @@
 
 #include "common/eventfd.h"
 #include "common/thread_pool.h"
+#include "server/client_inflight.h"
 #include "server/handler_table.h"
 
 namespace kvtier {
@@ -41,7 +42,11 @@ class RpcFront {
   void ReceiveAll();
   void Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns);
   Status Hello(const Request& req, const zmq::message_t& body, wire::BodyWriter& reply);
-  void Execute(const Request& req, const Handler& h, const zmq::message_t& body);
+  // Runs the handler; gives `slot` (the request's in-flight slot, may be null) back before the
+  // reply is queued, unless the handler kept a copy for work that goes on.
+  void Execute(const Request& req, const Handler& h, const zmq::message_t& body,
+               ClientInflight::Slot slot = nullptr);
+  Status TooManyInflight(const Request& req, uint32_t held);
   // Thread-safe: queues a finished reply and wakes the socket thread.
   void Complete(const Request& req, const Status& status, wire::BodyWriter* fields);
   void SendReplies();
@@ -56,7 +61,10 @@ class RpcFront {
   std::mutex out_mu_;
   std::deque<std::pair<std::string, std::vector<std::string>>> outbox_;  // peer, frames
   std::unordered_map<std::string, uint32_t> hello_versions_;  // socket thread only
+  std::unordered_map<std::string, std::string> client_names_;  // from HELLO; socket thread only
   Counter* dropped_replies_;
+  std::shared_ptr<ClientInflight> inflight_;
+  Counter* inflight_refusals_;
   std::thread::id socket_thread_;
 };
 

@@ -25,6 +25,7 @@ struct ServerConfig {
   std::string log_level = "warn";
   uint64_t max_body_bytes = 16ULL << 20;
   uint64_t max_chunks_per_request = 65536;
+  uint32_t max_inflight_per_client = 64;  // queued or running requests of one connection
   double pin_ttl_s = 300;       // lookup read locks expire after this
   double session_ttl_s = 600;   // idle sessions (and their pins) are dropped after this
   bool l1_prefault = true;
