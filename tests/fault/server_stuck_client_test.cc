@@ -1,0 +1,72 @@
+// A client that sends requests and never reads a reply.
+#include <gtest/gtest.h>
+
+#include "fault/server_fault_fixture.h"
+
+namespace kvtier::fault {
+namespace {
+
+using testing::kPromptChunks;
+using testing::Worker;
+
+// The server keeps serving another client while one stops reading: once that client's reply
+// queue is full (ZMQ high-water mark) its replies are dropped and counted, so the server's memory
+// stays bounded instead of holding every reply it will never take.
+TEST(ServerStuckClient, RepliesToAClientThatStopsReadingAreDroppedAndCountedOthersServed) {
+  FaultServer server({});
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok());
+  ASSERT_EQ(StoreChecksummed(*client, w, 1), 4);
+  const uint64_t rss_start = server.RssKib();
+  const std::string dropped = "kvtier_dropped_replies_total";
+  ASSERT_EQ(server.Metric(dropped), 0);
+
+  RawClient stuck(server.port());
+  ASSERT_TRUE(stuck.Hello().ok());
+  const std::string empty = wire::BodyWriter().Finish();
+  const milliseconds bound(5000);
+  uint64_t sent = 0, rss_at_first_drop = 0, dropped_at_first = 0;
+  for (int round = 0; round < 60; ++round) {
+    // PINGs (answered on the socket thread) and STATS (a worker thread, a larger reply).
+    for (int i = 0; i < 20000; ++i, ++sent) {
+      stuck.Send(i % 2 ? wire::RequestType::kPing : wire::RequestType::kStats, empty);
+    }
+    auto t = Clock::now();
+    EXPECT_EQ(FetchChecksummed(*client, w, 1, "meanwhile-" + std::to_string(round)),
+              kPromptChunks);
+    EXPECT_LT(Since(t), bound);
+    const double d = server.Metric(dropped);
+    if (d > 0 && rss_at_first_drop == 0) {
+      rss_at_first_drop = server.RssKib();
+      dropped_at_first = static_cast<uint64_t>(d);
+    } else if (rss_at_first_drop != 0 && d > 2.0 * dropped_at_first + 100000) {
+      break;  // well past the point where the queue filled up
+    }
+  }
+  ASSERT_NE(rss_at_first_drop, 0u) << "no reply was dropped after " << sent << " requests";
+  // Everything the server answered after the first drop was dropped, not buffered: its RSS
+  // stays where it was when the queue filled up.
+  ASSERT_TRUE(WaitUntil([&] { return client->Ping().ok(); }));
+  const uint64_t rss_end = server.RssKib();
+  const double dropped_end = server.Metric(dropped);
+  std::printf("[ fault    ] stuck client: %llu requests sent, first drop after ~%llu; %.0f "
+              "replies dropped; server RSS %llu KiB at start, %llu at the first drop, %llu at "
+              "the end\n",
+              static_cast<unsigned long long>(sent),
+              static_cast<unsigned long long>(sent - dropped_at_first),
+              dropped_end, static_cast<unsigned long long>(rss_start),
+              static_cast<unsigned long long>(rss_at_first_drop),
+              static_cast<unsigned long long>(rss_end));
+  EXPECT_GT(dropped_end, 100000);
+  EXPECT_LT(rss_end, rss_at_first_drop + 32 * 1024) << "the server's memory kept growing";
+
+  // The other client is still served, and the stuck one, once it reads, gets replies again.
+  EXPECT_EQ(FetchChecksummed(*client, w, 1, "after"), kPromptChunks);
+  while (stuck.Receive(milliseconds(200))) {
+  }
+  EXPECT_TRUE(stuck.Hello().ok());
+}
+
+}  // namespace
+}  // namespace kvtier::fault
