@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/json_config.h"
 #include "common/logging.h"
+#include "common/secret_file.h"
 #include "server/cache_server.h"
 
 namespace kvtier::cli {
@@ -79,8 +80,12 @@ RunFn AddServerCommand(CLI::App& app) {
                   "LOOKUP jobs that may wait on L2 at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  auto token_file = std::make_shared<std::string>();
+  cmd->add_option("--auth-token-file", *token_file,
+                  "File holding the shared secret clients must prove (CURVE on the ZMQ port, "
+                  "'Authorization: Bearer' on HTTP); see docs/security.md");
 
-  return [cfg, cmd, config_file] {
+  return [cfg, cmd, config_file, token_file] {
     if (!config_file->empty()) {
       if (Status s = ApplyJsonConfig(*cmd, *config_file); !s.ok()) {
         std::cerr << "error: " << s.ToString() << "\n";
@@ -89,6 +94,14 @@ RunFn AddServerCommand(CLI::App& app) {
     }
     InitLogging();
     SetLogLevel(cfg->log_level);
+    if (!token_file->empty()) {
+      auto token = ReadSecretFile(*token_file, kMaxSecretBytes);
+      if (!token.ok()) {
+        std::cerr << "error: --auth-token-file " << token.status().message() << "\n";
+        return 2;
+      }
+      cfg->auth_token = std::move(*token);
+    }
     if (cfg->eviction_target_watermark > cfg->eviction_trigger_watermark) {
       std::cerr << "error: --eviction-target-watermark must be <= --eviction-trigger-watermark\n";
       return 2;

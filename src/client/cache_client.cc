@@ -20,6 +20,11 @@ CacheClient::~CacheClient() = default;
 
 Result<std::unique_ptr<CacheClient>> CacheClient::Connect(const ClientOptions& options) {
   std::unique_ptr<CacheClient> c(new CacheClient(options));
+  auto auth = wire::ClientAuth::Attach(
+      c->zctx_, c->socket_, options.auth_token,
+      fmt::format("the server at {}:{}", options.host, options.port));
+  if (!auth.ok()) return auth.status();
+  c->auth_ = std::move(auth).value();
   try {
     c->socket_.connect(fmt::format("tcp://{}:{}", options.host, options.port));
   } catch (const zmq::error_t& e) {
@@ -72,9 +77,11 @@ Result<wire::BodyReader> CacheClient::Wait(uint64_t request_id) {
                       fmt::format("no reply to request {} within {} ms", request_id,
                                   options_.timeout.count()));
       }
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      // Until a handshake succeeds, a refusal is an error at once rather than a timeout.
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, auth_->PollItem()};
+      zmq::poll(items, auth_->watching() ? 2 : 1, left);
+      KVT_RETURN_IF_ERROR(auth_->Check());
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
       std::vector<zmq::message_t> parts;
       while (true) {
         zmq::message_t m;

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "wire/messages.h"
 #include "wire/protocol.h"
+#include "wire/zmq_auth.h"
 
 namespace kvtier {
 
@@ -27,11 +28,15 @@ struct ClientOptions {
   uint16_t port = 5555;
   std::chrono::milliseconds timeout{30'000};
   std::string name = "kvtier-cpp";
+  // The server's --auth-token-file secret (ReadSecretFile reads one); empty: no authentication.
+  std::string auth_token;
 };
 
 class CacheClient {
  public:
-  // Connects and says HELLO; fails with VERSION_MISMATCH against an incompatible server.
+  // Connects and says HELLO; fails with VERSION_MISMATCH against an incompatible server, and
+  // with PERMISSION_DENIED, at once, when the server refuses this client's auth token (or its
+  // lack of one) or has none itself.
   static Result<std::unique_ptr<CacheClient>> Connect(const ClientOptions& options);
   ~CacheClient();
 
@@ -69,6 +74,7 @@ class CacheClient {
   ClientOptions options_;
   zmq::context_t zctx_{1};
   zmq::socket_t socket_;
+  std::unique_ptr<wire::ClientAuth> auth_;  // watches the handshake; destroyed before socket_
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::string> early_replies_;  // replies that arrived before their Wait()

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
-#include "common/logging.h"
+#include "common/listen_warning.h"
 
 namespace kvtier {
 
@@ -76,16 +76,23 @@ CacheServer::~CacheServer() {
 
 Status CacheServer::Start() {
   const auto& c = ctx_->config;
+  if (!c.auth_token.empty()) {
+    auto auth = wire::ZmqAuthServer::Start(zctx_, front_->socket(), c.auth_token, "rpc",
+                                           ctx_->metrics);
+    if (!auth.ok()) return auth.status();
+    auth_ = std::move(auth).value();
+  }
   KVT_RETURN_IF_ERROR(front_->Bind(fmt::format("tcp://{}:{}", c.host, c.port)));
   KVT_RETURN_IF_ERROR(handoff_->Start(wire::UdsNameForPort(c.port)));
   if (c.http_port != 0) {
     http_ = std::make_unique<HttpAdmin>(*ctx_);
     KVT_RETURN_IF_ERROR(http_->Start(c.host, c.http_port));
   }
-  if (c.host != "127.0.0.1" && c.host != "localhost" && c.host != "::1") {
-    KVT_LOG_WARN("listening on {} without authentication: anyone who can reach it can read and "
-                 "write the cache", c.host);
-  }
+  WarnIfExposed("server", c.host, !c.auth_token.empty(),
+                c.http_port != 0
+                    ? fmt::format("ZMQ port {} and HTTP port {}", c.port, HttpPort())
+                    : fmt::format("ZMQ port {}", c.port),
+                "read and write the cache");
   housekeeping_ = std::thread([this] { Housekeeping(); });
   return Status::Ok();
 }

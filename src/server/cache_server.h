@@ -16,6 +16,7 @@
 #include "server/rpc_front.h"
 #include "server/server_config.h"
 #include "server/server_context.h"
+#include "wire/zap_handler.h"
 
 namespace kvtier {
 
@@ -42,6 +43,7 @@ class CacheServer {
   std::shared_ptr<PrefetchController> prefetch_;
   HandlerTable table_;
   zmq::context_t zctx_{1};
+  std::unique_ptr<wire::ZmqAuthServer> auth_;  // outlives the front's socket, not the context
   std::unique_ptr<RpcFront> front_;
   std::unique_ptr<FdHandoffService> handoff_;
   std::unique_ptr<HttpAdmin> http_;

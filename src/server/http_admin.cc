@@ -12,6 +12,7 @@ namespace kvtier {
 
 HttpAdmin::HttpAdmin(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
   ReuseAddressOnly(*server_);
+  RequireBearerToken(*server_, ctx_.config.auth_token, &ctx_.metrics);
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

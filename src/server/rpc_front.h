@@ -28,6 +28,8 @@ class RpcFront {
   ~RpcFront();
 
   Status Bind(const std::string& endpoint);
+  // The ROUTER, for setup before Bind() (its CURVE authentication, wire/zap_handler.h).
+  zmq::socket_t& socket() { return router_; }
   // Serves until `stop` is notified, then lets queued work finish, sends its replies and returns.
   void Run(EventNotifier& stop);
 

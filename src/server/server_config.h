@@ -32,6 +32,9 @@ struct ServerConfig {
   std::vector<std::string> l2_adapters;  // adapter JSON objects, in cascade order
   std::string l2_store_policy = "default";  // "default" | "skip_l1"
   uint32_t l2_prefetch_max_in_flight = 8;   // LOOKUP jobs running at once when L2 is configured
+  // The shared secret of --auth-token-file: clients must prove it (CURVE on the ZMQ port, a bearer
+  // token on HTTP). Empty: no authentication.
+  std::string auth_token;
 };
 
 }  // namespace kvtier

@@ -18,13 +18,17 @@
 
 #include "client/cache_client.h"
 #include "common/free_port.h"
+#include "support/token_file.h"
 
 namespace kvtier::testing {
 
 class ServerProcess {
  public:
+  // An --auth-token-file in `extra_args` is read, so Options() and Client() present its secret.
   explicit ServerProcess(std::vector<std::string> extra_args = {})
-      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
+      : port_(FreeLoopbackPort()),
+        http_port_(FreeLoopbackPort()),
+        auth_token_(TokenFromArgs(extra_args)) {
     const char* bin = std::getenv("KVTIER_BIN");
     if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
     std::vector<std::string> args = {bin,           "server",
@@ -91,6 +95,7 @@ class ServerProcess {
     ClientOptions o;
     o.port = port_;
     o.timeout = std::chrono::milliseconds(10'000);
+    o.auth_token = auth_token_;
     return o;
   }
 
@@ -102,10 +107,12 @@ class ServerProcess {
 
   uint16_t port() const { return port_; }
   uint16_t http_port() const { return http_port_; }
+  const std::string& auth_token() const { return auth_token_; }
 
  private:
   uint16_t port_;
   uint16_t http_port_;
+  std::string auth_token_;
   pid_t pid_ = 0;
   int exit_status_ = -1;
 };
