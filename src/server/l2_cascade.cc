@@ -66,7 +66,7 @@ L2Cascade::L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRe
     up_.push_back(metrics.GetGauge("kvtier_l2_adapter_up", "1 while the adapter is healthy",
                                    {{"adapter", name}}));
     up_.back()->Set(1);
-    health_.push_back(std::make_unique<Health>());
+    health_.push_back(std::make_unique<AdapterHealth>());
   }
   router_ = std::make_unique<CompletionRouter>(std::move(raw));
 }
@@ -97,11 +97,29 @@ std::future<Completion> L2Cascade::Submit(size_t i, ConnectorOp op,
   return future;
 }
 
-bool L2Cascade::Up(size_t i) const { return health_[i]->up.load(); }
+bool L2Cascade::Health::Available() const {
+  return up.load() || NowNs() >= retry_at_ns.load();
+}
 
-bool L2Cascade::Available(size_t i) const {
-  const Health& h = *health_[i];
-  return h.up.load() || NowNs() >= h.retry_at_ns.load();
+bool L2Cascade::Health::MarkUp() {
+  failures.store(0);
+  return !up.exchange(true);
+}
+
+bool L2Cascade::Health::MarkDown(int64_t now_ns) {
+  const uint32_t n = failures.fetch_add(1) + 1;
+  retry_at_ns.store(now_ns + BackoffNs(n));
+  return up.exchange(false);
+}
+
+bool L2Cascade::Up(size_t i) const {
+  return health_[i]->all.up.load() && health_[i]->writes.up.load();
+}
+
+bool L2Cascade::Available(size_t i, ConnectorOp op) const {
+  const AdapterHealth& h = *health_[i];
+  const bool write = op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
+  return h.all.Available() && (!write || h.writes.Available());
 }
 
 void L2Cascade::Record(size_t i, const Completion& c) {
@@ -113,20 +131,32 @@ void L2Cascade::Record(size_t i, const Completion& c) {
   m.latency->Observe(std::chrono::duration<double>(c.latency).count());
   inflight_[i]->Set(static_cast<double>(adapters_[i]->Stats().inflight_bytes));
 
-  Health& h = *health_[i];
+  AdapterHealth& h = *health_[i];
+  const bool write = c.op == ConnectorOp::kStore || c.op == ConnectorOp::kRemove;
+  const bool was_up = Up(i);
   if (c.status.ok()) {
-    h.failures.store(0);
-    if (!h.up.exchange(true)) {
+    h.all.MarkUp();
+    if (write) h.writes.MarkUp();  // a read says nothing about room for writes
+    if (!was_up && Up(i)) {
       up_[i]->Set(1);
       KVT_LOG_WARN("L2 adapter {} is back", name(i));
     }
     return;
   }
   m.failed->Inc();
-  if (c.status.code() == Code::kInvalidArgument) return;  // a bad request, not a sick backend
-  const uint32_t failures = h.failures.fetch_add(1) + 1;
-  h.retry_at_ns.store(NowNs() + BackoffNs(failures));
-  if (h.up.exchange(false)) {
+  const Code code = c.status.code();
+  if (code == Code::kInvalidArgument) return;  // a bad request, not a sick backend
+  const bool unreachable = code == Code::kUnavailable || code == Code::kTimeout;
+  if (write && !unreachable) {
+    if (h.writes.MarkDown(NowNs()) && was_up) {
+      up_[i]->Set(0);
+      KVT_LOG_WARN("L2 adapter {} takes no writes ({} failed: {}); its stores are skipped until "
+                   "one succeeds, what it holds is still read",
+                   name(i), LaneName(c.op), c.status.message());
+    }
+    return;
+  }
+  if (h.all.MarkDown(NowNs()) && was_up) {
     up_[i]->Set(0);
     KVT_LOG_WARN("L2 adapter {} is down ({} failed: {}); its stores are skipped and its lookups "
                  "are misses until it answers again",
@@ -142,6 +172,7 @@ nlohmann::json L2Cascade::Status() const {
     a["name"] = name(i);
     a["type"] = adapters_[i]->Options().type;
     a["up"] = Up(i);
+    a["writes_up"] = health_[i]->writes.up.load();
     a["inflight_bytes"] = s.inflight_bytes;
     a["locked_keys"] = s.locked_keys;
     for (ConnectorOp op : kAllConnectorOps) {

@@ -2,8 +2,11 @@
 // delivers their completions, their per-adapter metrics, and their health: an adapter whose
 // operations fail is marked down and skipped (a miss for lookups, a skipped copy for stores)
 // until a retry time that backs off from 100 ms to 5 s; the first operation after that time is
-// the probe, and its success marks the adapter up again. Transitions are logged once each, so a
-// burst of failures makes one warning, not thousands.
+// the probe, and its success marks the adapter up again. A write (store, delete) that fails
+// without the backend being out of reach (not UNAVAILABLE or TIMEOUT: a full disk, a backend out
+// of memory) only stops writes the same way, until a store succeeds: what the backend holds is
+// still read. Transitions are logged once each, so a burst of failures makes one warning, not
+// thousands.
 #pragma once
 
 #include <array>
@@ -40,8 +43,10 @@ class L2Cascade {
               CompletionRouter::Callback done);
   std::future<Completion> Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit);
 
-  // False while the adapter is down and its retry time has not come.
-  bool Available(size_t i) const;
+  // False while the adapter is down (for `op`: writes may be down alone) and its retry time has
+  // not come.
+  bool Available(size_t i, ConnectorOp op) const;
+  // Up for reads and writes.
   bool Up(size_t i) const;
 
   // Closes every adapter (queued tasks complete as failed, so every callback runs), then stops
@@ -63,6 +68,13 @@ class L2Cascade {
     std::atomic<bool> up{true};
     std::atomic<uint32_t> failures{0};  // consecutive
     std::atomic<int64_t> retry_at_ns{0};
+    bool Available() const;
+    bool MarkUp();                    // true if it was down
+    bool MarkDown(int64_t now_ns);    // true if it was up
+  };
+  struct AdapterHealth {
+    Health all;     // the backend answers
+    Health writes;  // and takes writes
   };
 
   L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRegistry& metrics);
@@ -72,7 +84,7 @@ class L2Cascade {
   std::vector<std::array<OpMetrics, kConnectorOps>> metrics_;
   std::vector<Gauge*> inflight_;
   std::vector<Gauge*> up_;
-  std::vector<std::unique_ptr<Health>> health_;
+  std::vector<std::unique_ptr<AdapterHealth>> health_;
   std::unique_ptr<CompletionRouter> router_;
   std::once_flag closed_;
 };

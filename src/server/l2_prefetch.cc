@@ -81,7 +81,7 @@ L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& ke
   {
     std::vector<std::shared_ptr<Tracked>> t(adapters);
     for (size_t a = 0; a < adapters; ++a) {
-      if (!l2_.Available(a)) continue;
+      if (!l2_.Available(a, ConnectorOp::kLookup)) continue;
       t[a] = Submit(
           l2_, a, ConnectorOp::kLookup, [&](Connector& c) { return c.SubmitLookup(*names); },
           [this, a, names](const Completion& c) { Unlock(a, *names, c.results); });

@@ -101,7 +101,7 @@ void StoreController::Pump(size_t i, std::unique_lock<std::mutex>& lock) {
   const uint64_t limit = l2_.adapter(i).Options().max_inflight_bytes;
   while (!aq.q.empty()) {
     Queued item = aq.q.front();
-    if (!l2_.Available(i)) {
+    if (!l2_.Available(i, ConnectorOp::kStore)) {
       aq.q.pop_front();
       aq.queued_bytes -= item.bytes;
       Release(item, skipped_down_[i]);
