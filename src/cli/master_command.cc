@@ -1,5 +1,7 @@
 // `kvtier master`: the store's metadata master (docs/store.md): RPC on --host:--port, HTTP
 // /healthz /status /metrics on --http-port. Checks its flags, then runs until SIGTERM/SIGINT.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -8,7 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/store_commands_common.h"
+#include "common/listen_warning.h"
 #include "common/logging.h"
+#include "common/secret_file.h"
 #include "store/master/master_server.h"
 
 namespace kvtier::cli {
@@ -26,6 +30,7 @@ struct MasterFlags {
   double put_start_release_timeout_s = 600;
   uint32_t replicas = 1;
   std::string log_level = "warn";
+  std::string auth_token_file;
 };
 
 std::chrono::milliseconds Seconds(double s) {
@@ -67,13 +72,22 @@ int RunMaster(const MasterFlags& f) {
     std::cerr << "error: " << problem << "\n";
     return 2;
   }
-  WarnIfNotLoopback("master", f.host, "mount segments and remove keys");
+  std::string token;
+  if (!f.auth_token_file.empty()) {
+    auto t = ReadSecretFile(f.auth_token_file, kMaxSecretBytes);
+    if (!t.ok()) {
+      std::cerr << "error: --auth-token-file " << t.status().message() << "\n";
+      return 2;
+    }
+    token = std::move(*t);
+  }
   const sigset_t signals = BlockStopSignals();  // the server's threads inherit the mask
 
   store::MasterServerOptions options;
   options.host = f.host;
   options.port = f.port;
   options.http_port = f.http_port;
+  options.auth_token = token;
   options.service.eviction_high_watermark_ratio = f.eviction_high_watermark_ratio;
   options.service.eviction_ratio = f.eviction_ratio;
   options.service.client_ttl = Seconds(f.client_ttl_s);
@@ -86,6 +100,11 @@ int RunMaster(const MasterFlags& f) {
     std::cerr << "error: " << s.ToString() << "\n";
     return 1;
   }
+  WarnIfExposed("master", f.host, !token.empty(),
+                f.http_port != 0
+                    ? fmt::format("RPC port {} and HTTP port {}", f.port, f.http_port)
+                    : fmt::format("RPC port {}", f.port),
+                "mount segments, read where every object lives and remove keys");
   std::cerr << "kvtier master listening on tcp://" << f.host << ":" << f.port << " (http "
             << (f.http_port != 0 ? std::to_string(f.http_port) : std::string("off"))
             << ", replicas " << f.replicas << ", lease " << f.default_kv_lease_ttl_ms
@@ -128,6 +147,10 @@ RunFn AddMasterCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--replicas", f->replicas, "Replicas per object unless a put asks otherwise")
       ->capture_default_str();
+  cmd->add_option("--auth-token-file", f->auth_token_file,
+                  "File holding the store's shared secret: nodes and clients must prove it "
+                  "(CURVE on the RPC port, 'Authorization: Bearer' on HTTP); see "
+                  "docs/security.md");
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));

@@ -1,12 +1,15 @@
 // `kvtier node`: a store node (docs/store.md): contributes --global-segment-size bytes to the
 // store, serves the data plane on --host:--port and dummy clients on @kvtier-node-<port>, and
 // optionally HTTP /healthz /status /metrics. Runs until SIGTERM/SIGINT.
+#include <fmt/format.h>
+
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/store_commands_common.h"
+#include "common/listen_warning.h"
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "common/secret_file.h"
@@ -14,7 +17,6 @@
 #include "store/common/admin_http.h"
 #include "store/node/dummy_service.h"
 #include "store/node/store_node.h"
-#include "store/transport/data_plane_protocol.h"
 
 namespace kvtier::cli {
 namespace {
@@ -41,14 +43,12 @@ int RunNode(const NodeFlags& f) {
   }
   std::string token;
   if (!f.auth_token_file.empty()) {
-    auto t = ReadSecretFile(f.auth_token_file, store::dp::kMaxTokenBytes);
+    auto t = ReadSecretFile(f.auth_token_file, kMaxSecretBytes);
     if (!t.ok()) {
       std::cerr << "error: --auth-token-file " << t.status().message() << "\n";
       return 2;
     }
     token = std::move(*t);
-  } else {
-    WarnIfNotLoopback("node", f.host, "read and write this node's segment");
   }
   const sigset_t signals = BlockStopSignals();  // the node's threads inherit the mask
 
@@ -85,11 +85,17 @@ int RunNode(const NodeFlags& f) {
       },
       &metrics);
   if (f.http_port != 0) {
+    http.RequireToken(token);
     if (Status s = http.Start(f.host, f.http_port); !s.ok()) {
       std::cerr << "error: " << s.ToString() << "\n";
       return 1;
     }
   }
+  WarnIfExposed("node", f.host, !token.empty(),
+                f.http_port != 0 ? fmt::format("data-plane port {} and HTTP port {}", n->port(),
+                                               f.http_port)
+                                 : fmt::format("data-plane port {}", n->port()),
+                "read and write this node's segment");
   std::cerr << "kvtier node " << n->info().endpoint << " (segment " << f.segment_size
             << ", master " << f.master << ", dummy socket @"
             << store::DummySocketName(n->port())
@@ -123,8 +129,9 @@ RunFn AddNodeCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("!--no-prefault", f->prefault, "Do not touch the segment's pages at start");
   cmd->add_option("--auth-token-file", f->auth_token_file,
-                  "File holding the data plane's shared secret: peers must present it (every "
-                  "node of a cluster uses the same)");
+                  "File holding the store's shared secret: this node proves it to the master, "
+                  "peers present it on the data plane, HTTP requests as a bearer token (every "
+                  "process of a cluster uses the same); see docs/security.md");
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));

@@ -21,18 +21,21 @@
 
 namespace kvtier::testing {
 
-// GET http://127.0.0.1:port/path; empty on failure.
-inline std::string HttpGet(uint16_t port, const std::string& path) {
+// GET http://127.0.0.1:port/path, with "Authorization: Bearer <token>" unless `token` is empty;
+// empty on failure.
+inline std::string HttpGet(uint16_t port, const std::string& path, const std::string& token = "") {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(std::chrono::seconds(2));
+  if (!token.empty()) c.set_bearer_token_auth(token.c_str());
   auto res = c.Get(path.c_str());
   return res && res->status == 200 ? res->body : std::string();
 }
 
 // The value of one series in /metrics, e.g. Metric(p, "kvtier_node_dummies_connected");
 // -1 when absent.
-inline double Metric(uint16_t http_port, const std::string& series) {
-  const std::string text = HttpGet(http_port, "/metrics");
+inline double Metric(uint16_t http_port, const std::string& series,
+                     const std::string& token = "") {
+  const std::string text = HttpGet(http_port, "/metrics", token);
   size_t pos = 0;
   while ((pos = text.find(series + " ", pos)) != std::string::npos) {
     if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
@@ -41,8 +44,9 @@ inline double Metric(uint16_t http_port, const std::string& series) {
   return -1;
 }
 
-inline nlohmann::json HttpJson(uint16_t port, const std::string& path) {
-  const std::string body = HttpGet(port, path);
+inline nlohmann::json HttpJson(uint16_t port, const std::string& path,
+                               const std::string& token = "") {
+  const std::string body = HttpGet(port, path, token);
   return body.empty() ? nlohmann::json() : nlohmann::json::parse(body, nullptr, false);
 }
 
@@ -63,7 +67,9 @@ class NodeProcess {
  public:
   NodeProcess(const std::string& master, const std::string& segment_size,
               std::vector<std::string> extra = {}, uint16_t port = 0)
-      : port_(port != 0 ? port : FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
+      : port_(port != 0 ? port : FreeLoopbackPort()),
+        http_port_(FreeLoopbackPort()),
+        auth_token_(TokenFromArgs(extra)) {
     std::vector<std::string> args = {KvtierBin(), "node", "--master", master, "--port",
                                      std::to_string(port_), "--http-port",
                                      std::to_string(http_port_), "--global-segment-size",
@@ -77,10 +83,12 @@ class NodeProcess {
   }
 
   bool Mounted() {
-    auto j = HttpJson(http_port_, "/status");
+    auto j = HttpJson(http_port_, "/status", auth_token_);
     return j.is_object() && j.value("mounted", false);
   }
-  double Metric(const std::string& series) const { return testing::Metric(http_port_, series); }
+  double Metric(const std::string& series) const {
+    return testing::Metric(http_port_, series, auth_token_);
+  }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   uint16_t port() const { return port_; }
   uint16_t http_port() const { return http_port_; }
@@ -89,6 +97,7 @@ class NodeProcess {
  private:
   uint16_t port_;
   uint16_t http_port_;
+  std::string auth_token_;  // of an --auth-token-file in `extra`, for its HTTP admin
   ChildProcess proc_;
 };
 

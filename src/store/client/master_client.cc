@@ -16,12 +16,19 @@
 
 #include "store/common/master_protocol.h"
 #include "wire/frames.h"
+#include "wire/zmq_auth.h"
 
 namespace kvtier::store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Socket = std::unique_ptr<zmq::socket_t>;
+
+// A DEALER and the watch on its handshakes (destroyed first).
+struct Connection {
+  std::unique_ptr<zmq::socket_t> socket;
+  std::unique_ptr<wire::ClientAuth> auth;
+};
+using Socket = std::unique_ptr<Connection>;
 
 constexpr size_t kMaxIdleSockets = 16;
 
@@ -160,12 +167,18 @@ StoreResult<Socket> MasterClient::Checkout() {
     }
   }
   try {
-    auto s = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-    s->set(zmq::sockopt::linger, 0);
-    s->set(zmq::sockopt::reconnect_ivl, 100);
-    s->set(zmq::sockopt::reconnect_ivl_max, 100);
-    s->connect(endpoint_);
-    return s;
+    auto c = std::make_unique<Connection>();
+    c->socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    zmq::socket_t& s = *c->socket;
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::reconnect_ivl, 100);
+    s.set(zmq::sockopt::reconnect_ivl_max, 100);
+    auto auth = wire::ClientAuth::Attach(context_, s, options_.auth_token,
+                                         "the master at " + options_.address);
+    if (!auth.ok()) return StoreStatus(ErrorCode::RPC_FAIL, auth.status().message());
+    c->auth = std::move(auth).value();
+    s.connect(endpoint_);
+    return c;
   } catch (const zmq::error_t& e) {
     return StoreStatus(ErrorCode::RPC_FAIL,
                        fmt::format("cannot connect to the master at {}: {}", endpoint_, e.what()));
@@ -180,7 +193,8 @@ void MasterClient::Return(Socket socket) {
 StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   auto socket = Checkout();
   if (!socket.ok()) return socket.status();
-  zmq::socket_t& s = **socket;
+  zmq::socket_t& s = *(*socket)->socket;
+  wire::ClientAuth& auth = *(*socket)->auth;
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   const std::string id_frame = wire::EncodeUintFrame(id);
   const std::string op_frame = wire::EncodeUintFrame(static_cast<uint64_t>(q.op));
@@ -199,19 +213,25 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
     while (true) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                                Clock::now());
-      zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      // Until a handshake succeeds, a refusal ends the call at once instead of at the timeout.
+      zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, auth.PollItem()};
       int ready = 0;
       try {
-        if (left.count() > 0) ready = zmq::poll(&item, 1, left);
+        if (left.count() > 0) ready = zmq::poll(items, auth.watching() ? 2 : 1, left);
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;  // a signal handler ran: wait out the rest
         throw;
+      }
+      if (Status refused = auth.Check(); !refused.ok()) {
+        return StoreStatus(ErrorCode::ILLEGAL_CLIENT,
+                           fmt::format("{}: {}", op_name, refused.message()));
       }
       if (ready == 0) {
         return StoreStatus(ErrorCode::RPC_TIMEOUT,
                            fmt::format("{}: no reply from the master at {} within {} ms", op_name,
                                        endpoint_, options_.timeout.count()));
       }
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
       std::vector<zmq::message_t> parts;
       do {
         zmq::message_t m;

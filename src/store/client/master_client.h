@@ -1,21 +1,29 @@
 // MasterApi over the network: msgpack requests on a ZMQ DEALER to the master's ROUTER
 // (docs/store.md "Master RPC"). Connecting is lazy and survives master restarts (ZMQ reconnects);
 // a call that gets no answer within the timeout returns RPC_TIMEOUT for every key and its socket
-// is replaced, so a late reply can never be taken for the next call's. Thread-safe: each call
-// checks a socket out of a small pool.
+// is replaced, so a late reply can never be taken for the next call's. A master that refuses this
+// client's secret (or its lack of one) is ILLEGAL_CLIENT at once, naming the cause. Thread-safe:
+// each call checks a socket out of a small pool.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "store/common/master_api.h"
 
 namespace kvtier::store {
 
 struct MasterClientOptions {
+  MasterClientOptions() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): callers write {address, timeout}.
+  MasterClientOptions(std::string a, std::chrono::milliseconds t, std::string token = "")
+      : address(std::move(a)), timeout(t), auth_token(std::move(token)) {}
+
   std::string address = "127.0.0.1:50051";  // "host:port"
   std::chrono::milliseconds timeout{5000};
+  std::string auth_token;  // the master's --auth-token-file secret; empty: none
 };
 
 std::unique_ptr<MasterApi> ConnectMaster(const MasterClientOptions& options);

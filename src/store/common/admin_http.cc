@@ -9,7 +9,7 @@
 namespace kvtier::store {
 
 AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics)
-    : server_(std::make_unique<httplib::Server>()) {
+    : metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
   ReuseAddressOnly(*server_);
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
@@ -23,6 +23,10 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
 }
 
 AdminHttp::~AdminHttp() { Stop(); }
+
+void AdminHttp::RequireToken(const std::string& token) {
+  RequireBearerToken(*server_, token, metrics_);
+}
 
 Status AdminHttp::Start(const std::string& host, uint16_t port) {
   if (port == 0) {

@@ -23,12 +23,15 @@ class AdminHttp {
  public:
   AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics);
   ~AdminHttp();  // Stop()
+  // Before Start(): every request must then carry "Authorization: Bearer <token>" (401 without).
+  void RequireToken(const std::string& token);
   // Port 0 picks a free port (see Port()).
   Status Start(const std::string& host, uint16_t port);
   void Stop();
   uint16_t Port() const { return port_; }
 
  private:
+  MetricsRegistry* metrics_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   uint16_t port_ = 0;

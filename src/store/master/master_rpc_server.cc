@@ -101,8 +101,14 @@ MasterRpcServer::MasterRpcServer(MasterApi& api, MetricsRegistry& metrics)
 
 MasterRpcServer::~MasterRpcServer() { Stop(); }
 
-Status MasterRpcServer::Start(const std::string& host, uint16_t port) {
+Status MasterRpcServer::Start(const std::string& host, uint16_t port,
+                              const std::string& auth_token) {
   endpoint_ = fmt::format("tcp://{}:{}", host, port);
+  if (!auth_token.empty()) {
+    auto auth = wire::ZmqAuthServer::Start(context_, router_, auth_token, "rpc", metrics_);
+    if (!auth.ok()) return Status(auth.status().code(), "master rpc: " + auth.status().message());
+    auth_ = std::move(auth).value();
+  }
   try {
     router_.bind(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -118,6 +124,7 @@ void MasterRpcServer::Stop() {
   stop_.Notify();
   thread_.join();
   router_.close();
+  auth_.reset();
   // ZMQ closes the listener in its I/O thread; terminating the context waits for that, so the
   // port is free when Stop() returns (a restart on the same port cannot race it).
   context_.close();

@@ -18,6 +18,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "store/common/master_api.h"
+#include "wire/zap_handler.h"
 
 namespace kvtier::store {
 
@@ -36,8 +37,9 @@ class MasterRpcServer {
   MasterRpcServer& operator=(const MasterRpcServer&) = delete;
 
   // Binds tcp://host:port (an error names the endpoint, e.g. when the port is taken) and starts
-  // serving. Call once.
-  Status Start(const std::string& host, uint16_t port);
+  // serving. With a non-empty `auth_token`, only clients that prove it are let in (CURVE,
+  // wire/zap_handler.h). Call once.
+  Status Start(const std::string& host, uint16_t port, const std::string& auth_token = "");
   // Returns promptly, with the port free again; requests not yet read are dropped (their
   // callers time out). A stopped server cannot be started again.
   void Stop();
@@ -54,6 +56,7 @@ class MasterRpcServer {
   MetricsRegistry& metrics_;
   zmq::context_t context_{1};
   zmq::socket_t router_;
+  std::unique_ptr<wire::ZmqAuthServer> auth_;
   EventNotifier stop_;
   std::thread thread_;
   std::string endpoint_;

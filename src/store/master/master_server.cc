@@ -62,8 +62,11 @@ MasterServer::~MasterServer() { Stop(); }
 Status MasterServer::Start() {
   Impl& m = *impl_;
   if (m.started) return Status(Code::kInvalidArgument, "master already started");
-  if (Status s = m.rpc.Start(m.options.host, m.options.port); !s.ok()) return s;
+  if (Status s = m.rpc.Start(m.options.host, m.options.port, m.options.auth_token); !s.ok()) {
+    return s;
+  }
   if (m.options.http_port != 0) {
+    m.http.RequireToken(m.options.auth_token);
     if (Status s = m.http.Start(m.options.host, m.options.http_port); !s.ok()) {
       m.rpc.Stop();
       return s;

@@ -15,6 +15,9 @@ struct MasterServerOptions {
   std::string host = "127.0.0.1";  // every listener binds here only
   uint16_t port = 50051;
   uint16_t http_port = 9003;       // 0: no HTTP
+  // Shared secret (--auth-token-file): RPC clients prove it with CURVE, HTTP requests carry it as
+  // a bearer token. Empty: no authentication.
+  std::string auth_token;
   MasterOptions service;
 };
 

@@ -12,7 +12,6 @@
 
 #include "common/memfd.h"
 #include "common/secret_file.h"
-#include "store/transport/data_plane_protocol.h"
 
 namespace kvtier::store {
 namespace {
@@ -197,8 +196,8 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
   auto text = String(key, value);
   if (!text.ok()) return text.status();
   if (key == "local_hostname") return Hostname(*text, out.embedded_options.node);
-  if (key == "auth_token_file") {  // the data plane's shared secret, as `kvtier node` has it
-    auto secret = ReadSecretFile(*text, dp::kMaxTokenBytes);
+  if (key == "auth_token_file") {  // the store's shared secret, as `kvtier node` has it
+    auto secret = ReadSecretFile(*text, kMaxSecretBytes);
     if (!secret.ok()) return Bad("'auth_token_file' " + secret.status().message());
     out.embedded_options.node.auth_token = std::move(*secret);
     return StoreStatus::Ok();

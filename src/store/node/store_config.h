@@ -8,7 +8,7 @@
 //   embedded: local_hostname ["127.0.0.1", "host" or "host:port", no port = a free one],
 //             master_server_addr ["127.0.0.1:50051"], global_segment_size [16 MiB],
 //             local_buffer_size (accepted; an embedded client stages nothing),
-//             auth_token_file (the data plane's shared secret, as `kvtier node --auth-token-file`)
+//             auth_token_file (the store's shared secret, as `kvtier node --auth-token-file`)
 //   dummy:    server_address, mem_pool_size [0], local_buffer_size [16 MiB]
 //   both:     protocol ["tcp", the only one], rpc_timeout_ms [5000];
 //             metadata_server, rdma_devices, engine (Mooncake's; accepted and ignored)

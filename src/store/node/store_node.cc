@@ -71,26 +71,28 @@ struct StoreNode::Impl {
         ->Set(static_cast<double>(segment.size));
   }
 
-  // One heartbeat: ping, and (re-)mount when the master does not know this node.
-  void Beat() {
+  // One heartbeat: ping, and (re-)mount when the master does not know this node. Returns the
+  // error of the ping or the mount, if any.
+  StoreStatus Beat() {
     auto reply = master->Ping(info);
     if (!reply.ok()) {
       if (mounted.exchange(false)) {
         KVT_LOG_WARN("node: master unreachable: {}", reply.status().ToString());
       }
-      return;
+      return reply.status();
     }
-    if (!reply->need_remount && mounted) return;
+    if (!reply->need_remount && mounted) return StoreStatus::Ok();
     StoreStatus s = segment.size == 0 ? StoreStatus::Ok() : master->MountSegment(info, segment);
     if (!s.ok()) {
       if (ShouldLog("node-mount")) KVT_LOG_WARN("node: mount failed: {}", s.ToString());
-      return;
+      return s;
     }
     if (!mounted.exchange(true)) {
       remounts->Inc();
       KVT_LOG_INFO("node {}: segment of {} bytes mounted at {}", info.endpoint, segment.size,
                    options.master);
     }
+    return StoreStatus::Ok();
   }
 
   void HeartbeatLoop() {
@@ -99,7 +101,11 @@ struct StoreNode::Impl {
       hb_cv.wait_for(lk, options.heartbeat_interval, [this] { return stopping; });
       if (stopping) break;
       lk.unlock();
-      Beat();
+      // A master restarted with another secret refuses every beat: say why, now and then.
+      if (StoreStatus s = Beat();
+          s.code() == ErrorCode::ILLEGAL_CLIENT && ShouldLog("node-master-auth", 60.0)) {
+        KVT_LOG_ERROR("node: {}", s.ToString());
+      }
       lk.lock();
     }
   }
@@ -111,7 +117,8 @@ struct StoreNode::Impl {
 
 StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
                                                          MetricsRegistry* metrics) {
-  return Start(options, ConnectMaster({options.master, options.rpc_timeout}), metrics);
+  return Start(options,
+               ConnectMaster({options.master, options.rpc_timeout, options.auth_token}), metrics);
 }
 
 StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
@@ -147,7 +154,9 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
                       options.rpc_timeout, 8, options.auth_token},
       impl->metrics);
   impl->InitMetrics();
-  impl->Beat();  // mounted at once when the master is up; otherwise the heartbeat keeps trying
+  // Mounted at once when the master is up; otherwise the heartbeat keeps trying. A master that
+  // refuses this node's secret will not change its mind: that is a startup error.
+  if (StoreStatus s = impl->Beat(); s.code() == ErrorCode::ILLEGAL_CLIENT) return s;
   Impl* raw = impl.get();
   impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
   return std::unique_ptr<StoreNode>(new StoreNode(std::move(impl)));

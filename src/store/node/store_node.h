@@ -30,8 +30,8 @@ struct NodeOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds rpc_timeout{5000};  // master RPCs and each transfer batch
   bool prefault = true;            // touch the segment's pages at start
-  // Shared secret of the data plane: peers must present it when they connect, and this node
-  // presents it to theirs. Empty: no authentication.
+  // The store's shared secret: this node proves it to the master (CURVE), peers present it to
+  // this node's data plane and this node to theirs. Empty: no authentication.
   std::string auth_token;
 };
 
@@ -47,7 +47,8 @@ struct MutableBuffer {
 class StoreNode {
  public:
   // Maps the segment, starts the data plane, mounts at the master and starts heartbeats. A master
-  // that is not up yet is not an error: the heartbeat mounts once it answers.
+  // that is not up yet is not an error: the heartbeat mounts once it answers. A master that
+  // refuses this node's secret (or its lack of one) is: ILLEGAL_CLIENT.
   static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
                                                        MetricsRegistry* metrics);
   // For tests: a node whose master is in-process. `metrics` may be null (the node keeps its own).
