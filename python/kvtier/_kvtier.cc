@@ -18,6 +18,7 @@
 #include "client/kv_layouts.h"
 #include "common/hashing.h"
 #include "common/memfd.h"
+#include "common/secret_file.h"
 
 namespace py = pybind11;
 
@@ -175,12 +176,14 @@ wire::PrefixKey MakeKey(const py::handle& tokens, const py::handle& hashes, uint
 
 class PyCacheClient {
  public:
-  PyCacheClient(const std::string& host, uint16_t port, int64_t timeout_ms) {
+  PyCacheClient(const std::string& host, uint16_t port, int64_t timeout_ms,
+                const std::optional<std::string>& auth_token_file) {
     ClientOptions o;
     o.host = host;
     o.port = port;
     o.timeout = std::chrono::milliseconds(timeout_ms);
     o.name = "kvtier-python";
+    if (auth_token_file) o.auth_token = Take(ReadSecretFile(*auth_token_file, kMaxSecretBytes));
     client_ = Take(NoGil([&] { return CacheClient::Connect(o); }));
   }
 
@@ -344,8 +347,11 @@ PYBIND11_MODULE(_kvtier, m) {
   using C = PyCacheClient;
   const auto none = py::none();
   py::class_<C>(m, "CacheClient", "Connection to a kvtier server (thread-safe).")
-      .def(py::init<const std::string&, uint16_t, int64_t>(), py::arg("host") = "127.0.0.1",
-           py::arg("port") = 5555, py::arg("timeout_ms") = 30000)
+      .def(py::init<const std::string&, uint16_t, int64_t, const std::optional<std::string>&>(),
+           py::arg("host") = "127.0.0.1", py::arg("port") = 5555, py::arg("timeout_ms") = 30000,
+           py::arg("auth_token_file") = none,
+           "auth_token_file: the server's --auth-token-file (a wrong or missing one is a "
+           "KvtierError with code_name PERMISSION_DENIED)")
       .def("server_info", &C::ServerInfo)
       .def("register_kv_buffers", &C::Register, py::arg("instance_id"), py::arg("model"),
            py::arg("world_size"), py::arg("rank"), py::arg("buffers"), py::arg("layout"))

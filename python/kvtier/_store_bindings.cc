@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/memfd.h"
+#include "common/secret_file.h"
 #include "store/client/dummy_client.h"
 #include "store/client/store_client.h"
 #include "store/node/embedded_client.h"
@@ -188,8 +189,16 @@ class StoreHandle {
   }
 
   py::tuple SetupEmbedded(const std::string& master, const std::string& host, uint16_t port,
-                          uint64_t global_segment_size, uint64_t local_buffer_size) {
+                          uint64_t global_segment_size, uint64_t local_buffer_size,
+                          const std::string& auth_token_file) {
     store::EmbeddedOptions o;
+    if (!auth_token_file.empty()) {
+      auto secret = ReadSecretFile(auth_token_file, kMaxSecretBytes);
+      if (!secret.ok()) {
+        return py::make_tuple(kInvalidParams, "auth_token_file " + secret.status().message());
+      }
+      o.node.auth_token = std::move(*secret);
+    }
     o.node.master = master;
     o.node.host = host;
     o.node.port = port;
@@ -362,7 +371,8 @@ void InitStoreBindings(py::module_& m) {
       .def("_setup_dummy", &StoreHandle::SetupDummy, py::arg("mem_pool_size"),
            py::arg("local_buffer_size"), py::arg("server_address"))
       .def("_setup_embedded", &StoreHandle::SetupEmbedded, py::arg("master"), py::arg("host"),
-           py::arg("port"), py::arg("global_segment_size"), py::arg("local_buffer_size"))
+           py::arg("port"), py::arg("global_segment_size"), py::arg("local_buffer_size"),
+           py::arg("auth_token_file") = "")
       .def_property_readonly("is_set_up", &StoreHandle::IsSetUp,
                              "True between a successful setup and close().")
       .def("put", &StoreHandle::Put, py::arg("key"), py::arg("value"), py::arg("config") = none,

@@ -43,10 +43,12 @@ class LocalServer:
     """Context manager: starts the server, waits until it answers PING, stops it on exit.
 
     Attributes once started: ``port`` (ZMQ), ``http_port``, ``pid``, ``log_path``.
+    With ``auth_token_file``, the server requires that secret and ``client()`` presents it.
     """
 
     def __init__(self, binary=None, l1_size_gb=0.25, chunk_size=256, extra_args=(),
-                 start_timeout_s=15.0, stop_timeout_s=10.0, log_level="warn", prefault=False):
+                 start_timeout_s=15.0, stop_timeout_s=10.0, log_level="warn", prefault=False,
+                 auth_token_file=None):
         self.binary = find_binary(binary)
         self.l1_size_gb = l1_size_gb
         self.chunk_size = chunk_size
@@ -55,6 +57,7 @@ class LocalServer:
         self.stop_timeout_s = stop_timeout_s
         self.log_level = log_level
         self.prefault = prefault
+        self.auth_token_file = auth_token_file
         self.port = self.http_port = None
         self._proc = None
         self._log = None
@@ -68,7 +71,8 @@ class LocalServer:
         return self._log.name if self._log else None
 
     def client(self, timeout_ms=30000):
-        return CacheClient("127.0.0.1", self.port, timeout_ms)
+        return CacheClient("127.0.0.1", self.port, timeout_ms,
+                           auth_token_file=self.auth_token_file)
 
     def start(self):
         # A port picked here may be taken before the server binds it: retry with fresh ones.
@@ -89,6 +93,8 @@ class LocalServer:
                 "--chunk-size", str(self.chunk_size), "--log-level", self.log_level]
         if not self.prefault:
             args.append("--no-l1-prefault")
+        if self.auth_token_file:
+            args += ["--auth-token-file", str(self.auth_token_file)]
         self._log = tempfile.NamedTemporaryFile(prefix="kvtier-server-", suffix=".log",
                                                 delete=False)
         self._proc = subprocess.Popen(args + self.extra_args, stdin=subprocess.DEVNULL,
@@ -103,7 +109,7 @@ class LocalServer:
                 raise RuntimeError(f"kvtier server exited with {self._proc.returncode}:\n"
                                    + self.log_tail())
             try:
-                c = CacheClient("127.0.0.1", self.port, 200)
+                c = self.client(timeout_ms=200)
                 c.ping()
                 c.close()
                 return

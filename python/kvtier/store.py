@@ -121,14 +121,16 @@ class DistributedStore(_StoreHandle):
               local_buffer_size=16 * _MB, protocol="tcp", rdma_devices="",
               master_server_addr="127.0.0.1:50051", engine=None, enable_ssd_offload=False,
               ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
-              client_http_port=9300):
+              client_http_port=9300, auth_token_file=None):
         """Makes this process a store node: it mounts a segment of ``global_segment_size`` bytes.
 
         ``local_hostname`` is "host" or "host:port": the node's data plane binds there (no port:
         a free one). ``master_server_addr`` is the master's "host:port". ``metadata_server``,
         ``rdma_devices`` and ``engine`` are accepted and ignored. ``protocol`` must be "tcp".
-        Sizes are ints or strings ("4GB"). Also ``setup(dict)`` with those keys. Returns 0, or a
-        negative ErrorCode (INVALID_PARAMS for bad arguments; the reason is logged).
+        Sizes are ints or strings ("4GB"). ``auth_token_file`` (a kvtier addition): the store's
+        shared secret, the file of the master's ``--auth-token-file`` (docs/security.md). Also
+        ``setup(dict)`` with those keys. Returns 0, or a negative ErrorCode (INVALID_PARAMS for bad
+        arguments, ILLEGAL_CLIENT when the master refuses the secret; the reason is logged).
         """
         if isinstance(local_hostname, dict):
             return self._setup_from_dict(local_hostname)
@@ -155,7 +157,8 @@ class DistributedStore(_StoreHandle):
             local = parse_byte_size(local_buffer_size)
         except (ValueError, TypeError) as e:
             return self._refuse("setup", e)
-        code, message = self._setup_embedded(master_server_addr, host, port, segment, local)
+        code, message = self._setup_embedded(master_server_addr, host, port, segment, local,
+                                             str(auth_token_file or ""))
         return self._report("setup", code, message)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address="127.0.0.1:50052"):
@@ -185,7 +188,7 @@ class DistributedStore(_StoreHandle):
             if key in args or key == "local_hostname":
                 args[key] = value
             elif key in ("tenant_id", "enable_ssd_offload", "ssd_offload_path",
-                         "enable_client_http_server", "client_http_port"):
+                         "enable_client_http_server", "client_http_port", "auth_token_file"):
                 extras[key] = value
             elif key not in _IGNORED_DICT_KEYS:
                 _log.warning("setup: ignoring unknown config key %r", key)
