@@ -83,6 +83,9 @@ class DummyContext {
 
 class DummyContextTable {
  public:
+  // `mapped_bytes`: where the node's mappings of dummies' memfds are counted (may be null).
+  explicit DummyContextTable(Gauge* mapped_bytes = nullptr)
+      : mappings_(std::make_shared<RegionMappings>(mapped_bytes)) {}
   // ILLEGAL_CLIENT when a context with the same id is live (another connection claims it).
   StoreStatus Attach(const std::shared_ptr<DummyContext>& context);
   // Removes the entry if it is still this very context.
@@ -95,7 +98,7 @@ class DummyContextTable {
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<DummyContext>> contexts_;
-  const std::shared_ptr<RegionMappings> mappings_ = std::make_shared<RegionMappings>();
+  const std::shared_ptr<RegionMappings> mappings_;
 };
 
 }  // namespace kvtier::store

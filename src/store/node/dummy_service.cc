@@ -53,7 +53,8 @@ struct DummyService::Impl {
     bool cut_off = false;  // guarded by mu: the monitor shut it down (TTL)
   };
 
-  Impl(StoreNode& n, DummyServiceOptions o, MetricsRegistry& r) : node(n), options(o), metrics(r) {}
+  Impl(StoreNode& n, DummyServiceOptions o, MetricsRegistry& r)
+      : node(n), options(o), metrics(r), table(metrics.mapped_bytes) {}
 
   void AcceptLoop();
   void MonitorLoop();

@@ -71,6 +71,10 @@ StoreStatus StatusOf(const StoreStatus& s) { return s; }
 DummyMetrics::DummyMetrics(MetricsRegistry& r) : registry(r) {
   connected = r.GetGauge("kvtier_node_dummies_connected",
                          "Dummy clients attached to this node (said HELLO, still connected)");
+  mapped_bytes = r.GetGauge("kvtier_node_dummy_mapped_bytes",
+                            "Bytes of dummy clients' memory (mem pools, local buffers, shared "
+                            "memory) the node has mapped; released when the last dummy using "
+                            "a file goes");
   const char* requests_help = "Requests from dummy clients, by op";
   requests[0] =
       r.GetCounter("kvtier_node_dummy_requests_total", requests_help, {{"op", "unknown"}});

@@ -25,6 +25,7 @@ struct DummyMetrics {
 
   MetricsRegistry& registry;
   Gauge* connected;
+  Gauge* mapped_bytes;  // dummies' memfds mapped by the node (RegionMappings)
   Counter* requests[dummy::kMaxOp + 1] = {};  // by op; [0] counts unknown ops
   Counter* bytes_put;
   Counter* bytes_get;

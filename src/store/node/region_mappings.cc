@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/metrics.h"
+
 namespace kvtier::store {
 
 StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueFd fd,
@@ -26,7 +28,15 @@ StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueF
   auto mapped = MappedFile::MapFd(fd.Release(), size);
   if (!mapped.ok()) return StoreStatus(ErrorCode::INVALID_PARAMS, mapped.status().message());
   mapped->PopulateForWrite();
-  auto mapping = std::make_shared<const MappedFile>(std::move(*mapped));
+  Gauge* gauge = mapped_bytes_;
+  const double bytes = static_cast<double>(mapped->size());
+  if (gauge != nullptr) gauge->Add(bytes);
+  // Counted down when the last region using it lets go (the mapping is unmapped then).
+  std::shared_ptr<const MappedFile> mapping(new MappedFile(std::move(*mapped)),
+                                            [gauge, bytes](const MappedFile* f) {
+                                              delete f;
+                                              if (gauge != nullptr) gauge->Add(-bytes);
+                                            });
   live_[file] = mapping;
   return mapping;
 }

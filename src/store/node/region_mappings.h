@@ -3,7 +3,9 @@
 // whole L1 arena. Mapped once per file instead of once per dummy, the arena costs one prefault
 // and one set of page tables (about 2 MiB per GiB each time otherwise), and every registration
 // after the first is a lookup instead of another MADV_POPULATE_WRITE over the whole arena.
-// Files are told apart by (device, inode); a mapping lives while some region uses it.
+// Files are told apart by (device, inode); a mapping lives while some region uses it. The bytes
+// mapped (live mappings) are kept in a gauge when one is given, so an operator (and the fault
+// tests) can see a dead dummy's memory released.
 #pragma once
 
 #include <sys/types.h>
@@ -18,16 +20,23 @@
 #include "store/common/store_status.h"
 #include "wire/fd_passing.h"
 
+namespace kvtier {
+class Gauge;
+}
+
 namespace kvtier::store {
 
 class RegionMappings {
  public:
+  explicit RegionMappings(Gauge* mapped_bytes = nullptr) : mapped_bytes_(mapped_bytes) {}
+
   // A mapping of fd's file covering at least `size` bytes, prefaulted for writing: a live one
   // when there is (fd is then just closed), else a new one (a memfd sealed against shrinking
   // only grows, so a live mapping too short for `size` is replaced for later callers).
   StoreResult<std::shared_ptr<const MappedFile>> Map(wire::UniqueFd fd, uint64_t size);
 
  private:
+  Gauge* const mapped_bytes_;  // may be null
   std::mutex mu_;
   std::map<std::pair<dev_t, ino_t>, std::weak_ptr<const MappedFile>> live_;
 };

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
+
+#include "common/metrics.h"
 
 namespace kvtier::store {
 namespace {
@@ -191,6 +194,26 @@ TEST(DummyContextTest, ContextsOfOneNodeShareTheMappingOfOneFile) {
   DummyContext small("d", mappings);
   ASSERT_TRUE(small.AddRegion(3, 4096, RegionKind::kMemPool, arena.Dup()).ok());
   EXPECT_EQ(small.RegisterBuffer(3, 0, 8192).code(), ErrorCode::INVALID_PARAMS);
+}
+
+// The gauge counts each shared file once, and goes back to zero when the last context using a
+// file goes (what an operator watches to see a dead dummy's memory released).
+TEST(DummyContextTest, MappedBytesGaugeFollowsTheLiveMappings) {
+  MetricsRegistry registry;
+  Gauge* mapped = registry.GetGauge("mapped", "test");
+  DummyContextTable table(mapped);
+  const Memfd arena = MakeMemfd(1 << 20), other = MakeMemfd(64 << 10);
+  auto a = std::make_unique<DummyContext>("a", table.mappings());
+  auto b = std::make_unique<DummyContext>("b", table.mappings());
+  ASSERT_TRUE(a->AddRegion(1, 1 << 20, RegionKind::kMemPool, arena.Dup()).ok());
+  ASSERT_TRUE(b->AddRegion(1, 1 << 20, RegionKind::kMemPool, arena.Dup()).ok());
+  EXPECT_EQ(mapped->Value(), 1 << 20);
+  ASSERT_TRUE(b->AddRegion(2, 64 << 10, RegionKind::kLocalBuffer, other.Dup()).ok());
+  EXPECT_EQ(mapped->Value(), (1 << 20) + (64 << 10));
+  b.reset();
+  EXPECT_EQ(mapped->Value(), 1 << 20);
+  a.reset();
+  EXPECT_EQ(mapped->Value(), 0);
 }
 
 }  // namespace
