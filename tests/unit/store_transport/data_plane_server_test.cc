@@ -115,14 +115,16 @@ TEST(DataPlaneServer, PeerClosingMidWriteCostsOnlyItsConnection) {
   Node node(2 * kMiB);
   TransferEngine engine(Opts(), nullptr);
   {
+    // At kMiB, away from RoundTrip's range: the server may take this connection only after the
+    // round trip below, and its half payload must not race with it.
     wire::UniqueFd fd = RawConnect(node.endpoint);
-    std::vector<uint8_t> msg = RequestBytes(dp::Op::kWrite, 1, 0, kMiB);
+    std::vector<uint8_t> msg = RequestBytes(dp::Op::kWrite, 1, kMiB, kMiB);
     msg.resize(msg.size() + kMiB / 2, 0x77);
     ASSERT_TRUE(tcp::SendAll(fd.get(), msg.data(), msg.size(), Soon()).ok());
   }  // closed with half the payload sent
   EXPECT_TRUE(Eventually([&] { return node.Connections() == 0; }));
   // Nothing past what the peer actually sent was written.
-  EXPECT_EQ(std::count(node.segment.begin() + kMiB / 2, node.segment.end(), 0x77), 0);
+  EXPECT_EQ(std::count(node.segment.begin() + kMiB + kMiB / 2, node.segment.end(), 0x77), 0);
   EXPECT_TRUE(RoundTrip(engine, node.endpoint, 3));
 }
 
