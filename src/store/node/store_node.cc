@@ -7,12 +7,14 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "store/client/master_client.h"
 #include "store/transport/data_plane_server.h"
+#include "store/transport/segment_gate.h"
 #include "store/transport/transfer_engine.h"
 
 namespace kvtier::store {
@@ -42,6 +44,11 @@ struct StoreNode::Impl {
   std::unique_ptr<MasterApi> master;
   std::unique_ptr<DataPlaneServer> data_plane;
   std::unique_ptr<TransferEngine> engine;
+  std::shared_ptr<SegmentGate> gate;  // the segment id served, shared by both
+  // Heartbeat thread only: whether the master may have been told segment.id, and ids it was told
+  // that are no longer served while accesses admitted under them may still be running.
+  bool id_offered = false;
+  std::vector<uint64_t> retired_ids;
 
   std::atomic<bool> mounted{false};
   std::mutex hb_mu;
@@ -82,6 +89,11 @@ struct StoreNode::Impl {
       return reply.status();
     }
     if (!reply->need_remount && mounted) return StoreStatus::Ok();
+    if (reply->need_remount) {
+      mounted = false;  // until the master has the segment again
+      if (segment.size > 0 && !ReadyToMountAfresh()) return StoreStatus::Ok();  // next beat
+    }
+    id_offered = id_offered || segment.size > 0;
     StoreStatus s = segment.size == 0 ? StoreStatus::Ok() : master->MountSegment(info, segment);
     if (!s.ok()) {
       if (ShouldLog("node-mount")) KVT_LOG_WARN("node: mount failed: {}", s.ToString());
@@ -93,6 +105,29 @@ struct StoreNode::Impl {
                    options.master);
     }
     return StoreStatus::Ok();
+  }
+
+  // The master has forgotten this node (it restarted, or timed the node out) and every replica
+  // here with it, and will hand this space out again. So the segment is mounted under a new id
+  // (requests naming the old one are refused), and only once no access admitted under an old id
+  // is still moving bytes: a peer's WRITE that stalled across the expiry must not land in space
+  // that by then holds another object. False while one is (the next beat checks again).
+  bool ReadyToMountAfresh() {
+    if (id_offered) {
+      retired_ids.push_back(segment.id);
+      segment.id = RandomId();
+      gate->Replace(segment.id);
+      id_offered = false;
+      KVT_LOG_WARN("node {}: the master forgot this node and its objects; mounting the segment "
+                   "again as {} (was {})",
+                   info.endpoint, segment.id, retired_ids.back());
+    }
+    std::erase_if(retired_ids, [&](uint64_t id) { return gate->Running(id) == 0; });
+    if (!retired_ids.empty() && ShouldLog("node-retired-segment")) {
+      KVT_LOG_WARN("node {}: not mounting again while transfers into the forgotten segment run",
+                   info.endpoint);
+    }
+    return retired_ids.empty();
   }
 
   void HeartbeatLoop() {
@@ -136,10 +171,12 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   }
   // The segment id is new every run and chosen before the data plane serves it, so every request
   // it answers names this run's segment: descriptors of a predecessor at this address are refused.
+  // It changes again whenever the master forgets this node (ReadyToMountAfresh).
   const uint64_t segment_id = RandomId();
+  impl->gate = std::make_shared<SegmentGate>(segment_id);
   impl->data_plane = std::make_unique<DataPlaneServer>(
       DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size,
-                       segment_id, options.auth_token},
+                       segment_id, options.auth_token, impl->gate},
       impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
     return StoreStatus(ErrorCode::INVALID_PARAMS,
@@ -151,7 +188,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   impl->segment = {segment_id, options.segment_size, impl->info.endpoint};
   impl->engine = std::make_unique<TransferEngine>(
       TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size, segment_id,
-                      options.rpc_timeout, 8, options.auth_token},
+                      options.rpc_timeout, 8, options.auth_token, impl->gate},
       impl->metrics);
   impl->InitMetrics();
   // Mounted at once when the master is up; otherwise the heartbeat keeps trying. A master that

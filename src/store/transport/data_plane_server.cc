@@ -77,6 +77,7 @@ struct DataPlaneServer::Impl {
   };
 
   DataPlaneOptions opt;
+  std::shared_ptr<SegmentGate> gate;  // opt.gate, or one of our own
   std::unique_ptr<MetricsRegistry> own_metrics;
   Gauge* connections = nullptr;
   Counter* bad_requests = nullptr;
@@ -241,12 +242,15 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     }
 
     // A READ/WRITE meant for another segment (a stale descriptor: this node restarted at the
-    // same address): refused before the bounds, which belong to that other segment.
+    // same address, or mounted its segment again under a new id): refused before the bounds,
+    // which belong to that other segment. An admitted one counts as running until this
+    // iteration ends, however it ends (segment_gate.h).
+    SegmentGate::Pass pass;
     StoreStatus wrong_segment;
-    if (h.segment_id != opt.segment_id && valid.code() != Code::kTooLarge) {
+    if (valid.code() != Code::kTooLarge && !(pass = gate->Enter(h.segment_id))) {
       wrong_segment = {ErrorCode::SEGMENT_NOT_FOUND,
                        fmt::format("segment {} is not served here: this node serves segment {}",
-                                   h.segment_id, opt.segment_id)};
+                                   h.segment_id, gate->id())};
     }
 
     if (h.op == dp::Op::kRead) {
@@ -362,6 +366,8 @@ void DataPlaneServer::Impl::AcceptLoop() {
 DataPlaneServer::DataPlaneServer(DataPlaneOptions options, MetricsRegistry* metrics)
     : impl_(std::make_unique<Impl>()) {
   impl_->opt = std::move(options);
+  impl_->gate = impl_->opt.gate ? impl_->opt.gate
+                                : std::make_shared<SegmentGate>(impl_->opt.segment_id);
   if (metrics == nullptr) {
     impl_->own_metrics = std::make_unique<MetricsRegistry>();
     metrics = impl_->own_metrics.get();

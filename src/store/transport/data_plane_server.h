@@ -13,6 +13,7 @@
 
 #include "common/metrics.h"
 #include "common/status.h"
+#include "store/transport/segment_gate.h"
 
 namespace kvtier::store {
 
@@ -23,6 +24,9 @@ struct DataPlaneOptions {
   uint64_t segment_size = 0;
   uint64_t segment_id = 0;  // READ/WRITE must name it (the id the master hands out for it)
   std::string auth_token;  // when not empty, a connection must present it first
+  // Which segment id is served now, shared with the node's transfer engine (segment_gate.h);
+  // null: a gate of this server's own over segment_id.
+  std::shared_ptr<SegmentGate> gate;
 };
 
 class DataPlaneServer {

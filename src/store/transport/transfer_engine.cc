@@ -43,6 +43,7 @@ std::string LowerName(ErrorCode code) {
 
 struct TransferEngine::Impl {
   TransferOptions opt;
+  std::shared_ptr<SegmentGate> gate;  // which local segment id is served now
   std::unique_ptr<MetricsRegistry> own_metrics;
   MetricsRegistry* metrics = nullptr;
   Counter* bytes[2][2] = {};
@@ -51,7 +52,10 @@ struct TransferEngine::Impl {
   ConnectionPool pool;
 
   explicit Impl(TransferOptions o)
-      : opt(std::move(o)), pool(opt.max_idle_connections_per_peer, opt.auth_token) {}
+      : opt(std::move(o)),
+        gate(opt.local_gate ? opt.local_gate
+                            : std::make_shared<SegmentGate>(opt.local_segment_id)),
+        pool(opt.max_idle_connections_per_peer, opt.auth_token) {}
 
   Counter* ResultCounter(ErrorCode code) {
     std::lock_guard<std::mutex> lock(result_mu);
@@ -72,10 +76,11 @@ struct TransferEngine::Impl {
 };
 
 StoreStatus TransferEngine::Impl::RunLocal(const TransferOp& op) const {
-  if (op.segment_id != opt.local_segment_id) {
+  const SegmentGate::Pass pass = gate->Enter(op.segment_id);  // running until the copy is done
+  if (!pass) {
     return {ErrorCode::SEGMENT_NOT_FOUND,
             fmt::format("{}: segment {} is not served here: this node serves segment {}",
-                        op.endpoint, op.segment_id, opt.local_segment_id)};
+                        op.endpoint, op.segment_id, gate->id())};
   }
   if (opt.local_segment == nullptr ||
       !dp::RangeInside(op.offset, op.length, opt.local_segment_size)) {

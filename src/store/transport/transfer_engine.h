@@ -18,6 +18,7 @@
 
 #include "common/metrics.h"
 #include "store/common/store_status.h"
+#include "store/transport/segment_gate.h"
 
 namespace kvtier::store {
 
@@ -39,6 +40,9 @@ struct TransferOptions {
   std::chrono::milliseconds timeout{5000};  // per batch: connect + all I/O
   size_t max_idle_connections_per_peer = 8;
   std::string auth_token;  // sent at connection setup when not empty (see DataPlaneServer)
+  // The local segment id served now, shared with the node's data plane (segment_gate.h); null:
+  // a gate of the engine's own over local_segment_id.
+  std::shared_ptr<SegmentGate> local_gate;
 };
 
 class TransferEngine {

@@ -1,0 +1,90 @@
+// The segment id a node serves, shared by its data-plane server and its transfer engine's local
+// path, and how many accesses are still moving bytes under each id.
+//
+// Why: a master that forgets a node (it restarted, or the node was silent past the client TTL)
+// forgets every replica on it and will hand that space out again once the node mounts anew. An
+// access the node admitted before may still be running then: a peer's WRITE that stalled across
+// the expiry would land its tail in space that now belongs to another object. So the node mounts
+// again under a new id (requests naming the old one are refused, SEGMENT_NOT_FOUND) and only once
+// nothing admitted under the old id is still running.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace kvtier::store {
+
+class SegmentGate {
+ public:
+  explicit SegmentGate(uint64_t id) : id_(id) {}
+  SegmentGate(const SegmentGate&) = delete;
+  SegmentGate& operator=(const SegmentGate&) = delete;
+
+  // An admitted access, counted as running until it is destroyed. Empty (false) when the id it
+  // named is not the one served.
+  class Pass {
+   public:
+    Pass() = default;
+    Pass(Pass&& o) noexcept : gate_(std::exchange(o.gate_, nullptr)), id_(o.id_) {}
+    Pass& operator=(Pass&& o) noexcept {
+      if (this != &o) {
+        Release();
+        gate_ = std::exchange(o.gate_, nullptr);
+        id_ = o.id_;
+      }
+      return *this;
+    }
+    ~Pass() { Release(); }
+    explicit operator bool() const { return gate_ != nullptr; }
+
+   private:
+    friend class SegmentGate;
+    Pass(SegmentGate* gate, uint64_t id) : gate_(gate), id_(id) {}
+    void Release() {
+      if (gate_ != nullptr) std::exchange(gate_, nullptr)->Leave(id_);
+    }
+    SegmentGate* gate_ = nullptr;
+    uint64_t id_ = 0;
+  };
+
+  // Admits an access naming segment `id` if that is the one served now.
+  Pass Enter(uint64_t id) {
+    std::lock_guard lock(mu_);
+    if (id != id_) return Pass();
+    ++running_[id];
+    return Pass(this, id);
+  }
+
+  uint64_t id() const {
+    std::lock_guard lock(mu_);
+    return id_;
+  }
+
+  // From now on only `id` is admitted; returns the id served until now.
+  uint64_t Replace(uint64_t id) {
+    std::lock_guard lock(mu_);
+    return std::exchange(id_, id);
+  }
+
+  // Accesses admitted under `id` that are still running.
+  size_t Running(uint64_t id) const {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(id);
+    return it == running_.end() ? 0 : it->second;
+  }
+
+ private:
+  void Leave(uint64_t id) {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(id);
+    if (it != running_.end() && --it->second == 0) running_.erase(it);
+  }
+
+  mutable std::mutex mu_;
+  uint64_t id_;
+  std::map<uint64_t, size_t> running_;
+};
+
+}  // namespace kvtier::store
