@@ -248,9 +248,15 @@ inline int64_t FetchChecksummed(CacheClient& c, Worker& w, uint32_t prompt,
 // stop reading. Requests get ids from 1 up.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) {
+  // `receive_buffer` > 0: a small kernel receive buffer and ZMQ receive queue, so that a client
+  // that stops reading pushes back on the server after few replies.
+  explicit RawClient(uint16_t port, int receive_buffer = 0) {
     s_.set(zmq::sockopt::linger, 0);
     s_.set(zmq::sockopt::sndhwm, 0);  // never block the sender: the server must cope
+    if (receive_buffer > 0) {
+      s_.set(zmq::sockopt::rcvbuf, receive_buffer);
+      s_.set(zmq::sockopt::rcvhwm, 100);
+    }
     s_.connect("tcp://127.0.0.1:" + std::to_string(port));
   }
 
