@@ -61,7 +61,9 @@ inline Read ReadChecked(StoreClient& c, const std::string& key) {
   }
   const std::string problem = CheckValue(
       key, std::span(reinterpret_cast<const uint8_t*>(got->data()), got->size()));
-  if (!problem.empty()) return {Read::kCorrupt, problem + " (" + std::to_string(got->size()) + " bytes)"};
+  if (!problem.empty()) {
+    return {Read::kCorrupt, problem + " (" + std::to_string(got->size()) + " bytes)"};
+  }
   return {Read::kIntact, ""};
 }
 
