@@ -65,8 +65,11 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
         o.per_op_workers[static_cast<size_t>(*op)] = *n;
       }
     } else if (key == "max_inflight_mb") {
-      if (!v.is_number() || !(v.get<double>() > 0)) {
-        return Bad(at, fmt::format("max_inflight_mb must be a number > 0, got {}", v.dump()));
+      // Bounded so the conversion to bytes cannot overflow (found by connectors_fuzzer).
+      constexpr double kMaxInflightMb = 1 << 20;  // 1 TiB
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > kMaxInflightMb) {
+        return Bad(at, fmt::format("max_inflight_mb must be a number > 0 and <= {}, got {}",
+                                   kMaxInflightMb, v.dump()));
       }
       o.max_inflight_bytes = static_cast<uint64_t>(v.get<double>() * (1 << 20));
     } else if (key == "deadline_ms") {

@@ -49,6 +49,7 @@ TEST(AdapterConfigTest, ErrorsNameTheProblem) {
       {R"({"type":"fs","per_op_workers":[1]})", "per_op_workers must be an object"},
       {R"({"type":"fs","deadline_ms":0})", "deadline_ms must be"},
       {R"({"type":"fs","max_inflight_mb":-3})", "max_inflight_mb must be"},
+      {R"({"type":"fs","max_inflight_mb":6.6e123})", "max_inflight_mb must be"},
   };
   for (const auto& tc : cases) {
     auto c = ParseAdapterConfig(tc.json, 2);
