@@ -12,7 +12,6 @@
 #include "cli/store_commands_common.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"
-#include "common/secret_file.h"
 #include "store/master/master_server.h"
 
 namespace kvtier::cli {
@@ -73,14 +72,7 @@ int RunMaster(const MasterFlags& f) {
     return 2;
   }
   std::string token;
-  if (!f.auth_token_file.empty()) {
-    auto t = ReadSecretFile(f.auth_token_file, kMaxSecretBytes);
-    if (!t.ok()) {
-      std::cerr << "error: --auth-token-file " << t.status().message() << "\n";
-      return 2;
-    }
-    token = std::move(*t);
-  }
+  if (!ReadAuthTokenFlag(f.auth_token_file, token)) return 2;
   const sigset_t signals = BlockStopSignals();  // the server's threads inherit the mask
 
   store::MasterServerOptions options;

@@ -12,7 +12,6 @@
 #include "common/listen_warning.h"
 #include "common/logging.h"
 #include "common/memfd.h"
-#include "common/secret_file.h"
 #include "store/client/dummy_client.h"
 #include "store/common/admin_http.h"
 #include "store/node/dummy_service.h"
@@ -42,14 +41,7 @@ int RunNode(const NodeFlags& f) {
     return 2;
   }
   std::string token;
-  if (!f.auth_token_file.empty()) {
-    auto t = ReadSecretFile(f.auth_token_file, kMaxSecretBytes);
-    if (!t.ok()) {
-      std::cerr << "error: --auth-token-file " << t.status().message() << "\n";
-      return 2;
-    }
-    token = std::move(*t);
-  }
+  if (!ReadAuthTokenFlag(f.auth_token_file, token)) return 2;
   const sigset_t signals = BlockStopSignals();  // the node's threads inherit the mask
 
   MetricsRegistry metrics;
