@@ -55,7 +55,7 @@ run_kind() {  # run_kind asan|tsan
   # log_path: reports of child processes (kvtier server/master/node) land here as well.
   export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1:abort_on_error=0"
   export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
-  export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1"
+  export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
   echo "== $kind: testing" >&2
   if [[ "$kind" == asan ]]; then
     # The Python tests run an uninstrumented interpreter; fuzz_smoke is ASan already; the
