@@ -5,7 +5,7 @@ PY := /usr/bin/python3
 CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 FUZZ_SECONDS ?= 60
 # Sanitizer runs of `make test` (scripts/sanitize.sh): all, asan, tsan or none.
-SANITIZERS ?= none
+SANITIZERS ?= all
 
 .PHONY: all deps build test run bench fuzz clean
 
