@@ -56,11 +56,20 @@ void StoreController::Stop() {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   for (size_t i = 0; i < queues_.size(); ++i) {
     for (const Queued& item : queues_[i].q) Release(item, skipped_down_[i]);
     queues_[i].q.clear();
   }
+  // Submitted tasks call Done() on this object: wait for them (each is bounded by its adapter's
+  // deadline), so the controller may be destroyed as soon as Stop() returns (ASan saw a
+  // completion land on a destroyed controller).
+  cv_.wait(lock, [this] {
+    for (const AdapterQueue& aq : queues_) {
+      if (aq.inflight_bytes > 0) return false;
+    }
+    return true;
+  });
 }
 
 void StoreController::Run() {
@@ -132,11 +141,9 @@ void StoreController::Done(size_t i, const Queued& item, const Completion& c) {
     for (size_t k = 0; k < c.results.size() && k < b.stored.size(); ++k) b.stored[k] |= c.results[k];
   }
   Release(item, nullptr);
-  {
-    std::lock_guard lock(mu_);
-    queues_[i].inflight_bytes -= item.bytes;
-  }
-  cv_.notify_one();
+  std::lock_guard lock(mu_);
+  queues_[i].inflight_bytes -= item.bytes;
+  cv_.notify_all();  // under the lock: a Stop() waiting for this may destroy *this right after
 }
 
 // Ends one adapter's part in the batch (stored, failed or skipped): releases its pins; the last

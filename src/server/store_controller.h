@@ -35,8 +35,8 @@ class StoreController {
   // prefetched keys: they came from L2).
   void OnL1Written(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes);
 
-  // Stops taking batches and releases the pins of queued ones. Tasks already submitted finish
-  // through the cascade (close it after this). Idempotent.
+  // Stops taking batches, releases the pins of queued ones and waits until the tasks already
+  // submitted have finished (so close the cascade after this, not before). Idempotent.
   void Stop();
 
  private:
