@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +32,10 @@ inline CliOutput RunKvtier(const std::string& args, int timeout_s = 0) {
     ADD_FAILURE() << "KVTIER_BIN is not set (ctest sets it)";
     return o;
   }
-  const std::string err_path = ::testing::TempDir() + "/kvtier-cli-stderr.txt";
+  // One file per run: ctest runs tests of this binary in parallel processes.
+  static std::atomic<int> runs{0};
+  const std::string err_path = ::testing::TempDir() + "/kvtier-cli-stderr-" +
+                               std::to_string(::getpid()) + "-" + std::to_string(runs++) + ".txt";
   const std::string limit = timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "";
   const std::string cmd = limit + bin + " " + args + " 2>" + err_path;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -42,6 +48,7 @@ inline CliOutput RunKvtier(const std::string& args, int timeout_s = 0) {
   std::stringstream ss;
   ss << std::ifstream(err_path).rdbuf();
   o.err = ss.str();
+  std::remove(err_path.c_str());
   return o;
 }
 
