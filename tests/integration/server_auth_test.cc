@@ -12,6 +12,7 @@
 #include "common/free_port.h"
 #include "integration/prompt_round_trip.h"
 #include "integration/server_process.h"
+#include "support/http_status.h"
 #include "support/process_output.h"
 #include "support/token_file.h"
 
@@ -28,14 +29,6 @@ Result<std::unique_ptr<CacheClient>> ConnectAs(const ServerProcess& server,
   o.auth_token = token;
   o.timeout = milliseconds(60'000);
   return CacheClient::Connect(o);
-}
-
-int HttpStatus(uint16_t port, const std::string& path, const std::string& bearer) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(std::chrono::seconds(5));
-  if (!bearer.empty()) c.set_bearer_token_auth(bearer.c_str());
-  auto res = c.Get(path.c_str());
-  return res ? res->status : -1;
 }
 
 double AuthFailures(const ServerProcess& server, const std::string& reason) {

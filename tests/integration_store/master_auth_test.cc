@@ -11,6 +11,7 @@
 #include "common/free_port.h"
 #include "integration_store/store_fixture.h"
 #include "support/kvtier_cli.h"
+#include "support/http_status.h"
 #include "support/process_output.h"
 #include "support/token_file.h"
 
@@ -18,14 +19,6 @@ namespace kvtier::testing {
 namespace {
 
 using std::chrono::milliseconds;
-
-int HttpStatus(uint16_t port, const std::string& path, const std::string& bearer) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(std::chrono::seconds(5));
-  if (!bearer.empty()) c.set_bearer_token_auth(bearer.c_str());
-  auto res = c.Get(path.c_str());
-  return res ? res->status : -1;
-}
 
 std::string NodeArgs(const MasterProcess& master, const std::string& token_file) {
   std::string args = "node --master " + master.address() + " --port " +
