@@ -14,10 +14,10 @@ namespace {
 constexpr std::string_view kServerLabel = "kvtier zmq curve server key v1";
 constexpr std::string_view kClientLabel = "kvtier zmq curve client key v1";
 constexpr size_t kKeyBytes = 32;
-// A client with a secret whose connection is dropped this many times during the handshake takes
-// it as a refusal: a CURVE server that cannot open our HELLO (another secret) closes the
-// connection without a word. So does, now and then, a server without CURVE (its reset can beat
-// the greeting that would have told us the mechanism), hence a few tries and a message for both.
+// A client whose connection is dropped this many times during the handshake takes it as a
+// refusal: a CURVE server that cannot open our HELLO (another secret) closes the connection
+// without a word. Now and then a mechanism mismatch looks the same (the peer's reset beats the
+// greeting that would have named its mechanism), for a client with or without a secret.
 constexpr int kDroppedHandshakesForRefusal = 3;
 constexpr int kWatchedEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
@@ -174,7 +174,7 @@ Status ClientAuth::Explain(const SocketEvent& e) {
   const bool refused = e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
                        (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
                         e.value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC);
-  const bool dropped = has_secret_ && e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
+  const bool dropped = e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL &&
                        ++dropped_handshakes_ >= kDroppedHandshakesForRefusal;
   if (mismatch && has_secret_) {
     return Status(Code::kPermissionDenied,
@@ -194,10 +194,16 @@ Status ClientAuth::Explain(const SocketEvent& e) {
                   fmt::format("{} refused authentication (wrong or missing --auth-token-file?)",
                               peer_));
   }
-  if (dropped) {
+  if (dropped && has_secret_) {
     return Status(Code::kPermissionDenied,
                   fmt::format("{} refused authentication: it closed every handshake (wrong "
                               "--auth-token-file, or none on its side?)",
+                              peer_));
+  }
+  if (dropped) {
+    return Status(Code::kPermissionDenied,
+                  fmt::format("{} closed every handshake: it requires authentication, or is not "
+                              "a kvtier endpoint (give this client the same --auth-token-file)",
                               peer_));
   }
   if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
@@ -205,7 +211,7 @@ Status ClientAuth::Explain(const SocketEvent& e) {
                   fmt::format("handshake with {} failed (ZMTP protocol error {:#x})", peer_,
                               e.value));
   }
-  return Status::Ok();  // a dropped handshake without a secret: the caller's timeout decides
+  return Status::Ok();  // one dropped handshake may be a restart: libzmq reconnects
 }
 
 }  // namespace kvtier::wire

@@ -3,7 +3,11 @@
 #include "wire/zmq_auth.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -141,6 +145,49 @@ TEST(ZmqAuthTest, NoSecretIsToldTheServerRequiresOne) {
   EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
   EXPECT_NE(s.message().find("requires authentication"), std::string::npos) << s.message();
   EXPECT_TRUE(WaitForCount(server, "no_token", "incomplete_handshake"));
+}
+
+// A loopback listener that closes every connection it accepts: the peer's side of a handshake
+// that a server drops before its greeting names a mechanism (what a CURVE server sometimes does
+// to a client without a secret).
+struct HangingUpListener {
+  HangingUpListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(fd, 16) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("cannot listen on loopback");
+    }
+    endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    acceptor = std::thread([this] {
+      while (!stop) {
+        const int c = ::accept(fd, nullptr, nullptr);
+        if (c >= 0) ::close(c);
+      }
+    });
+  }
+  ~HangingUpListener() {
+    stop = true;
+    ::shutdown(fd, SHUT_RDWR);  // wakes accept()
+    acceptor.join();
+    ::close(fd);
+  }
+
+  int fd = -1;
+  std::atomic<bool> stop{false};
+  std::thread acceptor;
+  std::string endpoint;
+};
+
+TEST(ZmqAuthTest, HandshakesDroppedWithoutAMechanismTellAClientWithoutASecretToGetOne) {
+  HangingUpListener server;
+  Client client(server.endpoint, "");
+  const Status s = client.Handshake();
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("requires authentication"), std::string::npos) << s.message();
 }
 
 TEST(ZmqAuthTest, ASecretAgainstAServerWithoutOneIsAClearError) {
