@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh --smoke        ~10 s per target; the fuzz_smoke ctest. Exits 77 (ctest SKIP)
 #                                  when clang or libFuzzer is not installed.
 #   scripts/fuzz.sh --make-corpus  regenerate the seed corpus in tests/fuzz/corpus (commit it;
-#                                  the resp seeds are hand-written files)
+#                                  the resp and trace seeds are hand-written files)
 # Output goes to $BUILD/fuzz (BUILD defaults to build). Each run works on a scratch copy of the
 # seed corpus, so the repository is never written to. Exits non-zero if any target crashes or a
 # sanitizer reports; the offending input is saved under $BUILD/fuzz/artifacts/<target>/.
@@ -34,7 +34,7 @@ build="${BUILD:-build}"
 out="$build/fuzz"
 cxx="${FUZZ_CXX:-clang++-14}"
 # FUZZ_TARGETS picks some (e.g. "resp store"); all by default.
-read -ra targets <<< "${FUZZ_TARGETS:-body handoff store connectors resp}"
+read -ra targets <<< "${FUZZ_TARGETS:-body handoff store connectors resp trace}"
 
 missing() {  # missing WHAT: no toolchain is a skip for the smoke test, an error otherwise
   echo "error: $1 not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
@@ -61,7 +61,8 @@ lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc
           src/store/common/dummy_protocol.cc src/store/common/store_status.cc
           src/store/transport/data_plane_protocol.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc
-          src/connectors/resp_errors.cc)
+          src/connectors/resp_errors.cc src/cli/trace_file.cc src/cli/bench_trace.cc
+          src/cli/bench_data.cc)
 read -ra libs <<< "$(pkg-config --libs fmt libxxhash)"
 mkdir -p "$out/obj"
 

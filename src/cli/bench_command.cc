@@ -60,6 +60,21 @@ RunFn AddBenchServer(CLI::App& bench) {
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
   cmd->add_option("--seed", o->seed, "Seed for tokens, block choice and data patterns")
       ->capture_default_str();
+  cmd->add_option("--trace", o->trace,
+                  "Replay a Mooncake request trace (JSON lines with timestamp, input_length, "
+                  "hash_ids) instead of generated prompts: LOOKUP, RETRIEVE, STORE per request")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--trace-requests", o->trace_requests,
+                  "Replay the trace's first N requests (0 = all)")
+      ->capture_default_str();
+  cmd->add_option("--trace-tokens-per-id", o->trace_tokens_per_id,
+                  "Replay tokens per 512-token trace block (default: --chunk-size, one chunk per "
+                  "block)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--trace-speedup", o->trace_speedup,
+                  "Send each request at its trace time divided by this (0 = back to back)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   return [o] { return RunBenchServer(*o); };
 }
 

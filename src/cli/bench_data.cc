@@ -9,7 +9,6 @@ namespace {
 
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
 constexpr uint64_t kSharedTag = 0x5A4ED0000ULL;  // keeps group seeds apart from worker seeds
-constexpr uint32_t kVocab = 128'000;
 
 uint64_t Finalize(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

@@ -22,6 +22,8 @@ class SplitMix {
 // Order-dependent combination of two values into a well-mixed 64-bit value.
 uint64_t Mix(uint64_t a, uint64_t b);
 
+inline constexpr uint32_t kVocab = 128'000;  // token ids are below this
+
 struct PromptShape {
   uint32_t prompt_tokens = 0;
   uint32_t chunk_size = 0;

@@ -140,6 +140,18 @@ json Summarize(const BenchRun& run) {
       ops["STORE"]["total_s"].get<double>() + ops["RETRIEVE"]["total_s"].get<double>();
   const double copy_gbps =
       copy_s > 0 ? static_cast<double>(store_bytes + retrieve_bytes) / 1e9 / copy_s : 0;
+  if (run.trace) {
+    const TraceSummary& t = *run.trace;
+    out["trace"] = {{"file", t.file},
+                    {"requests", t.requests},
+                    {"too_short", t.too_short},
+                    {"tokens_per_id", t.tokens_per_id},
+                    {"speedup", t.speedup},
+                    {"chunks", t.chunks},
+                    {"ideal_hits", t.ideal_hits},
+                    {"ideal_hit_rate", rate(t.ideal_hits, t.chunks)},
+                    {"lookup_hits_over_ideal", rate(hits, t.ideal_hits)}};
+  }
   out["throughput"] = {
       {"wall_s", run.wall_s},
       {"prompts_per_s", run.wall_s > 0 ? run.samples.size() / run.wall_s : 0},
@@ -190,13 +202,19 @@ void PrintReport(const json& j, std::ostream& os) {
   const json& c = j["config"];
   const json& l = j["limits"];
   const double mib = 1 << 20;
+  const std::string prompts =
+      j.contains("trace")
+          ? fmt::format("{} workers replay {} requests of {}", c["workers"].get<int>(),
+                        j["trace"]["requests"].get<uint64_t>(),
+                        j["trace"]["file"].get<std::string>())
+          : fmt::format("{} workers x {} prompts (+{} warm-up) of {} tokens",
+                        c["workers"].get<int>(), c["prompts_per_worker"].get<int>(),
+                        c["warmup_per_worker"].get<int>(), c["prompt_tokens"].get<int>());
   os << fmt::format(
-      "kvtier bench server: {} workers x {} prompts (+{} warm-up) of {} tokens, chunk {} tokens "
-      "= {:.2f} MiB object ({} layers x K,V x {} blocks of {} KiB)\n",
-      c["workers"].get<int>(), c["prompts_per_worker"].get<int>(),
-      c["warmup_per_worker"].get<int>(), c["prompt_tokens"].get<int>(), c["chunk_size"].get<int>(),
-      c["object_bytes"].get<double>() / mib, c["layers"].get<int>(),
-      c["chunk_size"].get<int>() / c["block_tokens"].get<int>(),
+      "kvtier bench server: {}, chunk {} tokens = {:.2f} MiB object ({} layers x K,V x {} blocks "
+      "of {} KiB)\n",
+      prompts, c["chunk_size"].get<int>(), c["object_bytes"].get<double>() / mib,
+      c["layers"].get<int>(), c["chunk_size"].get<int>() / c["block_tokens"].get<int>(),
       c["block_bytes"].get<double>() / 1024);
   os << fmt::format("server: {} {}; worker buffer {:.0f} MiB ({} blocks); {} CPUs, load {:.1f}\n",
                     c["spawned_server"].get<bool>() ? "spawned" : "existing",
@@ -261,6 +279,19 @@ void PrintReport(const json& j, std::ostream& os) {
       ch["requested"].get<uint64_t>(), ch["stored"].get<uint64_t>(), ch["present"].get<uint64_t>(),
       ch["skipped"].get<uint64_t>(), ch["lookup_hit_rate"].get<double>() * 100,
       ch["retrieve_hit_rate"].get<double>() * 100, ch["verified_bytes"].get<double>() / 1e9);
+  if (j.contains("trace")) {
+    const json& tr = j["trace"];
+    os << fmt::format(
+        "trace: {} tokens per trace block ({} requests shorter than a chunk left out), {}; "
+        "lookup hits {:.1f}% against {:.1f}% for an unbounded cache in trace order = {:.0f}% "
+        "of the ideal\n",
+        tr["tokens_per_id"].get<int>(), tr["too_short"].get<uint64_t>(),
+        tr["speedup"].get<double>() > 0
+            ? fmt::format("paced at {}x trace time", tr["speedup"].get<double>())
+            : std::string("back to back"),
+        ch["lookup_hit_rate"].get<double>() * 100, tr["ideal_hit_rate"].get<double>() * 100,
+        tr["lookup_hits_over_ideal"].get<double>() * 100);
+  }
   const json& t = j["throughput"];
   os << fmt::format("wall: {:.2f} s, {:.1f} prompts/s, {:.2f} GB/s copied in aggregate\n",
                     t["wall_s"].get<double>(), t["prompts_per_s"].get<double>(),

@@ -27,6 +27,17 @@ nlohmann::json SpreadJson(const Spread& s);
 inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy
 inline constexpr double kLookupGoalRatio = 1.5;    // LOOKUP p50 <= 1.5x raw ZMQ RTT p50
 
+// What `--trace` replayed, and the hits an unbounded cache would have had.
+struct TraceSummary {
+  std::string file;
+  uint64_t requests = 0;   // replayed
+  uint64_t too_short = 0;  // left out: shorter than one chunk once scaled
+  uint32_t tokens_per_id = 0;
+  double speedup = 0;
+  uint64_t chunks = 0;      // in the replayed requests
+  uint64_t ideal_hits = 0;  // IdealTraceHits
+};
+
 struct BenchRun {
   BenchServerOptions options;
   std::string endpoint;  // host:port of the server used
@@ -38,6 +49,7 @@ struct BenchRun {
   std::vector<PromptSample> samples;    // every measured prompt of every worker
   double wall_s = 0;                    // first measured prompt start to last end, all workers
   std::vector<double> register_s;       // per worker
+  std::optional<TraceSummary> trace;
   std::vector<std::pair<std::string, double>> server_stats;  // STATS after the run
   std::vector<std::string> errors;
 };

@@ -25,6 +25,7 @@
 #include "cli/bench_process.h"
 #include "cli/bench_report.h"
 #include "cli/bench_rtt.h"
+#include "cli/bench_trace.h"
 #include "cli/bench_worker.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
@@ -34,7 +35,7 @@ namespace kvtier::cli {
 namespace {
 
 std::string Validate(const BenchServerOptions& o) {
-  if (o.prompt_tokens < o.chunk_size || o.prompt_tokens % o.chunk_size != 0) {
+  if (o.trace.empty() && (o.prompt_tokens < o.chunk_size || o.prompt_tokens % o.chunk_size != 0)) {
     return fmt::format("--prompt-tokens ({}) must be a positive multiple of --chunk-size ({})",
                        o.prompt_tokens, o.chunk_size);
   }
@@ -45,11 +46,49 @@ std::string Validate(const BenchServerOptions& o) {
   if (o.block_tokens * o.bytes_per_token % 8 != 0) {
     return "--block-tokens x --bytes-per-token must be a multiple of 8 bytes";
   }
-  if (o.num_blocks < o.prompt_tokens / o.block_tokens) {
+  if (o.trace.empty() && o.num_blocks < o.prompt_tokens / o.block_tokens) {
     return fmt::format("--num-blocks ({}) is fewer than one prompt needs ({})", o.num_blocks,
                        o.prompt_tokens / o.block_tokens);
   }
   return "";
+}
+
+// Reads the trace and fits the run to it: requests shorter than one chunk are left out, the
+// requests are dealt round-robin to the workers (no more workers than requests), each worker
+// buffer holds the longest request, and there is no warm-up: the trace's first requests are the
+// cold start.
+Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary& summary) {
+  auto read = ReadTrace(o.trace, o.trace_requests);
+  if (!read.ok()) return read.status();
+  const TraceShape shape{o.trace_tokens_per_id, o.chunk_size, o.seed};
+  std::vector<TraceRequest> requests;
+  uint32_t longest = 0;
+  for (TraceRequest& r : *read) {
+    const uint32_t chunks = TraceChunks(r, shape);
+    if (chunks == 0) {
+      ++summary.too_short;
+      continue;
+    }
+    longest = std::max(longest, chunks);
+    summary.chunks += chunks;
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("{}: every request is shorter than one chunk of {} tokens at {} "
+                              "tokens per trace block",
+                              o.trace, o.chunk_size, o.trace_tokens_per_id));
+  }
+  summary.file = o.trace;
+  summary.requests = requests.size();
+  summary.tokens_per_id = o.trace_tokens_per_id;
+  summary.speedup = o.trace_speedup;
+  summary.ideal_hits = IdealTraceHits(requests, shape);
+  o.workers = static_cast<uint32_t>(std::min<size_t>(o.workers, requests.size()));
+  o.warmup = 0;
+  o.prompts = static_cast<uint32_t>((requests.size() + o.workers - 1) / o.workers);
+  o.num_blocks = std::max(o.num_blocks, longest * (o.chunk_size / o.block_tokens));
+  return requests;
 }
 
 // "host:port" -> pair; nullopt when malformed.
@@ -135,7 +174,8 @@ void CollectResults(const std::vector<pid_t>& pids, const std::vector<int>& code
     first = std::min(first, h.start_ns);
     last = std::max(last, h.end_ns);
     const PromptSample* s = shared.samples(w);
-    run.samples.insert(run.samples.end(), s, s + shared.prompts());
+    const uint64_t measured = h.done_prompts.load() - run.options.warmup;
+    run.samples.insert(run.samples.end(), s, s + measured);
   }
   run.wall_s = last > first ? static_cast<double>(last - first) * 1e-9 : 0;
 }
@@ -153,13 +193,35 @@ std::vector<std::pair<std::string, double>> FetchServerStats(const std::string& 
   return stats.ok() ? *stats : std::vector<std::pair<std::string, double>>{};
 }
 
+// The tokens of the last prompt the workload stored, for the round-trip probe's lookups.
+std::vector<uint32_t> LastPromptTokens(const BenchServerOptions& o,
+                                       const std::vector<TraceRequest>& trace) {
+  if (!trace.empty()) {
+    return MakeTracePrompt(trace.back(), {o.trace_tokens_per_id, o.chunk_size, o.seed}).tokens;
+  }
+  const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
+  return MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1).tokens;
+}
+
 // The whole run; RunBenchServer only adds a last-resort catch.
-int RunBench(const BenchServerOptions& o) {
+int RunBench(BenchServerOptions o) {
+  if (o.trace_tokens_per_id == 0) o.trace_tokens_per_id = o.chunk_size;
   if (std::string err = Validate(o); !err.empty()) {
     std::cerr << "error: " << err << "\n";
     return 2;
   }
   BenchRun run;
+  std::vector<TraceRequest> trace;
+  if (!o.trace.empty()) {
+    TraceSummary summary;
+    auto loaded = LoadTrace(o, summary);
+    if (!loaded.ok()) {
+      std::cerr << "error: --trace: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    trace = std::move(loaded).value();
+    run.trace = summary;
+  }
   run.options = o;
   run.object_bytes = PagedKvLayout(o.layers, o.num_blocks, o.block_tokens, o.bytes_per_token)
                          .ObjectBytes(o.chunk_size);
@@ -217,6 +279,10 @@ int RunBench(const BenchServerOptions& o) {
   plan.port = port;
   plan.model = fmt::format("kvtier-bench-{}-{}", ::getpid(), NowNs() % 1'000'000'007);
   plan.instance_base = (static_cast<uint64_t>(::getpid()) << 16) + 1;
+  if (!trace.empty()) {
+    plan.trace = &trace;
+    plan.trace_shape = {o.trace_tokens_per_id, o.chunk_size, o.seed};
+  }
 
   std::vector<pid_t> pids;
   for (uint32_t w = 0; w < o.workers; ++w) {
@@ -227,7 +293,8 @@ int RunBench(const BenchServerOptions& o) {
     }
     pids.push_back(*pid);
   }
-  const uint64_t total = uint64_t{o.workers} * (o.warmup + o.prompts);
+  const uint64_t total =
+      trace.empty() ? uint64_t{o.workers} * (o.warmup + o.prompts) : trace.size();
   const std::vector<int> codes = RunWorkers(pids, *shared, total, server.get(), run, progress);
   progress.Done();
 
@@ -236,9 +303,7 @@ int RunBench(const BenchServerOptions& o) {
   // Every fork is done: this process may talk ZMQ now.
   if (run.errors.empty()) {
     progress.Show("server round trips in a tight loop");
-    const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
-    const Prompt stored = MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1);
-    auto rtt = MeasureServerRtt(host, port, plan.model, stored.tokens);
+    auto rtt = MeasureServerRtt(host, port, plan.model, LastPromptTokens(o, trace));
     if (rtt.ok()) {
       run.server_rtt = *rtt;
     } else {

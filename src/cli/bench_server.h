@@ -1,7 +1,8 @@
 // `kvtier bench server`: worker processes drive a real cache server with the engine's data path
 // (register a paged KV buffer once, then STORE / LOOKUP+wait / RETRIEVE by block ids), verify
 // every byte that comes back, and report latencies and bandwidths next to machine limits
-// measured in the same run.
+// measured in the same run. With --trace the prompts come from a Mooncake request trace, and the
+// report adds the hit rate next to the best an unbounded cache could do.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,11 @@ struct BenchServerOptions {
   std::vector<std::string> server_args;  // extra flags for the spawned server
   bool json = false;
   uint64_t seed = 1;
+  // Replay of a Mooncake trace (docs/BENCHMARKS.md) instead of generated prompts:
+  std::string trace;                  // its file; empty = generated prompts
+  uint32_t trace_requests = 1000;     // the first N requests (0 = all)
+  uint32_t trace_tokens_per_id = 0;   // replay tokens per 512-token trace block; 0 = chunk_size
+  double trace_speedup = 0;           // pace at trace time / this; 0 = back to back
 };
 
 // Returns the process exit code: 0 ok, 1 failure (error or data mismatch), 2 bad options.

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "cli/bench_data.h"
+#include "cli/bench_trace.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
 #include "common/memfd.h"
@@ -52,10 +54,19 @@ class Worker {
     return buffer_.data() + r.offset + uint64_t{block} * r.block_stride;
   }
   uint32_t BlocksPerChunk() const { return o_.chunk_size / o_.block_tokens; }
+  uint32_t Prompts() const;
+  void Prepare(uint32_t prompt);
+  void PaceTo(uint64_t timestamp_ms) const;
   Status RunPrompt(uint32_t prompt, PromptSample& s);
-  void FillBlocks(uint32_t prompt, const Prompt& p);
+  Status StoreThenRetrieve(uint32_t prompt, const wire::TransferRequest& req, PromptSample& s);
+  Status LookupRetrieveStore(uint32_t prompt, const wire::TransferRequest& req, PromptSample& s);
+  Status LookupAndWait(const wire::TransferRequest& req, PromptSample& s);
+  Status Retrieve(uint32_t prompt, const wire::TransferRequest& req, PromptSample& s);
+  Status Store(const wire::TransferRequest& req, PromptSample& s);
+  void FillBlocks(uint32_t first_chunk);
+  void ZeroBlocks();
   void ChooseBlocks();
-  Status Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) const;
+  Status Verify(uint32_t prompt, uint32_t retrieved) const;
 
   const WorkerPlan& plan_;
   const BenchServerOptions& o_;
@@ -66,9 +77,14 @@ class Worker {
   wire::KvLayout layout_;
   MappedFile buffer_;
   uint64_t instance_ = 0;
-  uint32_t chunks_ = 0;
+  int64_t start_ns_ = 0;              // the replay's time zero (after registration)
   std::vector<uint32_t> free_order_;  // a permutation of all block ids
-  std::vector<uint32_t> block_ids_;   // this prompt's blocks, token order
+  // The prompt in hand:
+  uint32_t chunks_ = 0;
+  std::vector<uint32_t> tokens_;
+  std::vector<uint64_t> seeds_;      // pattern seed of each chunk
+  int64_t group_ = -1;               // its prefix group (generated prompts), for error messages
+  std::vector<uint32_t> block_ids_;  // its blocks, token order
 };
 
 Status Worker::Run() {
@@ -101,10 +117,10 @@ Status Worker::Run() {
   });
   KVT_RETURN_IF_ERROR(reg);
 
-  chunks_ = o_.prompt_tokens / o_.chunk_size;
   free_order_.resize(o_.num_blocks);
   std::iota(free_order_.begin(), free_order_.end(), 0u);
-  const uint32_t total = o_.warmup + o_.prompts;
+  const uint32_t total = Prompts();
+  start_ns_ = NowNs();
   PromptSample scratch;
   for (uint32_t p = 0; p < total; ++p) {
     const bool measured = p >= o_.warmup;
@@ -117,16 +133,61 @@ Status Worker::Run() {
   return client_->UnregisterKvBuffers(instance_);
 }
 
-void Worker::FillBlocks(uint32_t prompt, const Prompt& p) {
+// Generated prompts: warm-up + measured. A trace: requests index, index + workers, ...
+uint32_t Worker::Prompts() const {
+  if (plan_.trace == nullptr) return o_.warmup + o_.prompts;
+  const size_t n = plan_.trace->size();
+  return static_cast<uint32_t>(n > index_ ? (n - index_ + o_.workers - 1) / o_.workers : 0);
+}
+
+void Worker::Prepare(uint32_t prompt) {
+  if (plan_.trace != nullptr) {
+    const TraceRequest& r = (*plan_.trace)[size_t{prompt} * o_.workers + index_];
+    PaceTo(r.timestamp_ms);
+    TracePrompt t = MakeTracePrompt(r, plan_.trace_shape);
+    tokens_ = std::move(t.tokens);
+    seeds_ = std::move(t.chunk_seeds);
+    group_ = -1;
+  } else {
+    const PromptShape shape{o_.prompt_tokens, o_.chunk_size, o_.prefix_groups,
+                            o_.shared_prefix_tokens};
+    Prompt p = MakePrompt(shape, o_.seed, index_, prompt);
+    seeds_.resize(o_.prompt_tokens / o_.chunk_size);
+    for (uint32_t c = 0; c < seeds_.size(); ++c) {
+      seeds_[c] = ChunkSeed(o_.seed, p, index_, prompt, c);
+    }
+    tokens_ = std::move(p.tokens);
+    group_ = p.group == Prompt::kNoGroup ? -1 : int64_t{p.group};
+  }
+  chunks_ = static_cast<uint32_t>(seeds_.size());
+  ChooseBlocks();
+}
+
+// With --trace-speedup, waits for the request's time: its trace timestamp / speedup after this
+// worker's start. Behind schedule, it goes at once.
+void Worker::PaceTo(uint64_t timestamp_ms) const {
+  if (o_.trace_speedup <= 0) return;
+  const auto due = std::chrono::nanoseconds(
+      start_ns_ + static_cast<int64_t>(static_cast<double>(timestamp_ms) * 1e6 / o_.trace_speedup));
+  std::this_thread::sleep_until(Clock::time_point(due));
+}
+
+void Worker::FillBlocks(uint32_t first_chunk) {
   const uint32_t bpc = BlocksPerChunk();
-  for (uint32_t c = 0; c < chunks_; ++c) {
-    const uint64_t seed = ChunkSeed(o_.seed, p, index_, prompt, c);
+  for (uint32_t c = first_chunk; c < chunks_; ++c) {
     for (size_t r = 0; r < layout_.regions.size(); ++r) {
       for (uint32_t j = 0; j < bpc; ++j) {
-        FillBlock(Block(r, block_ids_[c * bpc + j]), layout_.block_bytes, seed,
+        FillBlock(Block(r, block_ids_[c * bpc + j]), layout_.block_bytes, seeds_[c],
                   static_cast<uint32_t>(r), j);
       }
     }
+  }
+}
+
+// Zeroes first, so a block the server forgets to write cannot pass as correct.
+void Worker::ZeroBlocks() {
+  for (size_t r = 0; r < layout_.regions.size(); ++r) {
+    for (uint32_t b : block_ids_) std::memset(Block(r, b), 0, layout_.block_bytes);
   }
 }
 
@@ -140,27 +201,44 @@ void Worker::ChooseBlocks() {
 }
 
 Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
-  const PromptShape shape{o_.prompt_tokens, o_.chunk_size, o_.prefix_groups,
-                          o_.shared_prefix_tokens};
-  const Prompt p = MakePrompt(shape, o_.seed, index_, prompt);
-  ChooseBlocks();
-  FillBlocks(prompt, p);
-
+  Prepare(prompt);
   wire::TransferRequest req;
   req.instance_id = instance_;
   req.key.request_id = fmt::format("{}-w{}-p{}", plan_.model, index_, prompt);
-  req.key.tokens = p.tokens;
+  req.key.tokens = tokens_;
   req.key.end = uint64_t{chunks_} * o_.chunk_size;
   req.block_ids = block_ids_;
   s.chunks = chunks_;
+  KVT_RETURN_IF_ERROR(plan_.trace != nullptr ? LookupRetrieveStore(prompt, req, s)
+                                             : StoreThenRetrieve(prompt, req, s));
+  return Timed(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+}
 
-  auto stored = Timed(s.seconds[kOpStore], [&] { return client_->Store(req); });
-  if (!stored.ok()) return stored.status();
-  s.stored_chunks = static_cast<uint32_t>(stored->stored_chunks);
-  s.present_chunks = static_cast<uint32_t>(stored->present_chunks);
-  s.skipped_chunks = static_cast<uint32_t>(stored->skipped_chunks);
-
+// Generated prompts: every chunk is stored first, so the lookup finds the whole prompt unless L1
+// had to skip some of it.
+Status Worker::StoreThenRetrieve(uint32_t prompt, const wire::TransferRequest& req,
+                                 PromptSample& s) {
+  FillBlocks(0);
+  KVT_RETURN_IF_ERROR(Store(req, s));
   KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpPing], [&] { return client_->Ping(); }));
+  KVT_RETURN_IF_ERROR(LookupAndWait(req, s));
+  ZeroBlocks();
+  return Retrieve(prompt, req, s);
+}
+
+// A trace request, as an engine serves it: look up the prefix, load what the cache has,
+// compute the rest (here: write its pattern) and store the whole prompt.
+Status Worker::LookupRetrieveStore(uint32_t prompt, const wire::TransferRequest& req,
+                                   PromptSample& s) {
+  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpPing], [&] { return client_->Ping(); }));
+  KVT_RETURN_IF_ERROR(LookupAndWait(req, s));
+  ZeroBlocks();
+  KVT_RETURN_IF_ERROR(Retrieve(prompt, req, s));
+  FillBlocks(s.retrieved_chunks);
+  return Store(req, s);
+}
+
+Status Worker::LookupAndWait(const wire::TransferRequest& req, PromptSample& s) {
   wire::PrefixKey lookup = req.key;
   lookup.model = plan_.model;
   lookup.world_size = 1;
@@ -168,11 +246,10 @@ Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
   auto hits = Timed(s.seconds[kOpWait], [&] { return client_->WaitPrefetch(req.key.request_id); });
   if (!hits.ok()) return hits.status();
   s.lookup_hits = static_cast<uint32_t>(*hits);
+  return Status::Ok();
+}
 
-  // Zeroes first, so a block the server forgets to write cannot pass as correct.
-  for (size_t r = 0; r < layout_.regions.size(); ++r) {
-    for (uint32_t b : block_ids_) std::memset(Block(r, b), 0, layout_.block_bytes);
-  }
+Status Worker::Retrieve(uint32_t prompt, const wire::TransferRequest& req, PromptSample& s) {
   auto got = Timed(s.seconds[kOpRetrieve], [&] { return client_->Retrieve(req); });
   if (!got.ok()) return got.status();
   if (got->retrieved_chunks > chunks_) {
@@ -180,15 +257,23 @@ Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
                                                prompt, got->retrieved_chunks, chunks_));
   }
   s.retrieved_chunks = static_cast<uint32_t>(got->retrieved_chunks);
-  KVT_RETURN_IF_ERROR(Verify(prompt, p, s.retrieved_chunks));
-  return Timed(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+  return Verify(prompt, s.retrieved_chunks);
 }
 
-Status Worker::Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) const {
+Status Worker::Store(const wire::TransferRequest& req, PromptSample& s) {
+  auto stored = Timed(s.seconds[kOpStore], [&] { return client_->Store(req); });
+  if (!stored.ok()) return stored.status();
+  s.stored_chunks = static_cast<uint32_t>(stored->stored_chunks);
+  s.present_chunks = static_cast<uint32_t>(stored->present_chunks);
+  s.skipped_chunks = static_cast<uint32_t>(stored->skipped_chunks);
+  return Status::Ok();
+}
+
+Status Worker::Verify(uint32_t prompt, uint32_t retrieved) const {
   const uint32_t bpc = BlocksPerChunk();
   const uint64_t bb = layout_.block_bytes;
   for (uint32_t c = 0; c < chunks_; ++c) {
-    const uint64_t seed = ChunkSeed(o_.seed, p, index_, prompt, c);
+    const uint64_t seed = seeds_[c];
     for (size_t r = 0; r < layout_.regions.size(); ++r) {
       for (uint32_t j = 0; j < bpc; ++j) {
         const uint32_t block = block_ids_[c * bpc + j];
@@ -207,7 +292,7 @@ Status Worker::Verify(uint32_t prompt, const Prompt& p, uint32_t retrieved) cons
             fmt::format("data mismatch: worker {} prompt {} chunk {} (group {}, {} of "
                         "{} chunks retrieved) region {} block #{} (id {}) byte {}: "
                         "word is {:#018x}, expected {:#018x}",
-                        index_, prompt, c, p.group == Prompt::kNoGroup ? -1 : int64_t{p.group},
+                        index_, prompt, c, group_,
                         retrieved, chunks_, r, j, block, bad, got, want));
       }
     }
