@@ -53,6 +53,10 @@ std::string Validate(const BenchServerOptions& o) {
   return "";
 }
 
+TraceShape TraceShapeOf(const BenchServerOptions& o) {
+  return {o.trace_tokens_per_id, o.chunk_size, o.seed};
+}
+
 // Reads the trace and fits the run to it: requests shorter than one chunk are left out, the
 // requests are dealt round-robin to the workers (no more workers than requests), each worker
 // buffer holds the longest request, and there is no warm-up: the trace's first requests are the
@@ -60,7 +64,7 @@ std::string Validate(const BenchServerOptions& o) {
 Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary& summary) {
   auto read = ReadTrace(o.trace, o.trace_requests);
   if (!read.ok()) return read.status();
-  const TraceShape shape{o.trace_tokens_per_id, o.chunk_size, o.seed};
+  const TraceShape shape = TraceShapeOf(o);
   std::vector<TraceRequest> requests;
   uint32_t longest = 0;
   for (TraceRequest& r : *read) {
@@ -197,7 +201,7 @@ std::vector<std::pair<std::string, double>> FetchServerStats(const std::string& 
 std::vector<uint32_t> LastPromptTokens(const BenchServerOptions& o,
                                        const std::vector<TraceRequest>& trace) {
   if (!trace.empty()) {
-    return MakeTracePrompt(trace.back(), {o.trace_tokens_per_id, o.chunk_size, o.seed}).tokens;
+    return MakeTracePrompt(trace.back(), TraceShapeOf(o)).tokens;
   }
   const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
   return MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1).tokens;
@@ -281,7 +285,7 @@ int RunBench(BenchServerOptions o) {
   plan.instance_base = (static_cast<uint64_t>(::getpid()) << 16) + 1;
   if (!trace.empty()) {
     plan.trace = &trace;
-    plan.trace_shape = {o.trace_tokens_per_id, o.chunk_size, o.seed};
+    plan.trace_shape = TraceShapeOf(o);
   }
 
   std::vector<pid_t> pids;
