@@ -60,7 +60,9 @@ TEST(ServerStuckClient, RepliesToAClientThatStopsReadingAreDroppedAndCountedOthe
               static_cast<unsigned long long>(rss_at_first_drop),
               static_cast<unsigned long long>(rss_end));
   EXPECT_GE(dropped_end, 200000);
+#ifndef __SANITIZE_ADDRESS__  // ASan's quarantine keeps freed replies resident: RSS says nothing
   EXPECT_LT(rss_end, rss_at_first_drop + 16 * 1024) << "the server's memory kept growing";
+#endif
 
   // The other client is still served, and the stuck one, once it reads, gets replies again.
   EXPECT_EQ(FetchChecksummed(*client, w, 1, "after"), kPromptChunks);

@@ -298,6 +298,7 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       break;
     }
     served_write_bytes->Inc(static_cast<double>(h.length));
+    pass.Release();
     if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
   }
 

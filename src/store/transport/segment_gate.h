@@ -38,13 +38,15 @@ class SegmentGate {
     }
     ~Pass() { Release(); }
     explicit operator bool() const { return gate_ != nullptr; }
+    // Ends the access early: once a WRITE's payload is in, before its reply, so a peer that has
+    // the reply never sees the access still running.
+    void Release() {
+      if (gate_ != nullptr) std::exchange(gate_, nullptr)->Leave(id_);
+    }
 
    private:
     friend class SegmentGate;
     Pass(SegmentGate* gate, uint64_t id) : gate_(gate), id_(id) {}
-    void Release() {
-      if (gate_ != nullptr) std::exchange(gate_, nullptr)->Leave(id_);
-    }
     SegmentGate* gate_ = nullptr;
     uint64_t id_ = 0;
   };
