@@ -148,6 +148,8 @@ json Summarize(const BenchRun& run) {
                     {"tokens_per_id", t.tokens_per_id},
                     {"speedup", t.speedup},
                     {"chunks", t.chunks},
+                    {"distinct_chunks", t.distinct_chunks},
+                    {"distinct_bytes", t.distinct_chunks * run.object_bytes},
                     {"ideal_hits", t.ideal_hits},
                     {"ideal_hit_rate", rate(t.ideal_hits, t.chunks)},
                     {"lookup_hits_over_ideal", rate(hits, t.ideal_hits)}};
@@ -282,10 +284,11 @@ void PrintReport(const json& j, std::ostream& os) {
   if (j.contains("trace")) {
     const json& tr = j["trace"];
     os << fmt::format(
-        "trace: {} tokens per trace block ({} requests shorter than a chunk left out), {}; "
-        "lookup hits {:.1f}% against {:.1f}% for an unbounded cache in trace order = {:.0f}% "
-        "of the ideal\n",
+        "trace: {} tokens per trace block ({} requests shorter than a chunk left out), {} "
+        "distinct chunks ({:.2f} GiB), {}; lookup hits {:.1f}% against {:.1f}% for an unbounded "
+        "cache in trace order = {:.0f}% of the ideal\n",
         tr["tokens_per_id"].get<int>(), tr["too_short"].get<uint64_t>(),
+        tr["distinct_chunks"].get<uint64_t>(), tr["distinct_bytes"].get<double>() / (1 << 30),
         tr["speedup"].get<double>() > 0
             ? fmt::format("paced at {}x trace time", tr["speedup"].get<double>())
             : std::string("back to back"),

@@ -35,7 +35,8 @@ struct TraceSummary {
   uint32_t tokens_per_id = 0;
   double speedup = 0;
   uint64_t chunks = 0;      // in the replayed requests
-  uint64_t ideal_hits = 0;  // IdealTraceHits
+  uint64_t ideal_hits = 0;  // SimulateIdealCache
+  uint64_t distinct_chunks = 0;
 };
 
 struct BenchRun {

@@ -87,7 +87,9 @@ Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary&
   summary.requests = requests.size();
   summary.tokens_per_id = o.trace_tokens_per_id;
   summary.speedup = o.trace_speedup;
-  summary.ideal_hits = IdealTraceHits(requests, shape);
+  const IdealTraceCache ideal = SimulateIdealCache(requests, shape);
+  summary.ideal_hits = ideal.hits;
+  summary.distinct_chunks = ideal.distinct_chunks;
   o.workers = static_cast<uint32_t>(std::min<size_t>(o.workers, requests.size()));
   o.warmup = 0;
   o.prompts = static_cast<uint32_t>((requests.size() + o.workers - 1) / o.workers);

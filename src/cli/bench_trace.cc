@@ -44,17 +44,19 @@ TracePrompt MakeTracePrompt(const TraceRequest& r, const TraceShape& shape) {
   return p;
 }
 
-uint64_t IdealTraceHits(const std::vector<TraceRequest>& requests, const TraceShape& shape) {
+IdealTraceCache SimulateIdealCache(const std::vector<TraceRequest>& requests,
+                                   const TraceShape& shape) {
   std::unordered_set<uint64_t> cached;
-  uint64_t hits = 0;
+  IdealTraceCache ideal;
   for (const TraceRequest& r : requests) {
     const std::vector<uint64_t> seeds = ChunkSeeds(r, shape);
     size_t leading = 0;
     while (leading < seeds.size() && cached.count(seeds[leading]) > 0) ++leading;
-    hits += leading;
+    ideal.hits += leading;
     cached.insert(seeds.begin(), seeds.end());
   }
-  return hits;
+  ideal.distinct_chunks = cached.size();
+  return ideal;
 }
 
 }  // namespace kvtier::cli

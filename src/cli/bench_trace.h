@@ -28,8 +28,12 @@ uint32_t TraceChunks(const TraceRequest& r, const TraceShape& shape);
 
 TracePrompt MakeTracePrompt(const TraceRequest& r, const TraceShape& shape);
 
-// Leading chunks an unbounded cache would hit when the requests arrive one after another in
-// trace order: the ceiling for the replay's lookup hits.
-uint64_t IdealTraceHits(const std::vector<TraceRequest>& requests, const TraceShape& shape);
+// What an unbounded cache would see when the requests arrive one after another in trace order.
+struct IdealTraceCache {
+  uint64_t hits = 0;             // leading chunks found: the ceiling for the replay's lookup hits
+  uint64_t distinct_chunks = 0;  // what it would hold at the end
+};
+IdealTraceCache SimulateIdealCache(const std::vector<TraceRequest>& requests,
+                                   const TraceShape& shape);
 
 }  // namespace kvtier::cli

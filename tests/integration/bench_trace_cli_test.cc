@@ -59,6 +59,7 @@ TEST(BenchTraceCli, OneWorkerHitsExactlyTheReuseTheTraceHolds) {
   EXPECT_EQ(t["too_short"], 1);
   EXPECT_EQ(t["chunks"], 3 + 4 + 1 + 3 + 2 + 3);
   EXPECT_EQ(t["ideal_hits"], 2 + 3 + 2);
+  EXPECT_EQ(t["distinct_chunks"], 16 - 7);
   const json& c = j["chunks"];
   EXPECT_EQ(c["lookup_hits"], 7);
   EXPECT_EQ(c["retrieved"], 7);
