@@ -17,13 +17,6 @@
 namespace kvtier::fault {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using testing::ChildProcess;
-using testing::MasterProcess;
-using testing::NodeProcess;
-using testing::WaitFor;
-
 constexpr size_t kBig = (4 << 20) + 13;
 
 // What the victim tells the test, one fixed-size record per write (atomic on a pipe).

@@ -21,6 +21,15 @@ using store::ErrorCode;
 using store::PutConfig;
 using store::StoreClient;
 using store::StoreStatus;
+// What every store fault test names (each used to spell these out itself).
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+using testing::ChildProcess;
+using testing::HttpJson;
+using testing::MasterProcess;
+using testing::NodeProcess;
+using testing::WaitFor;
 
 inline std::unique_ptr<StoreClient> ConnectDummyOf(const std::string& node_address,
                                                    uint64_t mem_pool = 0,

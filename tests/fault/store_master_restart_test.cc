@@ -15,14 +15,6 @@
 namespace kvtier::fault {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using std::chrono::steady_clock;
-using testing::HttpJson;
-using testing::MasterProcess;
-using testing::NodeProcess;
-using testing::WaitFor;
-
 constexpr size_t kSize = 16 * 1024 + 5;
 constexpr int kBefore = 32;
 

@@ -13,14 +13,6 @@
 namespace kvtier::fault {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using std::chrono::steady_clock;
-using testing::HttpJson;
-using testing::MasterProcess;
-using testing::NodeProcess;
-using testing::WaitFor;
-
 constexpr size_t kSize = 16 * 1024 + 5;
 constexpr int kPreloaded = 24;  // keys of each class before the kill
 

@@ -15,13 +15,6 @@
 namespace kvtier::fault {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using testing::HttpJson;
-using testing::MasterProcess;
-using testing::NodeProcess;
-using testing::WaitFor;
-
 constexpr size_t kSize = 64 * 1024 + 9;
 constexpr int kKeys = 8;
 
