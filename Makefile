@@ -27,8 +27,10 @@ ifneq ($(SANITIZERS),none)
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
 endif
 
+# Only what the demo needs: the binary and the Python module (no test binaries).
 run: deps
-	$(MAKE) build
+	$(MAKE) $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target kvtier _kvtier
 	scripts/demo.sh
 
 bench: build

@@ -57,12 +57,12 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # Only what the decoders link against; hashing/logging are not needed and would pull in
 # xxhash, OpenSSL and spdlog.
 lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc
-          src/common/status.cc src/store/common/master_protocol.cc
-          src/store/common/dummy_protocol.cc src/store/common/store_status.cc
+          src/common/status.cc src/store/protocol/master_protocol.cc
+          src/store/protocol/dummy_protocol.cc src/store/protocol/store_status.cc
           src/store/transport/data_plane_protocol.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc
-          src/connectors/resp_errors.cc src/cli/trace_file.cc src/cli/bench_trace.cc
-          src/cli/bench_data.cc)
+          src/connectors/resp_errors.cc src/bench/server/trace_file.cc
+          src/bench/server/trace_prompts.cc src/bench/common/data_pattern.cc)
 read -ra libs <<< "$(pkg-config --libs fmt libxxhash)"
 mkdir -p "$out/obj"
 

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# `make test`'s sanitizer runs (docs/RELIABILITY.md):
-#   asan: ASan+UBSan build of the kvtier binary and every C++ test binary; the unit, integration,
-#         store and fault tests run under it, and the processes they start are sanitized too.
+# `make test`'s sanitizer runs (docs/RELIABILITY.md). Not every test twice: the binaries that
+# exercise concurrency and untrusted input.
+#   asan: ASan+UBSan build of the kvtier binary, every unit test binary, the integration and the
+#         fault tests. Runs the unit tests (decoders, L1 locks, lanes, dummy contexts, data plane),
+#         the integration tests that feed a real server bad or hostile input or move its bytes
+#         (ASAN_TESTS below), and every fault test (kill -9, floods, stuck peers, full disks); the
+#         kvtier processes those tests start are sanitized too.
 #   tsan: TSan build of the concurrency-heavy unit tests (thread pool, L1 locks, connector lanes,
-#         the store node's dummy contexts and the store connector), run directly.
+#         the server's sessions and registries, the store node's dummy contexts and the store
+#         connector), run directly.
+# The CLI, benchmark and store-cluster behaviour tests run once, in the plain build.
 # Usage: scripts/sanitize.sh [asan|tsan|all] (default all). Builds in $BUILD/asan and
-# $BUILD/tsan (BUILD defaults to build; -O1, line tables). Every report, from a test or from a
-# child process, is written under $BUILD/<kind>/reports/; any report fails the run.
+# $BUILD/tsan (BUILD defaults to build; -O1, line tables; through ccache like the plain build).
+# Every report, from a test or from a child process, is written under $BUILD/<kind>/reports/;
+# any report fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -15,10 +22,17 @@ build="${BUILD:-build}"
 jobs="${JOBS:-$(nproc)}"
 what="${1:-all}"
 
-asan_tests=(kvtier unit_common unit_wire unit_l1 unit_connectors unit_server unit_store_master
-            unit_store_transport unit_store_node unit_store_connector integration_tests
-            store_integration_tests store_l2_tests fault_tests plugin_check kvt_test_no_entry)
-tsan_tests=(unit_common unit_l1 unit_connectors unit_store_node unit_store_connector)
+unit_tests=(unit_common unit_wire unit_l1 unit_connectors unit_server unit_store_master
+            unit_store_transport unit_store_node unit_store_connector)
+asan_targets=(kvtier "${unit_tests[@]}" integration_tests fault_tests plugin_check
+              kvt_test_no_entry)
+# ctest names (gtest suites, and the plugin test) run under ASan: every unit and fault suite, and
+# of the integration suites those with hostile input (bad frames, auth) or the byte copies.
+integration_suites='BadInput|ServerAuth|DataPath|L2Tier'
+fault_suites='ChecksummedValue|ServerFlood|ServerInflightLimit|ServerCrash|ServerDiskFull'
+fault_suites+='|ServerRedisOutage|ServerStuckClient|StoreDummyKill|StoreMasterRestart'
+fault_suites+='|StoreNodeKill|StoreNodePause'
+tsan_tests=(unit_common unit_l1 unit_connectors unit_server unit_store_node unit_store_connector)
 
 configure_and_build() {  # configure_and_build KIND TARGET...
   local kind="$1" dir="$build/$1"
@@ -46,7 +60,7 @@ run_kind() {  # run_kind asan|tsan
   mkdir -p "$dir"
   echo "== $kind: building" >&2
   if [[ "$kind" == asan ]]; then
-    configure_and_build asan "${asan_tests[@]}"
+    configure_and_build asan "${asan_targets[@]}"
   else
     configure_and_build tsan "${tsan_tests[@]}"
   fi
@@ -58,10 +72,14 @@ run_kind() {  # run_kind asan|tsan
   export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=0:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
   echo "== $kind: testing" >&2
   if [[ "$kind" == asan ]]; then
-    # The Python tests run an uninstrumented interpreter; fuzz_smoke is ASan already; the
-    # loopback test drives Python too.
+    # The unit binaries run directly (one process each; their tests share nothing); the
+    # process-level suites through ctest, which runs them one test per process, two at a time.
+    for t in "${unit_tests[@]}"; do
+      echo "-- $t" >&2
+      KVTIER_BIN="$dir/kvtier" "$dir/tests/$t" --gtest_brief=1 || rc=$?
+    done
     (cd "$dir" && ctest --output-on-failure -j 2 --timeout 900 \
-       -E 'NOT_BUILT|python_tests|fuzz_smoke|store_loopback_only') || rc=$?
+       -R "^(($integration_suites|$fault_suites)\\.|plugin)") || rc=$?
   else
     for t in "${tsan_tests[@]}"; do
       echo "-- $t" >&2

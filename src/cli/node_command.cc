@@ -13,7 +13,7 @@
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "store/client/dummy_client.h"
-#include "store/common/admin_http.h"
+#include "common/admin_http.h"
 #include "store/node/dummy_service.h"
 #include "store/node/store_node.h"
 
@@ -66,7 +66,7 @@ int RunNode(const NodeFlags& f) {
     return 1;
   }
   store::StoreNode* n = node->get();
-  store::AdminHttp http(
+  AdminHttp http(
       [n, &dummies, &f] {
         return nlohmann::json{{"id", n->info().id},
                               {"endpoint", n->info().endpoint},

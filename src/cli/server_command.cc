@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/secret_file.h"
 #include "server/cache_server.h"
+#include "store/connector/store_connector.h"
 
 namespace kvtier::cli {
 
@@ -113,7 +114,7 @@ RunFn AddServerCommand(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    auto server = CacheServer::Create(*cfg);
+    auto server = CacheServer::Create(*cfg, ConnectorRegistryWithStore());
     if (!server.ok()) {
       std::cerr << "error: " << server.status().ToString() << "\n";
       return 1;

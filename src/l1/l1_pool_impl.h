@@ -1,12 +1,14 @@
 // The L1Pool implementation: composes the arena mapping, the offset allocator, the object table
 // and an eviction policy under one mutex. Internal to src/l1; callers use L1Pool::Create.
+// Thread-safety: every public method may be called concurrently: the table, allocator and policy
+// are touched only under mu_ (callers copy bytes outside it); the arena accessors read constants.
 #pragma once
 
 #include <memory>
 #include <mutex>
 
 #include "common/memfd.h"
-#include "l1/arena_allocator.h"
+#include "common/arena_allocator.h"
 #include "l1/eviction_policy.h"
 #include "l1/l1_pool.h"
 #include "l1/object_table.h"

@@ -4,10 +4,12 @@
 #include <poll.h>
 
 #include "common/listen_warning.h"
+#include "server/server_stats.h"
 
 namespace kvtier {
 
-Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& config) {
+Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& config,
+                                                       const ConnectorRegistry& connectors) {
   auto algo = ParseHashAlgo(config.hash);
   if (!algo) {
     return Status(Code::kInvalidArgument,
@@ -42,7 +44,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
     // The whole L1 arena, for adapters that register memory with their backend once.
     const ConnectorEnv env{{SharedRegion{ctx->l1->ArenaBase(), ctx->l1->ArenaSize(),
                                          ctx->l1->ArenaFd()}}};
-    auto l2 = L2Cascade::Create(config.l2_adapters, ctx->metrics, env);
+    auto l2 = L2Cascade::Create(config.l2_adapters, connectors, ctx->metrics, env);
     if (!l2.ok()) return l2.status();
     ctx->l2 = std::move(l2).value();
     ctx->l2_store = std::make_unique<StoreController>(*ctx->l1, *ctx->l2, ctx->metrics,
@@ -85,7 +87,10 @@ Status CacheServer::Start() {
   KVT_RETURN_IF_ERROR(front_->Bind(fmt::format("tcp://{}:{}", c.host, c.port)));
   KVT_RETURN_IF_ERROR(handoff_->Start(wire::UdsNameForPort(c.port)));
   if (c.http_port != 0) {
-    http_ = std::make_unique<HttpAdmin>(*ctx_);
+    ServerContext& ctx = *ctx_;
+    http_ = std::make_unique<AdminHttp>([&ctx] { return StatusJson(ctx); }, &ctx.metrics,
+                                        [&ctx] { PublishStatsGauges(ctx); });
+    http_->RequireToken(c.auth_token);
     KVT_RETURN_IF_ERROR(http_->Start(c.host, c.http_port));
   }
   WarnIfExposed("server", c.host, !c.auth_token.empty(),

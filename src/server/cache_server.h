@@ -8,10 +8,10 @@
 #include <memory>
 #include <thread>
 
+#include "common/admin_http.h"
 #include "common/eventfd.h"
 #include "server/fd_handoff_service.h"
 #include "server/handler_table.h"
-#include "server/http_admin.h"
 #include "server/prefetch_controller.h"
 #include "server/rpc_front.h"
 #include "server/server_config.h"
@@ -22,8 +22,10 @@ namespace kvtier {
 
 class CacheServer {
  public:
-  // Validates the config and creates the L1 arena; binds nothing yet.
-  static Result<std::unique_ptr<CacheServer>> Create(const ServerConfig& config);
+  // Validates the config and creates the L1 arena and the L2 adapters (their types come from
+  // `connectors`: the caller decides which exist); binds nothing yet.
+  static Result<std::unique_ptr<CacheServer>> Create(const ServerConfig& config,
+                                                     const ConnectorRegistry& connectors);
   ~CacheServer();
 
   // Binds every listener; an error names the one that failed.
@@ -46,7 +48,7 @@ class CacheServer {
   std::unique_ptr<wire::ZmqAuthServer> auth_;  // outlives the front's socket, not the context
   std::unique_ptr<RpcFront> front_;
   std::unique_ptr<FdHandoffService> handoff_;
-  std::unique_ptr<HttpAdmin> http_;
+  std::unique_ptr<AdminHttp> http_;
   EventNotifier stop_;
   EventNotifier housekeeping_stop_;
   std::thread housekeeping_;

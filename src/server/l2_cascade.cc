@@ -6,7 +6,6 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "store/connector/store_connector.h"
 
 namespace kvtier {
 namespace {
@@ -22,9 +21,9 @@ int64_t BackoffNs(uint32_t failures) {
 }  // namespace
 
 Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::string>& adapter_json,
+                                                     const ConnectorRegistry& registry,
                                                      MetricsRegistry& metrics,
                                                      const ConnectorEnv& env) {
-  const ConnectorRegistry registry = ConnectorRegistryWithStore();
   std::vector<std::unique_ptr<Connector>> adapters;
   for (size_t i = 0; i < adapter_json.size(); ++i) {
     auto cfg = ParseAdapterConfig(adapter_json[i], i);

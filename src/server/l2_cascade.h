@@ -26,9 +26,11 @@ namespace kvtier {
 
 class L2Cascade {
  public:
-  // Parses and creates every adapter; the first bad one is the error (its message names it).
-  // `env` is the memory adapters may register with their backends (the L1 arena).
+  // Parses and creates every adapter through `registry` (the caller picks which connector types
+  // exist); the first bad one is the error (its message names it). `env` is the memory adapters
+  // may register with their backends (the L1 arena).
   static Result<std::unique_ptr<L2Cascade>> Create(const std::vector<std::string>& adapter_json,
+                                                   const ConnectorRegistry& registry,
                                                    MetricsRegistry& metrics,
                                                    const ConnectorEnv& env = {});
   ~L2Cascade();  // Close()

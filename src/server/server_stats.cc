@@ -46,4 +46,21 @@ void PublishStatsGauges(ServerContext& ctx) {
       ->Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count());
 }
 
+nlohmann::json StatusJson(ServerContext& ctx) {
+  nlohmann::json j;
+  j["version"] = KVTIER_VERSION;
+  for (const auto& [name, value] : CollectStats(ctx)) {
+    if (value == static_cast<double>(static_cast<uint64_t>(value))) {
+      j[name] = static_cast<uint64_t>(value);  // counts read better as integers
+    } else {
+      j[name] = value;
+    }
+  }
+  j["chunk_size"] = ctx.config.chunk_size;
+  j["hash"] = HashAlgoName(ctx.hash);
+  j["eviction_policy"] = ctx.config.eviction_policy;
+  j["l2"] = ctx.l2 ? ctx.l2->Status() : nlohmann::json::array();
+  return j;
+}
+
 }  // namespace kvtier

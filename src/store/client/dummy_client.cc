@@ -24,7 +24,8 @@
 
 #include "common/logging.h"
 #include "store/client/dummy_memory.h"
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_socket.h"
+#include "store/protocol/store_key.h"
 
 namespace kvtier::store {
 namespace {
@@ -40,21 +41,12 @@ std::string RandomClientId() {
   return fmt::format("{:016x}{:016x}", hi, lo);
 }
 
-StoreStatus CheckKey(const std::string& key) {
-  if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
-  if (key.size() > kMaxKeyBytes) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("key of {} bytes (limit {})", key.size(), kMaxKeyBytes));
-  }
-  return StoreStatus::Ok();
-}
-
 StoreStatus NotShared(const std::string& key) {
   return StoreStatus(ErrorCode::INVALID_PARAMS,
-                     fmt::format("key '{}': the buffer is not memory shared with the node (dummy "
+                     fmt::format("key {}: the buffer is not memory shared with the node (dummy "
                                  "mode: buffers come from alloc_from_mem_pool or lie inside "
                                  "register_shared_memory's range)",
-                                 key.substr(0, 64)));
+                                 KeyForMessage(key)));
 }
 
 class DummyClient final : public StoreClient {

@@ -18,8 +18,8 @@
 
 #include "common/memfd.h"
 #include "common/status.h"
-#include "store/common/dummy_protocol.h"
-#include "store/common/store_status.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/store_status.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier::store {

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "store/common/master_protocol.h"
+#include "store/protocol/master_protocol.h"
 #include "wire/frames.h"
 #include "wire/zmq_auth.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "store/common/master_api.h"
+#include "store/protocol/master_api.h"
 
 namespace kvtier::store {
 

@@ -8,7 +8,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "store/common/master_protocol.h"
+#include "store/protocol/master_protocol.h"
 #include "wire/frames.h"
 
 namespace kvtier::store {

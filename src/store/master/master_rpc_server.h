@@ -17,7 +17,7 @@
 #include "common/eventfd.h"
 #include "common/metrics.h"
 #include "common/status.h"
-#include "store/common/master_api.h"
+#include "store/protocol/master_api.h"
 #include "wire/zap_handler.h"
 
 namespace kvtier::store {

@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "store/common/admin_http.h"
+#include "common/admin_http.h"
 #include "store/master/master_rpc_server.h"
 
 namespace kvtier::store {
@@ -22,7 +22,7 @@ constexpr std::chrono::milliseconds kTickInterval{100};
 struct MasterServer::Impl {
   explicit Impl(MasterServerOptions o)
       : options(std::move(o)),
-        service(options.service, Clock::Real(), &metrics),
+        service(options.service, options.clock, &metrics),
         rpc(service, metrics),
         http(
             [this] {

@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "store/common/master_api.h"
+#include "store/protocol/master_api.h"
 
 namespace kvtier::store {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "store/common/store_types.h"
+#include "store/protocol/store_types.h"
 
 namespace kvtier::store {
 

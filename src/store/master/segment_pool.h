@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "l1/arena_allocator.h"
-#include "store/common/store_status.h"
-#include "store/common/store_types.h"
+#include "common/arena_allocator.h"
+#include "store/protocol/store_status.h"
+#include "store/protocol/store_types.h"
 
 namespace kvtier::store {
 

@@ -7,6 +7,8 @@
 // it returns stays valid as long as the caller holds the context (shared_ptr).
 // DummyContextTable: the node's id -> context map (a second process claiming a live id is
 // refused).
+// Thread-safety: every method of DummyContext and DummyContextTable may be called concurrently
+// (each has one mutex, never held during a transfer).
 #pragma once
 
 #include <cstdint>
@@ -18,9 +20,9 @@
 #include <utility>
 
 #include "common/memfd.h"
-#include "l1/arena_allocator.h"
-#include "store/common/dummy_protocol.h"
-#include "store/common/store_status.h"
+#include "common/arena_allocator.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/store_status.h"
 #include "store/node/region_mappings.h"
 #include "wire/fd_passing.h"
 

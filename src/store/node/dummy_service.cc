@@ -20,19 +20,13 @@
 #include "common/eventfd.h"
 #include "common/logging.h"
 #include "store/client/dummy_client.h"
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_socket.h"
 #include "store/node/dummy_session.h"
 
 namespace kvtier::store {
 namespace {
 
 constexpr size_t kMaxConnections = 1024;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Answers a connection the node will not serve, then it is closed.
 void Refuse(int fd, ErrorCode code, const std::string& why) {
@@ -54,14 +48,20 @@ struct DummyService::Impl {
   };
 
   Impl(StoreNode& n, DummyServiceOptions o, MetricsRegistry& r)
-      : node(n), options(o), metrics(r), table(metrics.mapped_bytes) {}
+      : node(n),
+        options(o),
+        clock(o.clock != nullptr ? o.clock : Clock::Real()),
+        metrics(r),
+        table(metrics.mapped_bytes) {}
 
   void AcceptLoop();
   void MonitorLoop();
+  void Sweep();  // under mu
   void Serve(Conn* conn);
 
   StoreNode& node;
   const DummyServiceOptions options;
+  Clock* const clock;
   DummyMetrics metrics;
   DummyContextTable table;
   const uid_t uid = ::geteuid();
@@ -115,7 +115,7 @@ void DummyService::Impl::AcceptLoop() {
     }
     auto conn = std::make_unique<Conn>();
     conn->fd = std::move(fd);
-    conn->state.last_seen_ns = NowNs();
+    conn->state.last_seen_ns = clock->NowNs();
     Conn* c = conn.get();
     conns.push_back(std::move(conn));
     c->thread = std::thread([this, c] { Serve(c); });
@@ -123,7 +123,8 @@ void DummyService::Impl::AcceptLoop() {
 }
 
 void DummyService::Impl::Serve(Conn* conn) {
-  auto session = std::make_unique<DummySession>(conn->fd.get(), node, table, metrics, conn->state);
+  auto session =
+      std::make_unique<DummySession>(conn->fd.get(), node, table, metrics, conn->state, *clock);
   const DummySession::End end = session->Run();
   const char* reason = "error";
   {
@@ -152,25 +153,30 @@ void DummyService::Impl::Serve(Conn* conn) {
 void DummyService::Impl::MonitorLoop() {
   const auto tick = std::clamp<std::chrono::milliseconds>(
       options.dummy_ttl / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
-  const int64_t ttl_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options.dummy_ttl).count();
   std::unique_lock lock(mu);
   while (!stopping) {
     cv.wait_for(lock, tick);
-    const int64_t now = NowNs();
-    for (auto it = conns.begin(); it != conns.end();) {
-      Conn& c = **it;
-      if (c.done) {
-        c.thread.join();  // it only has to return: done is its last step
-        it = conns.erase(it);
-        continue;
-      }
-      if (!stopping && !c.cut_off && !c.state.busy && now - c.state.last_seen_ns > ttl_ns) {
-        c.cut_off = true;
-        ::shutdown(c.fd.get(), SHUT_RDWR);
-      }
-      ++it;
+    Sweep();
+  }
+}
+
+// Joins finished connections and cuts off the idle ones silent for longer than the TTL.
+void DummyService::Impl::Sweep() {
+  const int64_t ttl_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.dummy_ttl).count();
+  const int64_t now = clock->NowNs();
+  for (auto it = conns.begin(); it != conns.end();) {
+    Conn& c = **it;
+    if (c.done) {
+      c.thread.join();  // it only has to return: done is its last step
+      it = conns.erase(it);
+      continue;
     }
+    if (!stopping && !c.cut_off && !c.state.busy && now - c.state.last_seen_ns > ttl_ns) {
+      c.cut_off = true;
+      ::shutdown(c.fd.get(), SHUT_RDWR);
+    }
+    ++it;
   }
 }
 
@@ -215,5 +221,10 @@ void DummyService::Stop() {
 }
 
 size_t DummyService::connected() const { return impl_->table.size(); }
+
+void DummyService::CheckTtl() {
+  std::lock_guard lock(impl_->mu);
+  impl_->Sweep();
+}
 
 }  // namespace kvtier::store

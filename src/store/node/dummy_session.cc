@@ -4,13 +4,12 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <span>
-#include <string_view>
 
 #include "common/logging.h"
 #include "common/thread_priority.h"
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_socket.h"
+#include "store/protocol/store_key.h"
 
 namespace kvtier::store {
 namespace {
@@ -19,39 +18,8 @@ using dummy::Op;
 using dummy::Reply;
 using dummy::Request;
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// A key as it may appear in a message or a log line: at most 64 bytes, non-printables escaped.
-std::string Printable(std::string_view key) {
-  std::string out;
-  for (size_t i = 0; i < key.size() && i < 64; ++i) {
-    const auto c = static_cast<unsigned char>(key[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (key.size() > 64) out += "...";
-  return out;
-}
-
-StoreStatus CheckKey(const std::string& key) {
-  if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "empty key");
-  if (key.size() > kMaxKeyBytes) {
-    return StoreStatus(
-        ErrorCode::INVALID_PARAMS,
-        fmt::format("key '{}' has {} bytes (limit {})", Printable(key), key.size(), kMaxKeyBytes));
-  }
-  return StoreStatus::Ok();
-}
-
 StoreStatus RangeError(const std::string& key, const StoreStatus& why) {
-  return StoreStatus(why.code(), fmt::format("key '{}': {}", Printable(key), why.message()));
+  return StoreStatus(why.code(), fmt::format("key {}: {}", KeyForMessage(key), why.message()));
 }
 
 // Keys of a batch that passed the per-key checks, and where their answers go.
@@ -104,8 +72,8 @@ Counter* DummyMetrics::Error(const std::string& reason) {
 }
 
 DummySession::DummySession(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
-                           ConnectionState& state)
-    : fd_(fd), node_(node), table_(table), metrics_(metrics), state_(state) {}
+                           ConnectionState& state, const Clock& clock)
+    : fd_(fd), node_(node), table_(table), metrics_(metrics), state_(state), clock_(clock) {}
 
 DummySession::~DummySession() {
   if (context_) {
@@ -142,7 +110,7 @@ DummySession::End DummySession::Run() {
     f.fds.clear();  // closes any fd a request brought that was not taken
     const Status sent =
         dummy::SendFrame(fd_, dummy::EncodeFrame(f.type, EncodeReply(Op(f.type), reply)));
-    state_.last_seen_ns = NowNs();
+    state_.last_seen_ns = clock_.NowNs();
     state_.busy = false;
     if (!sent.ok()) return End::kError;
   }

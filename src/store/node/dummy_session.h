@@ -4,6 +4,8 @@
 // body or an out-of-bounds range gets an error reply and the session goes on; a frame the
 // stream cannot recover from (over the size limit, truncated) ends it. DummyService runs one
 // session per connection on its own thread.
+// Not thread-safe: a session belongs to its connection's thread; what it shares with others (the
+// context table, the node, the metrics, ConnectionState) is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -11,8 +13,9 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/metrics.h"
-#include "store/common/dummy_protocol.h"
+#include "store/protocol/dummy_protocol.h"
 #include "store/node/dummy_context.h"
 #include "store/node/store_node.h"
 
@@ -38,15 +41,16 @@ struct DummyMetrics {
 // What the service's monitor reads and writes for one connection.
 struct ConnectionState {
   std::atomic<bool> busy{false};         // a request is being served (TTL does not apply)
-  std::atomic<int64_t> last_seen_ns{0};  // steady clock, end of the last request
+  std::atomic<int64_t> last_seen_ns{0};  // the service's Clock, end of the last request
 };
 
 class DummySession {
  public:
   enum class End { kEof, kError };
 
+  // `clock` stamps state.last_seen_ns: the same clock the service's TTL check reads.
   DummySession(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
-               ConnectionState& state);
+               ConnectionState& state, const Clock& clock);
   ~DummySession();  // detaches the context (its regions are unmapped when the last user lets go)
 
   End Run();
@@ -68,6 +72,7 @@ class DummySession {
   DummyContextTable& table_;
   DummyMetrics& metrics_;
   ConnectionState& state_;
+  const Clock& clock_;
   std::shared_ptr<DummyContext> context_;
   bool bulk_pending_ = false;  // HELLO said bulk; the priority drops at the first transfer
   std::string empty_;

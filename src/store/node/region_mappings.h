@@ -6,6 +6,7 @@
 // Files are told apart by (device, inode); a mapping lives while some region uses it. The bytes
 // mapped (live mappings) are kept in a gauge when one is given, so an operator (and the fault
 // tests) can see a dead dummy's memory released.
+// Thread-safety: Map may be called concurrently (one mutex).
 #pragma once
 
 #include <sys/types.h>
@@ -17,7 +18,7 @@
 #include <utility>
 
 #include "common/memfd.h"
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier {

@@ -7,6 +7,8 @@
 // this node's segment, TCP to others), then PutEnd, or PutRevoke when a write failed, so no
 // reader ever sees a partial object. A get: GetReplicas (grants a lease), read one replica
 // (local first), then LEASE_EXPIRED if the lease ran out before the bytes arrived.
+// Thread-safety: every method may be called from many threads at once (the dummy sessions and
+// the embedded client do); heartbeats run on a thread of the node's own.
 #pragma once
 
 #include <chrono>
@@ -16,9 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "common/buffer_span.h"
+#include "common/clock.h"
 #include "common/metrics.h"
-#include "store/common/master_api.h"
-#include "store/common/store_status.h"
+#include "store/protocol/master_api.h"
+#include "store/protocol/store_status.h"
 
 namespace kvtier::store {
 
@@ -33,15 +37,7 @@ struct NodeOptions {
   // The store's shared secret: this node proves it to the master (CURVE), peers present it to
   // this node's data plane and this node to theirs. Empty: no authentication.
   std::string auth_token;
-};
-
-struct ConstBuffer {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-};
-struct MutableBuffer {
-  uint8_t* data = nullptr;
-  uint64_t size = 0;
+  Clock* clock = nullptr;  // what read leases are measured on; nullptr = Clock::Real()
 };
 
 class StoreNode {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 #include "store/transport/data_plane_protocol.h"
 
 namespace kvtier::store {

@@ -35,7 +35,7 @@
 #include "common/eventfd.h"
 #include "common/logging.h"
 #include "common/secret_file.h"
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/tcp_io.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 #include "store/transport/tcp_io.h"
 #include "store/transport/transfer_engine.h"
 

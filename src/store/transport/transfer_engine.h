@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/metrics.h"
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 #include "store/transport/segment_gate.h"
 
 namespace kvtier::store {

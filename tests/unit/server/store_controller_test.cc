@@ -64,7 +64,7 @@ TEST(StoreControllerTest, CopiesToEveryAdapterAndReleasesAllPins) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})", R"({"type":"mem","num_workers":1})"},
-                                        metrics))
+                                        ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
   StoreController sc(*l1, *l2, metrics, /*skip_l1=*/false);
   for (uint64_t b = 0; b < 8; ++b) {
@@ -86,7 +86,7 @@ TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   // 64 KiB in flight, 256 KiB queued at most; every store takes 300 ms and fails (deadline 50).
   auto l2 = std::move(L2Cascade::Create(
                           {R"({"type":"mem","delay_ms":300,"deadline_ms":50,"max_inflight_mb":0.0625,"num_workers":1})"},
-                          metrics))
+                          ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
   StoreController sc(*l1, *l2, metrics, false);
   for (uint64_t b = 0; b < 16; ++b) {
@@ -112,7 +112,7 @@ TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
 TEST(StoreControllerTest, SkipL1ErasesWhatReachedL2) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
-  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, metrics)).value();
+  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
   StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);
   auto keys = Keys(100, 4);
   Store(*l1, sc, keys);
@@ -124,7 +124,7 @@ TEST(StoreControllerTest, SkipL1ErasesWhatReachedL2) {
 TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
-  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, metrics)).value();
+  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
   {
     StoreController sc(*l1, *l2, metrics, false);
     auto keys = Keys(0, 6);
@@ -157,7 +157,7 @@ TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
 TEST(L2PrefetcherTest, APlanLargerThanL1IsHalvedUntilItFits) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();  // room for 64 objects
-  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, metrics)).value();
+  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
   {
     StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);  // L1 empties itself
     for (uint64_t b = 0; b < 10; ++b) {

@@ -1,6 +1,6 @@
 // Master RPC codecs: every request and reply survives a round trip, and bad bytes become errors
 // that name the field instead of crashes or huge allocations.
-#include "store/common/master_protocol.h"
+#include "store/protocol/master_protocol.h"
 
 #include <gtest/gtest.h>
 

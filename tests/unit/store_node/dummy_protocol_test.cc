@@ -1,7 +1,7 @@
 // The dummy-socket codecs: round trips of every request and reply shape, and the errors hostile
 // or broken bytes get (each must be an error naming what is wrong, never a crash or a huge
 // allocation).
-#include "store/common/dummy_protocol.h"
+#include "store/protocol/dummy_protocol.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

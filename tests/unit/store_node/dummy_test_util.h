@@ -16,8 +16,8 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "store/client/dummy_client.h"
-#include "store/common/dummy_protocol.h"
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/dummy_socket.h"
 #include "store/master/master_service.h"
 #include "store/node/dummy_service.h"
 #include "store/node/store_node.h"
@@ -51,15 +51,16 @@ inline std::unique_ptr<StoreNode> StartNode(MetricsRegistry& metrics) {
   return node.ok() ? std::move(*node) : nullptr;
 }
 
-// A node with its dummy service; the service's socket is named by the node's data port.
+// A node with its dummy service; the service's socket is named by the node's data port. `clock`
+// is the TTL's (nullptr: the real one).
 struct NodeWithDummies {
   explicit NodeWithDummies(std::chrono::milliseconds ttl = std::chrono::milliseconds(10000),
-                           uint16_t port = 0) {
+                           uint16_t port = 0, Clock* clock = nullptr) {
     node = StartNode(metrics);
     if (!node) return;
     service_port = port != 0 ? port : node->port();
-    service =
-        std::make_unique<DummyService>(*node, DummyServiceOptions{service_port, ttl}, &metrics);
+    service = std::make_unique<DummyService>(*node, DummyServiceOptions{service_port, ttl, clock},
+                                             &metrics);
     const Status s = service->Start();
     EXPECT_TRUE(s.ok()) << s.ToString();
   }

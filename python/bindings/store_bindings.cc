@@ -5,7 +5,7 @@
 // is closed, answers RPC_FAIL (-900). Arguments of the wrong *type* still raise TypeError.
 // Every call that talks to the node or the master runs with the GIL released; the client is held
 // by a shared_ptr copied under the GIL, so close() from another thread never frees it mid-call.
-#include "_store_bindings.h"
+#include "store_bindings.h"
 
 #include <pybind11/stl.h>
 

@@ -1,6 +1,6 @@
 // Stream-socket transport of the dummy protocol: abstract AF_UNIX listen/connect, whole-frame
 // send with an optional SCM_RIGHTS fd, one-frame-at-a-time receive that collects any fds.
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_socket.h"
 
 #include <fmt/format.h>
 #include <sys/socket.h>
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "store/common/dummy_protocol.h"
+#include "store/protocol/dummy_protocol.h"
 
 namespace kvtier::store::dummy {
 namespace {

@@ -1,33 +1,15 @@
 // Codecs of the dummy-socket protocol (dummy_protocol.h): frame header, request and reply
 // bodies, packed lists. Pure functions; every length read off the wire is checked against the
 // bytes actually present before anything is allocated for it.
-#include "store/common/dummy_protocol.h"
+#include "store/protocol/dummy_protocol.h"
 
 #include <fmt/format.h>
 
-#include <cstring>
-
+#include "common/endian.h"
 #include "wire/body_codec.h"
 
 namespace kvtier::store::dummy {
 namespace {
-
-void PutLe32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutLe64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t GetLe32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{p[i]} << (8 * i);
-  return v;
-}
-uint64_t GetLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
 
 Status Invalid(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
 
@@ -194,14 +176,14 @@ const char* RegionKindName(RegionKind kind) {
 std::string EncodeFrame(uint32_t type, std::string_view body) {
   std::string out;
   out.reserve(kFrameHeaderBytes + body.size());
-  PutLe32(out, static_cast<uint32_t>(body.size()));
-  PutLe32(out, type);
+  AppendLE(out, static_cast<uint32_t>(body.size()));
+  AppendLE(out, type);
   out.append(body);
   return out;
 }
 
 Result<FrameHeader> DecodeFrameHeader(const uint8_t* data, uint32_t max_length) {
-  FrameHeader h{GetLe32(data), GetLe32(data + 4)};
+  FrameHeader h{LoadLE<uint32_t>(data), LoadLE<uint32_t>(data + 4)};
   if (h.length > max_length) {
     return Status(Code::kTooLarge, fmt::format("frame body of {} bytes exceeds the {}-byte limit",
                                                h.length, max_length));
@@ -215,7 +197,7 @@ std::string PackStrings(const std::vector<std::string>& items) {
   std::string out;
   out.reserve(total);
   for (const auto& s : items) {
-    PutLe32(out, static_cast<uint32_t>(s.size()));
+    AppendLE(out, static_cast<uint32_t>(s.size()));
     out.append(s);
   }
   return out;
@@ -231,7 +213,7 @@ Result<std::vector<std::string>> UnpackStrings(std::string_view packed, size_t m
       return Status(Code::kTooLarge, fmt::format("more than {} items", max_items));
     }
     if (packed.size() - pos < 4) return Invalid("truncated item length");
-    const uint32_t len = GetLe32(p + pos);
+    const uint32_t len = LoadLE<uint32_t>(p + pos);
     pos += 4;
     if (len > max_item_bytes) {
       return Status(Code::kTooLarge, fmt::format("item #{} has {} bytes (limit {})", out.size(),
@@ -250,7 +232,7 @@ Result<std::vector<std::string>> UnpackStrings(std::string_view packed, size_t m
 std::string PackU64s(const std::vector<uint64_t>& items) {
   std::string out;
   out.reserve(items.size() * 8);
-  for (uint64_t v : items) PutLe64(out, v);
+  for (uint64_t v : items) AppendLE(out, v);
   return out;
 }
 
@@ -265,7 +247,7 @@ Result<std::vector<uint64_t>> UnpackU64s(std::string_view packed, size_t max_ite
   }
   std::vector<uint64_t> out(packed.size() / 8);
   const auto* p = reinterpret_cast<const uint8_t*>(packed.data());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = GetLe64(p + 8 * i);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = LoadLE<uint64_t>(p + 8 * i);
   return out;
 }
 

@@ -1,4 +1,4 @@
-#include "l1/arena_allocator.h"
+#include "common/arena_allocator.h"
 
 #include <cassert>
 #include <iterator>

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "_store_bindings.h"
+#include "store_bindings.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
 #include "common/hashing.h"
@@ -328,7 +328,7 @@ PYBIND11_MODULE(_kvtier, m) {
       "A kvtier call failed. Attributes: code (int), code_name (e.g. 'OUT_OF_RANGE'), message.",
       PyExc_RuntimeError, nullptr);
   m.attr("KvtierError") = py::handle(g_kvtier_error);
-  InitStoreBindings(m);  // kvtier.store (python/kvtier/_store_bindings.cc)
+  InitStoreBindings(m);  // kvtier.store (python/bindings/store_bindings.cc)
 
   py::class_<HostKvBuffer, std::shared_ptr<HostKvBuffer>>(
       m, "HostKvBuffer", "A memfd-backed host buffer for KV blocks.")

@@ -10,13 +10,15 @@
 //  - GetReplicas grants (or extends) a read lease; a leased object is neither evicted nor removed.
 //  - Exist answers 1/0 and grants no lease.
 //  - Remove answers OBJECT_HAS_LEASE while a lease is live, REPLICA_IS_NOT_READY while unfinished.
+// Thread-safety: implementations may be called from many threads at once (a node's dummy
+// sessions do); MasterService and MasterClient both are.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "store/common/store_status.h"
-#include "store/common/store_types.h"
+#include "store/protocol/store_status.h"
+#include "store/protocol/store_types.h"
 
 namespace kvtier::store {
 

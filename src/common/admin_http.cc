@@ -1,4 +1,4 @@
-#include "store/common/admin_http.h"
+#include "common/admin_http.h"
 
 #include <httplib.h>
 
@@ -6,9 +6,10 @@
 
 #include "common/http_listen.h"
 
-namespace kvtier::store {
+namespace kvtier {
 
-AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics)
+AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics,
+                     std::function<void()> refresh_metrics)
     : metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
   ReuseAddressOnly(*server_);
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -17,7 +18,9 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
   server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {
     res.set_content(status().dump(2) + "\n", "application/json");
   });
-  server_->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/metrics", [metrics, refresh = std::move(refresh_metrics)](
+                              const httplib::Request&, httplib::Response& res) {
+    if (refresh) refresh();
     res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4");
   });
 }
@@ -31,11 +34,11 @@ void AdminHttp::RequireToken(const std::string& token) {
 Status AdminHttp::Start(const std::string& host, uint16_t port) {
   if (port == 0) {
     const int p = server_->bind_to_any_port(host);
-    if (p < 0) return Status(Code::kIoError, "http: cannot bind " + host);
+    if (p < 0) return Status(Code::kIoError, "http admin: cannot bind " + host);
     port_ = static_cast<uint16_t>(p);
   } else {
     if (!server_->bind_to_port(host, port)) {
-      return Status(Code::kIoError, "http: cannot bind " + host + ":" + std::to_string(port));
+      return Status(Code::kIoError, "http admin: cannot bind " + host + ":" + std::to_string(port));
     }
     port_ = port;
   }
@@ -53,4 +56,4 @@ void AdminHttp::Stop() {
   thread_.join();
 }
 
-}  // namespace kvtier::store
+}  // namespace kvtier

@@ -1,7 +1,7 @@
 // Master RPC codecs. Columns: a list of byte strings is one str holding their concatenation
 // plus a "<name>_lens" bin of little-endian uint32; per-key codes are one bin of little-endian
 // int32; fixed-width per-key numbers are rows (arrays of equal-length uint arrays).
-#include "store/common/master_protocol.h"
+#include "store/protocol/master_protocol.h"
 
 #include <fmt/format.h>
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/common/store_status.h"
-#include "store/common/store_types.h"
+#include "store/protocol/store_status.h"
+#include "store/protocol/store_types.h"
 
 namespace kvtier::store::dummy {
 

@@ -1,4 +1,4 @@
-#include "store/common/store_status.h"
+#include "store/protocol/store_status.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,46 @@
+// The HTTP admin endpoints every kvtier process serves (cache server, master, node): /healthz
+// (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry).
+// Bound to one host only. Thread-safety: Start/Stop from one thread; the callbacks run on
+// cpp-httplib's threads, several at once, so they must be safe to call concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/metrics.h"
+#include "common/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace kvtier {
+
+class AdminHttp {
+ public:
+  // `refresh_metrics`, when given, runs before each /metrics render (to publish gauges that are
+  // read from live state rather than kept up to date).
+  AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics,
+            std::function<void()> refresh_metrics = {});
+  ~AdminHttp();  // Stop()
+  // Before Start(): every request must then carry "Authorization: Bearer <token>" (401 without).
+  // An empty token leaves the endpoints open.
+  void RequireToken(const std::string& token);
+  // Port 0 picks a free port (see Port()).
+  Status Start(const std::string& host, uint16_t port);
+  void Stop();
+  uint16_t Port() const { return port_; }
+
+ private:
+  MetricsRegistry* metrics_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace kvtier
