@@ -47,7 +47,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
     auto l2 = L2Cascade::Create(config.l2_adapters, connectors, ctx->metrics, env);
     if (!l2.ok()) return l2.status();
     ctx->l2 = std::move(l2).value();
-    ctx->l2_store = std::make_unique<StoreController>(*ctx->l1, *ctx->l2, ctx->metrics,
+    ctx->l2_writer = std::make_unique<L2Writer>(*ctx->l1, *ctx->l2, ctx->metrics,
                                                       config.l2_store_policy == "skip_l1");
   }
   return std::unique_ptr<CacheServer>(new CacheServer(std::move(ctx)));
@@ -69,10 +69,10 @@ CacheServer::~CacheServer() {
   if (http_) http_->Stop();
   handoff_->Stop();
   front_.reset();
-  // L2 last, in dependency order: running LOOKUP jobs finish, the store controller lets go of
+  // L2 last, in dependency order: running LOOKUP jobs finish, the L2 writer lets go of
   // its queue, then the adapters complete what is in flight (releasing every pin).
   prefetch_->Shutdown();
-  if (ctx_->l2_store) ctx_->l2_store->Stop();
+  if (ctx_->l2_writer) ctx_->l2_writer->Stop();
   if (ctx_->l2) ctx_->l2->Close();
 }
 

@@ -1,6 +1,7 @@
 // The cache server, assembled: L1 pool, the L2 cascade with its store and prefetch controllers,
 // worker registry, sessions, the Unix-socket fd hand-off, the ZMQ rpc front with its handler
 // table, the HTTP admin, and a housekeeping thread (session TTLs, L1 eviction, expired locks).
+// Thread-safety: Create, Start and Run from one thread; Shutdown from any thread.
 #pragma once
 
 #include <zmq.hpp>

@@ -4,6 +4,8 @@
 // that work is done; a client holding the limit gets BUSY at once instead of a place in a queue,
 // so one client cannot fill the server's queues and make everyone else wait behind it. Requests
 // answered on the socket thread and done (PING, QUERY_PREFETCH_STATUS, ...) take no slot.
+// Thread-safety: TryTake and Give may be called from any thread (one mutex); a slot gives itself
+// back from whichever thread finishes the work.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Listens on the server's abstract Unix socket and takes workers' KV-buffer memfds (see
 // wire/fd_passing.h for the exchange). Only peers with the server's uid (or root) are accepted:
 // a mapped buffer gives the server read/write access to that process's KV cache.
+// Thread-safety: Start and Stop from the owner; the service thread is the only one that accepts.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 // Maps a request type to its handler and the lane it runs on. Handler families register
 // themselves (registration_handlers.cc, transfer_handlers.cc, lookup_handlers.cc,
 // admin_handlers.cc); the rpc front only dispatches.
+// Thread-safety: filled before the server starts, then only read (from any thread).
 #pragma once
 
 #include <array>

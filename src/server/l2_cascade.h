@@ -7,6 +7,8 @@
 // of memory) only stops writes the same way, until a store succeeds: what the backend holds is
 // still read. Transitions are logged once each, so a burst of failures makes one warning, not
 // thousands.
+// Thread-safety: after Create, Submit, Available, Up and Status may be called from any thread
+// (health is atomics); Close from the owner.
 #pragma once
 
 #include <array>

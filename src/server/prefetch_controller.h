@@ -3,6 +3,8 @@
 // count for QUERY_PREFETCH_STATUS. First L1; then, when L2 adapters are configured, the chunks
 // after the L1 hits are looked up in the cascade and loaded into L1 (l2_prefetch.h). At most
 // --l2-prefetch-max-in-flight jobs run at once (one per pool thread); the rest wait in FIFO order.
+// Thread-safety: Submit may be called from any thread; jobs run on the controller's pool and
+// publish through the session (under its mutex); Shutdown from the owner.
 #pragma once
 
 #include <memory>

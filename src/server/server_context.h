@@ -1,5 +1,7 @@
 // What every request handler of the cache server may use. One instance per server, built by
 // CacheServer; handlers get a reference and keep no state of their own.
+// Thread-safety: its members are each safe to use from any thread (see their headers); the
+// context itself is never reassigned after CacheServer::Create.
 #pragma once
 
 #include <chrono>
@@ -12,7 +14,7 @@
 #include "server/l2_cascade.h"
 #include "server/server_config.h"
 #include "server/session_manager.h"
-#include "server/store_controller.h"
+#include "server/l2_writer.h"
 #include "server/worker_registry.h"
 #include "wire/protocol.h"
 
@@ -31,7 +33,7 @@ struct ServerContext {
   MetricsRegistry metrics;
   std::unique_ptr<L1Pool> l1;
   std::unique_ptr<L2Cascade> l2;                   // null without --l2-adapter
-  std::unique_ptr<StoreController> l2_store;       // null without --l2-adapter
+  std::unique_ptr<L2Writer> l2_writer;       // null without --l2-adapter
   WorkerRegistry workers;
   SessionManager sessions;
   KeyResolver resolver;

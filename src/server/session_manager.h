@@ -2,6 +2,8 @@
 // the request's tokens (so repeated STORE/RETRIEVE calls only hash new chunks) and holds the
 // state of its LOOKUP job and the read locks that job took. Idle sessions expire; their pins are
 // handed back to the caller of Sweep() to release.
+// Thread-safety: every method may be called from any thread (one mutex for the map); a Session's
+// own fields are guarded by its `mu`.
 #pragma once
 
 #include <chrono>

@@ -95,13 +95,13 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
                 }
                 GatherChunk(*p->worker, ChunkBlocks(*p, p->prefix.first_chunk + i, cs), s.data);
                 written.push_back(p->keys[i]);
-                if (ctx.l2_store) bytes.push_back({s.data, s.size});
+                if (ctx.l2_writer) bytes.push_back({s.data, s.size});
               }
-              // With L2, published and pinned in one step: see store_controller.h.
-              ctx.l1->FinishWrite(written, ctx.l2_store ? ctx.l2_store->PinsPerKey() : 0);
+              // With L2, published and pinned in one step: see l2_writer.h.
+              ctx.l1->FinishWrite(written, ctx.l2_writer ? ctx.l2_writer->PinsPerKey() : 0);
               out.stored_chunks = written.size();
               stored_bytes->Inc(static_cast<double>(written.size() * size));
-              if (ctx.l2_store) ctx.l2_store->OnL1Written(std::move(written), std::move(bytes));
+              if (ctx.l2_writer) ctx.l2_writer->OnL1Written(std::move(written), std::move(bytes));
               out.Encode(reply);
               return Status::Ok();
             });

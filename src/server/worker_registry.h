@@ -1,6 +1,8 @@
 // Registered inference workers and their KV buffers. A worker first hands its memfds over the Unix
 // socket (AddPending -> token), then REGISTER_KV_BUFFERS claims the token with a layout. Lookups
 // return shared_ptr so that an UNREGISTER during a transfer cannot unmap memory in use.
+// Thread-safety: every method may be called from any thread (one mutex); a returned worker stays
+// valid while its shared_ptr is held, whoever unregisters it.
 #pragma once
 
 #include <chrono>

@@ -51,7 +51,7 @@ inline double Stat(CacheClient& c, const std::string& name) {
   return -1;
 }
 
-// Empties L1 once the store controller has let go of its pins (the L2 counters move a moment
+// Empties L1 once the L2 writer has let go of its pins (the L2 counters move a moment
 // before the pins are released).
 inline void ClearL1(CacheClient& c) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);

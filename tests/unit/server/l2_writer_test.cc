@@ -1,7 +1,7 @@
-// StoreController and L2Prefetcher against a real L1 pool and real (mem) adapters: every pin the
+// L2Writer and L2Prefetcher against a real L1 pool and real (mem) adapters: every pin the
 // store path takes is released whatever the outcome, the queue bound skips instead of blocking,
 // and prefetch publishes only what loaded.
-#include "server/store_controller.h"
+#include "server/l2_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -40,7 +40,7 @@ std::vector<ObjectKey> Keys(uint64_t first, size_t n) {
 
 // Does what STORE does: writes keys into L1 (bytes derived from the key), publishes them
 // pinned for the controller, and hands them over.
-void Store(L1Pool& l1, StoreController& sc, const std::vector<ObjectKey>& keys) {
+void Store(L1Pool& l1, L2Writer& sc, const std::vector<ObjectKey>& keys) {
   auto slots = l1.ReserveWrite(keys, kObject);
   ASSERT_TRUE(slots.ok());
   std::vector<ConstBuffer> bytes;
@@ -60,13 +60,13 @@ bool WaitUntil(const std::function<bool()>& f) {
   return f();
 }
 
-TEST(StoreControllerTest, CopiesToEveryAdapterAndReleasesAllPins) {
+TEST(L2WriterTest, CopiesToEveryAdapterAndReleasesAllPins) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})", R"({"type":"mem","num_workers":1})"},
                                         ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
-  StoreController sc(*l1, *l2, metrics, /*skip_l1=*/false);
+  L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/false);
   for (uint64_t b = 0; b < 8; ++b) {
     auto keys = Keys(b * 4, 4);
     Store(*l1, sc, keys);
@@ -80,7 +80,7 @@ TEST(StoreControllerTest, CopiesToEveryAdapterAndReleasesAllPins) {
   l2->Close();
 }
 
-TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
+TEST(L2WriterTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
   // 64 KiB in flight, 256 KiB queued at most; every store takes 300 ms and fails (deadline 50).
@@ -88,7 +88,7 @@ TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
                           {R"({"type":"mem","delay_ms":300,"deadline_ms":50,"max_inflight_mb":0.0625,"num_workers":1})"},
                           ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
-  StoreController sc(*l1, *l2, metrics, false);
+  L2Writer sc(*l1, *l2, metrics, false);
   for (uint64_t b = 0; b < 16; ++b) {
     auto keys = Keys(b, 1);
     Store(*l1, sc, keys);
@@ -109,11 +109,11 @@ TEST(StoreControllerTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   l2->Close();
 }
 
-TEST(StoreControllerTest, SkipL1ErasesWhatReachedL2) {
+TEST(L2WriterTest, SkipL1ErasesWhatReachedL2) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
-  StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);
+  L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/true);
   auto keys = Keys(100, 4);
   Store(*l1, sc, keys);
   EXPECT_TRUE(WaitUntil([&] { return l1->Stats().objects == 0; }));
@@ -126,7 +126,7 @@ TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
   auto l1 = MakeL1();
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
   {
-    StoreController sc(*l1, *l2, metrics, false);
+    L2Writer sc(*l1, *l2, metrics, false);
     auto keys = Keys(0, 6);
     Store(*l1, sc, keys);
     ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == 6; }));
@@ -159,7 +159,7 @@ TEST(L2PrefetcherTest, APlanLargerThanL1IsHalvedUntilItFits) {
   auto l1 = MakeL1();  // room for 64 objects
   auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics)).value();
   {
-    StoreController sc(*l1, *l2, metrics, /*skip_l1=*/true);  // L1 empties itself
+    L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/true);  // L1 empties itself
     for (uint64_t b = 0; b < 10; ++b) {
       Store(*l1, sc, Keys(b * 10, 10));
       ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == (b + 1) * 10; }));

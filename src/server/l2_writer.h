@@ -8,6 +8,8 @@
 // skipped (counted). An adapter that is down (see L2Cascade) is skipped until its retry time;
 // its next batch is the probe. With the skip_l1 policy, keys that reached L2 are then erased
 // from L1 (unless pinned). Nothing here ever blocks a STORE.
+// Thread-safety: OnL1Written may be called from any thread (transfer workers); completions run on
+// the router thread; Stop from the owner, once. One mutex guards the queues.
 #pragma once
 
 #include <condition_variable>
@@ -24,10 +26,10 @@
 
 namespace kvtier {
 
-class StoreController {
+class L2Writer {
  public:
-  StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics, bool skip_l1);
-  ~StoreController();  // Stop()
+  L2Writer(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics, bool skip_l1);
+  ~L2Writer();  // Stop()
 
   // Read locks a STORE must take on each key it hands over: one per adapter.
   uint32_t PinsPerKey() const { return static_cast<uint32_t>(queues_.size()); }

@@ -1,10 +1,10 @@
-#include "server/store_controller.h"
+#include "server/l2_writer.h"
 
 #include <pthread.h>
 
 namespace kvtier {
 
-struct StoreController::Batch {
+struct L2Writer::Batch {
   std::vector<ObjectKey> keys;
   std::vector<std::string> names;  // L2 form of the keys
   std::vector<ConstBuffer> bytes;  // the pinned L1 objects
@@ -13,7 +13,7 @@ struct StoreController::Batch {
   size_t adapters_left = 0;
 };
 
-StoreController::StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics,
+L2Writer::L2Writer(L1Pool& l1, L2Cascade& l2, MetricsRegistry& metrics,
                                  bool skip_l1)
     : l1_(l1), l2_(l2), skip_l1_(skip_l1), queues_(l2.size()) {
   for (size_t i = 0; i < l2.size(); ++i) {
@@ -33,9 +33,9 @@ StoreController::StoreController(L1Pool& l1, L2Cascade& l2, MetricsRegistry& met
   thread_ = std::thread([this] { Run(); });
 }
 
-StoreController::~StoreController() { Stop(); }
+L2Writer::~L2Writer() { Stop(); }
 
-void StoreController::OnL1Written(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
+void L2Writer::OnL1Written(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
   if (keys.empty()) return;
   {
     std::lock_guard lock(mu_);
@@ -48,7 +48,7 @@ void StoreController::OnL1Written(std::vector<ObjectKey> keys, std::vector<Const
   cv_.notify_one();
 }
 
-void StoreController::Stop() {
+void L2Writer::Stop() {
   {
     std::lock_guard lock(mu_);
     if (stop_) return;
@@ -72,7 +72,7 @@ void StoreController::Stop() {
   });
 }
 
-void StoreController::Run() {
+void L2Writer::Run() {
   pthread_setname_np(pthread_self(), "kvt-l2-store");
   std::unique_lock lock(mu_);
   while (!stop_) {
@@ -82,7 +82,7 @@ void StoreController::Run() {
   }
 }
 
-void StoreController::Enqueue(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
+void L2Writer::Enqueue(std::vector<ObjectKey> keys, std::vector<ConstBuffer> bytes) {
   auto batch = std::make_shared<Batch>();
   uint64_t total = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -105,7 +105,7 @@ void StoreController::Enqueue(std::vector<ObjectKey> keys, std::vector<ConstBuff
   }
 }
 
-void StoreController::Pump(size_t i, std::unique_lock<std::mutex>& lock) {
+void L2Writer::Pump(size_t i, std::unique_lock<std::mutex>& lock) {
   AdapterQueue& aq = queues_[i];
   const uint64_t limit = l2_.adapter(i).Options().max_inflight_bytes;
   while (!aq.q.empty()) {
@@ -131,7 +131,7 @@ void StoreController::Pump(size_t i, std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void StoreController::Done(size_t i, const Queued& item, const Completion& c) {
+void L2Writer::Done(size_t i, const Queued& item, const Completion& c) {
   Batch& b = *item.batch;
   const size_t stored = c.Hits();
   stored_keys_[i]->Inc(static_cast<double>(stored));
@@ -148,7 +148,7 @@ void StoreController::Done(size_t i, const Queued& item, const Completion& c) {
 
 // Ends one adapter's part in the batch (stored, failed or skipped): releases its pins; the last
 // adapter to finish applies skip_l1.
-void StoreController::Release(const Queued& item, Counter* skipped_why) {
+void L2Writer::Release(const Queued& item, Counter* skipped_why) {
   Batch& b = *item.batch;
   if (skipped_why != nullptr) skipped_why->Inc(static_cast<double>(b.keys.size()));
   l1_.Unpin(b.keys);
