@@ -1,11 +1,11 @@
-// `kvtier bench <what>`: benchmarks that print their numbers next to machine limits measured in
-// the same run. `bench server` lives in bench_server.cc, `bench l2` in bench_l2.cc, `bench store`
-// in bench_store.cc.
+// `kvtier bench <what>`: the flags of each benchmark, mapped onto its options. The benchmarks
+// themselves (numbers next to machine limits measured in the same run) are the bench layer:
+// src/bench/server, src/bench/l2 and src/bench/store.
 #include <memory>
 
-#include "cli/bench_l2.h"
-#include "cli/bench_server.h"
-#include "cli/bench_store.h"
+#include "bench/l2/l2_bench.h"
+#include "bench/server/server_bench.h"
+#include "bench/store/store_bench.h"
 #include "cli/commands.h"
 
 namespace kvtier::cli {
@@ -13,7 +13,7 @@ namespace kvtier::cli {
 namespace {
 
 RunFn AddBenchServer(CLI::App& bench) {
-  auto o = std::make_shared<BenchServerOptions>();
+  auto o = std::make_shared<bench::BenchServerOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "server", "Worker processes drive a cache server: STORE, LOOKUP, RETRIEVE, verify");
   auto positive = CLI::Range(uint64_t{1}, uint64_t{1} << 40);
@@ -75,11 +75,11 @@ RunFn AddBenchServer(CLI::App& bench) {
                   "Send each request at its trace time divided by this (0 = back to back)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  return [o] { return RunBenchServer(*o); };
+  return [o] { return bench::RunBenchServer(*o); };
 }
 
 RunFn AddBenchL2(CLI::App& bench) {
-  auto o = std::make_shared<BenchL2Options>();
+  auto o = std::make_shared<bench::BenchL2Options>();
   CLI::App* cmd = bench.add_subcommand(
       "l2", "L2 connectors: store bursts with lookup/load probes, then store/load throughput");
   auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
@@ -110,11 +110,11 @@ RunFn AddBenchL2(CLI::App& bench) {
                 "that map the bench's buffers, such as the store node)");
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
   cmd->add_option("--seed", o->seed, "Seed for values and probe choice")->capture_default_str();
-  return [o] { return RunBenchL2(*o); };
+  return [o] { return bench::RunBenchL2(*o); };
 }
 
 RunFn AddBenchStore(CLI::App& bench) {
-  auto o = std::make_shared<BenchStoreOptions>();
+  auto o = std::make_shared<bench::BenchStoreOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "store", "The kvtier store: dummy put/get same-node and over TCP, redis, master, scaling");
   auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
@@ -150,13 +150,13 @@ RunFn AddBenchStore(CLI::App& bench) {
   cmd->add_option("--seed", o->seed, "Seed for the values")->capture_default_str();
   return [=] {
     if (o->quick) {
-      if (values->count() == 0) o->values = kQuickValues;
-      if (size->count() == 0) o->value_size = kQuickValueSize;
-      if (batch->count() == 0) o->batch = kQuickBatch;
-      if (trials->count() == 0) o->trials = kQuickTrials;
-      if (exist_seconds->count() == 0) o->exist_seconds = kQuickExistSeconds;
+      if (values->count() == 0) o->values = bench::kQuickValues;
+      if (size->count() == 0) o->value_size = bench::kQuickValueSize;
+      if (batch->count() == 0) o->batch = bench::kQuickBatch;
+      if (trials->count() == 0) o->trials = bench::kQuickTrials;
+      if (exist_seconds->count() == 0) o->exist_seconds = bench::kQuickExistSeconds;
     }
-    return RunBenchStore(*o);
+    return bench::RunBenchStore(*o);
   };
 }
 

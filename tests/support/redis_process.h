@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/free_port.h"
+#include "bench/common/free_port.h"
 
 namespace kvtier::testing {
 
@@ -49,7 +49,7 @@ class RedisProcess {
     // bind; then redis exits at once and we try another one.
     const int attempts = port == 0 ? 5 : 1;
     for (int i = 0; i < attempts; ++i) {
-      r->port_ = port != 0 ? port : FreeLoopbackPort();
+      r->port_ = port != 0 ? port : bench::FreeLoopbackPort();
       if (r->port_ != 0 && r->Spawn() && r->WaitReady()) return r;
       r->Kill();
     }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/free_port.h"
+#include "bench/common/free_port.h"
 #include "common/metrics.h"
 #include "store/client/master_client.h"
 #include "store/common/master_protocol.h"
@@ -41,7 +41,7 @@ class MasterRpcTest : public ::testing::Test {
     service_ = std::make_unique<MasterService>(MasterOptions{}, Clock::Real(), metrics_.get());
     rpc_ = std::make_unique<MasterRpcServer>(*service_, *metrics_);
     for (int attempt = 0; attempt < 20; ++attempt) {
-      port_ = port != 0 ? port : FreeLoopbackPort();
+      port_ = port != 0 ? port : bench::FreeLoopbackPort();
       Status s = rpc_->Start("127.0.0.1", port_);
       if (s.ok()) return;
       ASSERT_EQ(port, 0) << s.ToString();
@@ -255,7 +255,7 @@ TEST_F(MasterRpcTest, BadFramesGetErrorRepliesOrAreCountedAndServingGoesOn) {
 }
 
 TEST(MasterRpcNoMaster, UnreachableMasterTimesOutForEveryKey) {
-  const uint16_t port = FreeLoopbackPort();  // nothing listens there
+  const uint16_t port = bench::FreeLoopbackPort();  // nothing listens there
   auto client = ConnectMaster({"127.0.0.1:" + std::to_string(port), milliseconds(200)});
   auto r = client->Exist({"a", "b"});
   ASSERT_EQ(r.size(), 2u);

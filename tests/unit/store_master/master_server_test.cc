@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/free_port.h"
+#include "bench/common/free_port.h"
 #include "store/client/master_client.h"
 #include "support/store_processes.h"
 
@@ -33,8 +33,8 @@ std::string Get(uint16_t port, const std::string& path, int* status = nullptr) {
 
 TEST(MasterServer, ServesRpcAndHttpAndRefusesTakenPorts) {
   MasterServerOptions o;
-  o.port = FreeLoopbackPort();
-  o.http_port = FreeLoopbackPort();
+  o.port = bench::FreeLoopbackPort();
+  o.http_port = bench::FreeLoopbackPort();
   MasterServer server(o);
   ASSERT_TRUE(server.Start().ok());
   auto client = ConnectMaster({"127.0.0.1:" + std::to_string(o.port), milliseconds(10'000)});
@@ -57,7 +57,7 @@ TEST(MasterServer, ServesRpcAndHttpAndRefusesTakenPorts) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find(std::to_string(o.port)), std::string::npos) << s.message();
   MasterServerOptions o2 = o;
-  o2.port = FreeLoopbackPort();
+  o2.port = bench::FreeLoopbackPort();
   MasterServer same_http(o2);
   s = same_http.Start();
   EXPECT_FALSE(s.ok());
@@ -115,7 +115,7 @@ TEST_F(MasterCommand, BadFlagsAreRefusedByName) {
   };
   for (const auto& [args, name] : cases) {
     std::string out;
-    EXPECT_EQ(Run(args + " --port " + std::to_string(FreeLoopbackPort()) + " --http-port 0", &out),
+    EXPECT_EQ(Run(args + " --port " + std::to_string(bench::FreeLoopbackPort()) + " --http-port 0", &out),
               2)
         << args << ": " << out;
     EXPECT_NE(out.find(name), std::string::npos) << args << ": " << out;
@@ -128,7 +128,7 @@ TEST_F(MasterCommand, TakenPortsFailAtStart) {
   EXPECT_EQ(Run("--port " + std::to_string(master.port()) + " --http-port 0", &out), 1) << out;
   EXPECT_NE(out.find("cannot bind"), std::string::npos) << out;
   out.clear();
-  EXPECT_EQ(Run("--port " + std::to_string(FreeLoopbackPort()) + " --http-port " +
+  EXPECT_EQ(Run("--port " + std::to_string(bench::FreeLoopbackPort()) + " --http-port " +
                     std::to_string(master.http_port()),
                 &out),
             1)

@@ -10,7 +10,7 @@
 
 #include <cstring>
 
-#include "common/free_port.h"
+#include "bench/common/free_port.h"
 #include "common/memfd.h"
 #include "dummy_test_util.h"
 #include "store/master/master_server.h"
@@ -215,11 +215,11 @@ TEST(StoreConfigTest, DummyClientFromConfigUsesItsSizes) {
 
 TEST(StoreConfigTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   MasterServerOptions mo;
-  mo.port = FreeLoopbackPort();
+  mo.port = bench::FreeLoopbackPort();
   mo.http_port = 0;
   MasterServer master(mo);
   ASSERT_TRUE(master.Start().ok());
-  const uint16_t port = FreeLoopbackPort();
+  const uint16_t port = bench::FreeLoopbackPort();
   auto client = CreateStoreClient(
       Parse({{"local_hostname", "localhost:" + std::to_string(port)},
              {"master_server_addr", "127.0.0.1:" + std::to_string(mo.port)},

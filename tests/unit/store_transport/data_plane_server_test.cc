@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/free_port.h"
+#include "bench/common/free_port.h"
 #include "store/transport/connection_pool.h"
 #include "transport_fixture.h"
 
@@ -195,7 +195,7 @@ TEST(DataPlaneServer, PeerRestartedOnSamePortIsRedialled) {
 
 TEST(DataPlaneServer, UnreachableEndpointFailsFast) {
   TransferEngine engine(Opts(), nullptr);
-  const uint16_t port = FreeLoopbackPort();
+  const uint16_t port = bench::FreeLoopbackPort();
   ASSERT_NE(port, 0);
   std::vector<uint8_t> buf(16);
   TransferOp op = Read("127.0.0.1:" + std::to_string(port), 0, buf.data(), 16);

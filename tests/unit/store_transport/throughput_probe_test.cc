@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "store/transport/raw_tcp_probe.h"
+#include "bench/common/raw_tcp_probe.h"
 #include "transport_fixture.h"
 
 namespace kvtier::store::testing {
@@ -65,7 +65,7 @@ TEST(TransferThroughput, DISABLED_OneMiBEngineVsRawTcp) {
     }
   };
   auto raw = [&](size_t pool) {
-    auto r = MeasureRawLoopbackTcp(kMiB, kOps * kBatches, pool);
+    auto r = bench::MeasureRawLoopbackTcp(kMiB, kOps * kBatches, pool);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? Sample{r->gbps, r->gb_per_cpu_second} : Sample{};
   };

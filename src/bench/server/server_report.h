@@ -1,0 +1,63 @@
+// Statistics and output of `bench server`: one JSON summary holds every number; the table is
+// printed from it, so the two never disagree.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/common/limits.h"
+#include "bench/server/server_rtt.h"
+#include "bench/server/server_bench.h"
+#include "bench/server/worker_results_shm.h"
+
+namespace kvtier::bench {
+
+// Nearest-rank percentile of an ascending vector (q in [0, 1]); 0 when empty.
+double Percentile(const std::vector<double>& sorted, double q);
+
+// {"median", "min", "max"} of a limit measured in several trials.
+nlohmann::json SpreadJson(const Spread& s);
+
+// The project's goals, next to the numbers they judge.
+inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy
+inline constexpr double kLookupGoalRatio = 1.5;    // LOOKUP p50 <= 1.5x raw ZMQ RTT p50
+
+// What `--trace` replayed, and the hits an unbounded cache would have had.
+struct TraceSummary {
+  std::string file;
+  uint64_t requests = 0;   // replayed
+  uint64_t too_short = 0;  // left out: shorter than one chunk once scaled
+  uint32_t tokens_per_id = 0;
+  double speedup = 0;
+  uint64_t chunks = 0;      // in the replayed requests
+  uint64_t ideal_hits = 0;  // SimulateIdealCache
+  uint64_t distinct_chunks = 0;
+};
+
+struct BenchRun {
+  BenchServerOptions options;
+  std::string endpoint;  // host:port of the server used
+  bool spawned_server = false;
+  uint64_t object_bytes = 0;
+  uint64_t buffer_bytes = 0;  // per worker
+  MachineLimits limits;
+  std::optional<ServerRtt> server_rtt;  // tight-loop probe after the workload
+  std::vector<PromptSample> samples;    // every measured prompt of every worker
+  double wall_s = 0;                    // first measured prompt start to last end, all workers
+  std::vector<double> register_s;       // per worker
+  std::optional<TraceSummary> trace;
+  std::vector<std::pair<std::string, double>> server_stats;  // STATS after the run
+  std::vector<std::string> errors;
+};
+
+nlohmann::json Summarize(const BenchRun& run);
+
+// The human report: configuration, limits, the per-op table and the ratios against the goals.
+void PrintReport(const nlohmann::json& summary, std::ostream& os);
+
+}  // namespace kvtier::bench

@@ -1,0 +1,317 @@
+// DummyFleet (bench_store_dummy.h): the child's side runs the commands "put T", "get T",
+// "remove T" (the keys of trials 0..T) and "quit", each answered with one JSON line; the parent's side sends each command
+// to every process before reading any answer, so their timed phases overlap.
+#include "bench/store/dummy_fleet.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <time.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "bench/common/data_pattern.h"
+#include "store/client/dummy_client.h"
+
+namespace kvtier::bench {
+
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr auto kSetupTimeout = std::chrono::minutes(3);
+constexpr auto kPhaseTimeout = std::chrono::minutes(10);
+constexpr auto kRemoveDeadline = std::chrono::seconds(30);
+constexpr size_t kMaxErrors = 5;
+
+double ProcessCpuNow() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+void AddError(std::vector<std::string>& errors, std::string e) {
+  if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
+}
+
+// The child: one dummy client and two regions of its mem pool, `src` (the values, filled once)
+// and `dst` (where gets land).
+class DummyWorker {
+ public:
+  DummyWorker(const DummyJob& job, std::unique_ptr<store::StoreClient> client, uint8_t* src,
+              uint8_t* dst)
+      : job_(job), client_(std::move(client)), src_(src), dst_(dst) {}
+
+  uint64_t total() const { return uint64_t{job_.values} * job_.value_bytes; }
+
+  json Put(uint32_t trial) {
+    PhaseSample s;
+    s.bytes = total();
+    std::vector<Batch> batches = Batches(trial, src_);
+    const double cpu0 = ProcessCpuNow();
+    s.start_ns = NowNs();
+    for (const Batch& b : batches) {
+      const auto t0 = SteadyClock::now();
+      std::vector<store::StoreStatus> st = client_->BatchPutFrom(b.keys, b.buffers, b.sizes);
+      s.batch_us.push_back(Micros(t0));
+      for (size_t i = 0; i < st.size(); ++i) {
+        if (!st[i].ok()) AddError(s.errors, fmt::format("put '{}': {}", b.keys[i], st[i].ToString()));
+      }
+    }
+    s.end_ns = NowNs();
+    s.cpu_s = ProcessCpuNow() - cpu0;
+    return s.ToJson();
+  }
+
+  json Get(uint32_t trial) {
+    if (job_.fill_only) return {{"error", "get in a fill-only process"}};
+    PhaseSample s;
+    s.bytes = total();
+    std::memset(dst_, 0, total());  // so a get that writes nothing cannot pass the check
+    std::vector<Batch> batches = Batches(trial, dst_);
+    const double cpu0 = ProcessCpuNow();
+    s.start_ns = NowNs();
+    for (const Batch& b : batches) {
+      const auto t0 = SteadyClock::now();
+      std::vector<store::StoreResult<uint64_t>> r = client_->BatchGetInto(b.keys, b.buffers, b.sizes);
+      s.batch_us.push_back(Micros(t0));
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (!r[i].ok()) {
+          AddError(s.errors, fmt::format("get '{}': {}", b.keys[i], r[i].status().ToString()));
+        } else if (*r[i] != job_.value_bytes) {
+          AddError(s.errors, fmt::format("get '{}': {} bytes, expected {}", b.keys[i], *r[i],
+                                         job_.value_bytes));
+        }
+      }
+    }
+    s.end_ns = NowNs();
+    s.cpu_s = ProcessCpuNow() - cpu0;
+    // Untimed: every byte against what was put.
+    for (uint32_t i = 0; i < job_.values; ++i) {
+      const uint64_t off = uint64_t{i} * job_.value_bytes;
+      if (std::memcmp(dst_ + off, src_ + off, job_.value_bytes) == 0) {
+        s.verified_bytes += job_.value_bytes;
+      } else {
+        AddError(s.errors, fmt::format("value of '{}' came back different",
+                                       DummyKey(job_.key_prefix, trial, i)));
+      }
+    }
+    return s.ToJson();
+  }
+
+  // Removes the keys of trials 0..last, retrying keys still under a read lease until it expires.
+  json Remove(uint32_t last) {
+    std::vector<std::string> errors, left;
+    for (uint32_t t = 0; t <= last; ++t) {
+      for (uint32_t i = 0; i < job_.values; ++i) left.push_back(DummyKey(job_.key_prefix, t, i));
+    }
+    uint64_t removed = 0;
+    const auto deadline = SteadyClock::now() + kRemoveDeadline;
+    while (!left.empty()) {
+      std::vector<std::string> leased;
+      for (std::string& key : left) {
+        store::StoreStatus st = client_->Remove(key);
+        if (st.ok()) {
+          ++removed;
+        } else if (st.code() == store::ErrorCode::OBJECT_HAS_LEASE &&
+                   SteadyClock::now() < deadline) {
+          leased.push_back(std::move(key));
+        } else {
+          AddError(errors, fmt::format("remove '{}': {}", key, st.ToString()));
+        }
+      }
+      left.swap(leased);
+      if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return {{"removed", removed}, {"errors", errors}};
+  }
+
+  void Close() { (void)client_->Close(); }
+
+ private:
+  struct Batch {
+    std::vector<std::string> keys;
+    std::vector<void*> buffers;
+    std::vector<size_t> sizes;
+  };
+
+  static double Micros(SteadyClock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count();
+  }
+
+  // Built before the timer starts: only the calls are timed.
+  std::vector<Batch> Batches(uint32_t trial, uint8_t* base) const {
+    std::vector<Batch> out;
+    for (uint32_t first = 0; first < job_.values; first += job_.batch) {
+      Batch b;
+      for (uint32_t i = first; i < std::min(job_.values, first + job_.batch); ++i) {
+        b.keys.push_back(DummyKey(job_.key_prefix, trial, i));
+        b.buffers.push_back(job_.fill_only ? base : base + uint64_t{i} * job_.value_bytes);
+        b.sizes.push_back(job_.value_bytes);
+      }
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  DummyJob job_;
+  std::unique_ptr<store::StoreClient> client_;
+  uint8_t* src_;
+  uint8_t* dst_;
+};
+
+Result<std::unique_ptr<DummyWorker>> SetUp(const DummyJob& job) {
+  const uint64_t total = job.fill_only ? job.value_bytes : uint64_t{job.values} * job.value_bytes;
+  const uint64_t region = (total + 4095) / 4096 * 4096;
+  const int regions = job.fill_only ? 1 : 2;  // src, dst
+  store::DummyOptions o;
+  o.server_address = job.node_address;
+  o.mem_pool_size = regions * region;
+  o.local_buffer_size = 0;  // Put/Get (the copying calls) are not used
+  auto client = store::ConnectDummy(o);
+  if (!client.ok()) return Status(Code::kUnavailable, "connect: " + client.status().ToString());
+  uint8_t* buf[2] = {nullptr, nullptr};
+  for (int r = 0; r < regions; ++r) {
+    auto p = (*client)->AllocFromMemPool(region);
+    if (!p.ok()) return Status(Code::kOutOfMemory, "alloc_from_mem_pool: " + p.status().ToString());
+    buf[r] = static_cast<uint8_t*>(*p);
+    if (auto st = (*client)->RegisterBuffer(buf[r], region); !st.ok()) {
+      return Status(Code::kInternal, "register_buffer: " + st.ToString());
+    }
+  }
+  // Distinct bytes per value, so a value read from the wrong key cannot pass. Writing both
+  // regions here also takes their first-touch page faults out of the timed phases.
+  const uint64_t prefix_seed = Mix(job.seed, std::hash<std::string>{}(job.key_prefix));
+  for (uint32_t i = 0; i < (job.fill_only ? 1 : job.values); ++i) {
+    FillBlock(buf[0] + uint64_t{i} * job.value_bytes, job.value_bytes, Mix(prefix_seed, i), 0, 0);
+  }
+  if (buf[1] != nullptr) std::memset(buf[1], 0, region);
+  return std::make_unique<DummyWorker>(job, std::move(client).value(), buf[0], buf[1]);
+}
+
+int ChildMain(const DummyJob& job, int in_fd, int out_fd) {
+  auto worker = SetUp(job);
+  if (!worker.ok()) {
+    WriteLine(out_fd, json{{"error", worker.status().message()}}.dump());
+    return 1;
+  }
+  WriteLine(out_fd, json{{"ready", true}}.dump());
+  std::string buffer;
+  while (auto line = ReadLine(in_fd, buffer)) {
+    std::istringstream in(*line);
+    std::string command;
+    uint32_t trial = 0;
+    in >> command >> trial;
+    json reply;
+    if (command == "put") {
+      reply = (*worker)->Put(trial);
+    } else if (command == "get") {
+      reply = (*worker)->Get(trial);
+    } else if (command == "remove") {
+      reply = (*worker)->Remove(trial);
+    } else if (command == "quit") {
+      (*worker)->Close();
+      return 0;
+    } else {
+      reply = {{"error", "unknown command: " + *line}};
+    }
+    if (!WriteLine(out_fd, reply.dump())) return 1;
+  }
+  return 1;  // the parent went away
+}
+
+}  // namespace
+
+std::string DummyKey(const std::string& prefix, uint32_t trial, uint32_t index) {
+  return fmt::format("{}-t{}-{}", prefix, trial, index);
+}
+
+Result<std::unique_ptr<DummyFleet>> DummyFleet::Start(const std::vector<DummyJob>& jobs) {
+  std::unique_ptr<DummyFleet> fleet(new DummyFleet());
+  for (const DummyJob& job : jobs) {
+    auto child = LinkedChild::Fork([&job](int in_fd, int out_fd) {
+      return ChildMain(job, in_fd, out_fd);
+    });
+    if (!child.ok()) return child.status();
+    fleet->children_.push_back(std::move(child).value());
+  }
+  for (auto& child : fleet->children_) {
+    auto ready = child->Receive(kSetupTimeout);
+    if (!ready.ok()) return ready.status();
+    if (ready->contains("error")) {
+      return Status(Code::kUnavailable,
+                    fmt::format("dummy process: {}", (*ready)["error"].get<std::string>()));
+    }
+  }
+  return fleet;
+}
+
+DummyFleet::~DummyFleet() { (void)Stop(); }
+
+Result<std::vector<json>> DummyFleet::Broadcast(const std::string& command) {
+  for (auto& child : children_) {
+    if (Status s = child->Send(command); !s.ok()) return s;
+  }
+  std::vector<json> out;
+  for (auto& child : children_) {
+    auto reply = child->Receive(kPhaseTimeout);
+    if (!reply.ok()) return reply.status();
+    if (reply->contains("error")) {
+      return Status(Code::kInternal, fmt::format("dummy process {}: {}", child->pid(),
+                                                 (*reply)["error"].get<std::string>()));
+    }
+    out.push_back(std::move(reply).value());
+  }
+  return out;
+}
+
+std::vector<pid_t> DummyFleet::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& child : children_) out.push_back(child->pid());
+  return out;
+}
+
+Status DummyFleet::RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out) {
+  auto replies = Broadcast(fmt::format("{} {}", phase, trial));
+  if (!replies.ok()) return replies.status();
+  out.clear();
+  for (const json& r : *replies) out.push_back(PhaseSample::FromJson(r));
+  return Status::Ok();
+}
+
+Status DummyFleet::Remove(uint32_t last_trial, std::vector<std::string>& errors) {
+  auto replies = Broadcast(fmt::format("remove {}", last_trial));
+  if (!replies.ok()) return replies.status();
+  for (const json& r : *replies) {
+    for (const auto& e : r.value("errors", std::vector<std::string>{})) errors.push_back(e);
+  }
+  return Status::Ok();
+}
+
+Status DummyFleet::Stop() {
+  Status first = Status::Ok();
+  for (auto& child : children_) {
+    (void)child->Send("quit");
+  }
+  for (auto& child : children_) {
+    const int code = child->Finish(std::chrono::seconds(10));
+    if (code != 0 && first.ok()) {
+      first = Status(Code::kInternal, fmt::format("dummy process {} exited with code {}",
+                                                  child->pid(), code));
+    }
+  }
+  children_.clear();
+  return first;
+}
+
+}  // namespace kvtier::bench

@@ -1,0 +1,151 @@
+#include "bench/store/master_exist.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "bench/server/server_report.h"
+#include "bench/common/linked_child.h"
+#include "store/client/master_client.h"
+
+namespace kvtier::bench {
+
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint32_t kDistinctBatches = 16;
+constexpr uint32_t kWarmupCalls = 50;
+
+struct Batch {
+  std::vector<std::string> keys;
+  std::vector<bool> expected;
+};
+
+std::vector<Batch> MakeBatches(const ExistJob& job) {
+  std::vector<Batch> out(kDistinctBatches);
+  for (uint32_t b = 0; b < kDistinctBatches; ++b) {
+    for (uint32_t i = 0; i < job.batch; ++i) {
+      const bool present = i % 2 == 0 && !job.present.empty();
+      out[b].keys.push_back(present ? job.present[(b * job.batch + i) / 2 % job.present.size()]
+                                    : fmt::format("{}-{}-{}", job.missing_prefix, b, i));
+      out[b].expected.push_back(present);
+    }
+  }
+  return out;
+}
+
+struct ThreadTally {
+  std::vector<double> call_us;
+  uint64_t checked = 0;
+  uint64_t wrong = 0;
+  std::vector<std::string> errors;
+};
+
+// One call; answers compared with what each key should be.
+void Call(store::MasterApi& master, const Batch& b, ThreadTally& t) {
+  const auto t0 = SteadyClock::now();
+  std::vector<store::StoreResult<bool>> r = master.Exist(b.keys);
+  t.call_us.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
+  if (r.size() != b.keys.size()) {
+    if (t.errors.size() < 5) t.errors.push_back(fmt::format("exist: {} answers for {} keys",
+                                                            r.size(), b.keys.size()));
+    return;
+  }
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!r[i].ok()) {
+      if (t.errors.size() < 5) t.errors.push_back("exist: " + r[i].status().ToString());
+      continue;
+    }
+    ++t.checked;
+    if (*r[i] != b.expected[i]) ++t.wrong;
+  }
+}
+
+json Measure(const ExistJob& job) {
+  auto master = store::ConnectMaster({job.master_address, std::chrono::milliseconds(5000)});
+  const std::vector<Batch> batches = MakeBatches(job);
+  ThreadTally warm;
+  for (uint32_t i = 0; i < kWarmupCalls; ++i) Call(*master, batches[i % batches.size()], warm);
+  json runs = json::array();
+  uint64_t checked = 0, wrong = warm.wrong;
+  std::vector<std::string> errors = warm.errors;
+  for (uint32_t threads : job.threads) {
+    std::vector<ThreadTally> tallies(threads);
+    std::atomic<bool> go{false};
+    const auto length = std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(job.seconds));
+    SteadyClock::time_point start, deadline;
+    std::vector<std::thread> pool;
+    for (uint32_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        for (uint32_t i = t; SteadyClock::now() < deadline; ++i) {
+          Call(*master, batches[i % batches.size()], tallies[t]);
+        }
+      });
+    }
+    start = SteadyClock::now();
+    deadline = start + length;
+    go.store(true, std::memory_order_release);
+    for (auto& th : pool) th.join();
+    const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    std::vector<double> all;
+    for (ThreadTally& t : tallies) {
+      all.insert(all.end(), t.call_us.begin(), t.call_us.end());
+      checked += t.checked;
+      wrong += t.wrong;
+      for (auto& e : t.errors) {
+        if (errors.size() < 5) errors.push_back(std::move(e));
+      }
+    }
+    std::sort(all.begin(), all.end());
+    runs.push_back({{"threads", threads},
+                    {"calls", all.size()},
+                    {"seconds", seconds},
+                    {"p50_us", Percentile(all, 0.5)},
+                    {"p99_us", Percentile(all, 0.99)}});
+  }
+  return {{"runs", runs}, {"checked_keys", checked}, {"wrong_answers", wrong}, {"errors", errors}};
+}
+
+}  // namespace
+
+ExistSection MeasureMasterExist(const ExistJob& job) {
+  ExistSection out;
+  out.batch_keys = job.batch;
+  out.present_keys = job.present.size();
+  auto child = LinkedChild::Fork([&job](int, int out_fd) {
+    return WriteLine(out_fd, Measure(job).dump()) ? 0 : 1;
+  });
+  if (!child.ok()) {
+    out.errors.push_back("fork: " + child.status().ToString());
+    return out;
+  }
+  const auto limit = std::chrono::seconds(60) +
+                     std::chrono::milliseconds(static_cast<int64_t>(
+                         job.seconds * 1000 * static_cast<double>(job.threads.size())));
+  auto reply = (*child)->Receive(std::chrono::duration_cast<std::chrono::milliseconds>(limit));
+  if (const int code = (*child)->Finish(std::chrono::seconds(10)); code != 0 && reply.ok()) {
+    out.errors.push_back(fmt::format("exist process exited with code {}", code));
+  }
+  if (!reply.ok()) {
+    out.errors.push_back(reply.status().ToString());
+    return out;
+  }
+  for (const json& r : (*reply)["runs"]) {
+    out.runs.push_back({r["threads"].get<uint32_t>(), r["calls"].get<uint64_t>(),
+                        r["seconds"].get<double>(), r["p50_us"].get<double>(),
+                        r["p99_us"].get<double>()});
+  }
+  out.checked_keys = (*reply)["checked_keys"].get<uint64_t>();
+  out.wrong_answers = (*reply)["wrong_answers"].get<uint64_t>();
+  for (const auto& e : (*reply)["errors"]) out.errors.push_back(e.get<std::string>());
+  return out;
+}
+
+}  // namespace kvtier::bench

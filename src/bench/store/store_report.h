@@ -1,0 +1,21 @@
+// Output of `bench store`: one JSON summary holds every number (sections, limits, ratios, goals);
+// the human table is printed from it, so the two never disagree.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+
+#include "bench/store/store_results.h"
+
+namespace kvtier::bench {
+
+// The goals, next to the numbers they judge.
+inline constexpr double kSameNodeGoalOverMemcpy = 0.50;
+inline constexpr double kCrossNodeGoalOverRawTcp = 0.70;
+inline constexpr double kRedisGoalRatio = 1.0;  // store GB/s over redis GB/s, same op
+
+nlohmann::json SummarizeStore(const StoreBenchRun& run);
+void PrintStoreReport(const nlohmann::json& summary, std::ostream& os);
+
+}  // namespace kvtier::bench
