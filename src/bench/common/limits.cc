@@ -1,6 +1,5 @@
 #include "bench/common/limits.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -14,19 +13,20 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/data_pattern.h"
 #include "bench/common/child_process.h"
-#include "bench/server/server_report.h"
+#include "bench/common/data_pattern.h"
+#include "bench/common/raw_tcp_probe.h"
+#include "bench/common/timing.h"
+#include "bench/common/touched_memory.h"
 
 namespace kvtier::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr size_t kBufferBytes = 256ULL << 20;  // far beyond L3 (32 MiB): DRAM-bound
 constexpr size_t kChunkBytes = 1ULL << 20;
 constexpr int kTrials = 7;
+constexpr int kCpuPasses = 5;
 constexpr int kZmqWarmup = 200;
 constexpr int kZmqIterations = 2000;
 // Round trips that start after the peers slept: on this VM a blocked thread's wake-up costs far
@@ -34,37 +34,10 @@ constexpr int kZmqIterations = 2000;
 constexpr int kZmqIdleIterations = 300;
 constexpr auto kZmqIdleGap = std::chrono::milliseconds(1);
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// A private anonymous buffer, written once so no page fault lands inside a timed copy.
-class TouchedBuffer {
- public:
-  explicit TouchedBuffer(size_t size) : size_(size) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-    if (data_ != nullptr) std::memset(data_, 0x5A, size);
-  }
-  ~TouchedBuffer() {
-    if (data_ != nullptr) ::munmap(data_, size_);
-  }
-  uint8_t* data() const { return data_; }
-
- private:
-  size_t size_;
-  uint8_t* data_;
-};
-
-Spread SpreadOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {Percentile(v, 0.5), v.front(), v.back()};
-}
-
 // Linear memcpy and, when `piece_bytes` > 0, the gather in the same trials (both then see the
 // machine in the same state); the gather Spread stays zero without pieces.
 Result<std::pair<Spread, Spread>> MeasureCopies(uint64_t piece_bytes) {
-  TouchedBuffer src(kBufferBytes), dst(kBufferBytes);
+  TouchedBuffer src(kBufferBytes, 0x5A), dst(kBufferBytes, 0x5A);
   if (src.data() == nullptr || dst.data() == nullptr) {
     return Status(Code::kOutOfMemory, "cannot map 2 x 256 MiB for the memcpy probe");
   }
@@ -76,25 +49,26 @@ Result<std::pair<Spread, Spread>> MeasureCopies(uint64_t piece_bytes) {
 
   std::vector<double> linear, gather;
   for (int t = 0; t < kTrials; ++t) {
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     for (size_t off = 0; off < kBufferBytes; off += kChunkBytes) {
       std::memcpy(dst.data() + off, src.data() + off, kChunkBytes);
     }
     asm volatile("" ::: "memory");  // the copies must happen before the clock is read
-    auto t1 = Clock::now();
+    auto t1 = BenchClock::now();
     uint8_t* out = dst.data();
     for (size_t piece : pieces) {
       std::memcpy(out, src.data() + piece * piece_bytes, piece_bytes);
       out += piece_bytes;
     }
     asm volatile("" ::: "memory");
-    auto t2 = Clock::now();
-    linear.push_back(kBufferBytes / 1e9 / Seconds(t0, t1));
+    auto t2 = BenchClock::now();
+    linear.push_back(kBufferBytes / 1e9 / SecondsBetween(t0, t1));
     if (!pieces.empty()) {
-      gather.push_back(static_cast<double>(pieces.size() * piece_bytes) / 1e9 / Seconds(t1, t2));
+      gather.push_back(static_cast<double>(pieces.size() * piece_bytes) / 1e9 /
+                       SecondsBetween(t1, t2));
     }
   }
-  return std::make_pair(SpreadOf(linear), gather.empty() ? Spread{} : SpreadOf(gather));
+  return std::make_pair(SpreadOf(linear), SpreadOf(gather));
 }
 
 bool WriteAll(int fd, const void* data, size_t n) {
@@ -153,7 +127,7 @@ int PingMain(uint16_t port, int result_pipe) {
   us.reserve(kZmqIterations + kZmqIdleIterations);
   for (int i = 0; i < kZmqWarmup + kZmqIterations + kZmqIdleIterations; ++i) {
     if (i >= kZmqWarmup + kZmqIterations) std::this_thread::sleep_for(kZmqIdleGap);
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     dealer.send(zmq::buffer(id), zmq::send_flags::sndmore);
     dealer.send(zmq::buffer(type), zmq::send_flags::sndmore);
     dealer.send(zmq::buffer(body), zmq::send_flags::none);
@@ -161,8 +135,7 @@ int PingMain(uint16_t port, int result_pipe) {
     do {
       (void)dealer.recv(m);
     } while (m.more());
-    auto t1 = Clock::now();
-    if (i >= kZmqWarmup) us.push_back(Seconds(t0, t1) * 1e6);
+    if (i >= kZmqWarmup) us.push_back(MicrosSince(t0));
   }
   dealer.send(zmq::str_buffer("quit"), zmq::send_flags::none);
   return WriteAll(result_pipe, us.data(), us.size() * sizeof(double)) ? 0 : 1;
@@ -200,15 +173,15 @@ Status MeasureZmq(MachineLimits& out) {
   const int ping_code = StopChild(*ping, std::chrono::seconds(30));
   StopChild(*echo, std::chrono::seconds(5));
   if (!got || ping_code != 0) return Status(Code::kIoError, "ZMQ round-trip probe failed");
-  std::vector<double> idle(us.begin() + kZmqIterations, us.end());
-  us.resize(kZmqIterations);
-  std::sort(us.begin(), us.end());
-  std::sort(idle.begin(), idle.end());
-  out.zmq_rtt_p50_us = Percentile(us, 0.5);
-  out.zmq_rtt_p99_us = Percentile(us, 0.99);
+  const Distribution busy =
+      DistributionOf(std::vector<double>(us.begin(), us.begin() + kZmqIterations));
+  const Distribution idle =
+      DistributionOf(std::vector<double>(us.begin() + kZmqIterations, us.end()));
+  out.zmq_rtt_p50_us = busy.p50;
+  out.zmq_rtt_p99_us = busy.p99;
   out.zmq_iterations = kZmqIterations;
-  out.zmq_idle_rtt_p50_us = Percentile(idle, 0.5);
-  out.zmq_idle_rtt_p99_us = Percentile(idle, 0.99);
+  out.zmq_idle_rtt_p50_us = idle.p50;
+  out.zmq_idle_rtt_p99_us = idle.p99;
   return Status::Ok();
 }
 
@@ -232,6 +205,37 @@ Result<MachineLimits> MeasureMachineLimits(uint64_t gather_piece_bytes) {
   out.gather_gbps = copies->second;
   KVT_RETURN_IF_ERROR(MeasureZmq(out));
   return out;
+}
+
+Result<Spread> MeasureMemcpyCpu() {
+  TouchedBuffer src(kBufferBytes, 0x5A), dst(kBufferBytes, 0x5A);
+  if (src.data() == nullptr || dst.data() == nullptr) {
+    return Status(Code::kOutOfMemory, "cannot map 2 x 256 MiB for memcpy");
+  }
+  std::vector<double> gbps;
+  for (int p = 0; p < kCpuPasses; ++p) {
+    const double t0 = ThreadCpuSeconds();
+    for (size_t off = 0; off < kBufferBytes; off += kChunkBytes) {
+      std::memcpy(dst.data() + off, src.data() + off, kChunkBytes);
+    }
+    // Keeps the copies from being optimised away.
+    asm volatile("" : : "r"(dst.data()) : "memory");
+    const double cpu = ThreadCpuSeconds() - t0;
+    if (cpu > 0) gbps.push_back(static_cast<double>(kBufferBytes) / cpu / 1e9);
+  }
+  if (gbps.empty()) return Status(Code::kInternal, "memcpy took no measurable CPU time");
+  return SpreadOf(gbps);
+}
+
+Result<RawTcpLimit> MeasureRawTcp(uint64_t message_bytes, size_t count, int trials) {
+  std::vector<double> gbps, cpu;
+  for (int t = 0; t < trials; ++t) {
+    auto r = MeasureRawLoopbackTcp(message_bytes, count);
+    if (!r.ok()) return r.status();
+    gbps.push_back(r->gbps);
+    cpu.push_back(r->gb_per_cpu_second);
+  }
+  return RawTcpLimit{SpreadOf(gbps), SpreadOf(cpu)};
 }
 
 }  // namespace kvtier::bench

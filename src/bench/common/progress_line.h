@@ -1,14 +1,11 @@
-// Small pieces both benches (`bench server`, `bench l2`) use: the progress line and the machine
-// context that goes into each JSON report.
+// The one progress line of every bench: a status line on stderr that rewrites itself, shown only
+// when a person is watching (stderr is a terminal), so it never mixes into --json or a log.
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <string>
 
 namespace kvtier::bench {
 
-// A status line that rewrites itself; only when a person is watching stderr.
 class Progress {
  public:
   // `tag` starts every line, e.g. "[bench]".
@@ -20,9 +17,5 @@ class Progress {
   std::string tag_;
   bool tty_;
 };
-
-// {"cpus": online CPUs, "load_avg_1m": /proc/loadavg's first field}: the load tells a reader
-// whether the shared machine was busy with something else during the run.
-nlohmann::json MachineJson();
 
 }  // namespace kvtier::bench

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/timing.h"
 #include "store/transport/tcp_io.h"
 
 namespace kvtier::bench {
@@ -45,12 +45,6 @@ bool RecvBlocking(int fd, uint8_t* p, size_t len) {
 void MakeBlocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
   (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 }  // namespace

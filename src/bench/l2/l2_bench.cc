@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
 #include "bench/l2/l2_report.h"
-#include "bench/common/limits.h"
 #include "common/logging.h"
 #include "store/connector/store_connector.h"
 

@@ -3,9 +3,9 @@
 namespace kvtier::bench {
 
 void L2Driver::Submit(ConnectorOp op, uint32_t index, const CompletionRouter::SubmitFn& fn) {
-  const L2Clock::time_point t0 = L2Clock::now();
+  const BenchClock::time_point t0 = BenchClock::now();
   router_.Submit(0, op, fn, [this, index, t0](Completion c) {
-    L2Event e{index, t0, L2Clock::now(), std::move(c)};
+    L2Event e{index, t0, BenchClock::now(), std::move(c)};
     std::lock_guard lock(mu_);
     q_.push_back(std::move(e));
     cv_.notify_one();

@@ -10,18 +10,17 @@
 #include <mutex>
 #include <optional>
 
+#include "bench/common/timing.h"
 #include "connectors/completion_router.h"
 
 namespace kvtier::bench {
-
-using L2Clock = std::chrono::steady_clock;
 
 // A completion later than the connector's deadline plus this means the connector is stuck.
 inline constexpr auto kL2StuckGrace = std::chrono::seconds(30);
 
 struct L2Event {
   uint32_t index = 0;  // key index (or batch number for removals)
-  L2Clock::time_point submitted, done;
+  BenchClock::time_point submitted, done;
   Completion c;
 };
 

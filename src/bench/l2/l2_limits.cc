@@ -12,28 +12,26 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "bench/common/report_json.h"
+#include "bench/common/stats.h"
+#include "bench/common/timing.h"
+#include "bench/common/touched_memory.h"
 #include "common/memfd.h"
 
 namespace kvtier::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr uint64_t kRawBytes = 256ULL << 20;  // beyond L3, so the reads are DRAM-bound
 constexpr uint32_t kMinFiles = 4;
 constexpr int kPasses = 3;  // of writes, then of reads
 constexpr uint64_t kDirectAlign = 4096;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 bool BoolKey(const nlohmann::json& backend, const char* key) {
   auto it = backend.find(key);
@@ -106,34 +104,31 @@ Status RawFileIo(const fs::path& dir, uint32_t files, uint64_t size, bool direct
     if (pass > 0) {
       for (uint32_t i = 0; i < files; ++i) ::unlink((dir / std::to_string(i)).c_str());
     }
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     for (uint32_t i = 0; i < files; ++i) {
       KVT_RETURN_IF_ERROR(WriteFile(dir / std::to_string(i), buf->data(), size, flags, sync));
     }
-    out.write.push_back(bytes / 1e9 / Seconds(t0, Clock::now()));
+    out.write.push_back(bytes / 1e9 / SecondsSince(t0));
   }
   for (int distinct = 0; distinct < 2; ++distinct) {
     for (int pass = 0; pass < kPasses; ++pass) {
-      const auto t0 = Clock::now();
+      const auto t0 = BenchClock::now();
       for (uint32_t i = 0; i < files; ++i) {
         uint8_t* dst = distinct ? slots->data() + size_t{i} * size : buf->data();
         KVT_RETURN_IF_ERROR(ReadFile(dir / std::to_string(i), dst, size, flags));
       }
       (distinct ? out.read_distinct : out.read_one)
-          .push_back(bytes / 1e9 / Seconds(t0, Clock::now()));
+          .push_back(bytes / 1e9 / SecondsSince(t0));
     }
   }
   return Status::Ok();
 }
 
-nlohmann::json Passes(const std::vector<double>& in_order, double median) {
-  auto [lo, hi] = std::minmax_element(in_order.begin(), in_order.end());
-  return {{"passes", in_order}, {"median", median}, {"min", *lo}, {"max", *hi}};
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// {"passes": GB/s in pass order, "median", "min", "max"}.
+nlohmann::json Passes(const std::vector<double>& in_order) {
+  nlohmann::json j = SpreadJson(SpreadOf(in_order));
+  j["passes"] = in_order;
+  return j;
 }
 
 L2Limit FsLimit(const AdapterConfig& config, uint64_t value_size, uint32_t keys) {
@@ -169,38 +164,21 @@ L2Limit FsLimit(const AdapterConfig& config, uint64_t value_size, uint32_t keys)
   out.store_name = fmt::format("raw write(){}, 1 thread{}", sync ? "+fsync" : "",
                                direct ? ", O_DIRECT" : "");
   out.load_name = direct ? "raw pread(), 1 thread, O_DIRECT" : "raw pread(), 1 thread, warm";
-  out.store_gbps = Median(rates.write);
-  out.load_gbps = Median(rates.read_one);
+  out.store_gbps = SpreadOf(rates.write).median;
+  out.load_gbps = SpreadOf(rates.read_one).median;
   out.details = {{"dir", dir.string()},
                  {"tmpfs", tmpfs},
                  {"files", files},
                  {"bytes_per_file", value_size},
                  {"fsync", sync},
                  {"o_direct", direct},
-                 {"write_gbps", Passes(rates.write, out.store_gbps)},
-                 {"read_one_buffer_gbps", Passes(rates.read_one, out.load_gbps)},
-                 {"read_distinct_buffers_gbps",
-                  Passes(rates.read_distinct, Median(rates.read_distinct))}};
+                 {"write_gbps", Passes(rates.write)},
+                 {"read_one_buffer_gbps", Passes(rates.read_one)},
+                 {"read_distinct_buffers_gbps", Passes(rates.read_distinct)}};
   return out;
 }
 
 }  // namespace
-
-Status KernelTouch(uint8_t* data, size_t size) {
-  const int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status(Code::kIoError, "open /dev/zero");
-  constexpr size_t kStep = 1 << 20;
-  for (size_t off = 0; off < size;) {
-    const ssize_t r = ::read(fd, data + off, std::min(kStep, size - off));
-    if (r <= 0) {
-      ::close(fd);
-      return Status(Code::kIoError, "read /dev/zero");
-    }
-    off += static_cast<size_t>(r);
-  }
-  ::close(fd);
-  return Status::Ok();
-}
 
 L2Limit MeasureL2Limit(const AdapterConfig& config, uint64_t value_size, uint32_t keys,
                        uint32_t inflight) {

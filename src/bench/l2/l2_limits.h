@@ -21,13 +21,6 @@ struct L2Limit {
   std::string unavailable;                            // why there is no limit; empty when measured
 };
 
-// Has the kernel write every page of [data, data + size) once (it reads /dev/zero into it). On
-// this VM the first time the kernel writes a user page (pread or recv into it) costs about 9 us
-// per 4 KiB even when user space has written the page before (MappedFile's prefault): loads into
-// such buffers ran at 0.5 GB/s, the same loads into buffers the kernel had written at 10+ GB/s.
-// The server's long-lived L1 pages pay that once; the bench's buffers pay it before any timing.
-Status KernelTouch(uint8_t* data, size_t size);
-
 // `inflight` caps the concurrency a limit may use: the bench never has more tasks in flight.
 // Forks redis-benchmark for `resp`: call it while this process has no other threads.
 L2Limit MeasureL2Limit(const AdapterConfig& config, uint64_t value_size, uint32_t keys,

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/l2/l2_limits.h"
 #include "bench/common/child_process.h"
+#include "bench/l2/l2_limits.h"
 
 namespace kvtier::bench {
 

@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
+#include <utility>
 
-#include "bench/common/progress_line.h"
-#include "bench/server/server_report.h"
+#include "bench/common/report_json.h"
+#include "bench/common/stats.h"
 
 namespace kvtier::bench {
 
@@ -14,14 +14,12 @@ namespace {
 using nlohmann::json;
 
 json Stats(std::vector<double> s, const char* prefix) {
-  std::sort(s.begin(), s.end());
-  double sum = 0;
-  for (double x : s) sum += x;
+  const Distribution d = DistributionOf(std::move(s));
   const std::string p(prefix);
-  return {{p + "avg_us", s.empty() ? 0.0 : sum / static_cast<double>(s.size()) * 1e6},
-          {p + "p50_us", Percentile(s, 0.5) * 1e6},
-          {p + "p99_us", Percentile(s, 0.99) * 1e6},
-          {p + "max_us", s.empty() ? 0.0 : s.back() * 1e6}};
+  return {{p + "avg_us", d.mean * 1e6},
+          {p + "p50_us", d.p50 * 1e6},
+          {p + "p99_us", d.p99 * 1e6},
+          {p + "max_us", d.max * 1e6}};
 }
 
 // Caller-side latencies (submit to completion seen here) and the connector's own
@@ -39,8 +37,6 @@ json PassJson(const L2Pass& p) {
   j["gbps"] = p.wall_s > 0 ? static_cast<double>(p.ops.bytes) / 1e9 / p.wall_s : 0.0;
   return j;
 }
-
-json Ratio(double a, double b) { return b > 0 ? json(a / b) : json(nullptr); }
 
 json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
   const L2AdapterRun& r = a.run;
@@ -69,13 +65,13 @@ json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
   const double store = out["phase2"]["store"]["gbps"].get<double>();
   const double load = out["phase2"]["load"]["gbps"].get<double>();
   const double memcpy = run.memcpy_gbps.median;
-  out["ratios"] = {{"store_over_limit", have ? Ratio(store, l.store_gbps) : json(nullptr)},
-                   {"load_over_limit", have ? Ratio(load, l.load_gbps) : json(nullptr)},
-                   {"store_over_memcpy", Ratio(store, memcpy)},
-                   {"load_over_memcpy", Ratio(load, memcpy)}};
+  out["ratios"] = {{"store_over_limit", have ? RatioJson(store, l.store_gbps) : json(nullptr)},
+                   {"load_over_limit", have ? RatioJson(load, l.load_gbps) : json(nullptr)},
+                   {"store_over_memcpy", RatioJson(store, memcpy)},
+                   {"load_over_memcpy", RatioJson(load, memcpy)}};
   if (l.details.contains("read_distinct_buffers_gbps")) {
     out["ratios"]["load_over_raw_read_distinct_buffers"] =
-        Ratio(load, l.details["read_distinct_buffers_gbps"]["median"].get<double>());
+        RatioJson(load, l.details["read_distinct_buffers_gbps"]["median"].get<double>());
   }
   out["verified_bytes"] = r.verified_bytes;
   out["errors"] = r.errors;
@@ -98,9 +94,9 @@ json Comparison(const json& a, const json& b) {
   }
   return {{"labels", {sa, sb}},
           {"lookup_p99_ms", {ms(a, "lookup"), ms(b, "lookup")}},
-          {"lookup_p99_ratio", Ratio(ms(a, "lookup"), ms(b, "lookup"))},
+          {"lookup_p99_ratio", RatioJson(ms(a, "lookup"), ms(b, "lookup"))},
           {"load_p99_ms", {ms(a, "load"), ms(b, "load")}},
-          {"load_p99_ratio", Ratio(ms(a, "load"), ms(b, "load"))},
+          {"load_p99_ratio", RatioJson(ms(a, "load"), ms(b, "load"))},
           {"store_gbps", {gbps(a, "store"), gbps(b, "store")}},
           {"load_gbps", {gbps(a, "load"), gbps(b, "load")}}};
 }

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/stats.h"
 #include "bench/l2/l2_bench.h"
 #include "bench/l2/l2_limits.h"
 #include "bench/l2/l2_run.h"
-#include "bench/common/limits.h"
 
 namespace kvtier::bench {
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "bench/common/data_pattern.h"
+#include "bench/common/timing.h"
 #include "bench/l2/l2_driver.h"
 
 namespace kvtier::bench {
@@ -16,7 +17,6 @@ namespace {
 
 constexpr uint32_t kPhase1 = 1, kPhase2 = 2, kWarmUp = 3;
 constexpr size_t kRemoveBatch = 64;
-double Sec(L2Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 class Runner {
  public:
@@ -56,8 +56,8 @@ class Runner {
   }
 
   void Record(L2OpSamples& s, const L2Event& e) {
-    s.seconds.push_back(Sec(e.done - e.submitted));
-    s.connector_seconds.push_back(Sec(e.c.latency));
+    s.seconds.push_back(SecondsBetween(e.submitted, e.done));
+    s.connector_seconds.push_back(std::chrono::duration<double>(e.c.latency).count());
     s.keys += e.c.results.size();
     s.bytes += e.c.bytes;
   }
@@ -173,8 +173,8 @@ class Runner {
     const uint32_t n = w_.keys();
     const char* name = op == ConnectorOp::kStore ? "store" : "load";
     uint32_t next = 0, done = 0;
-    const L2Clock::time_point t0 = L2Clock::now();
-    L2Clock::time_point last = t0;
+    const BenchClock::time_point t0 = BenchClock::now();
+    BenchClock::time_point last = t0;
     while (done < n && ok()) {
       while (d_.outstanding() < o_.inflight && next < n) {
         if (op == ConnectorOp::kStore) {
@@ -195,7 +195,7 @@ class Runner {
       }
       if (done % 64 == 0) progress_(fmt::format("phase 2: {} {}/{}", name, done, n));
     }
-    pass.wall_s = Sec(last - t0);
+    pass.wall_s = SecondsBetween(t0, last);
   }
 
   void StoreAll() { Pass(ConnectorOp::kStore, out_.store_all); }

@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "bench/common/data_pattern.h"
-#include "bench/l2/l2_limits.h"
+#include "bench/common/timing.h"
+#include "bench/common/touched_memory.h"
 #include "bench/l2/l2_run.h"
 #include "common/object_key.h"
 
@@ -34,8 +34,7 @@ Result<L2Workload> L2Workload::Create(const BenchL2Options& o, uint64_t value_si
   w.keys_ = o.keys;
   w.value_size_ = value_size;
   // Unique per run: leftovers of a crashed run can never be mistaken for this run's values.
-  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  w.model_ = fmt::format("kvtier-bench-l2-{}-{:x}", ::getpid(), now & 0xFFFFFFFF);
+  w.model_ = fmt::format("kvtier-bench-l2-{}-{:x}", ::getpid(), NowNs() & 0xFFFFFFFF);
 
   const uint64_t bytes = uint64_t{o.keys} * value_size;
   const uint64_t ram = PhysicalBytes();

@@ -19,14 +19,15 @@
 #include <tuple>
 #include <vector>
 
-#include "bench/common/progress_line.h"
+#include "bench/common/child_process.h"
 #include "bench/common/data_pattern.h"
 #include "bench/common/limits.h"
-#include "bench/common/child_process.h"
+#include "bench/common/progress_line.h"
+#include "bench/common/timing.h"
 #include "bench/server/server_report.h"
 #include "bench/server/server_rtt.h"
-#include "bench/server/trace_prompts.h"
 #include "bench/server/server_worker.h"
+#include "bench/server/trace_prompts.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
 
@@ -108,12 +109,6 @@ std::optional<std::pair<std::string, uint16_t>> ParseEndpoint(const std::string&
   } catch (const std::exception&) {
     return std::nullopt;
   }
-}
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 // Waits for every worker while showing progress. The first failure stops the others, and so

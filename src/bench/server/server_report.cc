@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
+#include <utility>
 
-#include "bench/common/progress_line.h"
+#include "bench/common/report_json.h"
+#include "bench/common/stats.h"
 
 namespace kvtier::bench {
 
@@ -17,18 +18,16 @@ constexpr const char* kLookupWait = "LOOKUP+WAIT";
 
 // Latency statistics of one operation; GB/s = bytes moved / time spent in the operation.
 json OpJson(std::vector<double> seconds, uint64_t bytes, bool has_bytes) {
-  std::sort(seconds.begin(), seconds.end());
-  double sum = 0;
-  for (double s : seconds) sum += s;
-  json j = {{"count", seconds.size()},
-            {"p50_us", Percentile(seconds, 0.5) * 1e6},
-            {"p99_us", Percentile(seconds, 0.99) * 1e6},
-            {"mean_us", seconds.empty() ? 0 : sum / static_cast<double>(seconds.size()) * 1e6},
-            {"max_us", seconds.empty() ? 0 : seconds.back() * 1e6},
-            {"total_s", sum}};
+  const Distribution d = DistributionOf(std::move(seconds));
+  json j = {{"count", d.count},
+            {"p50_us", d.p50 * 1e6},
+            {"p99_us", d.p99 * 1e6},
+            {"mean_us", d.mean * 1e6},
+            {"max_us", d.max * 1e6},
+            {"total_s", d.sum}};
   if (has_bytes) {
     j["bytes"] = bytes;
-    j["gbps"] = sum > 0 ? static_cast<double>(bytes) / 1e9 / sum : 0.0;
+    j["gbps"] = d.sum > 0 ? static_cast<double>(bytes) / 1e9 / d.sum : 0.0;
   }
   return j;
 }
@@ -79,15 +78,6 @@ json QuarterJson(const BenchRun& run) {
 }
 
 }  // namespace
-
-double Percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double rank = std::ceil(q * static_cast<double>(sorted.size()));
-  const size_t i = static_cast<size_t>(std::max(rank, 1.0)) - 1;
-  return sorted[std::min(i, sorted.size() - 1)];
-}
-
-json SpreadJson(const Spread& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
 
 json Summarize(const BenchRun& run) {
   json out;

@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "bench/common/limits.h"
-#include "bench/server/server_rtt.h"
 #include "bench/server/server_bench.h"
+#include "bench/server/server_rtt.h"
 #include "bench/server/worker_results_shm.h"
 
 namespace kvtier::bench {
-
-// Nearest-rank percentile of an ascending vector (q in [0, 1]); 0 when empty.
-double Percentile(const std::vector<double>& sorted, double q);
-
-// {"median", "min", "max"} of a limit measured in several trials.
-nlohmann::json SpreadJson(const Spread& s);
 
 // The project's goals, next to the numbers they judge.
 inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy

@@ -2,26 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
-#include "bench/server/server_report.h"
+#include "bench/common/stats.h"
+#include "bench/common/timing.h"
 #include "client/cache_client.h"
 
 namespace kvtier::bench {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 constexpr int kWarmup = 100;
 constexpr int kPings = 2000;
 constexpr int kLookups = 1000;
-
-double MicrosSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
 
 }  // namespace
 
@@ -38,7 +33,7 @@ Result<ServerRtt> MeasureServerRtt(const std::string& host, uint16_t port, const
 
   std::vector<double> ping;
   for (int i = 0; i < kWarmup + kPings; ++i) {
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     KVT_RETURN_IF_ERROR(c.Ping());
     if (i >= kWarmup) ping.push_back(MicrosSince(t0));
   }
@@ -50,7 +45,7 @@ Result<ServerRtt> MeasureServerRtt(const std::string& host, uint16_t port, const
   std::vector<double> lookup;
   for (int i = 0; i < kLookups; ++i) {
     key.request_id = fmt::format("{}-rtt-{}", model, i);
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     KVT_RETURN_IF_ERROR(c.Lookup(key));
     lookup.push_back(MicrosSince(t0));
     // Not timed: let the job finish and drop its pins before the next round.
@@ -58,13 +53,13 @@ Result<ServerRtt> MeasureServerRtt(const std::string& host, uint16_t port, const
     if (!hits.ok()) return hits.status();
     KVT_RETURN_IF_ERROR(c.EndSession(key.request_id));
   }
-  std::sort(ping.begin(), ping.end());
-  std::sort(lookup.begin(), lookup.end());
+  const Distribution p = DistributionOf(std::move(ping));
+  const Distribution l = DistributionOf(std::move(lookup));
   ServerRtt out;
-  out.ping_p50_us = Percentile(ping, 0.5);
-  out.ping_p99_us = Percentile(ping, 0.99);
-  out.lookup_p50_us = Percentile(lookup, 0.5);
-  out.lookup_p99_us = Percentile(lookup, 0.99);
+  out.ping_p50_us = p.p50;
+  out.ping_p99_us = p.p99;
+  out.lookup_p50_us = l.p50;
+  out.lookup_p99_us = l.p99;
   out.ping_iterations = kPings;
   out.lookup_iterations = kLookups;
   return out;

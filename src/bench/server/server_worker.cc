@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench/common/data_pattern.h"
+#include "bench/common/timing.h"
 #include "bench/server/trace_prompts.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
@@ -20,22 +21,6 @@
 namespace kvtier::bench {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
-// Times one call into `seconds`.
-template <typename F>
-auto Timed(double& seconds, F&& f) {
-  const auto t0 = Clock::now();
-  auto r = f();
-  seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  return r;
-}
 
 class Worker {
  public:
@@ -111,7 +96,7 @@ Status Worker::Run() {
   instance_ = plan_.instance_base + index_;
   const int fd = buffer_.fd();
   WorkerHeader& h = out_.header(index_);
-  const Status reg = Timed(h.register_s, [&] {
+  const Status reg = TimeInto(h.register_s, [&] {
     return client_->RegisterKvBuffers(instance_, plan_.model, 1, 0, std::span<const int>(&fd, 1),
                                       layout_);
   });
@@ -169,7 +154,7 @@ void Worker::PaceTo(uint64_t timestamp_ms) const {
   if (o_.trace_speedup <= 0) return;
   const auto due = std::chrono::nanoseconds(
       start_ns_ + static_cast<int64_t>(static_cast<double>(timestamp_ms) * 1e6 / o_.trace_speedup));
-  std::this_thread::sleep_until(Clock::time_point(due));
+  std::this_thread::sleep_until(BenchClock::time_point(due));
 }
 
 void Worker::FillBlocks(uint32_t first_chunk) {
@@ -211,7 +196,7 @@ Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
   s.chunks = chunks_;
   KVT_RETURN_IF_ERROR(plan_.trace != nullptr ? LookupRetrieveStore(prompt, req, s)
                                              : StoreThenRetrieve(prompt, req, s));
-  return Timed(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+  return TimeInto(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
 }
 
 // Generated prompts: every chunk is stored first, so the lookup finds the whole prompt unless L1
@@ -220,7 +205,7 @@ Status Worker::StoreThenRetrieve(uint32_t prompt, const wire::TransferRequest& r
                                  PromptSample& s) {
   FillBlocks(0);
   KVT_RETURN_IF_ERROR(Store(req, s));
-  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpPing], [&] { return client_->Ping(); }));
+  KVT_RETURN_IF_ERROR(TimeInto(s.seconds[kOpPing], [&] { return client_->Ping(); }));
   KVT_RETURN_IF_ERROR(LookupAndWait(req, s));
   ZeroBlocks();
   return Retrieve(prompt, req, s);
@@ -230,7 +215,7 @@ Status Worker::StoreThenRetrieve(uint32_t prompt, const wire::TransferRequest& r
 // compute the rest (here: write its pattern) and store the whole prompt.
 Status Worker::LookupRetrieveStore(uint32_t prompt, const wire::TransferRequest& req,
                                    PromptSample& s) {
-  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpPing], [&] { return client_->Ping(); }));
+  KVT_RETURN_IF_ERROR(TimeInto(s.seconds[kOpPing], [&] { return client_->Ping(); }));
   KVT_RETURN_IF_ERROR(LookupAndWait(req, s));
   ZeroBlocks();
   KVT_RETURN_IF_ERROR(Retrieve(prompt, req, s));
@@ -242,15 +227,15 @@ Status Worker::LookupAndWait(const wire::TransferRequest& req, PromptSample& s) 
   wire::PrefixKey lookup = req.key;
   lookup.model = plan_.model;
   lookup.world_size = 1;
-  KVT_RETURN_IF_ERROR(Timed(s.seconds[kOpLookup], [&] { return client_->Lookup(lookup); }));
-  auto hits = Timed(s.seconds[kOpWait], [&] { return client_->WaitPrefetch(req.key.request_id); });
+  KVT_RETURN_IF_ERROR(TimeInto(s.seconds[kOpLookup], [&] { return client_->Lookup(lookup); }));
+  auto hits = TimeInto(s.seconds[kOpWait], [&] { return client_->WaitPrefetch(req.key.request_id); });
   if (!hits.ok()) return hits.status();
   s.lookup_hits = static_cast<uint32_t>(*hits);
   return Status::Ok();
 }
 
 Status Worker::Retrieve(uint32_t prompt, const wire::TransferRequest& req, PromptSample& s) {
-  auto got = Timed(s.seconds[kOpRetrieve], [&] { return client_->Retrieve(req); });
+  auto got = TimeInto(s.seconds[kOpRetrieve], [&] { return client_->Retrieve(req); });
   if (!got.ok()) return got.status();
   if (got->retrieved_chunks > chunks_) {
     return Status(Code::kInternal, fmt::format("prompt {}: RETRIEVE reports {} of {} chunks",
@@ -261,7 +246,7 @@ Status Worker::Retrieve(uint32_t prompt, const wire::TransferRequest& req, Promp
 }
 
 Status Worker::Store(const wire::TransferRequest& req, PromptSample& s) {
-  auto stored = Timed(s.seconds[kOpStore], [&] { return client_->Store(req); });
+  auto stored = TimeInto(s.seconds[kOpStore], [&] { return client_->Store(req); });
   if (!stored.ok()) return stored.status();
   s.stored_chunks = static_cast<uint32_t>(stored->stored_chunks);
   s.present_chunks = static_cast<uint32_t>(stored->present_chunks);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "bench/server/server_bench.h"
-#include "bench/server/worker_results_shm.h"
 #include "bench/server/trace_prompts.h"
+#include "bench/server/worker_results_shm.h"
 
 namespace kvtier::bench {
 

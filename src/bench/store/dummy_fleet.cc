@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <time.h>
 
 #include <chrono>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "bench/common/data_pattern.h"
+#include "bench/common/timing.h"
 #include "store/client/dummy_client.h"
 
 namespace kvtier::bench {
@@ -21,24 +21,11 @@ namespace kvtier::bench {
 namespace {
 
 using nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr auto kSetupTimeout = std::chrono::minutes(3);
 constexpr auto kPhaseTimeout = std::chrono::minutes(10);
 constexpr auto kRemoveDeadline = std::chrono::seconds(30);
 constexpr size_t kMaxErrors = 5;
-
-double ProcessCpuNow() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
 
 void AddError(std::vector<std::string>& errors, std::string e) {
   if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
@@ -58,18 +45,18 @@ class DummyWorker {
     PhaseSample s;
     s.bytes = total();
     std::vector<Batch> batches = Batches(trial, src_);
-    const double cpu0 = ProcessCpuNow();
+    const double cpu0 = ProcessCpuSeconds();
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
-      const auto t0 = SteadyClock::now();
+      const auto t0 = BenchClock::now();
       std::vector<store::StoreStatus> st = client_->BatchPutFrom(b.keys, b.buffers, b.sizes);
-      s.batch_us.push_back(Micros(t0));
+      s.batch_us.push_back(MicrosSince(t0));
       for (size_t i = 0; i < st.size(); ++i) {
         if (!st[i].ok()) AddError(s.errors, fmt::format("put '{}': {}", b.keys[i], st[i].ToString()));
       }
     }
     s.end_ns = NowNs();
-    s.cpu_s = ProcessCpuNow() - cpu0;
+    s.cpu_s = ProcessCpuSeconds() - cpu0;
     return s.ToJson();
   }
 
@@ -79,12 +66,12 @@ class DummyWorker {
     s.bytes = total();
     std::memset(dst_, 0, total());  // so a get that writes nothing cannot pass the check
     std::vector<Batch> batches = Batches(trial, dst_);
-    const double cpu0 = ProcessCpuNow();
+    const double cpu0 = ProcessCpuSeconds();
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
-      const auto t0 = SteadyClock::now();
+      const auto t0 = BenchClock::now();
       std::vector<store::StoreResult<uint64_t>> r = client_->BatchGetInto(b.keys, b.buffers, b.sizes);
-      s.batch_us.push_back(Micros(t0));
+      s.batch_us.push_back(MicrosSince(t0));
       for (size_t i = 0; i < r.size(); ++i) {
         if (!r[i].ok()) {
           AddError(s.errors, fmt::format("get '{}': {}", b.keys[i], r[i].status().ToString()));
@@ -95,7 +82,7 @@ class DummyWorker {
       }
     }
     s.end_ns = NowNs();
-    s.cpu_s = ProcessCpuNow() - cpu0;
+    s.cpu_s = ProcessCpuSeconds() - cpu0;
     // Untimed: every byte against what was put.
     for (uint32_t i = 0; i < job_.values; ++i) {
       const uint64_t off = uint64_t{i} * job_.value_bytes;
@@ -116,7 +103,7 @@ class DummyWorker {
       for (uint32_t i = 0; i < job_.values; ++i) left.push_back(DummyKey(job_.key_prefix, t, i));
     }
     uint64_t removed = 0;
-    const auto deadline = SteadyClock::now() + kRemoveDeadline;
+    const auto deadline = BenchClock::now() + kRemoveDeadline;
     while (!left.empty()) {
       std::vector<std::string> leased;
       for (std::string& key : left) {
@@ -124,7 +111,7 @@ class DummyWorker {
         if (st.ok()) {
           ++removed;
         } else if (st.code() == store::ErrorCode::OBJECT_HAS_LEASE &&
-                   SteadyClock::now() < deadline) {
+                   BenchClock::now() < deadline) {
           leased.push_back(std::move(key));
         } else {
           AddError(errors, fmt::format("remove '{}': {}", key, st.ToString()));
@@ -144,10 +131,6 @@ class DummyWorker {
     std::vector<void*> buffers;
     std::vector<size_t> sizes;
   };
-
-  static double Micros(SteadyClock::time_point t0) {
-    return std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count();
-  }
 
   // Built before the timer starts: only the calls are timed.
   std::vector<Batch> Batches(uint32_t trial, uint8_t* base) const {

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
-#include "bench/server/server_report.h"
 #include "bench/common/linked_child.h"
+#include "bench/common/stats.h"
+#include "bench/common/timing.h"
 #include "store/client/master_client.h"
 
 namespace kvtier::bench {
@@ -16,7 +18,6 @@ namespace kvtier::bench {
 namespace {
 
 using nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr uint32_t kDistinctBatches = 16;
 constexpr uint32_t kWarmupCalls = 50;
@@ -48,9 +49,9 @@ struct ThreadTally {
 
 // One call; answers compared with what each key should be.
 void Call(store::MasterApi& master, const Batch& b, ThreadTally& t) {
-  const auto t0 = SteadyClock::now();
+  const auto t0 = BenchClock::now();
   std::vector<store::StoreResult<bool>> r = master.Exist(b.keys);
-  t.call_us.push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
+  t.call_us.push_back(MicrosSince(t0));
   if (r.size() != b.keys.size()) {
     if (t.errors.size() < 5) t.errors.push_back(fmt::format("exist: {} answers for {} keys",
                                                             r.size(), b.keys.size()));
@@ -77,23 +78,23 @@ json Measure(const ExistJob& job) {
   for (uint32_t threads : job.threads) {
     std::vector<ThreadTally> tallies(threads);
     std::atomic<bool> go{false};
-    const auto length = std::chrono::duration_cast<SteadyClock::duration>(
+    const auto length = std::chrono::duration_cast<BenchClock::duration>(
         std::chrono::duration<double>(job.seconds));
-    SteadyClock::time_point start, deadline;
+    BenchClock::time_point start, deadline;
     std::vector<std::thread> pool;
     for (uint32_t t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-        for (uint32_t i = t; SteadyClock::now() < deadline; ++i) {
+        for (uint32_t i = t; BenchClock::now() < deadline; ++i) {
           Call(*master, batches[i % batches.size()], tallies[t]);
         }
       });
     }
-    start = SteadyClock::now();
+    start = BenchClock::now();
     deadline = start + length;
     go.store(true, std::memory_order_release);
     for (auto& th : pool) th.join();
-    const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    const double seconds = SecondsSince(start);
     std::vector<double> all;
     for (ThreadTally& t : tallies) {
       all.insert(all.end(), t.call_us.begin(), t.call_us.end());
@@ -103,12 +104,12 @@ json Measure(const ExistJob& job) {
         if (errors.size() < 5) errors.push_back(std::move(e));
       }
     }
-    std::sort(all.begin(), all.end());
+    const Distribution d = DistributionOf(std::move(all));
     runs.push_back({{"threads", threads},
-                    {"calls", all.size()},
+                    {"calls", d.count},
                     {"seconds", seconds},
-                    {"p50_us", Percentile(all, 0.5)},
-                    {"p99_us", Percentile(all, 0.99)}});
+                    {"p50_us", d.p50},
+                    {"p99_us", d.p99}});
   }
   return {{"runs", runs}, {"checked_keys", checked}, {"wrong_answers", wrong}, {"errors", errors}};
 }

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -17,17 +16,17 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
-#include "bench/store/store_cluster.h"
 #include "bench/common/timing.h"
 #include "bench/store/dummy_fleet.h"
 #include "bench/store/master_exist.h"
+#include "bench/store/store_cluster.h"
 #include "bench/store/store_redis.h"
 #include "bench/store/store_report.h"
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "store/protocol/store_types.h"
-#include "bench/common/raw_tcp_probe.h"
 
 namespace kvtier::bench {
 
@@ -77,31 +76,20 @@ Result<uint64_t> Validate(const BenchStoreOptions& o) {
   return *size;
 }
 
-Spread SpreadOf(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
-}
-
 // One loopback TCP stream of value-sized messages through one buffer on each side
 // (raw_tcp_probe's pool_bytes = 0). Its DRAM-pool mode is not used: its untimed warm pass is still
 // being received when the clock starts, and on this VM that first pass into fresh pages runs at
 // ~0.2 GB/s, so the pool figure came out 5-10x low.
-void MeasureRawTcp(StoreBenchRun& run) {
+void MeasureRawTcpLimit(StoreBenchRun& run) {
   const uint64_t budget = run.options.quick ? kRawTcpBytes / 4 : kRawTcpBytes;
   const size_t count = std::max<uint64_t>(16, budget / run.value_bytes);
-  std::vector<double> gbps, cpu;
-  for (int t = 0; t < kRawTcpTrials; ++t) {
-    auto r = MeasureRawLoopbackTcp(run.value_bytes, count);
-    if (!r.ok()) {
-      run.raw_tcp_error = r.status().ToString();
-      return;
-    }
-    gbps.push_back(r->gbps);
-    cpu.push_back(r->gb_per_cpu_second);
+  auto tcp = MeasureRawTcp(run.value_bytes, count, kRawTcpTrials);
+  if (!tcp.ok()) {
+    run.raw_tcp_error = tcp.status().ToString();
+    return;
   }
-  run.raw_tcp_gbps = SpreadOf(gbps);
-  run.raw_tcp_gb_per_cpu_s = SpreadOf(cpu);
+  run.raw_tcp_gbps = tcp->gbps;
+  run.raw_tcp_gb_per_cpu_s = tcp->gb_per_cpu_s;
 }
 
 class Bench {
@@ -192,10 +180,9 @@ class Bench {
   // Runs `fn` and records its wall time under `name`.
   template <typename Fn>
   void Timed(const std::string& name, Fn&& fn) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = BenchClock::now();
     fn();
-    run_.wall_s.emplace_back(
-        name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    run_.wall_s.emplace_back(name, SecondsSince(t0));
   }
 
   // Before the sections: a fill-only dummy on P puts section_bytes over TCP into A's segment,
@@ -219,7 +206,7 @@ class Bench {
   }
 
   void Run() {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = BenchClock::now();
     progress_.Show("measuring memcpy");
     auto memcpy_gbps = MeasureMemcpy();
     if (!memcpy_gbps.ok()) {
@@ -234,9 +221,8 @@ class Bench {
     }
     run_.memcpy_gb_per_cpu_s = *memcpy_cpu;
     progress_.Show("measuring raw loopback TCP");
-    MeasureRawTcp(run_);
-    run_.wall_s.emplace_back(
-        "limits", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    MeasureRawTcpLimit(run_);
+    run_.wall_s.emplace_back("limits", SecondsSince(t0));
 
     progress_.Show(fmt::format("starting the master and two nodes (segment {} MiB)",
                                run_.segment_bytes >> 20));

@@ -2,7 +2,6 @@
 
 #include <hiredis/hiredis.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,30 +15,19 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/data_pattern.h"
 #include "bench/common/child_process.h"
+#include "bench/common/data_pattern.h"
 #include "bench/common/timing.h"
+#include "bench/common/touched_memory.h"
 #include "connectors/resp_connection.h"
 
 namespace kvtier::bench {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 constexpr const char* kRedisServer = "/usr/bin/redis-server";
 constexpr size_t kMaxErrors = 5;
 constexpr auto kCallTimeout = std::chrono::seconds(60);
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             SteadyClock::now().time_since_epoch())
-      .count();
-}
-
-double Micros(SteadyClock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count();
-}
 
 void AddError(std::vector<std::string>& errors, std::string e) {
   if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
@@ -67,24 +55,6 @@ bool Pong(uint16_t port) {
   return r && r->type == REDIS_REPLY_STATUS && std::string(r->str, r->len) == "PONG";
 }
 
-// An anonymous mapping, written once so no first-touch fault lands in a timed phase.
-class Buffer {
- public:
-  explicit Buffer(size_t size) : size_(size) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-    if (data_ != nullptr) std::memset(data_, 0, size);
-  }
-  ~Buffer() {
-    if (data_ != nullptr) ::munmap(data_, size_);
-  }
-  uint8_t* data() const { return data_; }
-
- private:
-  size_t size_;
-  uint8_t* data_;
-};
-
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 
 PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint32_t trial,
@@ -103,10 +73,10 @@ PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
   for (uint32_t first = 0; first < job.values; first += batch) {
     const uint32_t n = std::min(job.values - first, batch);
     uint64_t bytes = 0;
-    const auto t0 = SteadyClock::now();
+    const auto t0 = BenchClock::now();
     Status st = conn.Set(std::span(keys).subspan(first, n), std::span(values).subspan(first, n),
                          t0 + kCallTimeout, std::span(stored).first(n), bytes);
-    s.batch_us.push_back(Micros(t0));
+    s.batch_us.push_back(MicrosSince(t0));
     if (!st.ok()) AddError(s.errors, "SET: " + st.ToString());
     if (bytes != uint64_t{n} * job.value_bytes) {
       AddError(s.errors, fmt::format("SET of {} values stored {} bytes", n, bytes));
@@ -134,10 +104,10 @@ PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
   for (uint32_t first = 0; first < job.values; first += batch) {
     const uint32_t n = std::min(job.values - first, batch);
     uint64_t bytes = 0;
-    const auto t0 = SteadyClock::now();
+    const auto t0 = BenchClock::now();
     Status st = conn.Get(std::span(keys).subspan(first, n), std::span(buffers).subspan(first, n),
                          t0 + kCallTimeout, std::span(found).first(n), bytes);
-    s.batch_us.push_back(Micros(t0));
+    s.batch_us.push_back(MicrosSince(t0));
     if (!st.ok()) AddError(s.errors, "GET: " + st.ToString());
     if (bytes != uint64_t{n} * job.value_bytes) {
       AddError(s.errors, fmt::format("GET of {} values loaded {} bytes", n, bytes));
@@ -160,7 +130,7 @@ Status Delete(RespConnection& conn, const RedisJob& job, uint32_t trial) {
   std::vector<std::string> keys;
   for (uint32_t i = 0; i < job.values; ++i) keys.push_back(Key(trial, i));
   std::vector<uint8_t> removed(keys.size());
-  Status st = conn.Del(keys, SteadyClock::now() + kCallTimeout, removed);
+  Status st = conn.Del(keys, BenchClock::now() + kCallTimeout, removed);
   if (!st.ok()) return st;
   const auto n = std::count(removed.begin(), removed.end(), uint8_t{1});
   if (n != static_cast<int64_t>(keys.size())) {
@@ -219,7 +189,8 @@ std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
   endpoint.port = (*server)->port();
   RespConnection conn(endpoint);
   const uint64_t total = uint64_t{job.values} * job.value_bytes;
-  Buffer src(total), dst(total);
+  // Written once, so no first-touch fault lands in a timed phase.
+  TouchedBuffer src(total, 0), dst(total, 0);
   if (src.data() == nullptr || dst.data() == nullptr) {
     return fail_all("cannot map the value buffers", false);
   }

@@ -7,8 +7,8 @@
 #include <tuple>
 #include <vector>
 
-#include "bench/common/progress_line.h"
-#include "bench/server/server_report.h"
+#include "bench/common/report_json.h"
+#include "bench/common/stats.h"
 
 namespace kvtier::bench {
 
@@ -16,19 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-Spread SpreadOf(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  return {Percentile(v, 0.5), v.front(), v.back()};
-}
-
 json OpJson(const OpStats& op) {
-  std::vector<double> us = op.batch_us;
-  std::sort(us.begin(), us.end());
+  const Distribution us = DistributionOf(op.batch_us);
   return {{"gbps", SpreadJson(SpreadOf(op.gbps))},
-          {"p50_ms", Percentile(us, 0.5) / 1000},
-          {"p99_ms", Percentile(us, 0.99) / 1000},
-          {"batches", us.size()},
+          {"p50_ms", us.p50 / 1000},
+          {"p99_ms", us.p99 / 1000},
+          {"batches", us.count},
           {"bytes", op.bytes},
           {"cpu_s", op.cpu_by_process},
           {"trial_gbps", op.gbps},
@@ -37,8 +30,6 @@ json OpJson(const OpStats& op) {
                                ? json(static_cast<double>(op.bytes) / op.cpu_seconds / 1e9)
                                : json()}};
 }
-
-json Ratio(double value, double limit) { return limit > 0 && value > 0 ? json(value / limit) : json(); }
 
 double Median(const json& op) { return op["gbps"]["median"].get<double>(); }
 
@@ -60,10 +51,10 @@ json SectionJson(const TransferSection& s, const std::string& limit_name, double
     j["limit"] = {{"name", limit_name},
                   {"gbps", limit_gbps},
                   {"gb_per_cpu_s", limit_gb_per_cpu_s}};
-    j["ratios"] = {{"put_over_limit", Ratio(Median(j["put"]), limit_gbps)},
-                   {"get_over_limit", Ratio(Median(j["get"]), limit_gbps)},
-                   {"put_cpu_over_limit", Ratio(CpuRate(j["put"]), limit_gb_per_cpu_s)},
-                   {"get_cpu_over_limit", Ratio(CpuRate(j["get"]), limit_gb_per_cpu_s)}};
+    j["ratios"] = {{"put_over_limit", RatioJson(Median(j["put"]), limit_gbps)},
+                   {"get_over_limit", RatioJson(Median(j["get"]), limit_gbps)},
+                   {"put_cpu_over_limit", RatioJson(CpuRate(j["put"]), limit_gb_per_cpu_s)},
+                   {"get_cpu_over_limit", RatioJson(CpuRate(j["get"]), limit_gb_per_cpu_s)}};
   }
   return j;
 }
@@ -154,7 +145,7 @@ json SummarizeStore(const StoreBenchRun& run) {
   for (const char* section : {"same_node", "cross_node"}) {
     for (const char* op : {"put", "get"}) {
       vs_redis[fmt::format("{}_{}", section, op)] =
-          redis_ran ? Ratio(Median(out[section][op]), best[op]["gbps"].get<double>()) : json();
+          redis_ran ? RatioJson(Median(out[section][op]), best[op]["gbps"].get<double>()) : json();
     }
   }
   out["vs_redis"] = vs_redis;

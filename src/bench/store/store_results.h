@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/common/limits.h"
+#include "bench/common/stats.h"
 #include "bench/store/store_bench.h"
 
 namespace kvtier::bench {
