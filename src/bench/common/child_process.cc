@@ -1,23 +1,22 @@
 #include "bench/common/child_process.h"
 
-#include "bench/common/free_port.h"
-
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <thread>
+
+#include "bench/common/free_port.h"
 
 namespace kvtier::bench {
 
@@ -39,33 +38,20 @@ std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds limit) {
   }
 }
 
-}  // namespace
-
-Status CheckTcpReachable(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return Status(Code::kInvalidArgument, fmt::format("{}: {}", host, ::gai_strerror(rc)));
-  }
-  int err = ECONNREFUSED;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
-    err = errno;
-    ::close(fd);
-    if (ok) {
-      ::freeaddrinfo(found);
-      return Status::Ok();
-    }
-  }
-  ::freeaddrinfo(found);
-  return Status(Code::kUnavailable,
-                fmt::format("cannot connect to {}:{}: {}", host, port, std::strerror(err)));
+// In a forked child: stdout and stderr to `out_fd`, then exec `binary` with argv `args`. Returns
+// (for the child's exit code) only when the exec failed.
+int ExecWithOutput(const std::string& binary, std::vector<std::string> args, int out_fd) {
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(out_fd, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(binary.c_str(), argv.data());
+  std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
+  return 127;
 }
+
+}  // namespace
 
 Result<pid_t> ForkChild(const std::function<int()>& fn) {
   // Unflushed output would otherwise be written twice, once by each process.
@@ -107,6 +93,49 @@ int StopChild(pid_t pid, std::chrono::milliseconds grace) {
   return ExitCode(st);
 }
 
+Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& args,
+                                               std::chrono::milliseconds limit) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return Status(Code::kIoError, "pipe");
+  auto pid = ForkChild([&] { return ExecWithOutput(args[0], args, p[1]); });
+  ::close(p[1]);
+  if (!pid.ok()) {
+    ::close(p[0]);
+    return pid.status();
+  }
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(p[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(p[0]);
+  const int code = StopChild(*pid, limit);
+  return std::make_pair(code, out);
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
 Result<std::unique_ptr<SpawnedProcess>> SpawnedProcess::Start(const Spec& spec) {
   std::string last_log;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -116,19 +145,10 @@ Result<std::unique_ptr<SpawnedProcess>> SpawnedProcess::Start(const Spec& spec) 
     const int log_fd = ::mkstemp(path);
     if (log_fd < 0) return Status(Code::kIoError, fmt::format("mkstemp: {}", std::strerror(errno)));
     ::unlink(path);  // the descriptors keep it alive; nothing is left behind
-    std::vector<std::string> args = spec.args(port);
-    const std::string binary = spec.binary;
-    auto pid = ForkChild([&] {
-      // Keep the bench's stdout clean (--json): the process writes only to its log.
-      ::dup2(log_fd, STDOUT_FILENO);
-      ::dup2(log_fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(binary.c_str(), argv.data());
-      std::fprintf(stderr, "exec %s: %s\n", binary.c_str(), std::strerror(errno));
-      return 127;
-    });
+    // In this process: a spec's args may note the port it chose (a node's HTTP port).
+    const std::vector<std::string> args = spec.args(port);
+    // Keep the bench's stdout clean (--json): the process writes only to its log.
+    auto pid = ForkChild([&] { return ExecWithOutput(spec.binary, args, log_fd); });
     if (!pid.ok()) {
       ::close(log_fd);
       return pid.status();
@@ -190,30 +210,110 @@ std::string SpawnedProcess::Log() const {
   return out;
 }
 
-Result<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
-    uint32_t chunk_size, double l1_size_gb, const std::vector<std::string>& extra_args) {
-  SpawnedProcess::Spec spec;
-  spec.name = "kvtier server";
-  spec.binary = "/proc/self/exe";
-  spec.args = [&](uint16_t port) {
-    std::vector<std::string> args = {"kvtier",       "server",
-                                     "--host",       "127.0.0.1",
-                                     "--port",       std::to_string(port),
-                                     "--http-port",  "0",
-                                     "--l1-size-gb", fmt::format("{}", l1_size_gb),
-                                     "--chunk-size", std::to_string(chunk_size),
-                                     "--log-level",  "warn"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    return args;
-  };
-  // Ready once it prints its "listening" line (after every listener is bound); the L1
-  // prefault before that can take seconds.
-  spec.ready = [](const SpawnedProcess& p) {
-    return p.Log().find("listening") != std::string::npos;
-  };
-  auto process = SpawnedProcess::Start(spec);
-  if (!process.ok()) return process.status();
-  return std::unique_ptr<SpawnedServer>(new SpawnedServer(std::move(process).value()));
+Result<std::unique_ptr<LinkedChild>> LinkedChild::Fork(const std::function<int(int, int)>& fn) {
+  int down[2], up[2];
+  // Close-on-exec: processes exec'd later (nodes, redis) must not hold these pipes.
+  if (::pipe2(down, O_CLOEXEC) != 0) return Status(Code::kIoError, "pipe");
+  if (::pipe2(up, O_CLOEXEC) != 0) {
+    ::close(down[0]);
+    ::close(down[1]);
+    return Status(Code::kIoError, "pipe");
+  }
+  auto pid = ForkChild([&] {
+    ::close(down[1]);
+    ::close(up[0]);
+    return fn(down[0], up[1]);
+  });
+  ::close(down[0]);
+  ::close(up[1]);
+  if (!pid.ok()) {
+    ::close(down[1]);
+    ::close(up[0]);
+    return pid.status();
+  }
+  return std::unique_ptr<LinkedChild>(new LinkedChild(*pid, down[1], up[0]));
+}
+
+LinkedChild::~LinkedChild() { Finish(std::chrono::seconds(1)); }
+
+Status LinkedChild::Send(const std::string& line) {
+  if (to_fd_ < 0) return Status(Code::kUnavailable, "child already finished");
+  if (!WriteLine(to_fd_, line)) {
+    return Status(Code::kIoError, fmt::format("child {}: write: {}", pid_, std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> LinkedChild::Receive(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const size_t nl = buffered_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffered_.substr(0, nl);
+      buffered_.erase(0, nl + 1);
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) {
+        return Status(Code::kInternal, fmt::format("child {}: not JSON: {}", pid_, line));
+      }
+      return j;
+    }
+    if (from_fd_ < 0) return Status(Code::kUnavailable, "child already finished");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(Code::kTimeout, fmt::format("child {}: no answer within {} ms", pid_,
+                                                timeout.count()));
+    }
+    pollfd p{from_fd_, POLLIN, 0};
+    bool got_data = false;
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[65536];
+      const ssize_t n = ::read(from_fd_, buf, sizeof(buf));
+      if (n > 0) buffered_.append(buf, static_cast<size_t>(n));
+      got_data = n > 0 || (n < 0 && errno == EINTR);
+    }
+    if (got_data) continue;
+    // Nothing (more) to read: has the child gone? (A sibling may hold the pipe open, so EOF is
+    // not a reliable sign.) Once it has, one more pass reads what it wrote before exiting.
+    if (exited_) {
+      return Status(Code::kUnavailable,
+                    fmt::format("child {} exited with code {}", pid_, exit_code_));
+    }
+    if (auto code = TryReap(pid_)) {
+      exit_code_ = *code;
+      exited_ = true;
+    }
+  }
+}
+
+int LinkedChild::Finish(std::chrono::milliseconds grace) {
+  if (to_fd_ >= 0) ::close(to_fd_);
+  if (from_fd_ >= 0) ::close(from_fd_);
+  to_fd_ = from_fd_ = -1;
+  if (!exited_) {
+    exit_code_ = StopChild(pid_, grace);
+    exited_ = true;
+  }
+  return exit_code_;
+}
+
+bool WriteLine(int fd, const std::string& line) {
+  const std::string out = line + "\n";
+  return WriteAll(fd, out.data(), out.size());
+}
+
+std::optional<std::string> ReadLine(int fd, std::string& buffer) {
+  while (true) {
+    const size_t nl = buffer.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      return line;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    buffer.append(buf, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace kvtier::bench

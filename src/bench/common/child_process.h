@@ -1,9 +1,13 @@
-// Child processes for the benchmarks: forked workers and probes, and processes (`kvtier server`,
-// `kvtier master`, `kvtier node`, redis-server) started on free ports with their output in a
-// private log, and always stopped by PID.
+// Child processes for the benchmarks, all launched and stopped here: forked workers and probes;
+// programs run to completion with their output captured (redis-benchmark); processes (`kvtier
+// server`, `kvtier master`, `kvtier node`, redis-server) started on free ports with their output
+// in a private log; and forked children driven step by step over two pipes (LinkedChild). Every
+// child gets SIGTERM if the bench dies and is always stopped by PID.
 #pragma once
 
 #include <sys/types.h>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -11,15 +15,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 
 namespace kvtier::bench {
-
-// Whether a TCP connection to host:port succeeds now (a plain socket, so it is safe before
-// fork(); a ZMQ client would instead wait for its whole timeout on a wrong address).
-Status CheckTcpReachable(const std::string& host, uint16_t port);
 
 // Forks; the child runs `fn` and _exit()s with its result (it never returns to the caller's
 // stack). The child gets SIGTERM if the parent dies, so nothing outlives a crashed bench.
@@ -30,6 +31,16 @@ std::optional<int> TryReap(pid_t pid);
 
 // Waits up to `grace` for the child to exit, then SIGTERM, then SIGKILL; returns the exit code.
 int StopChild(pid_t pid, std::chrono::milliseconds grace);
+
+// Runs args[0] (argv = args) with stdout and stderr into one pipe until it exits, at most
+// `limit` (then it is stopped); returns (exit code, output).
+Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& args,
+                                               std::chrono::milliseconds limit);
+
+// Whole-buffer I/O on a pipe to or from a child (EINTR and short transfers retried); false on an
+// error or end of file.
+bool WriteAll(int fd, const void* data, size_t n);
+bool ReadAll(int fd, void* data, size_t n);
 
 // A process exec'd on a free loopback port, its stdout and stderr in a private (unlinked) log.
 class SpawnedProcess {
@@ -68,24 +79,41 @@ class SpawnedProcess {
   int exit_code_ = -1;
 };
 
-class SpawnedServer {
+// A forked child that the parent drives step by step: command lines down one pipe, one JSON line
+// back per command up the other. Lock-step control is what lets several dummy processes start
+// each timed phase together, and keeps the bench process free of threads and ZMQ (every ZMQ
+// context and client thread lives in a child).
+class LinkedChild {
  public:
-  // Runs /proc/self/exe server on a free port with `l1_size_gb` of L1 and `chunk_size`, plus
-  // `extra_args`, and waits until it says it is listening (its output goes to a private log).
-  static Result<std::unique_ptr<SpawnedServer>> Start(uint32_t chunk_size, double l1_size_gb,
-                                                      const std::vector<std::string>& extra_args);
+  // Forks; the child runs fn(in_fd, out_fd) and exits with its result.
+  static Result<std::unique_ptr<LinkedChild>> Fork(const std::function<int(int, int)>& fn);
+  ~LinkedChild();  // Finish(1 s)
+  LinkedChild(const LinkedChild&) = delete;
+  LinkedChild& operator=(const LinkedChild&) = delete;
 
-  // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
-  int Stop() { return process_->Stop(); }
-  // False once the process has exited (it is reaped; Stop() then returns its exit code).
-  bool Alive() { return process_->Alive(); }
-  uint16_t port() const { return process_->port(); }
-  pid_t pid() const { return process_->pid(); }
-  std::string Log() const { return process_->Log(); }
+  Status Send(const std::string& line);
+  // The child's next line as JSON. An error when the child exits (or `timeout` passes) first, or
+  // the line is not JSON.
+  Result<nlohmann::json> Receive(std::chrono::milliseconds timeout);
+  // Closes the pipes and waits up to `grace` for the child to exit (then SIGTERM, SIGKILL).
+  // Returns its exit code; idempotent.
+  int Finish(std::chrono::milliseconds grace);
+  pid_t pid() const { return pid_; }
 
  private:
-  explicit SpawnedServer(std::unique_ptr<SpawnedProcess> p) : process_(std::move(p)) {}
-  std::unique_ptr<SpawnedProcess> process_;
+  LinkedChild(pid_t pid, int to_fd, int from_fd) : pid_(pid), to_fd_(to_fd), from_fd_(from_fd) {}
+
+  pid_t pid_;
+  int to_fd_;
+  int from_fd_;
+  int exit_code_ = -1;
+  bool exited_ = false;  // reaped; pid_ is kept for messages only
+  std::string buffered_;
 };
+
+// LinkedChild's child side: one line out (a newline is added), one line in (nullopt at EOF or
+// error).
+bool WriteLine(int fd, const std::string& line);
+std::optional<std::string> ReadLine(int fd, std::string& buffer);
 
 }  // namespace kvtier::bench

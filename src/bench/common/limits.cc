@@ -71,28 +71,6 @@ Result<std::pair<Spread, Spread>> MeasureCopies(uint64_t piece_bytes) {
   return std::make_pair(SpreadOf(linear), SpreadOf(gather));
 }
 
-bool WriteAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 // ROUTER that echoes every message back to its sender until a body of "quit".
 int EchoMain(int port_pipe) {
   zmq::context_t ctx(1);

@@ -7,7 +7,6 @@
 //    grows, and on this VM memory a process has not touched before costs far more than reused
 //    memory (new-key SETs ran 5-10x slower). The connector's stores fall in between: phase 2
 //    stores into memory redis freed when phase 1's keys were removed.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 #include <unistd.h>
@@ -59,34 +58,6 @@ Result<Target> TargetOf(const nlohmann::json& b) {
 uint32_t LaneThreads(const ConnectorOptions& o, ConnectorOp op) {
   const uint32_t n = o.per_op_workers[static_cast<size_t>(op)];
   return n > 0 ? n : std::max<uint32_t>(1, o.num_workers);
-}
-
-// Runs argv[0] with stdout and stderr into one pipe; returns (exit code, output).
-Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& args) {
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return Status(Code::kIoError, "pipe");
-  auto pid = ForkChild([&] {
-    ::dup2(p[1], STDOUT_FILENO);
-    ::dup2(p[1], STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    return 127;
-  });
-  ::close(p[1]);
-  if (!pid.ok()) {
-    ::close(p[0]);
-    return pid.status();
-  }
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(p[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  ::close(p[0]);
-  const int code =
-      StopChild(*pid, std::chrono::duration_cast<std::chrono::milliseconds>(kRunLimit));
-  return std::make_pair(code, out);
 }
 
 // `"SET","1117.32","2.792",...` -> test -> numbers, per the header line's column names.
@@ -243,7 +214,7 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
     if (!target->username.empty()) args.insert(args.end(), {"--user", target->username});
     if (!target->password.empty()) args.insert(args.end(), {"-a", target->password});
     commands.push_back(shown);
-    auto run = RunCapture(args);
+    auto run = RunCapture(args, std::chrono::duration_cast<std::chrono::milliseconds>(kRunLimit));
     if (!run.ok()) {
       out.unavailable = "redis-benchmark: " + run.status().ToString();
       break;

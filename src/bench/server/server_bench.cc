@@ -24,9 +24,11 @@
 #include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
 #include "bench/common/timing.h"
+#include "bench/server/server_endpoint.h"
 #include "bench/server/server_report.h"
 #include "bench/server/server_rtt.h"
 #include "bench/server/server_worker.h"
+#include "bench/server/spawned_server.h"
 #include "bench/server/trace_prompts.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
@@ -96,19 +98,6 @@ Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary&
   o.prompts = static_cast<uint32_t>((requests.size() + o.workers - 1) / o.workers);
   o.num_blocks = std::max(o.num_blocks, longest * (o.chunk_size / o.block_tokens));
   return requests;
-}
-
-// "host:port" -> pair; nullopt when malformed.
-std::optional<std::pair<std::string, uint16_t>> ParseEndpoint(const std::string& s) {
-  const size_t colon = s.rfind(':');
-  if (colon == std::string::npos || colon == 0) return std::nullopt;
-  try {
-    const int port = std::stoi(s.substr(colon + 1));
-    if (port <= 0 || port > 65535) return std::nullopt;
-    return std::make_pair(s.substr(0, colon), static_cast<uint16_t>(port));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 // Waits for every worker while showing progress. The first failure stops the others, and so

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/linked_child.h"
+#include "bench/common/child_process.h"
 #include "bench/store/store_results.h"
 #include "common/status.h"
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <utility>
 
-#include "bench/common/linked_child.h"
+#include "bench/common/child_process.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
 #include "store/client/master_client.h"

@@ -1,0 +1,33 @@
+#include "bench/server/spawned_server.h"
+
+#include <fmt/format.h>
+
+namespace kvtier::bench {
+
+Result<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(
+    uint32_t chunk_size, double l1_size_gb, const std::vector<std::string>& extra_args) {
+  SpawnedProcess::Spec spec;
+  spec.name = "kvtier server";
+  spec.binary = "/proc/self/exe";
+  spec.args = [&](uint16_t port) {
+    std::vector<std::string> args = {"kvtier",       "server",
+                                     "--host",       "127.0.0.1",
+                                     "--port",       std::to_string(port),
+                                     "--http-port",  "0",
+                                     "--l1-size-gb", fmt::format("{}", l1_size_gb),
+                                     "--chunk-size", std::to_string(chunk_size),
+                                     "--log-level",  "warn"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    return args;
+  };
+  // Ready once it prints its "listening" line (after every listener is bound); the L1
+  // prefault before that can take seconds.
+  spec.ready = [](const SpawnedProcess& p) {
+    return p.Log().find("listening") != std::string::npos;
+  };
+  auto process = SpawnedProcess::Start(spec);
+  if (!process.ok()) return process.status();
+  return std::unique_ptr<SpawnedServer>(new SpawnedServer(std::move(process).value()));
+}
+
+}  // namespace kvtier::bench
