@@ -1,22 +1,18 @@
 #include "bench/store/store_redis.h"
 
-#include <hiredis/hiredis.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <filesystem>
-#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "bench/common/child_process.h"
 #include "bench/common/data_pattern.h"
+#include "bench/common/redis_yardstick.h"
 #include "bench/common/timing.h"
 #include "bench/common/touched_memory.h"
 #include "connectors/resp_connection.h"
@@ -25,34 +21,11 @@ namespace kvtier::bench {
 
 namespace {
 
-constexpr const char* kRedisServer = "/usr/bin/redis-server";
 constexpr size_t kMaxErrors = 5;
 constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 void AddError(std::vector<std::string>& errors, std::string e) {
   if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
-}
-
-struct RedisFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using Connection = std::unique_ptr<redisContext, RedisFree>;
-// hiredis for the readiness check only (PING): see the header for why the timed commands
-// do not go through it.
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-Connection Connect(uint16_t port) {
-  return Connection(redisConnectWithTimeout("127.0.0.1", port, timeval{10, 0}));
-}
-
-bool Pong(uint16_t port) {
-  Connection c = Connect(port);
-  if (!c || c->err != 0) return false;
-  Reply r(static_cast<redisReply*>(redisCommand(c.get(), "PING")));
-  return r && r->type == REDIS_REPLY_STATUS && std::string(r->str, r->len) == "PONG";
 }
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
@@ -139,25 +112,6 @@ Status Delete(RespConnection& conn, const RedisJob& job, uint32_t trial) {
   return Status::Ok();
 }
 
-// A private temporary directory for redis-server's --dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string t = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                    "/kvtier-bench-redis-XXXXXX";
-    if (::mkdtemp(t.data()) != nullptr) path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 }  // namespace
 
 std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
@@ -166,30 +120,15 @@ std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
     for (TransferSection& s : out) (unavailable ? s.unavailable : s.errors.emplace_back()) = e;
     return out;
   };
-  if (::access(kRedisServer, X_OK) != 0) {
-    return fail_all(fmt::format("{} not found", kRedisServer), true);
+  if (::access(kRedisServerBinary, X_OK) != 0) {
+    return fail_all(fmt::format("{} not found", kRedisServerBinary), true);
   }
-  TempDir dir;
-  if (dir.path().empty()) return fail_all("mkdtemp failed", false);
-  SpawnedProcess::Spec spec;
-  spec.name = "redis-server";
-  spec.binary = kRedisServer;
-  spec.args = [&dir](uint16_t port) {
-    return std::vector<std::string>{kRedisServer, "--port",       std::to_string(port),
-                                    "--bind",     "127.0.0.1",    "--save",
-                                    "",           "--appendonly", "no",
-                                    "--daemonize", "no",          "--dir",
-                                    dir.path(),   "--loglevel",   "warning"};
-  };
-  spec.ready = [](const SpawnedProcess& p) { return Pong(p.port()); };
-  spec.timeout = std::chrono::seconds(20);
-  auto server = SpawnedProcess::Start(spec);
+  auto server = PrivateRedis::Start();
   if (!server.ok()) return fail_all(server.status().ToString(), false);
   RespEndpoint endpoint;
   endpoint.port = (*server)->port();
   RespConnection conn(endpoint);
   const uint64_t total = uint64_t{job.values} * job.value_bytes;
-  // Written once, so no first-touch fault lands in a timed phase.
   TouchedBuffer src(total, 0), dst(total, 0);
   if (src.data() == nullptr || dst.data() == nullptr) {
     return fail_all("cannot map the value buffers", false);

@@ -1,5 +1,5 @@
-// `bench store`'s yardstick from outside: a private redis-server (Debian's /usr/bin/redis-server,
-// started on a free port with no persistence and stopped by PID) doing SET and GET of the same
+// `bench store`'s yardstick from outside: a private redis-server (common/redis_yardstick.h's
+// PrivateRedis: a free port, no persistence, stopped by PID) doing SET and GET of the same
 // values, in pipelined batches of the same size, and (context) one command at a time: redis
 // copies a big argument out of its query buffer when more of the pipeline follows it, so for
 // large values it can run faster unpipelined. Same trials: one untimed warm-up (which also grows
