@@ -25,11 +25,6 @@ using nlohmann::json;
 constexpr auto kSetupTimeout = std::chrono::minutes(3);
 constexpr auto kPhaseTimeout = std::chrono::minutes(10);
 constexpr auto kRemoveDeadline = std::chrono::seconds(30);
-constexpr size_t kMaxErrors = 5;
-
-void AddError(std::vector<std::string>& errors, std::string e) {
-  if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
-}
 
 // The child: one dummy client and two regions of its mem pool, `src` (the values, filled once)
 // and `dst` (where gets land).

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -53,13 +52,12 @@ void Call(store::MasterApi& master, const Batch& b, ThreadTally& t) {
   std::vector<store::StoreResult<bool>> r = master.Exist(b.keys);
   t.call_us.push_back(MicrosSince(t0));
   if (r.size() != b.keys.size()) {
-    if (t.errors.size() < 5) t.errors.push_back(fmt::format("exist: {} answers for {} keys",
-                                                            r.size(), b.keys.size()));
+    AddError(t.errors, fmt::format("exist: {} answers for {} keys", r.size(), b.keys.size()));
     return;
   }
   for (size_t i = 0; i < r.size(); ++i) {
     if (!r[i].ok()) {
-      if (t.errors.size() < 5) t.errors.push_back("exist: " + r[i].status().ToString());
+      AddError(t.errors, "exist: " + r[i].status().ToString());
       continue;
     }
     ++t.checked;
@@ -101,7 +99,7 @@ json Measure(const ExistJob& job) {
       checked += t.checked;
       wrong += t.wrong;
       for (auto& e : t.errors) {
-        if (errors.size() < 5) errors.push_back(std::move(e));
+        AddError(errors, std::move(e));
       }
     }
     const Distribution d = DistributionOf(std::move(all));

@@ -21,12 +21,7 @@ namespace kvtier::bench {
 
 namespace {
 
-constexpr size_t kMaxErrors = 5;
 constexpr auto kCallTimeout = std::chrono::seconds(60);
-
-void AddError(std::vector<std::string>& errors, std::string e) {
-  if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
-}
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 

@@ -3,8 +3,13 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace kvtier::bench {
+
+void AddError(std::vector<std::string>& errors, std::string e) {
+  if (errors.size() < kMaxErrors) errors.push_back(std::move(e));
+}
 
 nlohmann::json PhaseSample::ToJson() const {
   return {{"start_ns", start_ns},   {"end_ns", end_ns},

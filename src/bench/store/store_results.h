@@ -15,6 +15,11 @@
 
 namespace kvtier::bench {
 
+// Every error list of the bench keeps its first few errors only (a broken run would otherwise
+// report one per key).
+inline constexpr size_t kMaxErrors = 5;
+void AddError(std::vector<std::string>& errors, std::string e);
+
 // One process, one phase (put or get), one trial. Times are CLOCK_MONOTONIC (steady_clock), which
 // every process on the host shares, so the parent can add processes up.
 struct PhaseSample {
