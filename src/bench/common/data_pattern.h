@@ -1,10 +1,9 @@
-// Deterministic workload data for `bench server`: prompt tokens (with shared prefixes) and the
-// byte pattern every block of a chunk carries. Everything is a pure function of the seed and the
-// chunk's identity, so any process can recompute what a retrieved block must hold.
+// Deterministic data for every bench: a small seeded generator and the byte pattern a block or
+// value carries. Everything is a pure function of a seed, so any process can recompute what a
+// block it gets back must hold, and a block read from the wrong place cannot pass.
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace kvtier::bench {
 
@@ -21,31 +20,6 @@ class SplitMix {
 
 // Order-dependent combination of two values into a well-mixed 64-bit value.
 uint64_t Mix(uint64_t a, uint64_t b);
-
-inline constexpr uint32_t kVocab = 128'000;  // token ids are below this
-
-struct PromptShape {
-  uint32_t prompt_tokens = 0;
-  uint32_t chunk_size = 0;
-  uint32_t prefix_groups = 0;
-  uint32_t shared_prefix_tokens = 0;
-};
-
-struct Prompt {
-  static constexpr uint32_t kNoGroup = UINT32_MAX;
-  std::vector<uint32_t> tokens;
-  uint32_t group = kNoGroup;
-  uint32_t shared_chunks = 0;  // leading chunks identical to every prompt of the group
-};
-
-// Prompt `prompt` of worker `worker`. Prompts of one group (across all workers) share their
-// first shared_chunks chunks; the rest is unique, so every prompt has chunks of its own to store.
-Prompt MakePrompt(const PromptShape& shape, uint64_t seed, uint32_t worker, uint32_t prompt);
-
-// Seed of the pattern of one chunk. Shared chunks are keyed by (group, chunk) because whichever
-// prompt stores them first provides the bytes every other prompt of the group retrieves.
-uint64_t ChunkSeed(uint64_t seed, const Prompt& p, uint32_t worker, uint32_t prompt,
-                   uint32_t chunk);
 
 // Fills one block (bytes % 8 == 0) with the pattern of (chunk_seed, region, position in chunk).
 void FillBlock(uint8_t* dst, uint64_t bytes, uint64_t chunk_seed, uint32_t region, uint32_t pos);

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "bench/common/child_process.h"
-#include "bench/common/data_pattern.h"
 #include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
 #include "bench/common/timing.h"
+#include "bench/server/prompts.h"
 #include "bench/server/server_endpoint.h"
 #include "bench/server/server_report.h"
 #include "bench/server/server_rtt.h"

@@ -13,6 +13,7 @@
 
 #include "bench/common/data_pattern.h"
 #include "bench/common/timing.h"
+#include "bench/server/prompts.h"
 #include "bench/server/trace_prompts.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "bench/common/data_pattern.h"
+#include "bench/server/prompts.h"
 
 namespace kvtier::bench {
 
