@@ -1,3 +1,4 @@
+// Forking, reaping, stopping and talking to the benches' child processes (child_process.h).
 #include "bench/common/child_process.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// The seeded generator and the block byte pattern (data_pattern.h).
 #include "bench/common/data_pattern.h"
 
 #include <cstring>

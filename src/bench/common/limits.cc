@@ -1,3 +1,4 @@
+// The same-run machine limits: memcpy and gather, the ZMQ echo, raw TCP trials (limits.h).
 #include "bench/common/limits.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// The progress line on stderr (progress_line.h).
 #include "bench/common/progress_line.h"
 
 #include <unistd.h>

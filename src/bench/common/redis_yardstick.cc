@@ -1,3 +1,5 @@
+// Redis targets, housekeeping, redis-benchmark runs and the private redis-server
+// (redis_yardstick.h).
 #include "bench/common/redis_yardstick.h"
 
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+// The machine, spread and ratio JSON of every bench report (report_json.h).
 #include "bench/common/report_json.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// Percentiles, spreads and distributions (stats.h).
 #include "bench/common/stats.h"
 
 #include <algorithm>

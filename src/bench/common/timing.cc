@@ -1,3 +1,4 @@
+// The benches' wall and CPU clocks (timing.h).
 #include "bench/common/timing.h"
 
 #include <time.h>

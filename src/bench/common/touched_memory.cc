@@ -1,3 +1,4 @@
+// Pre-touched buffers and KernelTouch (touched_memory.h).
 #include "bench/common/touched_memory.h"
 
 #include <fcntl.h>

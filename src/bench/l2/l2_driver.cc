@@ -1,3 +1,4 @@
+// Submissions through the CompletionRouter and their completions, in order (l2_driver.h).
 #include "bench/l2/l2_driver.h"
 
 namespace kvtier::bench {

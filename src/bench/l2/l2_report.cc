@@ -1,3 +1,4 @@
+// `bench l2`'s JSON summary and the table printed from it (l2_report.h).
 #include "bench/l2/l2_report.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
-// L2Workload: the keys and values of `bench l2`. Values live in one prefaulted memfd (like the L1
-// arena the server stores from), loads land in another, so no page fault falls inside a timing.
+// The keys and values of `bench l2` (l2_workload.h).
+#include "bench/l2/l2_workload.h"
+
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -10,7 +11,6 @@
 #include "bench/common/data_pattern.h"
 #include "bench/common/timing.h"
 #include "bench/common/touched_memory.h"
-#include "bench/l2/l2_run.h"
 #include "common/object_key.h"
 
 namespace kvtier::bench {

@@ -1,3 +1,4 @@
+// Generated prompts and chunk seeds of `bench server` (prompts.h).
 #include "bench/server/prompts.h"
 
 #include <algorithm>

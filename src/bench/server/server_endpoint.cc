@@ -1,3 +1,4 @@
+// --server parsing and the reachability check (server_endpoint.h).
 #include "bench/server/server_endpoint.h"
 
 #include <netdb.h>

@@ -1,3 +1,4 @@
+// `bench server`'s JSON summary and the report printed from it (server_report.h).
 #include "bench/server/server_report.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// The tight-loop PING / LOOKUP probe against the server (server_rtt.h).
 #include "bench/server/server_rtt.h"
 
 #include <fmt/format.h>

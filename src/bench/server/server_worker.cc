@@ -1,3 +1,4 @@
+// One `bench server` worker process (server_worker.h).
 #include "bench/server/server_worker.h"
 
 #include <fmt/format.h>

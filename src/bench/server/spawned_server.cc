@@ -1,3 +1,4 @@
+// `kvtier server` started for `bench server` (spawned_server.h).
 #include "bench/server/spawned_server.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// The strict, bounded Mooncake trace parser (trace_file.h).
 #include "bench/server/trace_file.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Trace requests as prompts, and the ideal-cache pass (trace_prompts.h).
 #include "bench/server/trace_prompts.h"
 
 #include <unordered_set>

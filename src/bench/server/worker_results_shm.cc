@@ -1,3 +1,4 @@
+// The shared mapping of worker timings and progress (worker_results_shm.h).
 #include "bench/server/worker_results_shm.h"
 
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// The master's batch Exist rate, measured in a forked child (master_exist.h).
 #include "bench/store/master_exist.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// The master and two nodes `bench store` starts (store_cluster.h).
 #include "bench/store/store_cluster.h"
 
 #include <httplib.h>

@@ -1,3 +1,4 @@
+// `bench store`'s redis section: timed SET/GET through kvtier's RESP connection (store_redis.h).
 #include "bench/store/store_redis.h"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// `bench store`'s JSON summary and the table printed from it (store_report.h).
 #include "bench/store/store_report.h"
 
 #include <fmt/format.h>
