@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/endian.h"
 #include "common/logging.h"
 
 namespace kvtier {
@@ -25,9 +26,7 @@ std::span<const uint8_t> LinkInput(const ChunkHash& prev, std::span<const uint32
   if constexpr (std::endian::native == std::endian::little) {
     if (!tokens.empty()) std::memcpy(p, tokens.data(), tokens.size_bytes());
   } else {
-    for (uint32_t t : tokens) {
-      for (int b = 0; b < 4; ++b) *p++ = static_cast<uint8_t>(t >> (8 * b));
-    }
+    for (size_t i = 0; i < tokens.size(); ++i) StoreLE(p + 4 * i, tokens[i]);
   }
   return buf;
 }

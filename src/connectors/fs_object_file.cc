@@ -5,26 +5,13 @@
 
 #include <cstring>
 
+#include "common/endian.h"
+
 namespace kvtier {
 namespace {
 
 constexpr std::array<uint8_t, 4> kMagic = {'K', 'V', 'F', 'S'};
 constexpr size_t kHeaderHashAt = 56;
-
-void Put16(uint8_t* p, uint16_t v) {
-  for (int i = 0; i < 2; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void Put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void Put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t Get(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
 
 bool PlainNameByte(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '@' ||
@@ -41,14 +28,14 @@ std::array<uint8_t, kFsHeaderBytes> EncodeFsHeader(const FsHeader& h) {
   std::array<uint8_t, kFsHeaderBytes> out{};
   uint8_t* p = out.data();
   std::memcpy(p, kMagic.data(), kMagic.size());
-  Put16(p + 4, kFsFormatVersion);
-  Put16(p + 6, kFsHeaderBytes);
-  Put32(p + 8, kFsPayloadOffset);
-  Put32(p + 12, 0);
-  Put64(p + 16, h.payload_length);
-  Put64(p + 24, h.payload_hash);
-  Put64(p + 32, h.key_hash);
-  Put64(p + kHeaderHashAt, XXH3_64bits(p, kHeaderHashAt));
+  StoreLE<uint16_t>(p + 4, kFsFormatVersion);
+  StoreLE<uint16_t>(p + 6, kFsHeaderBytes);
+  StoreLE<uint32_t>(p + 8, kFsPayloadOffset);
+  StoreLE<uint32_t>(p + 12, 0);
+  StoreLE<uint64_t>(p + 16, h.payload_length);
+  StoreLE<uint64_t>(p + 24, h.payload_hash);
+  StoreLE<uint64_t>(p + 32, h.key_hash);
+  StoreLE<uint64_t>(p + kHeaderHashAt, XXH3_64bits(p, kHeaderHashAt));
   return out;
 }
 
@@ -60,24 +47,26 @@ Result<FsHeader> DecodeFsHeader(std::span<const uint8_t> bytes) {
   const uint8_t* p = bytes.data();
   if (std::memcmp(p, kMagic.data(), kMagic.size()) != 0) return bad("bad magic");
   // The checksum first: every field below is then known to be what the writer wrote.
-  if (Get(p + kHeaderHashAt, 8) != XXH3_64bits(p, kHeaderHashAt)) return bad("checksum mismatch");
-  if (const uint64_t v = Get(p + 4, 2); v != kFsFormatVersion) {
+  if (LoadLE<uint64_t>(p + kHeaderHashAt) != XXH3_64bits(p, kHeaderHashAt)) {
+    return bad("checksum mismatch");
+  }
+  if (const uint64_t v = LoadLE<uint16_t>(p + 4); v != kFsFormatVersion) {
     return bad(fmt::format("version {} (this build reads {})", v, kFsFormatVersion));
   }
-  if (const uint64_t n = Get(p + 6, 2); n != kFsHeaderBytes) {
+  if (const uint64_t n = LoadLE<uint16_t>(p + 6); n != kFsHeaderBytes) {
     return bad(fmt::format("header_bytes {} (expected {})", n, kFsHeaderBytes));
   }
-  if (const uint64_t off = Get(p + 8, 4); off != kFsPayloadOffset) {
+  if (const uint64_t off = LoadLE<uint32_t>(p + 8); off != kFsPayloadOffset) {
     return bad(fmt::format("payload_offset {} (expected {})", off, kFsPayloadOffset));
   }
-  if (Get(p + 12, 4) != 0) return bad("unknown flags");
+  if (LoadLE<uint32_t>(p + 12) != 0) return bad("unknown flags");
   for (size_t i = 40; i < kHeaderHashAt; ++i) {
     if (p[i] != 0) return bad("reserved bytes are not zero");
   }
   FsHeader h;
-  h.payload_length = Get(p + 16, 8);
-  h.payload_hash = Get(p + 24, 8);
-  h.key_hash = Get(p + 32, 8);
+  h.payload_length = LoadLE<uint64_t>(p + 16);
+  h.payload_hash = LoadLE<uint64_t>(p + 24);
+  h.key_hash = LoadLE<uint64_t>(p + 32);
   return h;
 }
 

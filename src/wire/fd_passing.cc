@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/endian.h"
+
 namespace kvtier::wire {
 namespace {
 
@@ -17,8 +19,6 @@ constexpr uint32_t kHandoffVersion = 1;
 Status Errno(const std::string& what) {
   return Status(Code::kIoError, fmt::format("{}: {}", what, std::strerror(errno)));
 }
-
-void PutU32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 
 }  // namespace
 
@@ -128,9 +128,8 @@ Result<uint32_t> ParseHandoffRequest(const void* data, size_t len) {
   if (len != 12 || std::memcmp(data, kMagic, 4) != 0) {
     return Status(Code::kProtocolError, "hand-off request must be 'KVTF' + version + fd count");
   }
-  uint32_t version, count;
-  std::memcpy(&version, static_cast<const char*>(data) + 4, 4);
-  std::memcpy(&count, static_cast<const char*>(data) + 8, 4);
+  const uint32_t version = LoadLE<uint32_t>(static_cast<const char*>(data) + 4);
+  const uint32_t count = LoadLE<uint32_t>(static_cast<const char*>(data) + 8);
   if (version != kHandoffVersion) {
     return Status(Code::kVersionMismatch,
                   fmt::format("hand-off version {} (server speaks {})", version, kHandoffVersion));
@@ -140,9 +139,9 @@ Result<uint32_t> ParseHandoffRequest(const void* data, size_t len) {
 
 std::string BuildHandoffReply(const Status& status, uint64_t token) {
   std::string out;
-  PutU32(out, static_cast<uint32_t>(status.code()));
-  out.append(reinterpret_cast<const char*>(&token), 8);
-  PutU32(out, static_cast<uint32_t>(status.message().size()));
+  AppendLE(out, static_cast<uint32_t>(status.code()));
+  AppendLE(out, token);
+  AppendLE(out, static_cast<uint32_t>(status.message().size()));
   out += status.message();
   return out;
 }
@@ -151,8 +150,8 @@ Result<uint64_t> HandOffFds(const std::string& uds_name, std::span<const int> fd
   auto sock = ConnectAbstract(uds_name);
   if (!sock.ok()) return sock.status();
   std::string req(kMagic, 4);
-  PutU32(req, kHandoffVersion);
-  PutU32(req, static_cast<uint32_t>(fds.size()));
+  AppendLE(req, kHandoffVersion);
+  AppendLE(req, static_cast<uint32_t>(fds.size()));
   // A server that refuses us (wrong uid) replies and closes before reading: the send then fails,
   // but its reply is still waiting in our socket and says why.
   const Status sent = SendWithFds(sock->get(), req.data(), req.size(), fds);
@@ -163,11 +162,9 @@ Result<uint64_t> HandOffFds(const std::string& uds_name, std::span<const int> fd
     if (!sent.ok()) return sent;
     return n.ok() ? Status(Code::kProtocolError, "short hand-off reply") : n.status();
   }
-  uint32_t code, msg_len;
-  uint64_t token;
-  std::memcpy(&code, buf, 4);
-  std::memcpy(&token, buf + 4, 8);
-  std::memcpy(&msg_len, buf + 12, 4);
+  const uint32_t code = LoadLE<uint32_t>(buf);
+  const uint64_t token = LoadLE<uint64_t>(buf + 4);
+  const uint32_t msg_len = LoadLE<uint32_t>(buf + 12);
   if (code != 0) {
     return Status(static_cast<Code>(code),
                   std::string(buf + 16, std::min<size_t>(msg_len, *n - 16)));

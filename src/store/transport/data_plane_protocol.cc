@@ -1,24 +1,13 @@
 // Encoding and decoding of the data plane's fixed headers (see data_plane_protocol.h). Fields are
-// written byte by byte in little-endian order so the format does not depend on the host.
+// little-endian (common/endian.h) so the format does not depend on the host.
 #include "store/transport/data_plane_protocol.h"
 
 #include <fmt/format.h>
 
+#include "common/endian.h"
+
 namespace kvtier::store::dp {
 namespace {
-
-template <typename T>
-void Put(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i)
-    p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-}
-
-template <typename T>
-T Get(const uint8_t* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
 
 const char* OpName(Op op) {
   switch (op) {
@@ -36,27 +25,27 @@ const char* OpName(Op op) {
 
 void EncodeRequestHeader(const RequestHeader& h, std::span<uint8_t, kRequestHeaderBytes> out) {
   uint8_t* p = out.data();
-  Put<uint32_t>(p, kRequestMagic);
+  StoreLE<uint32_t>(p, kRequestMagic);
   p[4] = kVersion;
   p[5] = static_cast<uint8_t>(h.op);
-  Put<uint16_t>(p + 6, 0);
-  Put<uint64_t>(p + 8, h.request_id);
-  Put<uint64_t>(p + 16, h.segment_id);
-  Put<uint64_t>(p + 24, h.offset);
-  Put<uint64_t>(p + 32, h.length);
+  StoreLE<uint16_t>(p + 6, 0);
+  StoreLE<uint64_t>(p + 8, h.request_id);
+  StoreLE<uint64_t>(p + 16, h.segment_id);
+  StoreLE<uint64_t>(p + 24, h.offset);
+  StoreLE<uint64_t>(p + 32, h.length);
 }
 
 void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderBytes> out) {
   uint8_t* p = out.data();
-  Put<uint32_t>(p, kReplyMagic);
-  Put<uint32_t>(p + 4, static_cast<uint32_t>(h.status));
-  Put<uint64_t>(p + 8, h.request_id);
-  Put<uint64_t>(p + 16, h.length);
+  StoreLE<uint32_t>(p, kReplyMagic);
+  StoreLE<uint32_t>(p + 4, static_cast<uint32_t>(h.status));
+  StoreLE<uint64_t>(p + 8, h.request_id);
+  StoreLE<uint64_t>(p + 16, h.length);
 }
 
 Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in) {
   const uint8_t* p = in.data();
-  const uint32_t magic = Get<uint32_t>(p);
+  const uint32_t magic = LoadLE<uint32_t>(p);
   if (magic != kRequestMagic) {
     return Status(Code::kProtocolError,
                   fmt::format("bad magic 0x{:08x} (not a data-plane request)", magic));
@@ -77,15 +66,15 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
   if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kAuth)) {
     return Status(Code::kUnknownRequest, fmt::format("unknown data-plane op {}", op));
   }
-  if (Get<uint16_t>(p + 6) != 0) {
+  if (LoadLE<uint16_t>(p + 6) != 0) {
     return Status(Code::kProtocolError, "data-plane request flags must be 0");
   }
   RequestHeader h;
   h.op = static_cast<Op>(op);
-  h.request_id = Get<uint64_t>(p + 8);
-  h.segment_id = Get<uint64_t>(p + 16);
-  h.offset = Get<uint64_t>(p + 24);
-  h.length = Get<uint64_t>(p + 32);
+  h.request_id = LoadLE<uint64_t>(p + 8);
+  h.segment_id = LoadLE<uint64_t>(p + 16);
+  h.offset = LoadLE<uint64_t>(p + 24);
+  h.length = LoadLE<uint64_t>(p + 32);
   return h;
 }
 
@@ -111,14 +100,14 @@ Status ValidateRequest(const RequestHeader& h, uint64_t segment_size) {
 
 Result<ReplyHeader> DecodeReplyHeader(std::span<const uint8_t, kReplyHeaderBytes> in) {
   const uint8_t* p = in.data();
-  const uint32_t magic = Get<uint32_t>(p);
+  const uint32_t magic = LoadLE<uint32_t>(p);
   if (magic != kReplyMagic) {
     return Status(Code::kProtocolError, fmt::format("bad reply magic 0x{:08x}", magic));
   }
   ReplyHeader h;
-  h.status = static_cast<int32_t>(Get<uint32_t>(p + 4));
-  h.request_id = Get<uint64_t>(p + 8);
-  h.length = Get<uint64_t>(p + 16);
+  h.status = static_cast<int32_t>(LoadLE<uint32_t>(p + 4));
+  h.request_id = LoadLE<uint64_t>(p + 8);
+  h.length = LoadLE<uint64_t>(p + 16);
   if (h.status != 0 && h.length > kMaxErrorMessageBytes) {
     return Status(Code::kProtocolError,
                   fmt::format("error reply message of {} bytes is over the {} byte limit", h.length,
