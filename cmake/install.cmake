@@ -12,7 +12,7 @@ set(KVT_PLUGIN_HEADER_DIR ${CMAKE_INSTALL_INCLUDEDIR}/kvtier)
 install(FILES src/connectors/connector.h src/connectors/connector_base.h
               src/connectors/plugin_abi.h
         DESTINATION ${KVT_PLUGIN_HEADER_DIR}/connectors)
-install(FILES src/common/status.h src/common/thread_priority.h
+install(FILES src/common/status.h src/common/buffer_span.h src/common/thread_priority.h
         DESTINATION ${KVT_PLUGIN_HEADER_DIR}/common)
 
 # find_package(kvtier) for plugins: the target kvtier::connector_headers and KVTIER_INCLUDE_DIR.

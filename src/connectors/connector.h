@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buffer_span.h"
 #include "common/status.h"
 
 namespace kvtier {
@@ -47,15 +48,6 @@ inline std::optional<ConnectorOp> LaneFromName(std::string_view name) {
 using TaskId = uint64_t;
 using Deadline = std::chrono::steady_clock::time_point;
 
-struct MutableBuffer {
-  uint8_t* data = nullptr;
-  uint64_t size = 0;
-};
-struct ConstBuffer {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-};
-
 struct Completion {
   TaskId id = 0;
   ConnectorOp op = ConnectorOp::kLookup;
@@ -80,7 +72,7 @@ struct ConnectorOptions {
   std::string name;          // "<type>#<position in the cascade>", for logs and metrics
   uint32_t num_workers = 4;  // the shared pool, serving every lane not named below
   std::array<uint32_t, kConnectorOps> per_op_workers{};  // 0 = use the shared pool
-  uint64_t max_inflight_bytes = 256ULL << 20;  // store controller's bound (max_inflight_mb)
+  uint64_t max_inflight_bytes = 256ULL << 20;  // L2 writer's bound (max_inflight_mb)
   std::chrono::milliseconds deadline{5000};    // per operation (deadline_ms)
 };
 

@@ -34,7 +34,7 @@ step "install kvtier into $work/prefix"
 "$cmake" --install "$build" --prefix "$work/prefix" > "$work/install.log" ||
   { cat "$work/install.log"; fail "cmake --install"; }
 headers=$work/prefix/include/kvtier
-for h in connectors/{connector.h,connector_base.h,plugin_abi.h} common/status.h; do
+for h in connectors/{connector.h,connector_base.h,plugin_abi.h} common/{status.h,buffer_span.h}; do
   [[ -f $headers/$h ]] || fail "installed headers lack $h"
 done
 bin=$work/prefix/bin/kvtier
