@@ -26,6 +26,7 @@
 #include <random>
 
 #include "common/logging.h"
+#include "common/printable.h"
 #include "connectors/builtin_connectors.h"
 #include "connectors/connector_base.h"
 #include "connectors/fs_object_file.h"
@@ -114,18 +115,6 @@ bool Aligned(const void* p, uint64_t size) {
   return reinterpret_cast<uintptr_t>(p) % kDirectAlign == 0 && size % kDirectAlign == 0;
 }
 
-// Error messages name keys; a key is untrusted, so show at most 80 printable bytes of it.
-std::string Printable(const std::string& key) {
-  std::string out;
-  for (size_t i = 0; i < key.size() && i < 80; ++i) {
-    const auto c = static_cast<unsigned char>(key[i]);
-    out += (c >= 0x20 && c < 0x7f) ? std::string(1, static_cast<char>(c))
-                                   : fmt::format("\\x{:02x}", c);
-  }
-  if (key.size() > 80) out += fmt::format("...({} bytes)", key.size());
-  return out;
-}
-
 class FsConnector final : public ConnectorBase<FsConnector> {
  public:
   struct Conn {
@@ -160,7 +149,7 @@ class FsConnector final : public ConnectorBase<FsConnector> {
     Result<std::string> rel = FsObjectPath(key, s_.shard_depth);
     if (!rel.ok()) {
       return Status(Code::kInvalidArgument, fmt::format("{}: key '{}' rejected: {}", Name(),
-                                                        Printable(key), rel.status().message()));
+                                                        PrintableText(key), rel.status().message()));
     }
     struct stat sb;
     if (::fstatat(root_.get(), rel->c_str(), &sb, 0) == 0) {

@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/printable.h"
 #include "connectors/resp_errors.h"
 #include "connectors/resp_reply_reader.h"
 
@@ -372,7 +373,7 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
       if (refused.ok()) {
         refused = Status(Code::kTooLarge,
                          fmt::format("{}: key '{}' or its value is over the 512 MiB bulk limit",
-                                     name_, PrintableKey(&keys[i])));
+                                     name_, PrintableText(keys[i])));
       }
     } else {
       headers_ += head;

@@ -2,25 +2,12 @@
 
 #include <fmt/format.h>
 
+#include "common/printable.h"
+
 namespace kvtier {
 
-std::string PrintableKey(const std::string* key) {
-  if (key == nullptr) return "";
-  std::string out;
-  for (size_t i = 0; i < key->size() && i < 64; ++i) {
-    const auto ch = static_cast<unsigned char>((*key)[i]);
-    if (ch >= 0x20 && ch < 0x7f && ch != '\'') {
-      out += static_cast<char>(ch);
-    } else {
-      out += fmt::format("\\x{:02x}", ch);
-    }
-  }
-  if (key->size() > 64) out += "...";
-  return out;
-}
-
 Status RespErrorStatus(const std::string& name, std::string_view text, const std::string* key) {
-  const std::string where = key != nullptr ? fmt::format(" (key '{}')", PrintableKey(key)) : "";
+  const std::string where = key != nullptr ? fmt::format(" (key '{}')", PrintableText(*key)) : "";
   Code code = Code::kInternal;
   std::string what;
   if (text.starts_with("NOAUTH")) {

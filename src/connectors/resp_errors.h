@@ -9,10 +9,6 @@
 
 namespace kvtier {
 
-// A key for an error message: at most 64 bytes, non-printable bytes escaped (keys are untrusted);
-// "" for null.
-std::string PrintableKey(const std::string* key);
-
 // The Status for the error reply "-<text>" to a command on `key` (null: the handshake) sent by
 // adapter `name`.
 Status RespErrorStatus(const std::string& name, std::string_view text, const std::string* key);

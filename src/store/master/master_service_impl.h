@@ -23,6 +23,7 @@
 #include "store/master/node_liveness.h"
 #include "store/master/object_shards.h"
 #include "store/master/segment_pool.h"
+#include "store/protocol/store_key.h"
 
 namespace kvtier::store {
 
@@ -62,9 +63,7 @@ struct MasterService::Impl {
   NodeLiveness nodes;  // guarded by membership_mu
 };
 
-// Argument checks shared by the batch operations. Messages name the key (shortened, escaped).
-StoreStatus CheckKey(const std::string& key);
+// The batch-size check shared by the batch operations (keys: store/protocol/store_key.h).
 StoreStatus CheckBatch(size_t keys);
-std::string KeyForMessage(const std::string& key);
 
 }  // namespace kvtier::store

@@ -4,37 +4,11 @@
 // RemoveAll respect leases. Each key is handled under its shard's lock alone.
 #include <fmt/format.h>
 
-#include <cctype>
-
 #include "store/master/leases.h"
 #include "store/master/master_service.h"
 #include "store/master/master_service_impl.h"
 
 namespace kvtier::store {
-
-std::string KeyForMessage(const std::string& key) {
-  constexpr size_t kShown = 64;
-  std::string out = "'";
-  for (size_t i = 0; i < key.size() && i < kShown; ++i) {
-    const auto c = static_cast<unsigned char>(key[i]);
-    if (std::isprint(c) != 0 && c != '\'' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  out += key.size() > kShown ? fmt::format("'... ({} bytes)", key.size()) : "'";
-  return out;
-}
-
-StoreStatus CheckKey(const std::string& key) {
-  if (key.empty()) return {ErrorCode::INVALID_PARAMS, "key is empty"};
-  if (key.size() > kMaxKeyBytes) {
-    return {ErrorCode::INVALID_PARAMS, fmt::format("key {} is longer than the limit of {} bytes",
-                                                   KeyForMessage(key), kMaxKeyBytes)};
-  }
-  return StoreStatus::Ok();
-}
 
 StoreStatus CheckBatch(size_t keys) {
   if (keys > kMaxBatchKeys) {
