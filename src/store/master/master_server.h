@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "store/master/master_service.h"
 
@@ -19,6 +20,7 @@ struct MasterServerOptions {
   // a bearer token. Empty: no authentication.
   std::string auth_token;
   MasterOptions service;
+  Clock* clock = nullptr;  // node TTLs, leases, put timeouts; nullptr = Clock::Real()
 };
 
 class MasterServer {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "store/node/store_node.h"
@@ -22,6 +23,7 @@ namespace kvtier::store {
 struct DummyServiceOptions {
   uint16_t port = 50052;  // names the socket: DummySocketName(port)
   std::chrono::milliseconds dummy_ttl{10000};
+  Clock* clock = nullptr;  // what the TTL is measured on; nullptr = Clock::Real()
 };
 
 class DummyService {
@@ -31,6 +33,9 @@ class DummyService {
   Status Start();
   void Stop();  // closes the listener and every connection, frees every context
   size_t connected() const;
+  // One TTL pass now: cuts off every idle dummy silent for longer than dummy_ttl on the clock.
+  // The monitor thread runs it every tick; tests call it after advancing a FakeClock.
+  void CheckTtl();
 
  private:
   struct Impl;

@@ -36,6 +36,7 @@ uint64_t RandomId() {
 
 struct StoreNode::Impl {
   NodeOptions options;
+  Clock* clock = nullptr;  // options.clock or the real one
   MetricsRegistry own_metrics;  // used when the caller passes none
   MetricsRegistry* metrics = nullptr;
   NodeInfo info;
@@ -161,6 +162,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
                                                          MetricsRegistry* metrics) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->clock = options.clock != nullptr ? options.clock : Clock::Real();
   impl->metrics = metrics != nullptr ? metrics : &impl->own_metrics;
   impl->master = std::move(master);
   if (options.segment_size > 0) {
@@ -293,7 +295,7 @@ std::vector<StoreResult<uint64_t>> StoreNode::Get(const std::vector<std::string>
 
 std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::string>& keys,
                                                          std::span<const MutableBuffer> buffers) {
-  const int64_t sent_ns = Clock::Real()->NowNs();  // the lease counts from the request
+  const int64_t sent_ns = clock->NowNs();  // the lease counts from the request
   auto descs = master->GetReplicas(keys);
   std::vector<StoreResult<uint64_t>> results;
   results.reserve(keys.size());
@@ -349,7 +351,7 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
       }
     }
   }
-  const int64_t done_ns = Clock::Real()->NowNs();
+  const int64_t done_ns = clock->NowNs();
   for (size_t k = 0; k < keys.size(); ++k) {
     if (!results[k].ok()) continue;
     const int64_t lease_ns = static_cast<int64_t>(descs[k]->lease_ttl_ms) * 1'000'000;
