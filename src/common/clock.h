@@ -1,5 +1,7 @@
 // The clock every TTL and lease reads. Tests swap it for a FakeClock so TTL expiry is tested
 // without sleeping.
+// Thread-safety: NowNs() may be called from any thread (the real clock keeps no state, a
+// FakeClock's time is an atomic), and so may FakeClock::Advance().
 #pragma once
 
 #include <atomic>

@@ -2,6 +2,8 @@
 // the L1 arena and registered worker buffers are held. Prefault touches every page up front
 // (MADV_POPULATE_WRITE, then a write per page) so the first copy pays no page faults; huge pages are
 // advised (MADV_HUGEPAGE), never required.
+// Thread-safety: a made MappedFile may be read (data, size, fd) from any thread; moving or
+// destroying it is its one owner's, and the mapped bytes are the users' to synchronise.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 // Metrics registry with Prometheus text exposition (format 0.0.4). Counters, gauges and
 // histograms are identified by name + label set; handles are stable pointers owned by the
 // registry, updated lock-free (atomics), so hot paths look a handle up once and keep it.
+// Thread-safety: every method of the registry and of its handles may be called concurrently:
+// lookups and rendering take the registry's mutex, updates are atomics.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,8 @@
 // Fixed-size thread pools with named lanes. A Lane is a FIFO served by its own threads; Submit()
 // never blocks. SubmitAffine(k, fn) runs every task with the same affinity key k on the same
 // thread, in submission order (one worker's STORE/RETRIEVE stay ordered without a lock).
+// Thread-safety: Submit, SubmitAffine, Shutdown, QueuedTasks and Lanes::Get may be called from
+// any thread at once; Lanes::Configure belongs before the lanes are used.
 #pragma once
 
 #include <atomic>

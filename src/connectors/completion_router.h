@@ -4,6 +4,7 @@
 // router's lock around the connector call, so a completion can never be routed before its
 // callback is known. Callbacks run on the router thread: keep them short (unpin, fulfil a
 // promise, queue follow-up work).
+// Thread-safety: Submit, Stop and Pending may be called from any thread at once.
 #pragma once
 
 #include <functional>

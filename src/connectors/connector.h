@@ -11,6 +11,8 @@
 //
 // This header, connector_base.h and plugin_abi.h are installed: out-of-tree plugins build
 // against them (ABI: plugin_abi.h).
+// Thread-safety: every method may be called from any thread at once (controllers submit while a
+// completion router drains), except Close(), which the owner calls from one thread.
 #pragma once
 
 #include <array>

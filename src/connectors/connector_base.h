@@ -25,6 +25,8 @@
 // and Close() first thing in its destructor (workers call into Derived).
 //
 // Header-only on purpose: plugins build against the installed headers and nothing else.
+// Thread-safety: as connector.h says. Derived's per-key calls run on the worker threads, each with
+// its own connection; only state Derived shares between connections needs a lock.
 #pragma once
 
 #include <pthread.h>

@@ -1,6 +1,8 @@
 // Maps adapter type names to factories. Built-ins: mem, fs, resp, plugin (a .so loaded at run
 // time, see plugin_abi.h); the store connector registers itself from above this layer
 // (store/connector/store_connector.h).
+// Thread-safety: no lock: Register before the registry is shared (at startup); Create and Types
+// only read, so they may then run concurrently.
 #pragma once
 
 #include <functional>

@@ -3,6 +3,7 @@
 // expected size go straight into the command's buffer; values of another size are read past (a
 // miss, the stream stays usable). Anything it cannot parse is a desync: the stream can no longer
 // be trusted and the connection must be dropped. Pure, so the fuzzer drives it too.
+// Not thread-safe: owned, like its connection, by one worker thread.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Least recently used: a list ordered oldest -> newest plus a hash index into it, so every
 // operation is O(1). Inserting or accessing a key moves it to the newest end.
+// Not thread-safe: the pool serialises calls under its own mutex (eviction_policy.h).
 #pragma once
 
 #include <list>

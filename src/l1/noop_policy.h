@@ -1,5 +1,6 @@
 // A policy that never evicts: for buffer-only deployments where L1 must hold whatever was
 // stored until it is cleared, and a full pool simply refuses new stores (OUT_OF_MEMORY).
+// Not thread-safe: the pool serialises calls under its own mutex (eviction_policy.h).
 #pragma once
 
 #include "l1/eviction_policy.h"

@@ -8,6 +8,7 @@
 // Sizes are counted in objects, not bytes: the pool's objects are chunks of one size.
 // An offered key moves to the back of its queue, so a key the pool refuses (pinned) is not
 // offered again on the next walk before the others.
+// Not thread-safe: the pool serialises calls under its own mutex (eviction_policy.h).
 #pragma once
 
 #include <cstdint>

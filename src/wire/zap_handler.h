@@ -8,6 +8,8 @@
 //   bad_handshake - any other handshake error
 //   incomplete_handshake - the peer hung up during the handshake (not logged: a TCP probe does
 //                  this; so does, now and then, a client without CURVE that saw the mismatch first)
+// Thread-safety: it answers ZAP on a thread of its own; Start and destruction belong to the
+// thread that owns the listening socket.
 #pragma once
 
 #include <zmq.hpp>

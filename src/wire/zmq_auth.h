@@ -4,6 +4,7 @@
 // crosses the wire, and every frame after the handshake is encrypted. The server side (the ZAP
 // handler that admits only the client key) is ZmqAuthServer in wire/zap_handler.h; this file has
 // the keys and the client side.
+// Thread-safety: a ClientAuth belongs to the one thread that uses its socket, as ZMQ sockets do.
 #pragma once
 
 #include <zmq.hpp>

@@ -5,6 +5,8 @@
 // the bytes straight into / out of them.
 // If the node restarts, the client reconnects on its next call (or heartbeat) and replays its
 // registrations under the same client id; calls in between fail with RPC_FAIL.
+// Thread-safety: thread-safe like every StoreClient; calls share one connection and take turns on
+// it (a mutex), while a heartbeat thread pings in between.
 #pragma once
 
 #include <chrono>

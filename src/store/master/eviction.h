@@ -10,6 +10,8 @@
 //  2. visit every shard and erase the candidates before the cut-off, plus those exactly at it
 //     until the goal is met. Each object is re-checked under its shard lock, so a lease granted
 //     between the steps protects it.
+// Thread-safety: Evict and EvictIfNoPassSince may be called concurrently; passes are serialised
+// by the evictor's own mutex, passes() is an atomic.
 #pragma once
 
 #include <atomic>

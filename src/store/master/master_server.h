@@ -1,5 +1,6 @@
 // The master process: MasterService behind the RPC listener (ZMQ ROUTER on host:port), a monitor
 // thread calling Tick(), and HTTP /healthz /status /metrics. `kvtier master` is this plus flags.
+// Thread-safety: Start and Stop belong to one thread, the owner's.
 #pragma once
 
 #include <cstdint>

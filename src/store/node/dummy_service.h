@@ -5,6 +5,8 @@
 // transfer never stalls another's registration. One thread per connection. A dummy's disconnect
 // frees its context at once; a dummy silent for longer than the TTL (hung, stopped) is cut off.
 // The peer's uid must equal the node's (SO_PEERCRED).
+// Thread-safety: Start and Stop are the owner's; connected() and CheckTtl() may be called from any
+// thread.
 #pragma once
 
 #include <sys/types.h>

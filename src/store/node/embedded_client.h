@@ -1,5 +1,7 @@
 // An embedded client: a StoreClient whose process is its own node (it contributes a segment and
 // talks to the master itself). What Mooncake's setup(...) gives; no dummy socket is served.
+// Thread-safety: thread-safe like every StoreClient; calls go straight to the node, which serves
+// many threads at once.
 #pragma once
 
 #include <memory>

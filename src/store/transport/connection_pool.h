@@ -2,6 +2,8 @@
 // an AUTH round trip) per op. A connection is handed out to one batch at a time and comes back
 // only if that batch left it in sync; a broken one is simply closed. A pooled connection whose
 // peer has gone (FIN or RST already received) is noticed at Acquire and replaced.
+// Thread-safety: every method may be called concurrently; the mutex guards the idle lists only,
+// never a connect.
 #pragma once
 
 #include <cstdint>

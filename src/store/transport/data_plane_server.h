@@ -5,6 +5,8 @@
 // requests get an error reply and the connection keeps serving; a peer that disconnects
 // mid-request costs only its own connection.
 // The wire format is in docs/store/data_plane.md.
+// Thread-safety: Start and Stop are the owner's; after Start, Port() may be called from any
+// thread. Connections are served on threads of the server's own.
 #pragma once
 
 #include <cstdint>

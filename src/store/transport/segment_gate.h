@@ -7,6 +7,8 @@
 // the expiry would land its tail in space that now belongs to another object. So the node mounts
 // again under a new id (requests naming the old one are refused, SEGMENT_NOT_FOUND) and only once
 // nothing admitted under the old id is still running.
+// Thread-safety: every method may be called concurrently (one mutex); a Pass belongs to the
+// access that holds it.
 #pragma once
 
 #include <cstdint>
