@@ -93,15 +93,14 @@ Result<RawTcpThroughput> MeasureRawLoopbackTcp(size_t message_bytes, size_t coun
     if (!SendBlocking(fd->get(), send_buf.data() + i * message_bytes, message_bytes)) break;
   }
   const double cpu0 = ThreadCpuSeconds();
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = BenchClock::now();
   bool sent = true;
   for (size_t i = 0; i < count && sent; ++i) {
     sent = SendBlocking(fd->get(), send_buf.data() + (i % slots) * message_bytes, message_bytes);
   }
   uint8_t ack = 0;
   const bool acked = sent && RecvBlocking(fd->get(), &ack, 1);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = SecondsSince(start);
   const double sender_cpu = ThreadCpuSeconds() - cpu0;
   fd = wire::UniqueFd();
   receiver.join();

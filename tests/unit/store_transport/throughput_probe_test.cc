@@ -6,13 +6,13 @@
 // cache, the upper bound), "raw dram" walks a 256 MiB pool per side like the engine does. Also GB
 // moved per CPU-second of the whole process, which a busy shared machine disturbs less.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <vector>
 
 #include "bench/common/raw_tcp_probe.h"
+#include "bench/common/stats.h"
+#include "bench/common/timing.h"
 #include "transport_fixture.h"
 
 namespace kvtier::store::testing {
@@ -20,17 +20,7 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double Median(const std::vector<double>& v) { return bench::SpreadOf(v).median; }
 
 struct Sample {
   double gbps = 0;     // wall clock
@@ -39,12 +29,12 @@ struct Sample {
 
 template <typename F>
 Sample Measure(uint64_t bytes, F&& f) {
-  const double c0 = CpuSeconds();
-  const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = bench::ProcessCpuSeconds();
+  const auto t0 = bench::BenchClock::now();
   f();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = bench::SecondsSince(t0);
   return {static_cast<double>(bytes) / secs / 1e9,
-          static_cast<double>(bytes) / (CpuSeconds() - c0) / 1e9};
+          static_cast<double>(bytes) / (bench::ProcessCpuSeconds() - c0) / 1e9};
 }
 
 TEST(TransferThroughput, DISABLED_OneMiBEngineVsRawTcp) {
