@@ -26,7 +26,7 @@ struct L2Limit {
 L2Limit MeasureL2Limit(const AdapterConfig& config, uint64_t value_size, uint32_t keys,
                        uint32_t inflight);
 
-// The `resp` part (bench_l2_redis.cc).
+// The `resp` part (l2_redis_limit.cc).
 L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint32_t keys,
                           uint32_t inflight);
 

@@ -1,4 +1,4 @@
-// The two phases of `bench l2` against one connector, through an L2Driver (bench_l2_driver.h).
+// The two phases of `bench l2` against one connector, through an L2Driver (l2_driver.h).
 #include "bench/l2/l2_run.h"
 
 #include <fmt/format.h>

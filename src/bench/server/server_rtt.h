@@ -1,7 +1,7 @@
 // Round trips to the cache server in a tight loop, run by the parent after the workload (all
 // forks done, the server otherwise idle). Inside the workload every request follows milliseconds
 // of client-side work, and on this VM a wake-up after idle costs several times a tight-loop
-// one; this probe is the like-for-like partner of the raw ZMQ echo in bench_limits.
+// one; this probe is the like-for-like partner of the raw ZMQ echo in common/limits.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// DummyFleet (bench_store_dummy.h): the child's side runs the commands "put T", "get T",
+// DummyFleet (dummy_fleet.h): the child's side runs the commands "put T", "get T",
 // "remove T" (the keys of trials 0..T) and "quit", each answered with one JSON line; the parent's side sends each command
 // to every process before reading any answer, so their timed phases overlap.
 #include "bench/store/dummy_fleet.h"

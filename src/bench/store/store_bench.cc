@@ -1,4 +1,4 @@
-// Orchestration of `kvtier bench store` (bench_store.h): validate the options, measure the
+// Orchestration of `kvtier bench store` (store_bench.h): validate the options, measure the
 // limits (memcpy, raw loopback TCP) while this process has no threads, start the cluster, run the
 // sections in order, report. This process only forks and coordinates: the dummy clients, the
 // master client (ZMQ) and redis-server all live in child processes.
