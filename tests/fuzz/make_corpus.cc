@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "connectors/fs_object_file.h"
-#include "store/common/dummy_protocol.h"
-#include "store/common/master_protocol.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/master_protocol.h"
 #include "store/transport/data_plane_protocol.h"
 #include "wire/frames.h"
 #include "wire/messages.h"

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <span>
 
-#include "store/common/dummy_protocol.h"
-#include "store/common/master_protocol.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/master_protocol.h"
 #include "store/transport/data_plane_protocol.h"
 
 namespace {

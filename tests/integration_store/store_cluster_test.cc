@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 
 #include "store/client/dummy_client.h"
-#include "store/common/dummy_socket.h"
+#include "store/protocol/dummy_socket.h"
 
 namespace kvtier::testing {
 namespace {

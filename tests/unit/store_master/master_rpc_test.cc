@@ -15,7 +15,7 @@
 #include "bench/common/free_port.h"
 #include "common/metrics.h"
 #include "store/client/master_client.h"
-#include "store/common/master_protocol.h"
+#include "store/protocol/master_protocol.h"
 #include "store/master/master_rpc_server.h"
 #include "store/master/master_service.h"
 #include "wire/frames.h"
