@@ -95,8 +95,13 @@ stale() {  # stale OBJ DEPFILE: true if OBJ is missing or older than anything it
   return 1
 }
 
+# Through ccache when it is installed, with the cache and settings CMakeLists.txt gives it.
+launcher=()
+command -v ccache > /dev/null &&
+  launcher=(env "CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kvtier-ccache}" CCACHE_MAXSIZE=10G
+            "CCACHE_BASEDIR=$root" CCACHE_NOHASHDIR=1 ccache)
 compile() {  # compile SRC OBJ
-  "$cxx" "${objflags[@]}" -MMD -MF "${2%.o}.d" -c "$1" -o "$2"
+  "${launcher[@]}" "$cxx" "${objflags[@]}" -MMD -MF "${2%.o}.d" -c "$1" -o "$2"
 }
 
 objs=()
