@@ -2,6 +2,7 @@
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,10 +15,35 @@ from kvtier._kvtier import CacheClient, KvtierError
 _PR_SET_PDEATHSIG = 1
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_recent_ports = []
+
+
+def free_port():
+    """A free loopback TCP port for a listener about to start, drawn at random from below the
+    ephemeral range: a port the kernel picks for bind(0) comes from the range outgoing
+    connections take their local ports from, so another client may hold it by the time the
+    listener binds. Never one of the last ports handed out in this process."""
+    low, ephemeral_low = 10000, 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    high = ephemeral_low - 1 if ephemeral_low > low + 1000 else 65535
+    for _ in range(200):
+        port = random.randint(low, high)
+        if port in _recent_ports:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _recent_ports.append(port)
+        del _recent_ports[:-64]
+        return port
+    raise OSError("no free loopback port found")
 
 
 def find_binary(binary=None):
@@ -87,7 +113,7 @@ class LocalServer:
         raise last_error
 
     def _start_once(self):
-        self.port, self.http_port = _free_port(), _free_port()
+        self.port, self.http_port = free_port(), free_port()
         args = [self.binary, "server", "--host", "127.0.0.1", "--port", str(self.port),
                 "--http-port", str(self.http_port), "--l1-size-gb", str(self.l1_size_gb),
                 "--chunk-size", str(self.chunk_size), "--log-level", self.log_level]

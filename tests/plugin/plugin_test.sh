@@ -80,9 +80,16 @@ step "load the plugins through the connector registry"
 "$checker" "$good_so" "$wrong_so" "$no_entry"
 
 # --- the server with the plugin as its L2 adapter -------------------------------------------
-free_port() {
-  "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+free_port() {  # below the ephemeral range, as kvtier.server.free_port (which needs _kvtier)
+  "$python" -c 'import random, socket
+while True:
+    s, port = socket.socket(), random.randint(10000, 32767)
+    try:
+        s.bind(("127.0.0.1", port))
+        break
+    except OSError:
+        s.close()
+print(port)'
 }
 http=$(free_port)
 start_server() {  # ADAPTER_JSON STDERR_FILE: starts the installed server in the background

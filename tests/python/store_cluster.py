@@ -9,16 +9,10 @@ import subprocess
 import tempfile
 import time
 
-from kvtier.server import find_binary
+from kvtier.server import find_binary, free_port  # noqa: F401 (re-exported)
 from kvtier.store import DistributedStore
 
 _PR_SET_PDEATHSIG = 1
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent():

@@ -171,7 +171,7 @@ def test_kv_cache_layout_matches_view():
 
 
 def test_connect_failure_raises_kvtier_error():
-    from kvtier.server import _free_port
+    from kvtier.server import free_port
     with pytest.raises(kvtier.KvtierError) as e:
-        kvtier.CacheClient(port=_free_port(), timeout_ms=100)
+        kvtier.CacheClient(port=free_port(), timeout_ms=100)
     assert e.value.code_name == "TIMEOUT"

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import kvtier
-from kvtier.server import LocalServer, _free_port
+from kvtier.server import LocalServer, free_port
 
 
 def test_local_server_starts_and_stops_by_pid():
@@ -29,7 +29,7 @@ def test_bad_flags_fail_fast():
 
 
 def test_network_calls_release_the_gil():
-    port = _free_port()  # nothing listens: connecting waits for the full timeout
+    port = free_port()  # nothing listens: connecting waits for the full timeout
 
     def connect():
         with pytest.raises(kvtier.KvtierError):
