@@ -22,8 +22,8 @@ build="${BUILD:-build}"
 jobs="${JOBS:-$(nproc)}"
 what="${1:-all}"
 
-unit_tests=(unit_common unit_wire unit_l1 unit_connectors unit_server unit_store_master
-            unit_store_transport unit_store_node unit_store_connector)
+unit_tests=(unit_common unit_wire unit_l1 unit_connectors unit_server unit_store_protocol
+            unit_store_master unit_store_transport unit_store_node unit_store_connector)
 asan_targets=(kvtier "${unit_tests[@]}" integration_tests fault_tests plugin_check
               kvt_test_no_entry)
 # ctest names (gtest suites, and the plugin test) run under ASan: every unit and fault suite, and

@@ -12,7 +12,7 @@
 
 #include "integration_store/store_fixture.h"
 #include "store/client/dummy_client.h"
-#include "store/node/store_config.h"
+#include "store/node/store_client_factory.h"
 #include "support/kvtier_cli.h"
 #include "support/token_file.h"
 

@@ -8,7 +8,7 @@
 
 #include "common/logging.h"
 #include "connectors/connector_base.h"
-#include "store/node/store_config.h"
+#include "store/node/store_client_factory.h"
 
 namespace kvtier {
 namespace {

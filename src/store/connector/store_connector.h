@@ -1,6 +1,6 @@
 // "type":"store" (also "mooncake_store"): the kvtier store as an L2 of the cache server.
 // kvtier reads only its own adapter keys (adapter_config.h) and `preregister_l1_memory`
-// [true]; every other key goes untouched to the store's setup (store/node/store_config.h), which
+// [true]; every other key goes untouched to the store's setup (store/node/store_client_factory.h), which
 // reports unknown or bad ones.
 //
 // Modes, as the store's setup chooses them:

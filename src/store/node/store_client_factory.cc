@@ -1,5 +1,5 @@
-// The store's setup(dict) (store_config.h): key checks, value parsing, and the client it makes.
-#include "store/node/store_config.h"
+// The store's setup(dict) (store_client_factory.h): key checks, value parsing, and the client it makes.
+#include "store/node/store_client_factory.h"
 
 #include <fmt/format.h>
 

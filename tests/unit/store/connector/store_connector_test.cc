@@ -7,7 +7,7 @@
 #include "common/memfd.h"
 #include "store/connector/store_connector.h"
 #include "unit/connectors/connector_test_util.h"
-#include "unit/store_node/dummy_test_util.h"
+#include "unit/store/node/dummy_test_util.h"
 
 namespace kvtier {
 namespace {

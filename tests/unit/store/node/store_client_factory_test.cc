@@ -1,7 +1,7 @@
 // The store's setup(dict): every key in string and number form, defaults, the two modes, each
 // refusal naming its key, Mooncake's ignored keys; then the clients it makes, against a real
 // node (dummy) and a real in-process master (embedded, with BatchRemove and RegisterSharedMemory).
-#include "store/node/store_config.h"
+#include "store/node/store_client_factory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -39,7 +39,7 @@ void ExpectRefused(const Json& j, const std::vector<std::string>& words) {
   for (const auto& w : words) EXPECT_THAT(c.status().message(), HasSubstr(w)) << j.dump();
 }
 
-TEST(StoreConfigTest, AuthTokenFileIsReadForTheEmbeddedNode) {
+TEST(StoreClientFactoryTest, AuthTokenFileIsReadForTheEmbeddedNode) {
   const std::string path = ::testing::TempDir() + "/store-config-token";
   std::ofstream(path, std::ios::trunc) << "sesame\n";
   EXPECT_EQ(Parse({{"auth_token_file", path}}).embedded_options.node.auth_token, "sesame");
@@ -49,7 +49,7 @@ TEST(StoreConfigTest, AuthTokenFileIsReadForTheEmbeddedNode) {
                 {"auth_token_file"});
 }
 
-TEST(StoreConfigTest, EmbeddedDefaults) {
+TEST(StoreClientFactoryTest, EmbeddedDefaults) {
   const StoreClientConfig c = Parse(Json::object());
   EXPECT_FALSE(c.dummy);
   const NodeOptions& n = c.embedded_options.node;
@@ -61,7 +61,7 @@ TEST(StoreConfigTest, EmbeddedDefaults) {
   EXPECT_EQ(c.embedded_options.local_buffer_size, 16u << 20);
 }
 
-TEST(StoreConfigTest, DummyDefaults) {
+TEST(StoreClientFactoryTest, DummyDefaults) {
   const StoreClientConfig c = Parse({{"server_address", "127.0.0.1:50099"}});
   EXPECT_TRUE(c.dummy);
   EXPECT_EQ(c.dummy_options.server_address, "127.0.0.1:50099");
@@ -70,7 +70,7 @@ TEST(StoreConfigTest, DummyDefaults) {
   EXPECT_EQ(c.dummy_options.timeout, milliseconds(5000));
 }
 
-TEST(StoreConfigTest, EveryEmbeddedKeyAsStringAndAsNumber) {
+TEST(StoreClientFactoryTest, EveryEmbeddedKeyAsStringAndAsNumber) {
   // As Mooncake configs write them: sizes as strings of bytes; Mooncake's own keys alongside.
   const StoreClientConfig s = Parse({{"local_hostname", "10.0.0.5:17000"},
                                      {"master_server_addr", "10.0.0.1:50051"},
@@ -99,7 +99,7 @@ TEST(StoreConfigTest, EveryEmbeddedKeyAsStringAndAsNumber) {
   EXPECT_EQ(Parse({{"global_segment_size", 0}}).embedded_options.node.segment_size, 0u);
 }
 
-TEST(StoreConfigTest, EveryDummyKeyAsStringAndAsNumber) {
+TEST(StoreClientFactoryTest, EveryDummyKeyAsStringAndAsNumber) {
   const StoreClientConfig s = Parse({{"server_address", "127.0.0.1:50052"},
                                      {"mem_pool_size", "1.5G"},
                                      {"local_buffer_size", "33554432"},
@@ -121,7 +121,7 @@ TEST(StoreConfigTest, EveryDummyKeyAsStringAndAsNumber) {
   EXPECT_EQ(n.dummy_options.timeout, milliseconds(86400000));
 }
 
-TEST(StoreConfigTest, LocalHostnameForms) {
+TEST(StoreClientFactoryTest, LocalHostnameForms) {
   auto node = [](const std::string& text) {
     return Parse({{"local_hostname", text}}).embedded_options.node;
   };
@@ -139,7 +139,7 @@ TEST(StoreConfigTest, LocalHostnameForms) {
   EXPECT_EQ(node("h:0").port, 0);
 }
 
-TEST(StoreConfigTest, UnknownKeysAndKeysOfTheOtherModeAreRefused) {
+TEST(StoreClientFactoryTest, UnknownKeysAndKeysOfTheOtherModeAreRefused) {
   ExpectRefused({{"bogus", 1}}, {"unknown key 'bogus'", "(keys: local_hostname", "engine"});
   ExpectRefused({{"server_address", "127.0.0.1:1"}, {"bogus", 1}}, {"unknown key 'bogus'"});
   ExpectRefused({{"ipc_socket_path", "/x"}}, {"'ipc_socket_path'"});
@@ -152,7 +152,7 @@ TEST(StoreConfigTest, UnknownKeysAndKeysOfTheOtherModeAreRefused) {
   ExpectRefused(Json("local_hostname"), {"JSON object"});
 }
 
-TEST(StoreConfigTest, BadValuesAreRefusedNamingTheKey) {
+TEST(StoreClientFactoryTest, BadValuesAreRefusedNamingTheKey) {
   const char* p = "protocol";
   auto refused = [](const char* key, const Json& value, const std::string& word) {
     ExpectRefused({{key, value}}, {std::string("'") + key + "'", word});
@@ -188,7 +188,7 @@ TEST(StoreConfigTest, BadValuesAreRefusedNamingTheKey) {
                 {"'mem_pool_size'", "negative"});
 }
 
-TEST(StoreConfigTest, DummyClientFromConfigUsesItsSizes) {
+TEST(StoreClientFactoryTest, DummyClientFromConfigUsesItsSizes) {
   NodeWithDummies env;
   ASSERT_NE(env.node, nullptr);
   auto config = Parse({{"server_address", env.address()},
@@ -213,7 +213,7 @@ TEST(StoreConfigTest, DummyClientFromConfigUsesItsSizes) {
   EXPECT_EQ(none.status().code(), ErrorCode::RPC_FAIL);
 }
 
-TEST(StoreConfigTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
+TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   MasterServerOptions mo;
   mo.port = bench::FreeLoopbackPort();
   mo.http_port = 0;
