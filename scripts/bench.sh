@@ -14,7 +14,8 @@
 #
 # Between the two, `bench store` (it starts its own master, nodes and redis-server) prints its
 # table and writes its JSON to $BUILD/bench-store.json in the same run. BENCH_STORE_ARGS adds
-# options (e.g. BENCH_STORE_ARGS="--quick").
+# options (e.g. BENCH_STORE_ARGS="--quick"). Then bench/store_python_api.py: Mooncake's batch
+# calls through kvtier.store against the same run's memcpy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,9 @@ echo "wrote $json" >&2
 read -r -a store_args <<< "${BENCH_STORE_ARGS:-}"
 "$bin" bench store "${store_args[@]}" --json-out "$build/bench-store.json"
 echo "wrote $build/bench-store.json" >&2
+
+# --- the Python store API (Mooncake's calls) against memcpy ---------------------------------
+PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_python_api.py
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"
@@ -72,7 +76,7 @@ if [[ ! -x /usr/bin/redis-server ]]; then
   echo "skipping bench l2 for resp: /usr/bin/redis-server not found" >&2
   exit 0
 fi
-port="$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+port="$(PYTHONPATH="$build/python" /usr/bin/python3 -c 'from kvtier.server import free_port; print(free_port())')"
 /usr/bin/redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
   --dir "$l2_dir" > "$l2_dir/redis.log" 2>&1 &
 redis_pid=$!

@@ -11,15 +11,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/memfd.h"
 #include "common/secret_file.h"
+#include "multi_buffers.h"
 #include "store/client/dummy_client.h"
 #include "store/client/store_client.h"
 #include "store/node/embedded_client.h"
+#include "store_buffers.h"
 
 namespace py = pybind11;
 
@@ -59,6 +62,7 @@ constexpr ErrorCode kAllCodes[] = {
     ErrorCode::TRANSFER_FAIL,
     ErrorCode::RPC_FAIL,
     ErrorCode::RPC_TIMEOUT,
+    ErrorCode::UNAVAILABLE_IN_CURRENT_MODE,
 };
 
 template <typename F>
@@ -142,6 +146,27 @@ store::PutConfig ConfigOf(py::handle config) {
     py::object ps = config.attr("preferred_segments");
     if (!ps.is_none() && py::len(ps) > 0)
       out.preferred_segment = ps[py::int_(0)].cast<std::string>();
+  }
+  return out;
+}
+
+// The parts of each key of a *_multi_buffers call (lists of pointers and sizes per key); nullopt
+// when the lists do not match the keys or each other.
+std::optional<std::vector<Parts>> PartsOf(py::handle ptrs_obj, py::handle sizes_obj, size_t n) {
+  std::vector<Parts> out;
+  std::vector<py::handle> ptr_lists, size_lists;
+  for (py::handle h : ptrs_obj) ptr_lists.push_back(h);
+  for (py::handle h : sizes_obj) size_lists.push_back(h);
+  if (ptr_lists.size() != n || size_lists.size() != n) return std::nullopt;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<void*> ptrs = PointersOf(ptr_lists[i]);
+    const std::vector<size_t> sizes = IntsOf<size_t>(size_lists[i]);
+    if (ptrs.size() != sizes.size()) return std::nullopt;
+    for (size_t j = 0; j < ptrs.size(); ++j) {
+      out[i].ranges.emplace_back(ptrs[j], sizes[j]);
+      out[i].total += sizes[j];
+    }
   }
   return out;
 }
@@ -269,16 +294,80 @@ class StoreHandle {
     return r.ok() ? reinterpret_cast<uintptr_t>(r.value()) : 0;
   }
 
+  // Memory of MooncakeHostMemAllocator is shared with the node as a whole (once; later
+  // registrations inside it are no-ops); anything else goes through RegisterBuffer.
   int64_t RegisterBuffer(uintptr_t ptr, size_t size) {
     auto c = client_;
     if (!c) return kRpcFail;
+    if (auto host = FindHostRegion(ptr, size)) {
+      return NoGil(
+          [&] { return c->RegisterSharedMemory(host->base, host->size, host->fd).value(); });
+    }
     return NoGil([&] { return c->RegisterBuffer(reinterpret_cast<void*>(ptr), size).value(); });
   }
 
+  // Host-allocator memory stays shared until close() (the node keeps its mapping): 0.
   int64_t UnregisterBuffer(uintptr_t ptr) {
     auto c = client_;
     if (!c) return kRpcFail;
+    if (FindHostRegion(ptr, 1)) return 0;
     return NoGil([&] { return c->UnregisterBuffer(reinterpret_cast<void*>(ptr)).value(); });
+  }
+
+  std::vector<int64_t> BatchRemove(py::handle keys_obj) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    auto c = client_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (keys.empty()) return {};
+    return NoGil([&] { return ValuesOf(c->BatchRemove(keys), keys.size()); });
+  }
+
+  // A BufferHandle per key (None where the key is missing or the read failed).
+  py::list BatchGetBuffer(py::handle keys_obj) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    py::list out;
+    auto c = client_;
+    std::vector<StoreResult<std::string>> values;
+    if (c) {
+      values = NoGil([&] {
+        std::vector<StoreResult<std::string>> v;
+        v.reserve(keys.size());
+        for (const auto& k : keys) v.push_back(c->Get(k));
+        return v;
+      });
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i < values.size() && values[i].ok()) {
+        out.append(MakeBufferHandle(std::move(values[i]).value()));
+      } else {
+        out.append(py::none());
+      }
+    }
+    return out;
+  }
+
+  // *_multi_buffers (multi_buffers.h): per key 0 / bytes read, or a negative ErrorCode.
+  std::vector<int64_t> BatchPutFromMultiBuffers(py::handle keys_obj, py::handle ptrs_obj,
+                                                py::handle sizes_obj, py::handle config) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    auto parts = PartsOf(ptrs_obj, sizes_obj, keys.size());
+    const store::PutConfig cfg = ConfigOf(config);
+    auto c = client_;
+    auto staging = staging_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (!parts) return std::vector<int64_t>(keys.size(), kInvalidParams);
+    return NoGil([&] { return staging->Put(*c, keys, *parts, cfg); });
+  }
+
+  std::vector<int64_t> BatchGetIntoMultiBuffers(py::handle keys_obj, py::handle ptrs_obj,
+                                                py::handle sizes_obj) {
+    const std::vector<std::string> keys = KeysOf(keys_obj);
+    auto parts = PartsOf(ptrs_obj, sizes_obj, keys.size());
+    auto c = client_;
+    auto staging = staging_;
+    if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
+    if (!parts) return std::vector<int64_t>(keys.size(), kInvalidParams);
+    return NoGil([&] { return staging->Get(*c, keys, *parts); });
   }
 
   int64_t PutFrom(py::handle key, uintptr_t ptr, size_t size, py::handle config) {
@@ -335,6 +424,7 @@ class StoreHandle {
   int64_t Close() {
     std::shared_ptr<StoreClient> c = std::move(client_);
     client_.reset();
+    staging_.reset();
     if (!c) return 0;
     return NoGil([&] {
       const int64_t code = c->Close().value();
@@ -354,16 +444,19 @@ class StoreHandle {
     setting_up_ = false;
     if (!r.ok()) return py::make_tuple(r.status().value(), r.status().ToString());
     client_ = std::shared_ptr<StoreClient>(std::move(r).value());
+    staging_ = std::make_shared<StagingArea>();
     return py::make_tuple(0, "");
   }
 
   std::shared_ptr<StoreClient> client_;  // read and swapped under the GIL only
+  std::shared_ptr<StagingArea> staging_;  // the *_multi_buffers calls' area (as client_)
   bool setting_up_ = false;
 };
 
 }  // namespace
 
 void InitStoreBindings(py::module_& m) {
+  InitStoreBufferBindings(m);
   const py::object none = py::none();
   py::class_<StoreHandle>(m, "StoreHandle",
                           "Native base of kvtier.store.DistributedStore (use that class).")
@@ -392,18 +485,31 @@ void InitStoreBindings(py::module_& m) {
            "Removes every object without a lease; the count removed or a negative ErrorCode.")
       .def("alloc_from_mem_pool", &StoreHandle::AllocFromMemPool, py::arg("size"),
            "A pointer (int) into the client's memory pool, or 0 on failure.")
-      .def("register_buffer", &StoreHandle::RegisterBuffer, py::arg("ptr"), py::arg("size"),
-           "Registers memory for put_from/get_into. 0, or a negative ErrorCode.")
-      .def("unregister_buffer", &StoreHandle::UnregisterBuffer, py::arg("ptr"),
+      .def("register_buffer", &StoreHandle::RegisterBuffer, py::arg("buffer_ptr"),
+           py::arg("size"),
+           "Registers memory for the zero-copy calls (in dummy mode it must come from "
+           "alloc_from_mem_pool or MooncakeHostMemAllocator). 0, or a negative ErrorCode.")
+      .def("unregister_buffer", &StoreHandle::UnregisterBuffer, py::arg("buffer_ptr"),
            "0, or a negative ErrorCode.")
-      .def("put_from", &StoreHandle::PutFrom, py::arg("key"), py::arg("ptr"), py::arg("size"),
-           py::arg("config") = none, "Zero-copy put from registered memory. 0 or negative.")
-      .def("get_into", &StoreHandle::GetInto, py::arg("key"), py::arg("ptr"), py::arg("size"),
+      .def("put_from", &StoreHandle::PutFrom, py::arg("key"), py::arg("buffer_ptr"),
+           py::arg("size"), py::arg("config") = none,
+           "Zero-copy put from registered memory. 0 or negative.")
+      .def("get_into", &StoreHandle::GetInto, py::arg("key"), py::arg("buffer_ptr"),
+           py::arg("size"),
            "Zero-copy get into registered memory: bytes read, or a negative ErrorCode.")
-      .def("batch_put_from", &StoreHandle::BatchPutFrom, py::arg("keys"), py::arg("ptrs"),
+      .def("batch_put_from", &StoreHandle::BatchPutFrom, py::arg("keys"), py::arg("buffer_ptrs"),
            py::arg("sizes"), py::arg("config") = none, "put_from for each key (a list of ints).")
-      .def("batch_get_into", &StoreHandle::BatchGetInto, py::arg("keys"), py::arg("ptrs"),
+      .def("batch_get_into", &StoreHandle::BatchGetInto, py::arg("keys"), py::arg("buffer_ptrs"),
            py::arg("sizes"), "get_into for each key (a list of ints).")
+      .def("_batch_remove", &StoreHandle::BatchRemove, py::arg("keys"))
+      .def("batch_get_buffer", &StoreHandle::BatchGetBuffer, py::arg("keys"),
+           "A BufferHandle per key, None where it is missing or the read failed.")
+      .def("batch_put_from_multi_buffers", &StoreHandle::BatchPutFromMultiBuffers,
+           py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"),
+           py::arg("config") = none,
+           "Each key's value is its buffers concatenated; 0 or a negative ErrorCode per key.")
+      .def("_batch_get_into_multi_buffers", &StoreHandle::BatchGetIntoMultiBuffers,
+           py::arg("keys"), py::arg("all_buffer_ptrs"), py::arg("all_sizes"))
       .def("get_hostname", &StoreHandle::Hostname,
            "The data-plane 'host:port' of the node serving this client; '' when not set up.")
       .def("close", &StoreHandle::Close,

@@ -24,14 +24,29 @@ Calls release the GIL while they wait on the node or the master. See docs/store/
 import enum
 import logging
 
+from kvtier._kvtier import BufferHandle, MooncakeHostMemAllocator  # noqa: F401 (re-exports)
 from kvtier._kvtier import StoreHandle as _StoreHandle
 from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
+from kvtier.store_types import (  # noqa: F401 (re-exports)
+    ObjectDataType,
+    ReplicaStatus,
+    ReplicateConfig,
+    SoftPinAction,
+)
 
-__all__ = ["DistributedStore", "ErrorCode", "MooncakeDistributedStore", "ReplicateConfig",
-           "parse_byte_size"]
+__all__ = ["BufferHandle", "DistributedStore", "ErrorCode", "MooncakeDistributedStore",
+           "MooncakeHostMemAllocator", "ObjectDataType", "ReplicaStatus", "ReplicateConfig",
+           "SoftPinAction", "parse_byte_size"]
 
 _log = logging.getLogger("kvtier.store")
+_warned = set()
+
+
+def _warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        _log.warning("%s", message)
 
 ErrorCode = enum.IntEnum(
     "ErrorCode", sorted(_store_error_codes().items(), key=lambda kv: -kv[1]), module=__name__)
@@ -87,26 +102,6 @@ def _split_hostname(text):
     return host, int(port)
 
 
-class ReplicateConfig:
-    """Mooncake's ReplicateConfig, for put/put_from/batch_put_from's optional ``config``.
-
-    ``replica_num`` 0 means the master's --replicas (Mooncake's default is 1; kvtier leaves the
-    choice to the master). ``preferred_segment`` (or the first of ``preferred_segments``) is a
-    node's "host:port" to place the first replica on. Pins are not supported and are ignored.
-    """
-
-    def __init__(self, replica_num=0, preferred_segment="", preferred_segments=None):
-        self.replica_num = replica_num
-        self.preferred_segment = preferred_segment
-        self.preferred_segments = list(preferred_segments or [])
-        self.with_soft_pin = False
-        self.with_hard_pin = False
-
-    def __repr__(self):
-        return (f"ReplicateConfig(replica_num={self.replica_num}, "
-                f"preferred_segment={self.preferred_segment!r})")
-
-
 class DistributedStore(_StoreHandle):
     """A client of the kvtier store with Mooncake's MooncakeDistributedStore API.
 
@@ -126,7 +121,8 @@ class DistributedStore(_StoreHandle):
 
         ``local_hostname`` is "host" or "host:port": the node's data plane binds there (no port:
         a free one). ``master_server_addr`` is the master's "host:port". ``metadata_server``,
-        ``rdma_devices`` and ``engine`` are accepted and ignored. ``protocol`` must be "tcp".
+        ``rdma_devices``, ``engine`` and ``enable_client_http_server`` are accepted and ignored;
+        any ``protocol`` but "tcp" (vLLM's default "rdma") runs over TCP with one warning.
         Sizes are ints or strings ("4GB"). ``auth_token_file`` (a kvtier addition): the store's
         shared secret, the file of the master's ``--auth-token-file`` (docs/security.md). Also
         ``setup(dict)`` with those keys. Returns 0, or a negative ErrorCode (INVALID_PARAMS for bad
@@ -134,17 +130,17 @@ class DistributedStore(_StoreHandle):
         """
         if isinstance(local_hostname, dict):
             return self._setup_from_dict(local_hostname)
-        del metadata_server, rdma_devices, engine, ssd_offload_path, client_http_port
+        del metadata_server, engine, ssd_offload_path, client_http_port
         try:
             if str(protocol).lower() != "tcp":
-                raise ValueError(f"protocol {protocol!r} is not supported: the kvtier store "
-                                 "moves bytes over TCP")
+                _warn_once(f"protocol {protocol!r} (devices {rdma_devices!r}) runs over TCP: "
+                           "the kvtier store moves bytes over TCP only")
             if enable_ssd_offload:
                 raise ValueError("enable_ssd_offload is not supported (use a kvtier server "
                                  "L2 connector for disk tiers)")
             if enable_client_http_server:
-                raise ValueError("enable_client_http_server is not supported (run `kvtier node "
-                                 "--http-port` for a node with metrics)")
+                _warn_once("enable_client_http_server is ignored: run `kvtier node "
+                           "--http-port` for a node with metrics")
             if tenant_id not in (None, "", "default"):
                 raise ValueError(f"tenant_id {tenant_id!r}: tenants are not supported")
             if not isinstance(master_server_addr, str) or "://" in master_server_addr:
@@ -193,6 +189,135 @@ class DistributedStore(_StoreHandle):
             elif key not in _IGNORED_DICT_KEYS:
                 _log.warning("setup: ignoring unknown config key %r", key)
         return self.setup(args.pop("local_hostname"), **args, **extras)
+
+    # ---- Mooncake calls built on the native ones (see docs/store/python.md for each) ----
+
+    def put_batch(self, keys, values, config=None):
+        """put of each (key, value); 0 when every one succeeded, else the first error."""
+        if len(keys) != len(values):
+            return int(ErrorCode.INVALID_PARAMS)
+        codes = [self.put(k, v, config) for k, v in zip(keys, values)]
+        return next((c for c in codes if c != 0), 0)
+
+    def get_batch(self, keys):
+        """get of each key: a list of bytes, b"" where missing or failed."""
+        return [self.get(k) for k in keys]
+
+    def put_parts(self, key, *parts, config=None):
+        """Stores the parts (bytes-like, 1-D) concatenated as one value. 0 or a negative code."""
+        try:
+            value = b"".join(memoryview(p).cast("B") for p in parts)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"parts must be 1-D bytes-like objects: {e}") from None
+        return self.put(key, value, config)
+
+    def get_buffer(self, key):
+        """The value in a BufferHandle (ptr(), size(), buffer protocol), or None."""
+        return self.batch_get_buffer([key])[0]
+
+    def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
+                                     prefer_alloc_in_same_node=False):
+        """Scatters each key's value over its buffers in order: bytes read per key, or a
+        negative ErrorCode (BUFFER_OVERFLOW when the value is larger than its buffers)."""
+        del prefer_alloc_in_same_node  # placement hint of Mooncake's; nothing to choose here
+        return self._batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes)
+
+    def remove(self, key, force=False):
+        """0, or a negative ErrorCode (OBJECT_NOT_FOUND; OBJECT_HAS_LEASE while a reader's
+        lease lasts: ``force`` does not override leases here)."""
+        self._note_force(force)
+        return super().remove(key)
+
+    def batch_remove(self, keys, force=False):
+        """remove of each key in one call: a list of 0 / negative ErrorCode."""
+        self._note_force(force)
+        return self._batch_remove(keys)
+
+    def remove_all(self, force=False):
+        """Removes every object without a live lease; the count removed or a negative code."""
+        self._note_force(force)
+        return super().remove_all()
+
+    def upsert(self, key, value, config=None):
+        """Inserts or replaces: remove (if present), then put. Not atomic: a reader in between
+        sees a miss, never a mix of old and new bytes. 0 or a negative ErrorCode
+        (OBJECT_HAS_LEASE while the old value is being read)."""
+        return self._replace(key, lambda: self.put(key, value, config))
+
+    def upsert_from(self, key, buffer_ptr, size, config=None):
+        """upsert from registered memory (see put_from)."""
+        return self._replace(key, lambda: self.put_from(key, buffer_ptr, size, config))
+
+    def upsert_parts(self, key, *parts, config=None):
+        """upsert of the parts concatenated (see put_parts)."""
+        return self._replace(key, lambda: self.put_parts(key, *parts, config=config))
+
+    def upsert_batch(self, keys, values, config=None):
+        """upsert of each (key, value); 0, or the first error."""
+        if len(keys) != len(values):
+            return int(ErrorCode.INVALID_PARAMS)
+        codes = [self.upsert(k, v, config) for k, v in zip(keys, values)]
+        return next((c for c in codes if c != 0), 0)
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=None):
+        """upsert_from of each key: a list of 0 / negative ErrorCode."""
+        if not len(keys) == len(buffer_ptrs) == len(sizes):
+            return [int(ErrorCode.INVALID_PARAMS)] * len(keys)
+        return [self.upsert_from(k, p, n, config) for k, p, n in zip(keys, buffer_ptrs, sizes)]
+
+    def health_check(self):
+        """0 healthy, 1 not set up (or closed), 2 the node or master does not answer."""
+        if not self.is_set_up:
+            return 1
+        return 0 if self.is_exist("kvtier-health-check") >= 0 else 2
+
+    def init_all(self, protocol, device_name, mount_segment_size):
+        """Mooncake's RDMA/device initialisation: UNAVAILABLE_IN_CURRENT_MODE (use setup)."""
+        return self._unavailable("init_all", "a device transfer engine; use setup()")
+
+    def remove_by_regex(self, regex_pattern, force=False):
+        """UNAVAILABLE_IN_CURRENT_MODE: the master has no key listing yet."""
+        return self._unavailable("remove_by_regex", "a key listing at the master")
+
+    def get_replica_desc(self, key):
+        """[]: replica descriptors are not exported by the kvtier master yet (one warning)."""
+        _warn_once("get_replica_desc: replica descriptors are not exported by kvtier yet")
+        return []
+
+    def batch_get_replica_desc(self, keys):
+        """{}: see get_replica_desc."""
+        _warn_once("get_replica_desc: replica descriptors are not exported by kvtier yet")
+        return {}
+
+    def get_tensor_into_cuda(self, key, tensor):
+        """UNAVAILABLE_IN_CURRENT_MODE: no GPU path in the store yet."""
+        return self._unavailable("get_tensor_into_cuda", "a GPU data path")
+
+    def batch_get_tensor_into_cuda(self, keys, tensors_list):
+        """UNAVAILABLE_IN_CURRENT_MODE: no GPU path in the store yet."""
+        return [self._unavailable("batch_get_tensor_into_cuda", "a GPU data path")] * len(keys)
+
+    def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
+        """UNAVAILABLE_IN_CURRENT_MODE: disk / device segments are not supported."""
+        return {"ret": self._unavailable("mount_segment", "disk or device segments"),
+                "segment_ids": []}
+
+    def _replace(self, key, put):
+        code = super().remove(key)
+        if code not in (0, int(ErrorCode.OBJECT_NOT_FOUND)):
+            return code
+        return put()
+
+    @staticmethod
+    def _note_force(force):
+        if force:
+            _warn_once("remove(force=True): leased objects are kept until their lease ends "
+                       "(force is not supported yet)")
+
+    @staticmethod
+    def _unavailable(what, needs):
+        _warn_once(f"{what} is not available in kvtier: it needs {needs}")
+        return int(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)
 
     @staticmethod
     def _refuse(what, error):

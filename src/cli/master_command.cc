@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/store_commands_common.h"
@@ -30,6 +31,9 @@ struct MasterFlags {
   uint32_t replicas = 1;
   std::string log_level = "warn";
   std::string auth_token_file;
+  // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
+  std::shared_ptr<std::vector<std::string>> ignored =
+      std::make_shared<std::vector<std::string>>();
 };
 
 std::chrono::milliseconds Seconds(double s) {
@@ -67,6 +71,7 @@ std::string CheckFlags(const MasterFlags& f) {
 int RunMaster(const MasterFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
+  LogIgnoredFlags(*f.ignored);
   if (std::string problem = CheckFlags(f); !problem.empty()) {
     std::cerr << "error: " << problem << "\n";
     return 2;
@@ -114,27 +119,33 @@ RunFn AddMasterCommand(CLI::App& app) {
   auto f = std::make_shared<MasterFlags>();
   CLI::App* cmd = app.add_subcommand("master", "Run the store master: keys, leases, eviction");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
-  cmd->add_option("--host", f->host, "Address every listener binds to")->capture_default_str();
-  cmd->add_option("--port", f->port, "RPC port (ZMQ) for nodes and clients")
+  cmd->add_option("--host,--rpc_address", f->host, "Address every listener binds to")
       ->capture_default_str();
-  cmd->add_option("--http-port", f->http_port, "HTTP /healthz /status /metrics (0: off)")
+  cmd->add_option("--port,--rpc_port", f->port, "RPC port (ZMQ) for nodes and clients")
       ->capture_default_str();
-  cmd->add_option("--eviction-high-watermark-ratio", f->eviction_high_watermark_ratio,
+  cmd->add_option("--http-port,--metrics_port", f->http_port,
+                  "HTTP /healthz /status /metrics (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--eviction-high-watermark-ratio,--eviction_high_watermark_ratio",
+                  f->eviction_high_watermark_ratio,
                   "Evict when this share of the store's bytes is in use")
       ->capture_default_str();
-  cmd->add_option("--eviction-ratio", f->eviction_ratio,
+  cmd->add_option("--eviction-ratio,--eviction_ratio", f->eviction_ratio,
                   "... down to (watermark - this) of the capacity")
       ->capture_default_str();
-  cmd->add_option("--client-ttl-s", f->client_ttl_s,
+  cmd->add_option("--client-ttl-s,--client_ttl", f->client_ttl_s,
                   "A node silent this long is dropped with its segments")
       ->capture_default_str();
-  cmd->add_option("--default-kv-lease-ttl-ms", f->default_kv_lease_ttl_ms,
+  cmd->add_option("--default-kv-lease-ttl-ms,--default_kv_lease_ttl",
+                  f->default_kv_lease_ttl_ms,
                   "Read lease granted by each get: the object is not evicted or removed meanwhile")
       ->capture_default_str();
-  cmd->add_option("--put-start-discard-timeout-s", f->put_start_discard_timeout_s,
+  cmd->add_option("--put-start-discard-timeout-s,--put_start_discard_timeout_sec",
+                  f->put_start_discard_timeout_s,
                   "An unfinished put older than this may be taken over by another put of its key")
       ->capture_default_str();
-  cmd->add_option("--put-start-release-timeout-s", f->put_start_release_timeout_s,
+  cmd->add_option("--put-start-release-timeout-s,--put_start_release_timeout_sec",
+                  f->put_start_release_timeout_s,
                   "An unfinished put older than this has its space freed")
       ->capture_default_str();
   cmd->add_option("--replicas", f->replicas, "Replicas per object unless a put asks otherwise")
@@ -146,6 +157,15 @@ RunFn AddMasterCommand(CLI::App& app) {
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  AddIgnoredMooncakeFlags(
+      cmd,
+      {"--rpc_thread_num", "--max_threads", "--rpc_interface", "--rpc_conn_timeout_seconds",
+       "--rpc_enable_tcp_no_delay", "--enable_metric_reporting", "--metrics_host",
+       "--enable_http_metadata_server", "--http_metadata_server_port",
+       "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
+       "--memory_allocator", "--allocation_strategy", "--default_kv_soft_pin_ttl",
+       "--max_kv_soft_pin_ttl", "--allow_evict_soft_pinned_objects", "--cluster_id"},
+      f->ignored);
   return [f] { return RunMaster(*f); };
 }
 

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/store_commands_common.h"
@@ -30,11 +31,15 @@ struct NodeFlags {
   bool prefault = true;
   std::string log_level = "warn";
   std::string auth_token_file;
+  // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
+  std::shared_ptr<std::vector<std::string>> ignored =
+      std::make_shared<std::vector<std::string>>();
 };
 
 int RunNode(const NodeFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
+  LogIgnoredFlags(*f.ignored);
   auto segment_size = ParseByteSize(f.segment_size);
   if (!segment_size.ok()) {
     std::cerr << "error: --global-segment-size: " << segment_size.status().message() << "\n";
@@ -107,14 +112,16 @@ int RunNode(const NodeFlags& f) {
 RunFn AddNodeCommand(CLI::App& app) {
   auto f = std::make_shared<NodeFlags>();
   CLI::App* cmd = app.add_subcommand("node", "Run a store node: a segment, data plane, dummies");
-  cmd->add_option("--master", f->master, "The master's host:port")->capture_default_str();
+  cmd->add_option("--master,--master_server_address", f->master, "The master's host:port")
+      ->capture_default_str();
   cmd->add_option("--host", f->host, "Address every listener binds to")->capture_default_str();
   cmd->add_option("--port", f->port, "Data-plane TCP port; also names the dummy socket")
       ->capture_default_str();
-  cmd->add_option("--global-segment-size", f->segment_size,
+  cmd->add_option("--global-segment-size,--global_segment_size", f->segment_size,
                   "Memory this node contributes, e.g. 4GB, 512MiB (0: store nothing here)")
       ->capture_default_str();
-  cmd->add_option("--http-port", f->http_port, "HTTP /healthz /status /metrics (0: off)")
+  cmd->add_option("--http-port,--http_port", f->http_port,
+                  "HTTP /healthz /status /metrics (0: off)")
       ->capture_default_str();
   cmd->add_option("--dummy-ttl-s", f->dummy_ttl_s, "Cut off a dummy client silent this long")
       ->capture_default_str()
@@ -127,6 +134,11 @@ RunFn AddNodeCommand(CLI::App& app) {
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  AddIgnoredMooncakeFlags(cmd,
+                          {"--metadata_server", "--protocol", "--device_names",
+                           "--local_buffer_size", "--threads", "--enable_http_server",
+                           "--tenant_id", "--enable_offload", "--start_offload_rpc_server"},
+                          f->ignored);
   return [f] { return RunNode(*f); };
 }
 

@@ -28,4 +28,25 @@ bool ReadAuthTokenFlag(const std::string& file, std::string& token) {
   return true;
 }
 
+void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> names,
+                             const std::shared_ptr<std::vector<std::string>>& given) {
+  for (const char* name : names) {
+    cmd->add_option(
+           name,
+           [given, flag = std::string(name)](const CLI::results_t&) {
+             given->push_back(flag);
+             return true;
+           },
+           "Mooncake's; accepted and ignored")
+        ->expected(0, 1)
+        ->group("Mooncake flags without a meaning here");
+  }
+}
+
+void LogIgnoredFlags(const std::vector<std::string>& given) {
+  for (const auto& name : given) {
+    std::cerr << "note: ignoring Mooncake flag " << name << " (no meaning in kvtier)\n";
+  }
+}
+
 }  // namespace kvtier::cli

@@ -1,10 +1,14 @@
-// What `kvtier master` and `kvtier node` share: the SIGINT/SIGTERM handling that stops them and
-// reading --auth-token-file.
+// What `kvtier master` and `kvtier node` share: the SIGINT/SIGTERM handling that stops them,
+// reading --auth-token-file, and Mooncake's flags that have no meaning here.
 #pragma once
 
 #include <signal.h>
 
+#include <CLI/CLI.hpp>
+#include <initializer_list>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace kvtier::cli {
 
@@ -15,5 +19,12 @@ sigset_t BlockStopSignals();
 // Reads the secret of --auth-token-file `file` into `token` (nothing when `file` is empty).
 // Prints the error and returns false when the file cannot be used.
 bool ReadAuthTokenFlag(const std::string& file, std::string& token);
+
+// Adds Mooncake flags (`names`, e.g. "--rpc_thread_num") that kvtier does not need, each taking
+// an optional value (`--x`, `--x=v`, `--x v`), so an existing mooncake_master / mooncake_client
+// command line runs unchanged. The names given land in `given`; LogIgnoredFlags says so.
+void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> names,
+                             const std::shared_ptr<std::vector<std::string>>& given);
+void LogIgnoredFlags(const std::vector<std::string>& given);
 
 }  // namespace kvtier::cli

@@ -27,6 +27,17 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
 
 AdminHttp::~AdminHttp() { Stop(); }
 
+void AdminHttp::AddGet(const std::string& path, HttpGetHandler handler) {
+  server_->Get(path, [handler = std::move(handler)](const httplib::Request& req,
+                                                    httplib::Response& res) {
+    std::map<std::string, std::string> params;
+    for (const auto& [name, value] : req.params) params.emplace(name, value);  // first wins
+    HttpReply reply = handler(params);
+    res.status = reply.status;
+    res.set_content(reply.body, reply.content_type);
+  });
+}
+
 void AdminHttp::RequireToken(const std::string& token) {
   RequireBearerToken(*server_, token, metrics_);
 }

@@ -1,11 +1,13 @@
 // The HTTP admin endpoints every kvtier process serves (cache server, master, node): /healthz
-// (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry).
+// (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry), plus
+// any GET endpoints a service adds (AddGet).
 // Bound to one host only. Thread-safety: Start/Stop from one thread; the callbacks run on
 // cpp-httplib's threads, several at once, so they must be safe to call concurrently.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +23,15 @@ class Server;
 
 namespace kvtier {
 
+// What an extra GET endpoint answers.
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "text/plain; version=0.0.4";
+};
+// Its handler: the query parameters (the first value of each) -> the reply.
+using HttpGetHandler = std::function<HttpReply(const std::map<std::string, std::string>&)>;
+
 class AdminHttp {
  public:
   // `refresh_metrics`, when given, runs before each /metrics render (to publish gauges that are
@@ -31,6 +42,8 @@ class AdminHttp {
   // Before Start(): every request must then carry "Authorization: Bearer <token>" (401 without).
   // An empty token leaves the endpoints open.
   void RequireToken(const std::string& token);
+  // Before Start(): one more GET endpoint (e.g. the master's Mooncake-compatible API).
+  void AddGet(const std::string& path, HttpGetHandler handler);
   // Port 0 picks a free port (see Port()).
   Status Start(const std::string& host, uint16_t port);
   void Stop();

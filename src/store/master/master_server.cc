@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/admin_http.h"
+#include "store/master/master_http_api.h"
 #include "store/master/master_rpc_server.h"
 
 namespace kvtier::store {
@@ -30,7 +31,9 @@ struct MasterServer::Impl {
               if (j.is_object()) j["version"] = KVTIER_VERSION;
               return j;
             },
-            &metrics) {}
+            &metrics) {
+    AddMooncakeHttpApi(http, service);
+  }
 
   void Monitor() {
     std::unique_lock lock(mu);

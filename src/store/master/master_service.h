@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "store/master/segment_pool.h"
 #include "store/protocol/master_api.h"
 
 namespace kvtier::store {
@@ -52,6 +53,13 @@ class MasterService final : public MasterApi {
 
   // /status: capacity and use per segment, keys, nodes alive, counters.
   nlohmann::json StatusJson() const;
+
+  // Operators' reads (the master's HTTP API, master_http_api.h): they grant no lease and count
+  // no get. Up to `limit` complete keys, in no particular order.
+  std::vector<std::string> CompleteKeys(size_t limit) const;
+  // A complete object's size and replicas (lease_ttl_ms 0); OBJECT_NOT_FOUND otherwise.
+  StoreResult<ObjectDesc> Describe(const std::string& key) const;
+  std::vector<SegmentSnapshot> Segments() const;
 
  private:
   struct Impl;

@@ -28,6 +28,7 @@ const char* ErrorName(ErrorCode code) {
     case ErrorCode::TRANSFER_FAIL: return "TRANSFER_FAIL";
     case ErrorCode::RPC_FAIL: return "RPC_FAIL";
     case ErrorCode::RPC_TIMEOUT: return "RPC_TIMEOUT";
+    case ErrorCode::UNAVAILABLE_IN_CURRENT_MODE: return "UNAVAILABLE_IN_CURRENT_MODE";
   }
   return "UNKNOWN";
 }

@@ -33,6 +33,8 @@ enum class ErrorCode : int32_t {
   TRANSFER_FAIL = -800,
   RPC_FAIL = -900,              // the master or the node cannot be reached
   RPC_TIMEOUT = -901,
+  // A Mooncake call that needs hardware kvtier does not drive (RDMA, GPU, SSD, NVMe-oF).
+  UNAVAILABLE_IN_CURRENT_MODE = -1011,
 };
 
 const char* ErrorName(ErrorCode code);

@@ -1,0 +1,72 @@
+"""The value types of Mooncake's store API that kvtier.store accepts: ReplicateConfig and the
+enums beside it (names and members as Mooncake's ``mooncake.store`` exports them)."""
+
+import enum
+
+
+class SoftPinAction(enum.IntEnum):
+    """What a put does to the object's soft pin (Mooncake's values are not published; these
+    are the members' order)."""
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
+
+
+class ReplicaStatus(enum.IntEnum):
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class ObjectDataType(enum.IntEnum):
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+class ReplicateConfig:
+    """Mooncake's ReplicateConfig, for the ``config`` of the put calls.
+
+    Honoured here: ``replica_num`` (copies on distinct nodes; 0 means the master's --replicas)
+    and ``preferred_segment`` / the first of ``preferred_segments`` (a node's "host:port" for the
+    first copy). Accepted with Mooncake's defaults and not acted on (docs/store/python.md):
+    soft and hard pins, ``prefer_alloc_in_same_node``, NVMe-oF and DFS replicas, ``data_type``,
+    ``group_ids``.
+    """
+
+    def __init__(self, **fields):
+        """Mooncake's defaults; keywords (a kvtier convenience) set fields by name."""
+        self.replica_num = 1
+        self.nof_replica_num = 0
+        self.dfs_replica_num = 0
+        self.soft_pin_action = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms = None
+        self.with_soft_pin = False  # older Mooncake's spelling of soft_pin_action=ENABLE
+        self.with_hard_pin = False
+        self.preferred_segments = []
+        self.preferred_nof_segments = []
+        self.preferred_segment = ""
+        self.prefer_alloc_in_same_node = False
+        self.data_type = ObjectDataType.UNKNOWN
+        self.group_ids = None
+        for name, value in fields.items():
+            if not hasattr(self, name):
+                raise TypeError(f"ReplicateConfig has no field {name!r}")
+            setattr(self, name, value)
+
+    def __repr__(self):
+        return (f"ReplicateConfig(replica_num={self.replica_num}, "
+                f"preferred_segment={self.preferred_segment!r}, "
+                f"preferred_segments={self.preferred_segments!r})")
+
+    __str__ = __repr__
