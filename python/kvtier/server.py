@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kvtier._cli import bundled_binary
 from kvtier._kvtier import CacheClient, KvtierError
 
 _PR_SET_PDEATHSIG = 1
@@ -47,8 +48,9 @@ def free_port():
 
 
 def find_binary(binary=None):
-    """The `kvtier` executable: `binary`, else $KVTIER_BIN, else the build dir above the package."""
-    candidates = [binary, os.environ.get("KVTIER_BIN"),
+    """The `kvtier` executable: `binary`, else $KVTIER_BIN, else the one installed with this
+    package (a wheel), else the build dir above the package (build/python/kvtier)."""
+    candidates = [binary, os.environ.get("KVTIER_BIN"), bundled_binary(),
                   Path(__file__).resolve().parents[2] / "kvtier"]
     for c in candidates:
         if c and os.access(c, os.X_OK):
