@@ -1,6 +1,7 @@
 """Shared fixtures: one real `kvtier server` per test session, fresh names per test."""
 
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -32,3 +33,9 @@ def client(server):
 def uid():
     """A fresh integer per test, for instance ids, model names and request ids."""
     return next(_ids) * 100
+
+
+@pytest.fixture
+def prefix(request):
+    """Store keys unique to this test and this run."""
+    return f"{request.node.name}-{os.getpid()}-{next(_ids)}"

@@ -1,6 +1,7 @@
 """A real kvtier store for the Python tests: `kvtier master` and `kvtier node` subprocesses on
 free loopback ports, always stopped by PID (SIGTERM, then SIGKILL), logs kept for failures."""
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -166,3 +167,15 @@ class StoreCluster:
         for p in (self.master, self.node):
             if p is not None:
                 p.remove_log()
+
+
+@contextlib.contextmanager
+def running_cluster(lease_ms):
+    """A started StoreCluster, stopped on exit; its logs are kept when the block failed."""
+    c = StoreCluster(lease_ms=lease_ms)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+    c.remove_logs()

@@ -3,7 +3,6 @@
 zero-copy batches through the mem pool, an embedded client in this process, error conventions."""
 
 import ctypes
-import itertools
 import os
 import socket
 import subprocess
@@ -16,28 +15,17 @@ import numpy as np
 import pytest
 
 from kvtier.store import DistributedStore, ErrorCode, MooncakeDistributedStore, ReplicateConfig
-from store_cluster import StoreCluster, free_port
+from store_cluster import free_port, running_cluster
 
 HERE = Path(__file__).parent
 LEASE_MS = 500
-_ids = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = StoreCluster(lease_ms=LEASE_MS)
-    try:
-        c.start()
+    with running_cluster(LEASE_MS) as c:
         yield c
-    finally:
-        c.stop()
-    c.remove_logs()
 
-
-@pytest.fixture
-def prefix(request):
-    """Keys unique to this test and this run."""
-    return f"{request.node.name}-{os.getpid()}-{next(_ids)}"
 
 
 @pytest.fixture

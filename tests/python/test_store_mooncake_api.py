@@ -5,7 +5,6 @@ is imported from the build tree the way an engine would import it."""
 
 import ctypes
 import importlib
-import itertools
 import json
 import os
 import subprocess
@@ -23,22 +22,16 @@ import kvtier
 from kvtier.store import (BufferHandle, ErrorCode, MooncakeDistributedStore,
                           MooncakeHostMemAllocator, ReplicateConfig, SoftPinAction)
 from kvtier.server import find_binary
-from store_cluster import StoreCluster, _Process, _tcp_open, _wait_for, free_port
+from store_cluster import _Process, _tcp_open, _wait_for, free_port, running_cluster
 
 LEASE_MS = 300
 UNAVAILABLE = -1011  # Mooncake's UNAVAILABLE_IN_CURRENT_MODE
-_ids = itertools.count(1)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = StoreCluster(lease_ms=LEASE_MS)
-    try:
-        c.start()
+    with running_cluster(LEASE_MS) as c:
         yield c
-    finally:
-        c.stop()
-    c.remove_logs()
 
 
 @pytest.fixture(params=["dummy", "embedded"])
@@ -52,10 +45,6 @@ def store(request, cluster):
     yield s
     s.close()
 
-
-@pytest.fixture
-def prefix(request):
-    return f"mc-{request.node.name}-{os.getpid()}-{next(_ids)}"
 
 
 def view(ptr, size):
