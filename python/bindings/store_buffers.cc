@@ -1,6 +1,8 @@
 // BufferHandle and MooncakeHostMemAllocator (store_buffers.h).
 #include "store_buffers.h"
 
+#include <sys/mman.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +29,9 @@ class BufferHandle {
   std::string bytes_;
 };
 
-// Every live allocation, by base address.
+// Every allocation, by base address. A freed one keeps its address range mapped (its pages are
+// released): a client that shared it with a node keeps naming that range, and an allocation made
+// later at the same address would be taken for the old one, whose memfd the node holds.
 class HostMemory {
  public:
   static HostMemory& Get() {
@@ -42,14 +46,18 @@ class HostMemory {
     if (!file.ok()) return 0;
     const auto base = reinterpret_cast<uintptr_t>(file->data());
     std::lock_guard lock(mu_);
-    regions_.emplace(base, std::move(*file));
+    regions_.emplace(base, Region{std::move(*file), false});
     return base;
   }
 
-  // 0, or -1 when `ptr` is not an allocation's base.
+  // 0, or -1 when `ptr` is not the base of a live allocation.
   int Free(uintptr_t ptr) {
     std::lock_guard lock(mu_);
-    return regions_.erase(ptr) == 1 ? 0 : -1;
+    auto it = regions_.find(ptr);
+    if (it == regions_.end() || it->second.freed) return -1;
+    it->second.freed = true;
+    ::madvise(it->second.file.data(), it->second.file.size(), MADV_REMOVE);
+    return 0;
   }
 
   std::optional<HostRegion> Find(uintptr_t ptr, size_t size) {
@@ -57,14 +65,20 @@ class HostMemory {
     auto it = regions_.upper_bound(ptr);
     if (it == regions_.begin()) return std::nullopt;
     --it;
-    const MappedFile& f = it->second;
-    if (ptr + size < ptr || ptr + size > it->first + f.size()) return std::nullopt;
+    const MappedFile& f = it->second.file;
+    if (it->second.freed || ptr + size < ptr || ptr + size > it->first + f.size()) {
+      return std::nullopt;
+    }
     return HostRegion{f.data(), f.size(), f.fd()};
   }
 
  private:
+  struct Region {
+    MappedFile file;
+    bool freed = false;
+  };
   std::mutex mu_;
-  std::map<uintptr_t, MappedFile> regions_;
+  std::map<uintptr_t, Region> regions_;
 };
 
 }  // namespace

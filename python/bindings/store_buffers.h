@@ -4,7 +4,7 @@
 //  - MooncakeHostMemAllocator: host memory a store node can map. Every alloc is a memfd of its own
 //    (sealed against shrinking) mapped into this process, so register_buffer of a pointer inside
 //    it shares that memfd with the node (zero copy in dummy mode, where registered memory must
-//    otherwise come from alloc_from_mem_pool).
+//    otherwise come from alloc_from_mem_pool). free() releases the pages, not the addresses.
 // Thread-safety: the allocator's table is guarded by a mutex; a BufferHandle is immutable.
 #pragma once
 

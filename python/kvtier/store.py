@@ -107,9 +107,11 @@ class DistributedStore(_StoreHandle):
 
     Set it up once, either as a dummy client of the node on this host (``setup_dummy``) or as an
     embedded node of its own (``setup``). The data methods (put, get, get_size, is_exist,
-    batch_is_exist, remove, remove_all, alloc_from_mem_pool, register_buffer, unregister_buffer,
-    put_from, get_into, batch_put_from, batch_get_into, get_hostname, close) are native; their
-    docstrings give the return values. Thread-safe. Usable as a context manager (closes on exit).
+    batch_is_exist, alloc_from_mem_pool, register_buffer, unregister_buffer, put_from, get_into,
+    batch_put_from, batch_get_into, batch_get_buffer, batch_put_from_multi_buffers,
+    get_hostname, close) are native; the rest below are composed of them. Every docstring gives
+    the return values; docs/store/python.md has one row per Mooncake method with its status.
+    Thread-safe. Usable as a context manager (closes on exit).
     """
 
     def setup(self, local_hostname, metadata_server=None, global_segment_size=16 * _MB,

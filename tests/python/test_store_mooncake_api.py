@@ -83,6 +83,23 @@ def test_host_allocator_memory_is_zero_copy_registrable(store, host_memory, pref
     assert store.unregister_buffer(buffer_ptr=ptr) == 0
 
 
+def test_freed_host_memory_is_never_taken_for_a_new_allocation(store, prefix):
+    # The node still maps a freed allocation's memfd; were a new allocation placed at the same
+    # address, the client would take it for the shared one and the node would read stale bytes.
+    allocator = MooncakeHostMemAllocator()
+    old = allocator.alloc(1 << 20)
+    assert old != 0 and store.register_buffer(old, 1 << 20) == 0
+    assert allocator.free(old) == 0
+    new = allocator.alloc(1 << 20)
+    assert new != 0 and new != old
+    assert store.register_buffer(new, 1 << 20) == 0
+    data = os.urandom(1 << 20)
+    view(new, 1 << 20)[:] = np.frombuffer(data, dtype=np.uint8)
+    assert store.put_from(f"{prefix}-k", new, 1 << 20) == 0
+    assert store.get(f"{prefix}-k") == data
+    assert allocator.free(new) == 0
+
+
 def test_multi_buffer_calls_gather_and_scatter(store, prefix):
     rng = np.random.default_rng(3)
     # Per key, three layers' blocks of different sizes (vLLM / SGLang MLA pools).
