@@ -206,8 +206,9 @@ void MasterRpcServer::Handle(std::vector<zmq::message_t>& parts, size_t frames) 
   }
   ErrorCode code = ErrorCode::OK;
   const std::string reply = ExecuteGuarded(api_, *q, &code);
-  Reply(parts[0], *id, op, reply);
+  // Counted before the reply leaves: a client that reads /metrics after its answer sees it.
   CountDone(op, code, static_cast<double>(Clock::Real()->NowNs() - start_ns) * 1e-9);
+  Reply(parts[0], *id, op, reply);
 }
 
 void MasterRpcServer::Reply(const zmq::message_t& peer, uint64_t id, uint64_t op,
