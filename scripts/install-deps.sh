@@ -9,7 +9,7 @@ packages=(
   libspdlog-dev libfmt-dev libxxhash-dev libssl-dev libhiredis-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq python3-msgpack
-  python3-pip python3-setuptools python3-wheel python3-venv python3-build
+  python3-pip python3-setuptools python3-wheel python3-venv python3-build python3-torch
   redis-server clang-14 libclang-rt-14-dev curl iproute2 util-linux ccache
 )
 

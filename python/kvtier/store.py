@@ -28,6 +28,7 @@ from kvtier._kvtier import BufferHandle, MooncakeHostMemAllocator  # noqa: F401 
 from kvtier._kvtier import StoreHandle as _StoreHandle
 from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
+from kvtier.store_tensors import TensorCalls as _TensorCalls
 from kvtier.store_types import (  # noqa: F401 (re-exports)
     ObjectDataType,
     ReplicaStatus,
@@ -102,14 +103,15 @@ def _split_hostname(text):
     return host, int(port)
 
 
-class DistributedStore(_StoreHandle):
+class DistributedStore(_TensorCalls, _StoreHandle):
     """A client of the kvtier store with Mooncake's MooncakeDistributedStore API.
 
     Set it up once, either as a dummy client of the node on this host (``setup_dummy``) or as an
     embedded node of its own (``setup``). The data methods (put, get, get_size, is_exist,
     batch_is_exist, alloc_from_mem_pool, register_buffer, unregister_buffer, put_from, get_into,
     batch_put_from, batch_get_into, batch_get_buffer, batch_put_from_multi_buffers,
-    get_hostname, close) are native; the rest below are composed of them. Every docstring gives
+    get_hostname, close) are native; the rest below, and the tensor calls (store_tensors.py),
+    are composed of them. Every docstring gives
     the return values; docs/store/python.md has one row per Mooncake method with its status.
     Thread-safe. Usable as a context manager (closes on exit).
     """
