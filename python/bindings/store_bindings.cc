@@ -132,7 +132,8 @@ std::vector<void*> PointersOf(py::handle seq) {
   return out;
 }
 
-// Mooncake's ReplicateConfig, duck-typed: replica_num and preferred_segment(s). None: defaults.
+// Mooncake's ReplicateConfig, duck-typed: replica_num, preferred_segment(s), the pins. None:
+// defaults.
 store::PutConfig ConfigOf(py::handle config) {
   store::PutConfig out;
   if (config.is_none()) return out;
@@ -146,6 +147,17 @@ store::PutConfig ConfigOf(py::handle config) {
     py::object ps = config.attr("preferred_segments");
     if (!ps.is_none() && py::len(ps) > 0)
       out.preferred_segment = ps[py::int_(0)].cast<std::string>();
+  }
+  if (py::hasattr(config, "with_hard_pin")) {
+    out.hard_pin = py::bool_(config.attr("with_hard_pin"));
+  }
+  // Soft pin: Mooncake's soft_pin_action ENABLE (1), or older Mooncake's with_soft_pin.
+  if (py::hasattr(config, "with_soft_pin")) {
+    out.soft_pin = py::bool_(config.attr("with_soft_pin"));
+  }
+  if (py::hasattr(config, "soft_pin_action")) {
+    py::object action = config.attr("soft_pin_action");
+    if (!action.is_none() && py::int_(action).cast<int>() == 1) out.soft_pin = true;
   }
   return out;
 }

@@ -37,11 +37,12 @@ class ObjectDataType(enum.IntEnum):
 class ReplicateConfig:
     """Mooncake's ReplicateConfig, for the ``config`` of the put calls.
 
-    Honoured here: ``replica_num`` (copies on distinct nodes; 0 means the master's --replicas)
-    and ``preferred_segment`` / the first of ``preferred_segments`` (a node's "host:port" for the
-    first copy). Accepted with Mooncake's defaults and not acted on (docs/store/python.md):
-    soft and hard pins, ``prefer_alloc_in_same_node``, NVMe-oF and DFS replicas, ``data_type``,
-    ``group_ids``.
+    Honoured here: ``replica_num`` (copies on distinct nodes; 0 means the master's --replicas),
+    ``preferred_segment`` / the first of ``preferred_segments`` (a node's "host:port" for the
+    first copy), ``with_hard_pin`` (never evicted) and ``soft_pin_action=ENABLE`` /
+    ``with_soft_pin`` (evicted only after every unpinned object; no pin TTL). Accepted with
+    Mooncake's defaults and not acted on (docs/store/python.md): ``soft_pin_ttl_ms``,
+    ``prefer_alloc_in_same_node``, NVMe-oF and DFS replicas, ``data_type``, ``group_ids``.
     """
 
     def __init__(self, **fields):

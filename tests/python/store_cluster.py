@@ -170,9 +170,9 @@ class StoreCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(lease_ms):
+def running_cluster(lease_ms, **options):
     """A started StoreCluster, stopped on exit; its logs are kept when the block failed."""
-    c = StoreCluster(lease_ms=lease_ms)
+    c = StoreCluster(lease_ms=lease_ms, **options)
     try:
         c.start()
         yield c

@@ -208,6 +208,33 @@ def test_setup_with_rdma_runs_over_tcp(cluster, prefix):
         assert s.get(f"{prefix}-k") == b"over tcp"
 
 
+def test_pinned_objects_outlive_eviction(prefix):
+    """A store of 16 MB filled with 1 MiB puts: hard pins are never evicted, soft pins only once
+    no unpinned object is left to evict."""
+    hard, soft = ReplicateConfig(), ReplicateConfig()
+    hard.with_hard_pin = True
+    soft.soft_pin_action = SoftPinAction.ENABLE
+    value = os.urandom(1 << 20)
+    with running_cluster(LEASE_MS, segment="16MB") as c:
+        s = MooncakeDistributedStore()
+        assert s.setup_dummy(0, 2 << 20, c.node_address) == 0
+        assert s.put(f"{prefix}-hard", value, hard) == 0
+        assert s.put(f"{prefix}-soft", value, soft) == 0
+        plain = [f"{prefix}-plain-{i}" for i in range(40)]
+        for k in plain:
+            assert s.put(k, value) == 0, c.logs()  # each one evicts older ones when full
+        assert s.batch_is_exist([f"{prefix}-hard", f"{prefix}-soft"]) == [1, 1]
+        assert s.batch_is_exist(plain[:10]) == [0] * 10  # the oldest unpinned ones went
+        # Soft pins go too once only pinned objects are left; the hard pin never does.
+        soft_keys = [f"{prefix}-soft-{i}" for i in range(40)]
+        for k in soft_keys:
+            assert s.put(k, value, soft) == 0, c.logs()
+        assert s.is_exist(f"{prefix}-hard") == 1
+        assert s.is_exist(f"{prefix}-soft") == 0 and s.is_exist(soft_keys[-1]) == 1
+        assert s.get(f"{prefix}-hard") == value
+        s.close()
+
+
 def test_replicate_config_has_mooncakes_fields():
     c = ReplicateConfig()
     assert (c.replica_num, c.with_hard_pin, c.preferred_segments, c.preferred_segment) == (

@@ -68,9 +68,20 @@ EvictionResult Evictor::EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_
 }
 
 EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
+  EvictionResult result = EvictRound(bytes_needed, now_ns, /*soft_pinned=*/false);
+  if (result.bytes < bytes_needed) {
+    const EvictionResult pinned = EvictRound(bytes_needed - result.bytes, now_ns, true);
+    result.objects += pinned.objects;
+    result.bytes += pinned.bytes;
+  }
+  return result;
+}
+
+EvictionResult Evictor::EvictRound(uint64_t bytes_needed, int64_t now_ns, bool soft_pinned) {
   EvictionResult result;
-  auto evictable = [now_ns](const ObjectMeta& m) {
-    return m.complete && !LeaseLive(m.lease_until_ns, now_ns);
+  auto evictable = [now_ns, soft_pinned](const ObjectMeta& m) {
+    return m.complete && !m.hard_pin && m.soft_pin == soft_pinned &&
+           !LeaseLive(m.lease_until_ns, now_ns);
   };
 
   std::vector<LeaseBytes> candidates;

@@ -37,10 +37,10 @@ struct MasterService::Impl {
   int64_t Now() const { return clock->NowNs(); }
 
   // One key of PutStart: under the key's shard lock, refuses a live key, preempts a stale
-  // unfinished put, allocates and records the object.
+  // unfinished put, allocates and records the object (with config's preferred segment and pins).
   StoreResult<std::vector<ReplicaDesc>> TryPutStart(const std::string& node_id,
                                                     const std::string& key, uint64_t size,
-                                                    uint32_t replicas, const std::string& preferred,
+                                                    uint32_t replicas, const PutConfig& config,
                                                     int64_t now);
   // Drops every replica on these (now unmounted) mounts; erases objects left with none.
   void DropMounts(const std::vector<MountRef>& gone);

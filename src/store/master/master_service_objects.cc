@@ -51,7 +51,7 @@ StoreStatus NotWriter(const char* op, const std::string& key, const std::string&
 
 StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
     const std::string& node_id, const std::string& key, uint64_t size, uint32_t replicas,
-    const std::string& preferred, int64_t now) {
+    const PutConfig& config, int64_t now) {
   auto shard = shards.Lock(key);
   if (ObjectMeta* old = shard->Find(key)) {
     const int64_t discard_at =
@@ -73,7 +73,8 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
     shard->Erase(key);
     m.put_discarded->Inc();
   }
-  std::vector<Replica> allocated = pool.Allocate(size, replicas, node_id, preferred);
+  std::vector<Replica> allocated =
+      pool.Allocate(size, replicas, node_id, config.preferred_segment);
   if (allocated.empty()) {
     const PoolTotals t = pool.Totals();
     return StoreStatus(
@@ -90,6 +91,8 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
   meta.writer = node_id;
   meta.put_start_ns = now;
   meta.serial = next_serial.fetch_add(1);
+  meta.hard_pin = config.hard_pin;
+  meta.soft_pin = config.soft_pin;
   meta.replicas = std::move(allocated);
   shard->Insert(key, std::move(meta));
   return descs;
@@ -131,7 +134,7 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
     }
     const int64_t now = s.Now();
     const uint64_t passes_seen = s.evictor.passes();
-    auto r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
+    auto r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config, now);
     if (!r.ok() && r.status().code() == ErrorCode::NO_AVAILABLE_HANDLE && may_evict) {
       // Out of space now: evict synchronously (what the object needs plus eviction_ratio of
       // capacity, so the next puts do not land here again) and try once more. When another
@@ -147,7 +150,7 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
         if (ev.bytes == 0 && !ev.skipped) {
           may_evict = false;
         } else {
-          r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config.preferred_segment, now);
+          r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config, now);
         }
       }
     }

@@ -22,6 +22,8 @@ struct ObjectMeta {
   int64_t put_start_ns = 0;
   int64_t lease_until_ns = 0;  // complete objects only; PutEnd sets it to "now"
   bool complete = false;
+  bool hard_pin = false;  // never evicted (eviction.h)
+  bool soft_pin = false;  // evicted after every unpinned object
   uint64_t serial = 0;  // unique per PutStart, tells a re-put of the key from the old one
   std::vector<Replica> replicas;
 

@@ -125,6 +125,8 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
     case Op::kPutFrom:
       KVT_RETURN_IF_ERROR(r.GetOptional("free_after", req.free_after));
       KVT_RETURN_IF_ERROR(r.GetOptional("replicas", req.config.replicas));
+      KVT_RETURN_IF_ERROR(r.GetOptional("hard_pin", req.config.hard_pin));
+      KVT_RETURN_IF_ERROR(r.GetOptional("soft_pin", req.config.soft_pin));
       return r.GetOptional("preferred_segment", req.config.preferred_segment);
     default:
       return Status::Ok();
@@ -277,6 +279,8 @@ std::string EncodeRequest(const Request& req) {
       if (!req.config.preferred_segment.empty()) {
         w.Put("preferred_segment", std::string_view(req.config.preferred_segment));
       }
+      if (req.config.hard_pin) w.Put("hard_pin", true);
+      if (req.config.soft_pin) w.Put("soft_pin", true);
       [[fallthrough]];
     case Op::kGetInto: {
       std::vector<uint64_t> flat;

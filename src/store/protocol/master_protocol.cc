@@ -270,6 +270,8 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
       w.PutRows("sizes", rows);
       w.Put("replicas", q.config.replicas);
       w.Put("preferred_segment", std::string_view(q.config.preferred_segment));
+      if (q.config.hard_pin) w.Put("hard_pin", true);
+      if (q.config.soft_pin) w.Put("soft_pin", true);
       break;
     }
     case MasterRpcOp::kPutEnd:
@@ -338,6 +340,8 @@ StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, si
       }
       if (s.ok()) s = r.GetOptional("replicas", q.config.replicas);
       if (s.ok()) s = r.GetOptional("preferred_segment", q.config.preferred_segment);
+      if (s.ok()) s = r.GetOptional("hard_pin", q.config.hard_pin);
+      if (s.ok()) s = r.GetOptional("soft_pin", q.config.soft_pin);
       break;
     }
     case MasterRpcOp::kPutEnd:

@@ -47,6 +47,8 @@ struct ObjectDesc {
 struct PutConfig {
   uint32_t replicas = 0;          // 0: the master's --replicas
   std::string preferred_segment;  // a node endpoint to place on first; empty: local first
+  bool hard_pin = false;          // never evicted (Remove and RemoveAll still take it)
+  bool soft_pin = false;          // evicted only once no unpinned object is left to evict
 };
 
 struct PingReply {

@@ -57,11 +57,14 @@ class EvictorTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(pool_.Mount("n", "h:1", SegmentInfo{1, 64 * 100, ""}).ok()); }
   // A complete object of `blocks` x 64 bytes whose lease ended at `lease`.
-  void Add(const std::string& key, uint64_t blocks, int64_t lease, bool complete = true) {
+  void Add(const std::string& key, uint64_t blocks, int64_t lease, bool complete = true,
+           bool hard_pin = false, bool soft_pin = false) {
     ObjectMeta meta;
     meta.size = blocks * 64;
     meta.writer = "n";
     meta.complete = complete;
+    meta.hard_pin = hard_pin;
+    meta.soft_pin = soft_pin;
     meta.lease_until_ns = lease;
     meta.replicas = pool_.Allocate(meta.size, 1, "n", "");
     ASSERT_EQ(meta.replicas.size(), 1u);
@@ -131,6 +134,30 @@ TEST_F(EvictorTest, APutThatLostTheRaceToAnotherPassDoesNotEvictAgain) {
   EXPECT_FALSE(r.skipped);
   EXPECT_EQ(r.objects, 1u);
   EXPECT_FALSE(Has("k1"));
+}
+
+TEST_F(EvictorTest, HardPinsStaySoftPinsGoLastOldestFirst) {
+  Add("hard-oldest", 1, 1, true, /*hard_pin=*/true);
+  Add("soft-old", 1, 2, true, false, /*soft_pin=*/true);
+  Add("soft-new", 1, 3, true, false, /*soft_pin=*/true);
+  Add("plain-newest", 1, 50);
+  // One block: the unpinned object goes first, although its lease is the newest.
+  EXPECT_EQ(evictor_.Evict(64, 100).objects, 1u);
+  EXPECT_FALSE(Has("plain-newest"));
+  // Then the soft pins, oldest first; never the hard pin.
+  EXPECT_EQ(evictor_.Evict(64, 100).objects, 1u);
+  EXPECT_FALSE(Has("soft-old"));
+  EXPECT_TRUE(Has("soft-new"));
+  EvictionResult r = evictor_.Evict(1 << 30, 100);
+  EXPECT_EQ(r.objects, 1u);
+  EXPECT_TRUE(Has("hard-oldest"));
+  // A pass that needs more than the unpinned objects hold takes soft pins for the rest.
+  Add("plain", 1, 60);
+  Add("soft", 1, 61, true, false, true);
+  r = evictor_.Evict(2 * 64, 100);
+  EXPECT_EQ(r.objects, 2u);
+  EXPECT_EQ(r.bytes, 2u * 64);
+  EXPECT_TRUE(Has("hard-oldest"));
 }
 
 }  // namespace

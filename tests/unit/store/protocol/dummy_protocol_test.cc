@@ -60,6 +60,7 @@ TEST(DummyProtocolTest, PutFromRoundTripKeepsBinaryKeysAndRanges) {
   req.free_after = true;
   req.config.replicas = 2;
   req.config.preferred_segment = "127.0.0.1:1234";
+  req.config.soft_pin = true;
   req.release = {64, 128};
   auto got = RoundTrip(req);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -71,6 +72,12 @@ TEST(DummyProtocolTest, PutFromRoundTripKeepsBinaryKeysAndRanges) {
   EXPECT_TRUE(got->free_after);
   EXPECT_EQ(got->config.replicas, 2u);
   EXPECT_EQ(got->config.preferred_segment, "127.0.0.1:1234");
+  EXPECT_TRUE(got->config.soft_pin);
+  EXPECT_FALSE(got->config.hard_pin);
+  req.config.hard_pin = true;
+  got = RoundTrip(req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->config.hard_pin);
   EXPECT_EQ(got->release, (std::vector<uint64_t>{64, 128}));
 }
 

@@ -63,12 +63,15 @@ TEST(MasterProtocol, BatchRequestsRoundTrip) {
   q.sizes = {1, 0, UINT64_MAX, 4096, 7};
   q.config.replicas = 3;
   q.config.preferred_segment = "10.0.0.2:50052";
+  q.config.hard_pin = true;
   MasterRequest m = RoundTrip(q);
   EXPECT_EQ(m.node_id, "writer");
   EXPECT_EQ(m.keys, q.keys);
   EXPECT_EQ(m.sizes, q.sizes);
   EXPECT_EQ(m.config.replicas, 3u);
   EXPECT_EQ(m.config.preferred_segment, q.config.preferred_segment);
+  EXPECT_TRUE(m.config.hard_pin);
+  EXPECT_FALSE(m.config.soft_pin);
 
   for (MasterRpcOp op : {MasterRpcOp::kPutEnd, MasterRpcOp::kPutRevoke}) {
     q = {};
