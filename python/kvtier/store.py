@@ -62,7 +62,8 @@ _DEFAULTS = {  # Mooncake's setup(dict) defaults
     "rdma_devices": "",
     "master_server_addr": "127.0.0.1:50051",
 }
-_IGNORED_DICT_KEYS = {"ipc_socket_path", "engine"}  # accepted, meaningless here
+_IGNORED_DICT_KEYS = {"ipc_socket_path", "engine", "device_name"}  # accepted, meaningless here
+_DICT_KEY_ALIASES = {"master_server_address": "master_server_addr"}  # LMCache's and vLLM's
 
 
 def parse_byte_size(value):
@@ -185,6 +186,7 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         args = dict(_DEFAULTS)
         extras = {}
         for key, value in config.items():
+            key = _DICT_KEY_ALIASES.get(key, key)
             if key in args or key == "local_hostname":
                 args[key] = value
             elif key in ("tenant_id", "enable_ssd_offload", "ssd_offload_path",

@@ -397,16 +397,16 @@ TEST_F(StoreL2NodeRestart, ChunksOnlyTheKilledNodeHeldAreMissesNotOtherBytes) {
   EXPECT_EQ(server_->Stop(), 0);
 }
 
-TEST(StoreL2, BadStoreKeysStopTheServerAtStartupNamingTheKey) {
+TEST(StoreL2, BadStoreValuesStopTheServerAtStartupNamingTheKey) {
   Store store;
   const nlohmann::json base = nlohmann::json::parse(DummyAdapter(store.node.address()));
   for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"bogus_option", 1}, {"protocol", "rdma"}}) {
+           {"mem_pool_size", "lots"}, {"rpc_timeout_ms", 0}}) {
     nlohmann::json j = base;
     j[key] = value;
     const auto [status, output] = RunServerToExit(j.dump(), seconds(30));
     EXPECT_GT(status, 0) << key << ": exit status " << status << "\n" << output;
-    // e.g. "store#0: store: INVALID_PARAMS(-600): store setup: unknown key 'bogus_option'".
+    // e.g. "store#0: store: INVALID_PARAMS(-600): store setup: 'mem_pool_size' must be ...".
     const size_t adapter = output.find(std::string(kAdapter) + ": ");
     const size_t setup = output.find("store setup:", adapter == std::string::npos ? 0 : adapter);
     EXPECT_NE(adapter, std::string::npos) << key << ":\n" << output;

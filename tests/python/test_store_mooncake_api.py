@@ -199,6 +199,15 @@ def test_health_and_calls_that_need_hardware(cluster, store):
     assert fresh.health_check() == 1
 
 
+def test_setup_dict_as_lmcache_and_vllm_spell_it(cluster, prefix):
+    with MooncakeDistributedStore() as s:
+        assert s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                        "master_server_address": cluster.master_address, "protocol": "rdma",
+                        "device_name": "mlx5_0", "global_segment_size": "16MB",
+                        "local_buffer_size": "8MB"}) == 0
+        assert s.put(f"{prefix}-k", b"dict") == 0 and s.get(f"{prefix}-k") == b"dict"
+
+
 def test_setup_with_rdma_runs_over_tcp(cluster, prefix):
     # vLLM's MooncakeStoreConnector default config says protocol "rdma".
     with MooncakeDistributedStore() as s:

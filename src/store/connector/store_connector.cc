@@ -270,6 +270,9 @@ ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
   }
   auto config = store::ParseStoreClientConfig(setup);
   if (!config.ok()) return ToStatus(config.status());
+  for (const std::string& note : config->notes) {
+    KVT_LOG_WARN("{}: store setup: {}", options.name, note);
+  }
   if (!config->dummy) {
     if (!setup.contains("rpc_timeout_ms")) {
       config->embedded_options.node.rpc_timeout = options.deadline;

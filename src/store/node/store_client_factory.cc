@@ -16,13 +16,14 @@
 namespace kvtier::store {
 namespace {
 
-constexpr std::array<std::string_view, 4> kEmbeddedKeys = {"local_hostname", "master_server_addr",
-                                                           "global_segment_size", "auth_token_file"};
+constexpr std::array<std::string_view, 5> kEmbeddedKeys = {
+    "local_hostname", "master_server_addr", "master_server_address", "global_segment_size",
+    "auth_token_file"};
 constexpr std::array<std::string_view, 2> kDummyKeys = {"server_address", "mem_pool_size"};
 constexpr std::array<std::string_view, 3> kCommonKeys = {"local_buffer_size", "protocol",
                                                          "rpc_timeout_ms"};
-constexpr std::array<std::string_view, 3> kIgnoredKeys = {"metadata_server", "rdma_devices",
-                                                          "engine"};
+constexpr std::array<std::string_view, 4> kIgnoredKeys = {"metadata_server", "rdma_devices",
+                                                          "device_name", "engine"};
 constexpr uint64_t kMaxRpcTimeoutMs = 24ull * 3600 * 1000;
 
 template <size_t N>
@@ -166,10 +167,12 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
   if (key == "protocol") {
     std::string p = value.is_string() ? value.get<std::string>() : "";
     std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (!value.is_string()) {
+      return Bad(fmt::format("'protocol' must be a string such as \"tcp\", got {}", Shown(value)));
+    }
     if (p != "tcp") {
-      return Bad(fmt::format(
-          "'protocol' must be \"tcp\" (the kvtier store moves bytes over TCP), got {}",
-          Shown(value)));
+      out.notes.push_back(fmt::format(
+          "'protocol' {} runs over TCP: the kvtier store moves bytes over TCP only", Shown(value)));
     }
     return StoreStatus::Ok();
   }
@@ -202,7 +205,7 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
     out.embedded_options.node.auth_token = std::move(*secret);
     return StoreStatus::Ok();
   }
-  if (key == "master_server_addr") {
+  if (key == "master_server_addr" || key == "master_server_address") {
     KVT_STORE_RETURN_IF_ERROR(MasterAddress(*text));
     out.embedded_options.node.master = *text;
     return StoreStatus::Ok();
@@ -238,19 +241,22 @@ StoreResult<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& conf
     const bool embedded_key = In(kEmbeddedKeys, key);
     const bool dummy_key = In(kDummyKeys, key);
     if (!embedded_key && !dummy_key && !In(kCommonKeys, key) && !In(kIgnoredKeys, key)) {
-      return Bad(fmt::format("unknown key '{}' (keys: {})", key, AllKeys()));
+      out.notes.push_back(fmt::format("ignoring unknown key '{}' (keys: {})", key, AllKeys()));
+      continue;
     }
     if (out.dummy && embedded_key) {
-      return Bad(fmt::format("'{}' is for an embedded store (a process with a segment of its "
-                             "own); with 'server_address' this process is a dummy client of "
-                             "that node",
-                             key));
+      out.notes.push_back(fmt::format(
+          "ignoring '{}': it is for an embedded store (a process with a segment of its own); "
+          "with 'server_address' this process is a dummy client of that node",
+          key));
+      continue;
     }
     if (!out.dummy && dummy_key) {
-      return Bad(fmt::format("'{}' is for a dummy client (which also needs 'server_address', the "
-                             "node on this host); without 'server_address' this process is "
-                             "embedded",
-                             key));
+      out.notes.push_back(fmt::format(
+          "ignoring '{}': it is for a dummy client (which also needs 'server_address', the node "
+          "on this host); without 'server_address' this process is embedded",
+          key));
+      continue;
     }
     KVT_STORE_RETURN_IF_ERROR(Apply(key, it.value(), out));
   }

@@ -6,17 +6,23 @@
 // that node; without it this process is embedded (a node of its own, with a segment).
 // Keys (values are JSON strings or numbers; sizes also "4GB", "512MiB"):
 //   embedded: local_hostname ["127.0.0.1", "host" or "host:port", no port = a free one],
-//             master_server_addr ["127.0.0.1:50051"], global_segment_size [16 MiB],
+//             master_server_addr (or master_server_address) ["127.0.0.1:50051"],
+//             global_segment_size [16 MiB],
 //             local_buffer_size (accepted; an embedded client stages nothing),
 //             auth_token_file (the store's shared secret, as `kvtier node --auth-token-file`)
 //   dummy:    server_address, mem_pool_size [0], local_buffer_size [16 MiB]
-//   both:     protocol ["tcp", the only one], rpc_timeout_ms [5000];
-//             metadata_server, rdma_devices, engine (Mooncake's; accepted and ignored)
-// Anything else, a key of the other mode, or a bad value: INVALID_PARAMS naming the key.
+//   both:     protocol ["tcp"; any other, e.g. Mooncake's "rdma", runs over TCP with a note],
+//             rpc_timeout_ms [5000]; metadata_server, rdma_devices, device_name, engine
+//             (Mooncake's transport knobs; accepted and ignored)
+// So that a Mooncake or LMCache config works unedited, an unknown key and a key of the other mode
+// are ignored, each with a note (StoreClientConfig::notes, which callers log); a bad value of a
+// known key is INVALID_PARAMS naming the key.
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "store/client/dummy_client.h"
 #include "store/node/embedded_client.h"
@@ -25,6 +31,7 @@ namespace kvtier::store {
 
 struct StoreClientConfig {
   bool dummy = false;
+  std::vector<std::string> notes;  // keys ignored, and why
   DummyOptions dummy_options;
   EmbeddedOptions embedded_options;
 };
