@@ -222,7 +222,11 @@ class StoreHandle {
     o.server_address = server_address;
     o.mem_pool_size = mem_pool_size;
     o.local_buffer_size = local_buffer_size;
-    return Setup([o] { return store::ConnectDummy(o); });
+    py::tuple result = Setup([o] { return store::ConnectDummy(o); });
+    // Mooncake's dummy put(bytes) / get need no local buffer: without one, they go through the
+    // staging area shared with the node (multi_buffers.h) instead.
+    stage_bytes_ = client_ != nullptr && local_buffer_size == 0;
+    return result;
   }
 
   py::tuple SetupEmbedded(const std::string& master, const std::string& host, uint16_t port,
@@ -252,6 +256,11 @@ class StoreHandle {
     const std::string k = KeyOf(key);
     const store::PutConfig cfg = ConfigOf(config);
     HeldBuffer v(value);
+    if (stage_bytes_) {
+      auto staging = staging_;
+      const Parts part{{{const_cast<void*>(v.data()), v.size()}}, v.size()};
+      return NoGil([&] { return staging->Put(*c, {k}, {part}, cfg).front(); });
+    }
     return NoGil([&] { return c->Put(k, v.data(), v.size(), cfg).value(); });
   }
 
@@ -259,7 +268,17 @@ class StoreHandle {
     auto c = client_;
     if (!c) return py::bytes();
     const std::string k = KeyOf(key);
-    StoreResult<std::string> r = NoGil([&] { return c->Get(k); });
+    auto staging = stage_bytes_ ? staging_ : nullptr;
+    StoreResult<std::string> r = NoGil([&]() -> StoreResult<std::string> {
+      if (!staging) return c->Get(k);
+      auto size = c->GetSize(k);
+      if (!size.ok()) return size.status();
+      std::string out(*size, '\0');
+      const int64_t n = staging->Get(*c, {k}, {Parts{{{out.data(), out.size()}}, out.size()}})[0];
+      if (n < 0) return StoreStatus(store::ErrorCodeFromInt(n), "get through the staging area");
+      out.resize(static_cast<size_t>(n));
+      return out;
+    });
     if (!r.ok()) return py::bytes();
     return py::bytes(r.value());
   }
@@ -437,6 +456,7 @@ class StoreHandle {
     std::shared_ptr<StoreClient> c = std::move(client_);
     client_.reset();
     staging_.reset();
+    stage_bytes_ = false;
     if (!c) return 0;
     return NoGil([&] {
       const int64_t code = c->Close().value();
@@ -462,6 +482,7 @@ class StoreHandle {
 
   std::shared_ptr<StoreClient> client_;  // read and swapped under the GIL only
   std::shared_ptr<StagingArea> staging_;  // the *_multi_buffers calls' area (as client_)
+  bool stage_bytes_ = false;              // a dummy without a local buffer (SetupDummy)
   bool setting_up_ = false;
 };
 

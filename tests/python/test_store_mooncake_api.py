@@ -199,6 +199,18 @@ def test_health_and_calls_that_need_hardware(cluster, store):
     assert fresh.health_check() == 1
 
 
+def test_a_dummy_without_a_local_buffer_still_puts_and_gets_bytes(cluster, prefix):
+    # Mooncake's dummy put/get carry the bytes themselves; here they go through the staging
+    # area shared with the node when local_buffer_size is 0.
+    with MooncakeDistributedStore() as s:
+        assert s.setup_dummy(0, 0, cluster.node_address) == 0
+        values = [os.urandom(n) for n in (1, 1000, 3 << 20)]
+        keys = [f"{prefix}-{i}" for i in range(len(values))]
+        assert s.put_batch(keys, values) == 0
+        assert s.get_batch(keys + [f"{prefix}-missing"]) == values + [b""]
+        assert bytes(memoryview(s.get_buffer(keys[2]))) == values[2]
+
+
 def test_setup_dict_as_lmcache_and_vllm_spell_it(cluster, prefix):
     with MooncakeDistributedStore() as s:
         assert s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
