@@ -269,16 +269,7 @@ class StoreHandle {
     if (!c) return py::bytes();
     const std::string k = KeyOf(key);
     auto staging = stage_bytes_ ? staging_ : nullptr;
-    StoreResult<std::string> r = NoGil([&]() -> StoreResult<std::string> {
-      if (!staging) return c->Get(k);
-      auto size = c->GetSize(k);
-      if (!size.ok()) return size.status();
-      std::string out(*size, '\0');
-      const int64_t n = staging->Get(*c, {k}, {Parts{{{out.data(), out.size()}}, out.size()}})[0];
-      if (n < 0) return StoreStatus(store::ErrorCodeFromInt(n), "get through the staging area");
-      out.resize(static_cast<size_t>(n));
-      return out;
-    });
+    StoreResult<std::string> r = NoGil([&] { return GetBytes(*c, staging.get(), k); });
     if (!r.ok()) return py::bytes();
     return py::bytes(r.value());
   }
@@ -358,12 +349,13 @@ class StoreHandle {
     const std::vector<std::string> keys = KeysOf(keys_obj);
     py::list out;
     auto c = client_;
+    auto staging = stage_bytes_ ? staging_ : nullptr;
     std::vector<StoreResult<std::string>> values;
     if (c) {
       values = NoGil([&] {
         std::vector<StoreResult<std::string>> v;
         v.reserve(keys.size());
-        for (const auto& k : keys) v.push_back(c->Get(k));
+        for (const auto& k : keys) v.push_back(GetBytes(*c, staging.get(), k));
         return v;
       });
     }
@@ -466,6 +458,20 @@ class StoreHandle {
   }
 
  private:
+  // The whole value: through the client's local buffer, or, with `staging` (a dummy without
+  // one), through the staging area. Runs without the GIL.
+  static StoreResult<std::string> GetBytes(StoreClient& c, StagingArea* staging,
+                                           const std::string& k) {
+    if (staging == nullptr) return c.Get(k);
+    auto size = c.GetSize(k);
+    if (!size.ok()) return size.status();
+    std::string out(*size, '\0');
+    const int64_t n = staging->Get(c, {k}, {Parts{{{out.data(), out.size()}}, out.size()}})[0];
+    if (n < 0) return StoreStatus(store::ErrorCodeFromInt(n), "get through the staging area");
+    out.resize(static_cast<size_t>(n));
+    return out;
+  }
+
   template <typename Start>
   py::tuple Setup(Start start) {
     if (client_ || setting_up_) {
