@@ -137,7 +137,7 @@ RunFn AddNodeCommand(CLI::App& app) {
   AddIgnoredMooncakeFlags(cmd,
                           {"--metadata_server", "--protocol", "--device_names",
                            "--local_buffer_size", "--threads", "--enable_http_server",
-                           "--tenant_id", "--enable_offload", "--start_offload_rpc_server"},
+                           "--tenant_id", "--start_offload_rpc_server"},
                           f->ignored);
   return [f] { return RunNode(*f); };
 }
