@@ -30,15 +30,19 @@ from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
 from kvtier.store_tensors import TensorCalls as _TensorCalls
 from kvtier.store_types import (  # noqa: F401 (re-exports)
+    Descriptor,
+    MemoryDescriptor,
     ObjectDataType,
+    ReplicaDescriptor,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
 )
 
-__all__ = ["BufferHandle", "DistributedStore", "ErrorCode", "MooncakeDistributedStore",
-           "MooncakeHostMemAllocator", "ObjectDataType", "ReplicaStatus", "ReplicateConfig",
-           "SoftPinAction", "parse_byte_size"]
+__all__ = ["BufferHandle", "Descriptor", "DistributedStore", "ErrorCode", "MemoryDescriptor",
+           "MooncakeDistributedStore", "MooncakeHostMemAllocator", "ObjectDataType",
+           "ReplicaDescriptor", "ReplicaStatus", "ReplicateConfig", "SoftPinAction",
+           "parse_byte_size"]
 
 _log = logging.getLogger("kvtier.store")
 _warned = set()
@@ -286,14 +290,15 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         return self._unavailable("remove_by_regex", "a key listing at the master")
 
     def get_replica_desc(self, key):
-        """[]: replica descriptors are not exported by the kvtier master yet (one warning)."""
-        _warn_once("get_replica_desc: replica descriptors are not exported by kvtier yet")
-        return []
+        """The key's replicas: one memory ReplicaDescriptor (COMPLETE) when it exists, [] when
+        not. Asks no lease. The replica count and locations are not exported yet: one
+        descriptor stands for all of them, its location fields empty."""
+        return self.batch_get_replica_desc([key]).get(key, [])
 
     def batch_get_replica_desc(self, keys):
-        """{}: see get_replica_desc."""
-        _warn_once("get_replica_desc: replica descriptors are not exported by kvtier yet")
-        return {}
+        """{key: get_replica_desc(key)} for each key (in one exists call)."""
+        return {k: [ReplicaDescriptor()] if code == 1 else []
+                for k, code in zip(keys, self.batch_is_exist(keys))}
 
     def get_tensor_into_cuda(self, key, tensor):
         """UNAVAILABLE_IN_CURRENT_MODE: no GPU path in the store yet."""

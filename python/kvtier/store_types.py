@@ -71,3 +71,52 @@ class ReplicateConfig:
                 f"preferred_segments={self.preferred_segments!r})")
 
     __str__ = __repr__
+
+
+class Descriptor:
+    """Mooncake's buffer descriptor of a memory replica. kvtier does not export replica
+    locations yet: ``buffer_address`` is 0 and ``transport_endpoint`` "" (``size`` as known)."""
+
+    def __init__(self, size=0, buffer_address=0, transport_endpoint=""):
+        self.size = size
+        self.buffer_address = buffer_address
+        self.transport_endpoint = transport_endpoint
+
+    def __repr__(self):
+        return (f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
+                f"transport_endpoint={self.transport_endpoint}>")
+
+
+class MemoryDescriptor:
+    def __init__(self, buffer_descriptor):
+        self.buffer_descriptor = buffer_descriptor
+
+
+class ReplicaDescriptor:
+    """One replica of an object. Every replica of the kvtier store is in memory and, once a
+    reader can see it, COMPLETE."""
+
+    def __init__(self, size=0):
+        self.status = ReplicaStatus.COMPLETE
+        self._memory = MemoryDescriptor(Descriptor(size))
+
+    def is_memory_replica(self):
+        return True
+
+    def is_disk_replica(self):
+        return False
+
+    def is_local_disk_replica(self):
+        return False
+
+    def is_nof_replica(self):
+        return False
+
+    def get_memory_descriptor(self):
+        return self._memory
+
+    def get_disk_descriptor(self):
+        raise RuntimeError("Expected DiskDescriptor: kvtier replicas are in memory")
+
+    def __repr__(self):
+        return f"<ReplicaDescriptor status={self.status.name} memory>"

@@ -20,7 +20,8 @@ import pytest
 
 import kvtier
 from kvtier.store import (BufferHandle, ErrorCode, MooncakeDistributedStore,
-                          MooncakeHostMemAllocator, ReplicateConfig, SoftPinAction)
+                          MooncakeHostMemAllocator, ReplicaStatus, ReplicateConfig,
+                          SoftPinAction)
 from kvtier.server import find_binary
 from store_cluster import _Process, _tcp_open, _wait_for, free_port, running_cluster
 
@@ -151,6 +152,19 @@ def test_bytes_batches_parts_and_buffer_handles(store, prefix):
     assert store.get_buffer(f"{prefix}-missing") is None
 
 
+def test_replica_descriptors_say_memory_and_ask_no_lease(store, prefix):
+    k = f"{prefix}-k"
+    assert store.put(k, b"v") == 0
+    got = store.batch_get_replica_desc([k, f"{prefix}-missing"])
+    assert set(got) == {k, f"{prefix}-missing"} and got[f"{prefix}-missing"] == []
+    (desc,) = got[k]
+    assert desc.is_memory_replica() and not desc.is_disk_replica()
+    assert not desc.is_local_disk_replica() and desc.status == ReplicaStatus.COMPLETE
+    assert isinstance(desc.get_memory_descriptor().buffer_descriptor.size, int)
+    assert len(store.get_replica_desc(k)) == 1
+    assert store.remove(k) == 0  # no lease was taken
+
+
 def test_removal_forms(store, prefix):
     keys = [f"{prefix}-{i}" for i in range(4)]
     for k in keys:
@@ -190,7 +204,7 @@ def test_health_and_calls_that_need_hardware(cluster, store):
     assert store.init_all("rdma", "mlx5_0", 1 << 30) == UNAVAILABLE
     assert store.remove_by_regex("^a.*") == UNAVAILABLE
     assert store.get_tensor_into_cuda("k", None) == UNAVAILABLE
-    assert store.get_replica_desc("k") == [] and store.batch_get_replica_desc(["k"]) == {}
+    assert store.get_replica_desc("missing") == []
     fresh = MooncakeDistributedStore()
     assert fresh.health_check() == 1
     assert fresh.setup_dummy(0, 1 << 20, cluster.node_address) == 0

@@ -2,14 +2,18 @@
 
 from kvtier.store import (  # noqa: F401 (re-exports)
     BufferHandle,
+    Descriptor,
     ErrorCode,
+    MemoryDescriptor,
     MooncakeDistributedStore,
     MooncakeHostMemAllocator,
     ObjectDataType,
+    ReplicaDescriptor,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
 )
 
-__all__ = ["BufferHandle", "ErrorCode", "MooncakeDistributedStore", "MooncakeHostMemAllocator",
-           "ObjectDataType", "ReplicaStatus", "ReplicateConfig", "SoftPinAction"]
+__all__ = ["BufferHandle", "Descriptor", "ErrorCode", "MemoryDescriptor",
+           "MooncakeDistributedStore", "MooncakeHostMemAllocator", "ObjectDataType",
+           "ReplicaDescriptor", "ReplicaStatus", "ReplicateConfig", "SoftPinAction"]
