@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
 #include "common/hashing.h"
+#include "common/logging.h"
 #include "common/memfd.h"
 #include "common/secret_file.h"
 
@@ -322,6 +324,10 @@ PYBIND11_MODULE(_kvtier, m) {
   using namespace kvtier;
   m.doc() = "kvtier native client (see the kvtier package for the documented API)";
   m.attr("PROTOCOL_VERSION") = wire::kProtocolVersion;
+  // Inside an engine's process the library logs as the services do: warnings and errors only,
+  // unless $KVTIER_LOG_LEVEL (trace, debug, info, warn, error, off) says otherwise.
+  InitLogging();
+  if (const char* level = std::getenv("KVTIER_LOG_LEVEL"); level != nullptr) SetLogLevel(level);
 
   g_kvtier_error = PyErr_NewExceptionWithDoc(
       "kvtier.KvtierError",

@@ -225,6 +225,29 @@ def test_a_dummy_without_a_local_buffer_still_puts_and_gets_bytes(cluster, prefi
         assert bytes(memoryview(s.get_buffer(keys[2]))) == values[2]
 
 
+def test_the_library_is_quiet_in_an_engine_unless_asked(cluster, prefix):
+    # An embedded store in an engine's process: info lines only with KVTIER_LOG_LEVEL=info.
+    script = "\n".join([
+        "import sys",
+        "from kvtier.store import MooncakeDistributedStore",
+        "s = MooncakeDistributedStore()",
+        "assert s.setup('127.0.0.1', 'P2PHANDSHAKE', '8MB', '8MB', 'tcp', '', sys.argv[1]) == 0",
+        "assert s.put(sys.argv[2], b'v') == 0",
+        "s.close()"])
+
+    def stderr_of(level=None):
+        env = {k: v for k, v in os.environ.items() if k != "KVTIER_LOG_LEVEL"}
+        if level:
+            env["KVTIER_LOG_LEVEL"] = level
+        run = subprocess.run([sys.executable, "-c", script, cluster.master_address, prefix],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert run.returncode == 0, run.stderr
+        return run.stderr
+
+    assert "data plane listening" not in stderr_of()
+    assert "data plane listening" in stderr_of("info")
+
+
 def test_setup_dict_as_lmcache_and_vllm_spell_it(cluster, prefix):
     with MooncakeDistributedStore() as s:
         assert s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
