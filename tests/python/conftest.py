@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import _worker
 
 import kvtier  # noqa: E402
 from kvtier.server import LocalServer  # noqa: E402
+from kvtier.store import MooncakeDistributedStore  # noqa: E402
 
 CHUNK = 64  # small chunks keep the tests fast; block_tokens (16) must divide it
 _ids = itertools.count(1)
@@ -39,3 +40,17 @@ def uid():
 def prefix(request):
     """Store keys unique to this test and this run."""
     return f"{request.node.name}-{os.getpid()}-{next(_ids)}"
+
+
+@pytest.fixture(params=["dummy", "embedded"])
+def store(request, cluster):
+    """A store client in each mode, against the requesting module's `cluster` fixture (a
+    store_cluster.StoreCluster): a dummy of its node, and an embedded node in this process."""
+    s = MooncakeDistributedStore()
+    if request.param == "dummy":
+        assert s.setup_dummy(8 << 20, 8 << 20, cluster.node_address) == 0, cluster.logs()
+    else:
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", "32MB", "8MB", "tcp", "",
+                       cluster.master_address) == 0, cluster.logs()
+    yield s
+    s.close()

@@ -35,19 +35,6 @@ def cluster():
         yield c
 
 
-@pytest.fixture(params=["dummy", "embedded"])
-def store(request, cluster):
-    s = MooncakeDistributedStore()
-    if request.param == "dummy":
-        assert s.setup_dummy(8 << 20, 8 << 20, cluster.node_address) == 0, cluster.logs()
-    else:
-        assert s.setup("127.0.0.1", "P2PHANDSHAKE", "32MB", "8MB", "tcp", "",
-                       cluster.master_address) == 0, cluster.logs()
-    yield s
-    s.close()
-
-
-
 def view(ptr, size):
     return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
 

@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-from kvtier.store import ErrorCode, MooncakeDistributedStore, MooncakeHostMemAllocator
+from kvtier.store import ErrorCode, MooncakeHostMemAllocator
 from store_cluster import running_cluster
 
 torch = pytest.importorskip("torch")  # Debian's python3-torch (scripts/install-deps.sh)
@@ -15,18 +15,6 @@ torch = pytest.importorskip("torch")  # Debian's python3-torch (scripts/install-
 def cluster():
     with running_cluster(500) as c:
         yield c
-
-
-@pytest.fixture(params=["dummy", "embedded"])
-def store(request, cluster):
-    s = MooncakeDistributedStore()
-    if request.param == "dummy":
-        assert s.setup_dummy(8 << 20, 8 << 20, cluster.node_address) == 0, cluster.logs()
-    else:
-        assert s.setup("127.0.0.1", "P2PHANDSHAKE", "32MB", "8MB", "tcp", "",
-                       cluster.master_address) == 0, cluster.logs()
-    yield s
-    s.close()
 
 
 def same(a, b):
