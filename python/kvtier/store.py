@@ -48,6 +48,11 @@ _log = logging.getLogger("kvtier.store")
 _warned = set()
 
 
+def _first_error(codes):
+    """0 when every code is 0, else the first that is not (all are computed: every call runs)."""
+    return next((c for c in list(codes) if c != 0), 0)
+
+
 def _warn_once(message):
     if message not in _warned:
         _warned.add(message)
@@ -206,8 +211,7 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         """put of each (key, value); 0 when every one succeeded, else the first error."""
         if len(keys) != len(values):
             return int(ErrorCode.INVALID_PARAMS)
-        codes = [self.put(k, v, config) for k, v in zip(keys, values)]
-        return next((c for c in codes if c != 0), 0)
+        return _first_error(self.put(k, v, config) for k, v in zip(keys, values))
 
     def get_batch(self, keys):
         """get of each key: a list of bytes, b"" where missing or failed."""
@@ -266,8 +270,7 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         """upsert of each (key, value); 0, or the first error."""
         if len(keys) != len(values):
             return int(ErrorCode.INVALID_PARAMS)
-        codes = [self.upsert(k, v, config) for k, v in zip(keys, values)]
-        return next((c for c in codes if c != 0), 0)
+        return _first_error(self.upsert(k, v, config) for k, v in zip(keys, values))
 
     def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=None):
         """upsert_from of each key: a list of 0 / negative ErrorCode."""

@@ -36,7 +36,7 @@ def _serialize(tensor):
         raise ValueError("only CPU tensors are supported (no GPU path in the kvtier store yet)")
     flat = tensor.detach().contiguous().reshape(-1)
     raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
-    return _encode_header(tensor) + memoryview(raw).tobytes()
+    return b"".join((_encode_header(tensor), memoryview(raw)))  # the one copy of the bytes
 
 
 def _deserialize(buffer):
@@ -135,7 +135,7 @@ class TensorCalls:
             return -600  # fewer elements along split_dim than shards
         codes = [self.pub_tensor(_shard_key(key, r, tp_size), s, config)
                  for r, s in enumerate(shards)]
-        return next((c for c in codes if c != 0), 0)
+        return next((c for c in codes if c != 0), 0)  # every shard is written either way
 
     def batch_put_tensor_with_tp(self, base_keys, tensors_list, tp_rank=0, tp_size=1,
                                  split_dim=0):

@@ -75,7 +75,7 @@ class ReplicateConfig:
 
 class Descriptor:
     """Mooncake's buffer descriptor of a memory replica. kvtier does not export replica
-    locations yet: ``buffer_address`` is 0 and ``transport_endpoint`` "" (``size`` as known)."""
+    locations yet: ``size`` and ``buffer_address`` are 0 and ``transport_endpoint`` ""."""
 
     def __init__(self, size=0, buffer_address=0, transport_endpoint=""):
         self.size = size
@@ -96,9 +96,9 @@ class ReplicaDescriptor:
     """One replica of an object. Every replica of the kvtier store is in memory and, once a
     reader can see it, COMPLETE."""
 
-    def __init__(self, size=0):
+    def __init__(self):
         self.status = ReplicaStatus.COMPLETE
-        self._memory = MemoryDescriptor(Descriptor(size))
+        self._memory = MemoryDescriptor(Descriptor())
 
     def is_memory_replica(self):
         return True
