@@ -32,8 +32,7 @@ struct MasterFlags {
   std::string log_level = "warn";
   std::string auth_token_file;
   // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
-  std::shared_ptr<std::vector<std::string>> ignored =
-      std::make_shared<std::vector<std::string>>();
+  std::vector<std::string> ignored;
 };
 
 std::chrono::milliseconds Seconds(double s) {
@@ -71,7 +70,7 @@ std::string CheckFlags(const MasterFlags& f) {
 int RunMaster(const MasterFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
-  LogIgnoredFlags(*f.ignored);
+  LogIgnoredFlags(f.ignored);
   if (std::string problem = CheckFlags(f); !problem.empty()) {
     std::cerr << "error: " << problem << "\n";
     return 2;
@@ -165,7 +164,7 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
        "--memory_allocator", "--allocation_strategy", "--default_kv_soft_pin_ttl",
        "--max_kv_soft_pin_ttl", "--allow_evict_soft_pinned_objects", "--cluster_id"},
-      f->ignored);
+      &f->ignored);
   return [f] { return RunMaster(*f); };
 }
 

@@ -32,14 +32,13 @@ struct NodeFlags {
   std::string log_level = "warn";
   std::string auth_token_file;
   // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
-  std::shared_ptr<std::vector<std::string>> ignored =
-      std::make_shared<std::vector<std::string>>();
+  std::vector<std::string> ignored;
 };
 
 int RunNode(const NodeFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
-  LogIgnoredFlags(*f.ignored);
+  LogIgnoredFlags(f.ignored);
   auto segment_size = ParseByteSize(f.segment_size);
   if (!segment_size.ok()) {
     std::cerr << "error: --global-segment-size: " << segment_size.status().message() << "\n";
@@ -138,7 +137,7 @@ RunFn AddNodeCommand(CLI::App& app) {
                           {"--metadata_server", "--protocol", "--device_names",
                            "--local_buffer_size", "--threads", "--enable_http_server",
                            "--tenant_id", "--start_offload_rpc_server"},
-                          f->ignored);
+                          &f->ignored);
   return [f] { return RunNode(*f); };
 }
 

@@ -29,7 +29,7 @@ bool ReadAuthTokenFlag(const std::string& file, std::string& token) {
 }
 
 void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> names,
-                             const std::shared_ptr<std::vector<std::string>>& given) {
+                             std::vector<std::string>* given) {
   for (const char* name : names) {
     cmd->add_option(
            name,

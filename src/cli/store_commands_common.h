@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <initializer_list>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,9 +21,10 @@ bool ReadAuthTokenFlag(const std::string& file, std::string& token);
 
 // Adds Mooncake flags (`names`, e.g. "--rpc_thread_num") that kvtier does not need, each taking
 // an optional value (`--x`, `--x=v`, `--x v`), so an existing mooncake_master / mooncake_client
-// command line runs unchanged. The names given land in `given`; LogIgnoredFlags says so.
+// command line runs unchanged. The names given land in `*given` (which must outlive parsing);
+// LogIgnoredFlags says so.
 void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> names,
-                             const std::shared_ptr<std::vector<std::string>>& given);
+                             std::vector<std::string>* given);
 void LogIgnoredFlags(const std::vector<std::string>& given);
 
 }  // namespace kvtier::cli
