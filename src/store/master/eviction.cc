@@ -68,40 +68,40 @@ EvictionResult Evictor::EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_
 }
 
 EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
-  EvictionResult result = EvictRound(bytes_needed, now_ns, /*soft_pinned=*/false);
-  if (result.bytes < bytes_needed) {
-    const EvictionResult pinned = EvictRound(bytes_needed - result.bytes, now_ns, true);
-    result.objects += pinned.objects;
-    result.bytes += pinned.bytes;
-  }
-  return result;
-}
-
-EvictionResult Evictor::EvictRound(uint64_t bytes_needed, int64_t now_ns, bool soft_pinned) {
   EvictionResult result;
-  auto evictable = [now_ns, soft_pinned](const ObjectMeta& m) {
-    return m.complete && !m.hard_pin && m.soft_pin == soft_pinned &&
-           !LeaseLive(m.lease_until_ns, now_ns);
+  auto evictable = [now_ns](const ObjectMeta& m) {
+    return m.complete && !m.hard_pin && !LeaseLive(m.lease_until_ns, now_ns);
   };
 
-  std::vector<LeaseBytes> candidates;
+  // One collection for both kinds: the unpinned candidates meet the goal first, the soft-pinned
+  // ones ([1]) only what the unpinned ones cannot.
+  std::vector<LeaseBytes> candidates[2];
+  uint64_t unpinned_bytes = 0;
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards_->LockShard(i);
     shard->ForEach([&](const std::string&, const ObjectMeta& m) {
-      if (evictable(m)) candidates.push_back(LeaseBytes{m.lease_until_ns, m.ChargedTotal()});
+      if (!evictable(m)) return;
+      candidates[m.soft_pin].push_back(LeaseBytes{m.lease_until_ns, m.ChargedTotal()});
+      if (!m.soft_pin) unpinned_bytes += m.ChargedTotal();
     });
   }
-  const std::optional<EvictionCutoff> cutoff = ChooseCutoff(std::move(candidates), bytes_needed);
-  if (!cutoff) return result;
+  const std::optional<EvictionCutoff> cutoffs[2] = {
+      ChooseCutoff(std::move(candidates[0]), bytes_needed),
+      bytes_needed > unpinned_bytes
+          ? ChooseCutoff(std::move(candidates[1]), bytes_needed - unpinned_bytes)
+          : std::nullopt};
+  if (!cutoffs[0] && !cutoffs[1]) return result;
 
-  uint64_t at_cutoff = 0;
+  uint64_t at_cutoff[2] = {0, 0};
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards_->LockShard(i);
     shard->EraseIf([&](const std::string&, ObjectMeta& m) {
-      if (!evictable(m) || m.lease_until_ns > cutoff->lease_until_ns) return false;
+      if (!evictable(m)) return false;
+      const std::optional<EvictionCutoff>& cutoff = cutoffs[m.soft_pin];
+      if (!cutoff || m.lease_until_ns > cutoff->lease_until_ns) return false;
       if (m.lease_until_ns == cutoff->lease_until_ns) {
-        if (at_cutoff >= cutoff->bytes_at_cutoff) return false;
-        at_cutoff += m.ChargedTotal();
+        if (at_cutoff[m.soft_pin] >= cutoff->bytes_at_cutoff) return false;
+        at_cutoff[m.soft_pin] += m.ChargedTotal();
       }
       result.objects += 1;
       result.bytes += m.ChargedTotal();

@@ -1,7 +1,8 @@
 // Eviction: frees segment space by erasing complete objects whose read lease has expired,
 // oldest lease first (PutEnd sets the lease to "now" and every GetReplicas extends it, so this
 // approximates LRU). Leased, unfinished and hard-pinned objects are never evicted; soft-pinned
-// ones only in a second round, when the unpinned ones did not free enough. Goals are in BYTES of
+// ones only for what the unpinned candidates cannot free (each kind gets its own cut-off, from the
+// same two steps below). Goals are in BYTES of
 // segment space (Mooncake counts objects), because KV objects vary in size and the watermark
 // is about space.
 //
@@ -68,8 +69,6 @@ class Evictor {
 
  private:
   EvictionResult EvictLocked(uint64_t bytes_needed, int64_t now_ns);
-  // One round over the unpinned (soft_pinned false) or the soft-pinned objects.
-  EvictionResult EvictRound(uint64_t bytes_needed, int64_t now_ns, bool soft_pinned);
 
   ObjectShards* shards_;
   SegmentPool* pool_;
