@@ -296,17 +296,23 @@ class StoreHandle {
     return NoGil([&] { return ValuesOf(c->BatchIsExist(keys), keys.size()); });
   }
 
-  int64_t Remove(py::handle key) {
+  int64_t Remove(py::handle key, bool force) {
     auto c = client_;
     if (!c) return kRpcFail;
     const std::string k = KeyOf(key);
-    return NoGil([&] { return c->Remove(k).value(); });
+    return NoGil([&] { return c->Remove(k, force).value(); });
   }
 
-  int64_t RemoveAll() {
+  int64_t RemoveAll(bool force) {
     auto c = client_;
     if (!c) return kRpcFail;
-    return NoGil([&] { return ValueOf(c->RemoveAll()); });
+    return NoGil([&] { return ValueOf(c->RemoveAll(force)); });
+  }
+
+  int64_t RemoveByRegex(const std::string& pattern, bool force) {
+    auto c = client_;
+    if (!c) return kRpcFail;
+    return NoGil([&] { return ValueOf(c->RemoveByRegex(pattern, force)); });
   }
 
   uintptr_t AllocFromMemPool(size_t size) {
@@ -336,12 +342,12 @@ class StoreHandle {
     return NoGil([&] { return c->UnregisterBuffer(reinterpret_cast<void*>(ptr)).value(); });
   }
 
-  std::vector<int64_t> BatchRemove(py::handle keys_obj) {
+  std::vector<int64_t> BatchRemove(py::handle keys_obj, bool force) {
     const std::vector<std::string> keys = KeysOf(keys_obj);
     auto c = client_;
     if (!c) return std::vector<int64_t>(keys.size(), kRpcFail);
     if (keys.empty()) return {};
-    return NoGil([&] { return ValuesOf(c->BatchRemove(keys), keys.size()); });
+    return NoGil([&] { return ValuesOf(c->BatchRemove(keys, force), keys.size()); });
   }
 
   // A BufferHandle per key (None where the key is missing or the read failed).
@@ -518,10 +524,16 @@ void InitStoreBindings(py::module_& m) {
            "1 if the key exists, 0 if not, or a negative ErrorCode.")
       .def("batch_is_exist", &StoreHandle::BatchIsExist, py::arg("keys"),
            "is_exist for each key (a list of 1 / 0 / negative ErrorCode).")
-      .def("remove", &StoreHandle::Remove, py::arg("key"),
-           "0, or a negative ErrorCode (OBJECT_NOT_FOUND, OBJECT_HAS_LEASE while leased).")
-      .def("remove_all", &StoreHandle::RemoveAll,
-           "Removes every object without a lease; the count removed or a negative ErrorCode.")
+      .def("remove", &StoreHandle::Remove, py::arg("key"), py::arg("force") = false,
+           "0, or a negative ErrorCode (OBJECT_NOT_FOUND; OBJECT_HAS_LEASE while a reader holds "
+           "it, unless force).")
+      .def("remove_all", &StoreHandle::RemoveAll, py::arg("force") = false,
+           "Removes every finished object (leased ones too with force); the count removed or a "
+           "negative ErrorCode.")
+      .def("remove_by_regex", &StoreHandle::RemoveByRegex, py::arg("regex_pattern"),
+           py::arg("force") = false,
+           "remove_all for the keys the ECMAScript regex matches somewhere: the count removed, "
+           "or a negative ErrorCode (INVALID_PARAMS when it does not compile).")
       .def("alloc_from_mem_pool", &StoreHandle::AllocFromMemPool, py::arg("size"),
            "A pointer (int) into the client's memory pool, or 0 on failure.")
       .def("register_buffer", &StoreHandle::RegisterBuffer, py::arg("buffer_ptr"),
@@ -540,7 +552,8 @@ void InitStoreBindings(py::module_& m) {
            py::arg("sizes"), py::arg("config") = none, "put_from for each key (a list of ints).")
       .def("batch_get_into", &StoreHandle::BatchGetInto, py::arg("keys"), py::arg("buffer_ptrs"),
            py::arg("sizes"), "get_into for each key (a list of ints).")
-      .def("_batch_remove", &StoreHandle::BatchRemove, py::arg("keys"))
+      .def("batch_remove", &StoreHandle::BatchRemove, py::arg("keys"), py::arg("force") = false,
+           "remove for each key in one call (a list of 0 / negative ErrorCode).")
       .def("batch_get_buffer", &StoreHandle::BatchGetBuffer, py::arg("keys"),
            "A BufferHandle per key, None where it is missing or the read failed.")
       .def("batch_put_from_multi_buffers", &StoreHandle::BatchPutFromMultiBuffers,

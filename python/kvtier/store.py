@@ -236,26 +236,10 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         del prefer_alloc_in_same_node  # placement hint of Mooncake's; nothing to choose here
         return self._batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes)
 
-    def remove(self, key, force=False):
-        """0, or a negative ErrorCode (OBJECT_NOT_FOUND; OBJECT_HAS_LEASE while a reader's
-        lease lasts: ``force`` does not override leases here)."""
-        self._note_force(force)
-        return super().remove(key)
-
-    def batch_remove(self, keys, force=False):
-        """remove of each key in one call: a list of 0 / negative ErrorCode."""
-        self._note_force(force)
-        return self._batch_remove(keys)
-
-    def remove_all(self, force=False):
-        """Removes every object without a live lease; the count removed or a negative code."""
-        self._note_force(force)
-        return super().remove_all()
-
     def upsert(self, key, value, config=None):
-        """Inserts or replaces: remove (if present), then put. Not atomic: a reader in between
-        sees a miss, never a mix of old and new bytes. 0 or a negative ErrorCode
-        (OBJECT_HAS_LEASE while the old value is being read)."""
+        """Inserts or replaces: a forced remove (if present), then put. Not atomic: a reader in
+        between sees a miss, never a mix of old and new bytes; one already reading the old value
+        reads it whole. 0 or a negative ErrorCode."""
         return self._replace(key, lambda: self.put(key, value, config))
 
     def upsert_from(self, key, buffer_ptr, size, config=None):
@@ -288,10 +272,6 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         """Mooncake's RDMA/device initialisation: UNAVAILABLE_IN_CURRENT_MODE (use setup)."""
         return self._unavailable("init_all", "a device transfer engine; use setup()")
 
-    def remove_by_regex(self, regex_pattern, force=False):
-        """UNAVAILABLE_IN_CURRENT_MODE: the master has no key listing yet."""
-        return self._unavailable("remove_by_regex", "a key listing at the master")
-
     def get_replica_desc(self, key):
         """The key's replicas: one memory ReplicaDescriptor (COMPLETE) when it exists, [] when
         not. Asks no lease. The replica count and locations are not exported yet: one
@@ -317,16 +297,12 @@ class DistributedStore(_TensorCalls, _StoreHandle):
                 "segment_ids": []}
 
     def _replace(self, key, put):
-        code = super().remove(key)
+        # force: a reader's lease does not block the replace; the master keeps the old bytes'
+        # space out of use until that lease ends, so the reader still sees them whole.
+        code = self.remove(key, force=True)
         if code not in (0, int(ErrorCode.OBJECT_NOT_FOUND)):
             return code
         return put()
-
-    @staticmethod
-    def _note_force(force):
-        if force:
-            _warn_once("remove(force=True): leased objects are kept until their lease ends "
-                       "(force is not supported yet)")
 
     @staticmethod
     def _unavailable(what, needs):

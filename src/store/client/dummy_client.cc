@@ -171,25 +171,35 @@ class DummyClient final : public StoreClient {
     return std::move(KeyValues(Op::kGetSize, {key})[0]);
   }
 
-  StoreStatus Remove(const std::string& key) override {
-    return KeyValues(Op::kRemove, {key})[0].status();
+  StoreStatus Remove(const std::string& key, bool force) override {
+    return KeyValues(Op::kRemove, {key}, force)[0].status();
   }
 
-  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) override {
+  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys, bool force) override {
     std::vector<StoreStatus> out;
     out.reserve(keys.size());
-    for (auto& v : KeyValues(Op::kRemove, keys)) out.push_back(v.status());
+    for (auto& v : KeyValues(Op::kRemove, keys, force)) out.push_back(v.status());
     return out;
   }
 
-  StoreResult<uint64_t> RemoveAll() override {
-    auto lock = LockUnlessForked();
+  StoreResult<uint64_t> RemoveAll(bool force) override {
     Request req;
     req.op = Op::kRemoveAll;
-    auto reply = Call(std::move(req), true);
-    if (!reply.ok()) return reply.status();
-    if (!reply->status.ok()) return reply->status;
-    return reply->count;
+    req.force = force;
+    return RemovedCount(std::move(req));
+  }
+
+  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+    if (pattern.size() > kMaxRegexBytes) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         fmt::format("remove_by_regex: pattern of {} bytes is over the limit of {}",
+                                     pattern.size(), kMaxRegexBytes));
+    }
+    Request req;
+    req.op = Op::kRemoveByRegex;
+    req.pattern = pattern;
+    req.force = force;
+    return RemovedCount(std::move(req));
   }
 
   StoreResult<void*> AllocFromMemPool(size_t size) override {
@@ -328,11 +338,22 @@ class DummyClient final : public StoreClient {
     return sent;
   }
 
+  // remove_all / remove_by_regex: how many went.
+  StoreResult<uint64_t> RemovedCount(Request req) {
+    auto lock = LockUnlessForked();
+    auto reply = Call(std::move(req), true);
+    if (!reply.ok()) return reply.status();
+    if (!reply->status.ok()) return reply->status;
+    return reply->count;
+  }
+
   // Exist / GetSize / Remove: per-key values (0 for Remove).
-  std::vector<StoreResult<uint64_t>> KeyValues(Op op, const std::vector<std::string>& keys) {
+  std::vector<StoreResult<uint64_t>> KeyValues(Op op, const std::vector<std::string>& keys,
+                                               bool force = false) {
     std::vector<StoreResult<uint64_t>> out(keys.size(), StoreResult<uint64_t>(uint64_t{0}));
     Request req;
     req.op = op;
+    req.force = force;
     std::vector<size_t> sent;
     for (size_t i = 0; i < keys.size(); ++i) {
       StoreStatus s = CheckKey(keys[i]);

@@ -101,19 +101,34 @@ class MasterClient final : public MasterApi {
     return Batch(KeysRequest(MasterRpcOp::kExist, keys), DecodeExistReply);
   }
 
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) override {
-    return Batch(KeysRequest(MasterRpcOp::kRemove, keys), DecodeStatusesReply);
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys, bool force) override {
+    MasterRequest q = KeysRequest(MasterRpcOp::kRemove, keys);
+    q.force = force;
+    return Batch(q, DecodeStatusesReply);
   }
 
-  StoreResult<uint64_t> RemoveAll() override {
+  StoreResult<uint64_t> RemoveAll(bool force) override {
     MasterRequest q;
     q.op = MasterRpcOp::kRemoveAll;
+    q.force = force;
+    return RemovedCount(q);
+  }
+
+  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kRemoveByRegex;
+    q.pattern = pattern;
+    q.force = force;
+    return RemovedCount(q);
+  }
+
+ private:
+  StoreResult<uint64_t> RemovedCount(const MasterRequest& q) {
     auto reply = Call(q);
     if (!reply.ok()) return reply.status();
     return DecodeRemoveAllReply(reply->data(), reply->size());
   }
 
- private:
   static MasterRequest KeysRequest(MasterRpcOp op, const std::vector<std::string>& keys) {
     MasterRequest q;
     q.op = op;

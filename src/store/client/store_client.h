@@ -41,11 +41,18 @@ class StoreClient {
 
   virtual std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) = 0;
   virtual StoreResult<uint64_t> GetSize(const std::string& key) = 0;
-  virtual StoreStatus Remove(const std::string& key) = 0;
+  // With `force` a reader's lease does not stop a remove (the space is reused only after the
+  // lease ends, store/protocol/master_api.h).
+  virtual StoreStatus Remove(const std::string& key, bool force = false) = 0;
   // One call for the whole batch; per key OK, OBJECT_NOT_FOUND, OBJECT_HAS_LEASE (a reader holds
   // it) or REPLICA_IS_NOT_READY (a put is still writing it).
-  virtual std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) = 0;
-  virtual StoreResult<uint64_t> RemoveAll() = 0;
+  virtual std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys,
+                                               bool force = false) = 0;
+  // How many were removed (leased objects are skipped without `force`).
+  virtual StoreResult<uint64_t> RemoveAll(bool force = false) = 0;
+  // The objects whose key the ECMAScript regex matches somewhere; INVALID_PARAMS when it does
+  // not compile.
+  virtual StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) = 0;
 
   virtual StoreResult<void*> AllocFromMemPool(size_t size) = 0;
   virtual StoreStatus RegisterBuffer(void* buffer, size_t size) = 0;

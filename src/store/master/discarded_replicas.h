@@ -1,7 +1,9 @@
-// Replicas of preempted puts. When a put has been unfinished for put_start_discard_timeout,
-// another put may take its key; the old writer may still be writing into its replicas, so their
-// space is only freed at put_start_time + put_start_release_timeout. Thread-safe (own mutex,
-// taken under a shard lock; lock order shard -> discarded -> segment pool).
+// Replicas whose key is gone but whose space somebody may still touch, freed at a set time:
+//  - preempted puts: after put_start_discard_timeout another put may take the key, but the old
+//    writer may still be writing, so the space waits for put_start_time + put_start_release_timeout;
+//  - revoked puts (late bytes of the failed write), and objects removed with `force` while a
+//    reader held a lease (until the lease ends).
+// Thread-safe (own mutex, taken under a shard lock; lock order shard -> discarded -> pool).
 #pragma once
 
 #include <algorithm>
@@ -53,7 +55,7 @@ class DiscardedReplicas {
     Replica replica;
   };
   mutable std::mutex mu_;
-  std::vector<Entry> entries_;  // few: only puts whose writer stalled for a long time
+  std::vector<Entry> entries_;  // few: stalled writers, failed writes, forced removes
   uint64_t bytes_ = 0;
 };
 

@@ -6,7 +6,7 @@ namespace {
 
 constexpr const char* kOpNames[] = {"mount_segment", "unmount_segment", "ping",         "put_start",
                                     "put_end",       "put_revoke",      "get_replicas", "exist",
-                                    "remove",        "remove_all"};
+                                    "remove",        "remove_all",      "remove_by_regex"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(MasterOp::kCount));
 
 }  // namespace
@@ -46,6 +46,7 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   removes_not_found = removes("not_found");
   removes_not_ready = removes("not_ready");
   removes_has_lease = removes("has_lease");
+  removes_forced = removes("forced");
   removes_invalid = removes("invalid");
   evictions = r->GetCounter("kvtier_master_evictions_total", "Objects evicted");
   evicted_bytes = r->GetCounter("kvtier_master_evicted_bytes_total", "Segment bytes evicted");

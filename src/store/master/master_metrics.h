@@ -20,6 +20,7 @@ enum class MasterOp : size_t {
   kExist,
   kRemove,
   kRemoveAll,
+  kRemoveByRegex,
   kCount,
 };
 
@@ -48,6 +49,7 @@ struct MasterMetrics {
   Counter* removes_not_found;
   Counter* removes_not_ready;
   Counter* removes_has_lease;
+  Counter* removes_forced;  // removed while a read lease was live (force)
   Counter* removes_invalid;
   Counter* evictions;
   Counter* evicted_bytes;

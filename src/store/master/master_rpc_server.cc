@@ -52,9 +52,11 @@ std::string Execute(MasterApi& api, const MasterRequest& q, ErrorCode* code) {
     case MasterRpcOp::kExist:
       return EncodeExistReply(api.Exist(q.keys));
     case MasterRpcOp::kRemove:
-      return EncodeStatusesReply(api.Remove(q.keys));
-    case MasterRpcOp::kRemoveAll: {
-      auto r = api.RemoveAll();
+      return EncodeStatusesReply(api.Remove(q.keys, q.force));
+    case MasterRpcOp::kRemoveAll:
+    case MasterRpcOp::kRemoveByRegex: {
+      auto r = q.op == MasterRpcOp::kRemoveAll ? api.RemoveAll(q.force)
+                                               : api.RemoveByRegex(q.pattern, q.force);
       single(r.ok() ? StoreStatus::Ok() : r.status());
       return EncodeRemoveAllReply(r);
     }

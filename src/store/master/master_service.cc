@@ -149,7 +149,7 @@ void MasterService::Tick() {
   s.m.node_expirations->Inc(static_cast<double>(expired.size()));
   s.DropMounts(gone);
 
-  // 2. Replicas of preempted puts whose old writer can no longer be writing.
+  // 2. Discarded replicas (preempted, revoked, forced removes) nobody can touch any more.
   s.pool.FreeAll(s.discarded.TakeDue(now));
 
   // 3. Puts unfinished for put_start_release_timeout: their writer is gone.
@@ -210,6 +210,7 @@ nlohmann::json MasterService::StatusJson() const {
       {"gets_miss", n(m.gets_miss)},
       {"gets_not_ready", n(m.gets_not_ready)},
       {"removes_ok", n(m.removes_ok)},
+      {"removes_forced", n(m.removes_forced)},
       {"removes_refused", n(m.removes_not_found) + n(m.removes_not_ready) + n(m.removes_has_lease) +
                               n(m.removes_invalid)},
       {"evictions", n(m.evictions)},

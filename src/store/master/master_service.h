@@ -44,8 +44,10 @@ class MasterService final : public MasterApi {
                                      const std::vector<std::string>& keys) override;
   std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override;
   std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override;
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) override;
-  StoreResult<uint64_t> RemoveAll() override;
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys,
+                                  bool force = false) override;
+  StoreResult<uint64_t> RemoveAll(bool force = false) override;
+  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
   // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,12 @@ struct MasterService::Impl {
   void DropMounts(const std::vector<MountRef>& gone);
   // Tick step: frees unfinished puts older than put_start_release_timeout.
   void ReleaseAbandonedPuts(int64_t now);
+  // A removed object's space: freed now, or, while a (forced-over) read lease is live, when it
+  // ends, because the reader may still be copying the bytes. Counts the remove.
+  void FreeRemoved(ObjectMeta& meta, int64_t now);
+  // RemoveAll / RemoveByRegex: erases the finished objects whose key `match` accepts, leased
+  // ones only with `force`; how many.
+  uint64_t RemoveMatching(const std::function<bool(const std::string&)>& match, bool force);
   void RefreshGauges();
 
   const MasterOptions options;

@@ -1,8 +1,10 @@
 // MasterService, part 2: the per-key operations. PutStart / PutEnd / PutRevoke drive the put
 // state machine (object_meta.h); GetReplicas grants read leases (leases.h); Exist grants none
-// (Mooncake's does: we keep Exist a pure query, so checking for a key never pins it); Remove and
-// RemoveAll respect leases. Each key is handled under its shard's lock alone.
+// (Mooncake's does: we keep Exist a pure query, so checking for a key never pins it); the
+// removes respect leases unless forced. Each key is handled under its shard's lock alone.
 #include <fmt/format.h>
+
+#include <regex>
 
 #include "store/master/leases.h"
 #include "store/master/master_service.h"
@@ -284,7 +286,8 @@ std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::strin
   return out;
 }
 
-std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& keys) {
+std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& keys,
+                                               bool force) {
   Impl& s = *impl_;
   s.m.Request(MasterOp::kRemove);
   std::vector<StoreStatus> out;
@@ -302,20 +305,20 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
     }
     auto shard = s.shards.Lock(key);
     ObjectMeta* meta = shard->Find(key);
+    const int64_t now = s.Now();
     if (meta == nullptr) {
       s.m.removes_not_found->Inc();
       st = NotFound(key);
     } else if (!meta->complete) {
       s.m.removes_not_ready->Inc();
       st = NotReady(key);
-    } else if (LeaseLive(meta->lease_until_ns, s.Now())) {
+    } else if (LeaseLive(meta->lease_until_ns, now) && !force) {
       s.m.removes_has_lease->Inc();
       st = {ErrorCode::OBJECT_HAS_LEASE,
-            fmt::format("key {} has a read lease for {} more ms", KeyForMessage(key),
-                        (meta->lease_until_ns - s.Now() + 999999) / 1000000)};
+            fmt::format("key {} has a read lease for {} more ms (remove with force to override)",
+                        KeyForMessage(key), (meta->lease_until_ns - now + 999999) / 1000000)};
     } else {
-      s.m.removes_ok->Inc();
-      s.pool.FreeAll(meta->replicas);
+      s.FreeRemoved(*meta, now);
       shard->Erase(key);
     }
     out.push_back(std::move(st));
@@ -323,21 +326,50 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
   return out;
 }
 
-StoreResult<uint64_t> MasterService::RemoveAll() {
+StoreResult<uint64_t> MasterService::RemoveAll(bool force) {
   Impl& s = *impl_;
   s.m.Request(MasterOp::kRemoveAll);
-  const int64_t now = s.Now();
+  return s.RemoveMatching([](const std::string&) { return true; }, force);
+}
+
+StoreResult<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, bool force) {
+  Impl& s = *impl_;
+  s.m.Request(MasterOp::kRemoveByRegex);
+  std::regex re;
+  try {
+    re.assign(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    return StoreStatus(ErrorCode::INVALID_PARAMS,
+                       fmt::format("remove_by_regex: pattern does not compile: {}", e.what()));
+  }
+  return s.RemoveMatching([&re](const std::string& key) { return std::regex_search(key, re); },
+                          force);
+}
+
+void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now) {
+  if (LeaseLive(meta.lease_until_ns, now)) {
+    m.removes_forced->Inc();
+    discarded.Add(std::move(meta.replicas), meta.lease_until_ns);
+  } else {
+    m.removes_ok->Inc();
+    pool.FreeAll(meta.replicas);
+  }
+}
+
+uint64_t MasterService::Impl::RemoveMatching(const std::function<bool(const std::string&)>& match,
+                                             bool force) {
+  const int64_t now = Now();
   uint64_t removed = 0;
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
-    auto shard = s.shards.LockShard(i);
-    removed += shard->EraseIf([&](const std::string&, ObjectMeta& meta) {
-      if (!meta.complete || LeaseLive(meta.lease_until_ns, now)) return false;
-      s.pool.FreeAll(meta.replicas);
+    auto shard = shards.LockShard(i);
+    removed += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
+      if (!meta.complete || (!force && LeaseLive(meta.lease_until_ns, now))) return false;
+      if (!match(key)) return false;
+      FreeRemoved(meta, now);
       return true;
     });
   }
-  s.m.removes_ok->Inc(static_cast<double>(removed));
-  s.RefreshGauges();
+  RefreshGauges();
   return removed;
 }
 

@@ -199,8 +199,10 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
     case Op::kGetSize:
     case Op::kRemove:
       return KeyOp(req);
-    case Op::kRemoveAll: {
-      auto count = node_.RemoveAll();
+    case Op::kRemoveAll:
+    case Op::kRemoveByRegex: {
+      auto count = req.op == Op::kRemoveAll ? node_.RemoveAll(req.force)
+                                            : node_.RemoveByRegex(req.pattern, req.force);
       if (!count.ok()) {
         reply.status = count.status();
       } else {
@@ -406,7 +408,7 @@ Reply DummySession::KeyOp(const Request& req) {
               [&](size_t i, const StoreResult<uint64_t>& r) { reply.values[i] = *r; });
       break;
     default:
-      scatter(node_.Remove(sel.keys), [](size_t, const StoreStatus&) {});
+      scatter(node_.Remove(sel.keys, req.force), [](size_t, const StoreStatus&) {});
       break;
   }
   return reply;

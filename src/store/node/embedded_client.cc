@@ -88,22 +88,28 @@ class EmbeddedClient final : public StoreClient {
     return std::move(node_->GetSize({key})[0]);
   }
 
-  StoreStatus Remove(const std::string& key) override {
+  StoreStatus Remove(const std::string& key, bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
-    return std::move(node_->Remove({key})[0]);
+    return std::move(node_->Remove({key}, force)[0]);
   }
 
-  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys) override {
+  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys, bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return std::vector<StoreStatus>(keys.size(), Closed());
-    return node_->Remove(keys);
+    return node_->Remove(keys, force);
   }
 
-  StoreResult<uint64_t> RemoveAll() override {
+  StoreResult<uint64_t> RemoveAll(bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
-    return node_->RemoveAll();
+    return node_->RemoveAll(force);
+  }
+
+  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+    std::shared_lock lk(mu_);
+    if (!node_) return Closed();
+    return node_->RemoveByRegex(pattern, force);
   }
 
   StoreResult<void*> AllocFromMemPool(size_t size) override {

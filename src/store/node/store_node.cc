@@ -383,10 +383,14 @@ std::vector<StoreResult<bool>> StoreNode::Exist(const std::vector<std::string>& 
   return impl_->master->Exist(keys);
 }
 
-std::vector<StoreStatus> StoreNode::Remove(const std::vector<std::string>& keys) {
-  return impl_->master->Remove(keys);
+std::vector<StoreStatus> StoreNode::Remove(const std::vector<std::string>& keys, bool force) {
+  return impl_->master->Remove(keys, force);
 }
 
-StoreResult<uint64_t> StoreNode::RemoveAll() { return impl_->master->RemoveAll(); }
+StoreResult<uint64_t> StoreNode::RemoveAll(bool force) { return impl_->master->RemoveAll(force); }
+
+StoreResult<uint64_t> StoreNode::RemoveByRegex(const std::string& pattern, bool force) {
+  return impl_->master->RemoveByRegex(pattern, force);
+}
 
 }  // namespace kvtier::store

@@ -64,8 +64,10 @@ class StoreNode {
                                          std::span<const MutableBuffer> buffers);
   std::vector<StoreResult<uint64_t>> GetSize(const std::vector<std::string>& keys);
   std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys);
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys);
-  StoreResult<uint64_t> RemoveAll();
+  // `force`: read leases do not stop the remove (master_api.h).
+  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys, bool force);
+  StoreResult<uint64_t> RemoveAll(bool force);
+  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force);
 
   MetricsRegistry& metrics();
 

@@ -128,6 +128,16 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
       KVT_RETURN_IF_ERROR(r.GetOptional("hard_pin", req.config.hard_pin));
       KVT_RETURN_IF_ERROR(r.GetOptional("soft_pin", req.config.soft_pin));
       return r.GetOptional("preferred_segment", req.config.preferred_segment);
+    case Op::kRemove:
+    case Op::kRemoveAll:
+      return r.GetOptional("force", req.force);
+    case Op::kRemoveByRegex:
+      KVT_RETURN_IF_ERROR(r.Get("pattern", req.pattern));
+      if (req.pattern.size() > kMaxRegexBytes) {
+        return Invalid(fmt::format("field 'pattern' has {} bytes, over {}", req.pattern.size(),
+                                   kMaxRegexBytes));
+      }
+      return r.GetOptional("force", req.force);
     default:
       return Status::Ok();
   }
@@ -167,6 +177,8 @@ const char* OpName(Op op) {
       return "ping";
     case Op::kHostname:
       return "hostname";
+    case Op::kRemoveByRegex:
+      return "remove_by_regex";
   }
   return "unknown";
 }
@@ -291,6 +303,13 @@ std::string EncodeRequest(const Request& req) {
       w.Put("ranges", std::string_view(PackU64s(flat)));
       break;
     }
+    case Op::kRemoveByRegex:
+      w.Put("pattern", std::string_view(req.pattern));
+      [[fallthrough]];
+    case Op::kRemove:
+    case Op::kRemoveAll:
+      if (req.force) w.Put("force", true);
+      break;
     default:
       break;
   }
@@ -364,6 +383,7 @@ std::string EncodeReply(Op op, const Reply& reply) {
       w.Put("region", reply.region).Put("offset", reply.offset).Put("size", reply.size);
       break;
     case Op::kRemoveAll:
+    case Op::kRemoveByRegex:
       w.Put("count", reply.count);
       break;
     default:
@@ -434,6 +454,7 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
       KVT_RETURN_IF_ERROR(r.Get("size", reply.size));
       break;
     case Op::kRemoveAll:
+    case Op::kRemoveByRegex:
       KVT_RETURN_IF_ERROR(r.Get("count", reply.count));
       break;
     default:

@@ -39,13 +39,14 @@ enum class Op : uint32_t {
   kGetStaged = 9,         // keys (one) -> region, offset, size (staged by the node)
   kExist = 10,            // keys -> statuses, values = 1 | 0
   kGetSize = 11,          // keys -> statuses, values = sizes
-  kRemove = 12,           // keys -> statuses
-  kRemoveAll = 13,        // -> count
+  kRemove = 12,           // keys, force -> statuses
+  kRemoveAll = 13,        // force -> count
   kPing = 14,             // heartbeat
   kHostname = 15,         // -> endpoint
+  kRemoveByRegex = 16,    // pattern, force -> count
 };
 inline constexpr uint32_t kMinOp = 1;
-inline constexpr uint32_t kMaxOp = 15;
+inline constexpr uint32_t kMaxOp = 16;
 
 // "hello", "put_from", ... (metric labels, messages). "unknown" for anything else.
 const char* OpName(Op op);
@@ -77,6 +78,8 @@ struct Request {
   PutConfig config;
   std::vector<uint64_t> release;  // staging offsets to free before the op runs
   bool bulk = false;  // HELLO: bulk transfers only; the node serves them at a lower CPU priority
+  bool force = false;    // the removes: read leases do not stop them
+  std::string pattern;   // remove_by_regex (at most kMaxRegexBytes)
 };
 
 // One reply. `status` non-ok means the whole request failed; otherwise batch ops answer one

@@ -10,6 +10,8 @@
 //  - GetReplicas grants (or extends) a read lease; a leased object is neither evicted nor removed.
 //  - Exist answers 1/0 and grants no lease.
 //  - Remove answers OBJECT_HAS_LEASE while a lease is live, REPLICA_IS_NOT_READY while unfinished.
+//    With `force` a live lease does not stop it: the object is gone at once, but its space stays
+//    out of use until the lease ends, because the reader holding it may still be copying.
 // Thread-safety: implementations may be called from many threads at once (a node's dummy
 // sessions do); MasterService and MasterClient both are.
 #pragma once
@@ -44,9 +46,13 @@ class MasterApi {
   virtual std::vector<StoreResult<ObjectDesc>> GetReplicas(
       const std::vector<std::string>& keys) = 0;
   virtual std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) = 0;
-  virtual std::vector<StoreStatus> Remove(const std::vector<std::string>& keys) = 0;
-  // Removes every finished, unleased object; returns how many.
-  virtual StoreResult<uint64_t> RemoveAll() = 0;
+  virtual std::vector<StoreStatus> Remove(const std::vector<std::string>& keys,
+                                          bool force = false) = 0;
+  // Removes every finished, unleased (or, with `force`, leased too) object; returns how many.
+  virtual StoreResult<uint64_t> RemoveAll(bool force = false) = 0;
+  // The same for the finished objects whose key the ECMAScript `pattern` matches somewhere
+  // (std::regex_search); INVALID_PARAMS when it does not compile.
+  virtual StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) = 0;
 };
 
 }  // namespace kvtier::store

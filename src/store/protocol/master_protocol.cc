@@ -238,6 +238,7 @@ const char* MasterRpcOpName(uint64_t op) {
     case 8: return "exist";
     case 9: return "remove";
     case 10: return "remove_all";
+    case 11: return "remove_by_regex";
     default: return "unknown";
   }
 }
@@ -283,15 +284,21 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
     case MasterRpcOp::kExist:
     case MasterRpcOp::kRemove:
       PutByteList(w, "keys", q.keys);
+      if (q.force) w.Put("force", true);
       break;
     case MasterRpcOp::kRemoveAll:
+      if (q.force) w.Put("force", true);
+      break;
+    case MasterRpcOp::kRemoveByRegex:
+      w.Put("pattern", std::string_view(q.pattern));
+      if (q.force) w.Put("force", true);
       break;
   }
   return w.Finish();
 }
 
 StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size) {
-  if (op < 1 || op > 10) return BadRequest(fmt::format("unknown op {}", op));
+  if (op < 1 || op > kMaxMasterRpcOp) return BadRequest(fmt::format("unknown op {}", op));
   MasterRequest q;
   q.op = static_cast<MasterRpcOp>(op);
   if (size > kMaxMasterBodyBytes) {
@@ -351,10 +358,22 @@ StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, si
       break;
     case MasterRpcOp::kGetReplicas:
     case MasterRpcOp::kExist:
-    case MasterRpcOp::kRemove:
       s = keys();
       break;
+    case MasterRpcOp::kRemove:
+      s = keys();
+      if (s.ok()) s = r.GetOptional("force", q.force);
+      break;
     case MasterRpcOp::kRemoveAll:
+      s = r.GetOptional("force", q.force);
+      break;
+    case MasterRpcOp::kRemoveByRegex:
+      s = r.Get("pattern", q.pattern);
+      if (s.ok() && q.pattern.size() > kMaxRegexBytes) {
+        s = Status(Code::kInvalidArgument, fmt::format("field 'pattern' has {} bytes, over {}",
+                                                       q.pattern.size(), kMaxRegexBytes));
+      }
+      if (s.ok()) s = r.GetOptional("force", q.force);
       break;
   }
   if (!s.ok()) return ToRequestError(s);

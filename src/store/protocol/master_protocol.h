@@ -35,7 +35,9 @@ enum class MasterRpcOp : uint32_t {
   kExist = 8,
   kRemove = 9,
   kRemoveAll = 10,
+  kRemoveByRegex = 11,
 };
+inline constexpr uint64_t kMaxMasterRpcOp = 11;
 
 // "put_start", ...; "unknown" for a value that is not an op.
 const char* MasterRpcOpName(uint64_t op);
@@ -51,6 +53,8 @@ struct MasterRequest {
   std::vector<std::string> keys;   // batch ops
   std::vector<uint64_t> sizes;     // put_start, one per key
   PutConfig config;                // put_start
+  bool force = false;              // remove, remove_all, remove_by_regex: override read leases
+  std::string pattern;             // remove_by_regex: an ECMAScript regular expression
 };
 
 std::string EncodeMasterRequest(const MasterRequest& request);  // the body frame
@@ -67,7 +71,7 @@ std::string EncodePutStartReply(const std::vector<StoreResult<std::vector<Replic
 std::string EncodeStatusesReply(const std::vector<StoreStatus>& results);  // put_end/revoke, remove
 std::string EncodeGetReplicasReply(const std::vector<StoreResult<ObjectDesc>>& results);
 std::string EncodeExistReply(const std::vector<StoreResult<bool>>& results);
-std::string EncodeRemoveAllReply(const StoreResult<uint64_t>& removed);
+std::string EncodeRemoveAllReply(const StoreResult<uint64_t>& removed);  // and remove_by_regex
 
 // Reply decoders (client side). An error result is the master's whole-request error, or
 // RPC_FAIL when the reply does not parse. Batch decoders require exactly `keys` results.

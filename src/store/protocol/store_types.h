@@ -12,6 +12,8 @@ namespace kvtier::store {
 inline constexpr size_t kMaxKeyBytes = 4096;
 // The largest batch one request may carry (master RPC and dummy socket alike).
 inline constexpr size_t kMaxBatchKeys = 65536;
+// The longest pattern remove_by_regex takes: longer is a mistake, not a key filter.
+inline constexpr size_t kMaxRegexBytes = 4096;
 
 // A node: the process that owns a segment and serves the data plane. `id` is random (32 hex
 // digits) and chosen by the node, so re-mounting after a master restart is idempotent.

@@ -121,6 +121,13 @@ TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
   auto all = client_->RemoveAll();
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(*all, 0u);  // "a" is leased
+  // force and the regex travel: a bad pattern comes back with the master's message.
+  auto bad = client_->RemoveByRegex("(", true);
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(bad.status().message().find("does not compile"), std::string::npos);
+  EXPECT_EQ(*client_->RemoveByRegex("^a$", false), 0u);  // leased
+  EXPECT_EQ(*client_->RemoveByRegex("^a$", true), 1u);
+  EXPECT_TRUE(client_->Exist({"a"})[0].ok() && !*client_->Exist({"a"})[0]);
   ASSERT_TRUE(client_->UnmountSegment(kNode.id, 1).ok());
   EXPECT_FALSE(client_->UnmountSegment(kNode.id, 1).ok());
   EXPECT_TRUE(client_->Exist({"a"})[0].ok() && !*client_->Exist({"a"})[0]);

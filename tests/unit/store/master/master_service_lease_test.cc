@@ -1,6 +1,7 @@
 // MasterService leases, removes and eviction: a lease blocks Remove and eviction until it runs
-// out; Exist grants none; eviction at the watermark frees the oldest leases by bytes; a PutStart
-// that finds no room evicts synchronously and retries.
+// out (a forced remove goes at once, its space waits for the lease); Exist grants none; removes
+// by regex; eviction at the watermark frees the oldest leases by bytes; a PutStart that finds no
+// room evicts synchronously and retries.
 #include <gtest/gtest.h>
 
 #include "master_service_fixture.h"
@@ -68,6 +69,71 @@ TEST_F(MasterServiceTest, RemoveAllSkipsLeasedAndUnfinished) {
   EXPECT_EQ(GetCode("pending"), ErrorCode::REPLICA_IS_NOT_READY);
   EXPECT_EQ(Allocated(), 2 * 128u);
   EXPECT_EQ(*master_->RemoveAll(), 0u);
+}
+
+TEST_F(MasterServiceTest, ForcedRemoveGoesAtOnceButItsSpaceWaitsForTheLease) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  Put("n1", "k", 100);
+  ASSERT_TRUE(Get("k").ok());  // a reader holds it for 5 s
+  auto removed = master_->Remove({"k"}, /*force=*/true);
+  ASSERT_TRUE(removed[0].ok()) << removed[0].message();
+  EXPECT_FALSE(Exists("k"));
+  EXPECT_EQ(GetCode("k"), ErrorCode::OBJECT_NOT_FOUND);
+  // The reader may still be copying: the bytes stay allocated until its lease ends.
+  EXPECT_EQ(Allocated(), 128u);
+  Advance(milliseconds(4999));
+  master_->Tick();
+  EXPECT_EQ(Allocated(), 128u);
+  Advance(milliseconds(1));
+  master_->Tick();
+  EXPECT_EQ(Allocated(), 0u);
+  EXPECT_EQ(CounterValue("kvtier_master_removes_total", {{"result", "forced"}}), 1);
+  EXPECT_EQ(CounterValue("kvtier_master_removes_total", {{"result", "ok"}}), 0);
+  // Force does not take a put that is still being written, nor a missing key.
+  ASSERT_TRUE(Start("n1", "pending", 100).ok());
+  EXPECT_EQ(master_->Remove({"pending", "missing"}, true)[0].code(),
+            ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(master_->Remove({"missing"}, true)[0].code(), ErrorCode::OBJECT_NOT_FOUND);
+}
+
+TEST_F(MasterServiceTest, ForcedRemoveAllTakesLeasedObjectsToo) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  for (const char* k : {"a", "leased"}) Put("n1", k, 100);
+  ASSERT_TRUE(Start("n1", "pending", 100).ok());
+  ASSERT_TRUE(Get("leased").ok());
+  EXPECT_EQ(*master_->RemoveAll(/*force=*/true), 2u);
+  EXPECT_EQ(Keys(), 1u);  // the unfinished put
+  EXPECT_EQ(Allocated(), 2 * 128u);  // the pending put and the leased object's space
+  Advance(milliseconds(5000));
+  master_->Tick();
+  EXPECT_EQ(Allocated(), 128u);
+}
+
+TEST_F(MasterServiceTest, RemoveByRegexRemovesMatchingKeysOnly) {
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  for (const char* k : {"model-a/layer0", "model-a/layer1", "model-b/layer0", "x-model-a/"}) {
+    Put("n1", k, 100);
+  }
+  ASSERT_TRUE(Get("model-a/layer1").ok());
+  ASSERT_TRUE(Start("n1", "model-a/pending", 100).ok());
+  // Matches anywhere in the key (regex_search); leased and unfinished ones stay.
+  auto n = master_->RemoveByRegex("^model-a/");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 1u);
+  EXPECT_FALSE(Exists("model-a/layer0"));
+  EXPECT_TRUE(Exists("model-a/layer1"));
+  EXPECT_TRUE(Exists("x-model-a/"));
+  EXPECT_EQ(*master_->RemoveByRegex("^model-a/", /*force=*/true), 1u);
+  EXPECT_FALSE(Exists("model-a/layer1"));
+  EXPECT_EQ(*master_->RemoveByRegex("layer[0-9]$"), 1u);  // model-b/layer0
+  EXPECT_EQ(*master_->RemoveByRegex("nothing-matches"), 0u);
+  EXPECT_TRUE(Exists("x-model-a/"));
+
+  auto bad = master_->RemoveByRegex("model-(a");
+  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(bad.status().message().find("does not compile"), std::string::npos)
+      << bad.status().message();
+  EXPECT_TRUE(Exists("x-model-a/"));
 }
 
 class MasterEvictionTest : public MasterServiceTest {

@@ -81,6 +81,36 @@ TEST(DummyProtocolTest, PutFromRoundTripKeepsBinaryKeysAndRanges) {
   EXPECT_EQ(got->release, (std::vector<uint64_t>{64, 128}));
 }
 
+TEST(DummyProtocolTest, RemovesCarryForceAndThePattern) {
+  Request req;
+  req.op = Op::kRemove;
+  req.keys = {"k"};
+  EXPECT_FALSE(RoundTrip(req)->force);
+  req.force = true;
+  EXPECT_TRUE(RoundTrip(req)->force);
+  req = {};
+  req.op = Op::kRemoveAll;
+  req.force = true;
+  EXPECT_TRUE(RoundTrip(req)->force);
+  req = {};
+  req.op = Op::kRemoveByRegex;
+  req.pattern = "^a.*b$";
+  auto got = RoundTrip(req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->pattern, "^a.*b$");
+  EXPECT_FALSE(got->force);
+  req.pattern.assign(kMaxRegexBytes + 1, 'x');
+  got = RoundTrip(req);
+  EXPECT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("pattern"), std::string::npos);
+  Reply reply;
+  reply.count = 7;
+  const std::string body = EncodeReply(Op::kRemoveByRegex, reply);
+  auto back = DecodeReply(Op::kRemoveByRegex, body.data(), body.size());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->count, 7u);
+}
+
 TEST(DummyProtocolTest, RegisterRegionRoundTripAndKindCheck) {
   Request req;
   req.op = Op::kRegisterRegion;

@@ -94,6 +94,26 @@ TEST(MasterProtocol, BatchRequestsRoundTrip) {
   q = {};
   q.op = MasterRpcOp::kRemoveAll;
   EXPECT_EQ(RoundTrip(q).op, MasterRpcOp::kRemoveAll);
+  EXPECT_FALSE(RoundTrip(q).force);
+  q.force = true;
+  EXPECT_TRUE(RoundTrip(q).force);
+  q = {};
+  q.op = MasterRpcOp::kRemove;
+  q.keys = {"k"};
+  q.force = true;
+  EXPECT_TRUE(RoundTrip(q).force);
+  q = {};
+  q.op = MasterRpcOp::kRemoveByRegex;
+  q.pattern = "^prefix/.*";
+  q.force = true;
+  m = RoundTrip(q);
+  EXPECT_EQ(m.pattern, q.pattern);
+  EXPECT_TRUE(m.force);
+  q.pattern.assign(kMaxRegexBytes + 1, 'a');  // too long: refused, with the field named
+  const std::string body = EncodeMasterRequest(q);
+  auto decoded = DecodeMasterRequest(static_cast<uint64_t>(q.op), body.data(), body.size());
+  EXPECT_EQ(decoded.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_NE(decoded.status().message().find("pattern"), std::string::npos);
   q = {};
   q.op = MasterRpcOp::kExist;  // an empty batch is a valid request
   EXPECT_TRUE(RoundTrip(q).keys.empty());
