@@ -28,6 +28,7 @@ from kvtier._kvtier import BufferHandle, MooncakeHostMemAllocator  # noqa: F401 
 from kvtier._kvtier import StoreHandle as _StoreHandle
 from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
+from kvtier.store_ranges import RangeCalls as _RangeCalls
 from kvtier.store_tensors import TensorCalls as _TensorCalls
 from kvtier.store_types import (  # noqa: F401 (re-exports)
     Descriptor,
@@ -113,15 +114,16 @@ def _split_hostname(text):
     return host, int(port)
 
 
-class DistributedStore(_TensorCalls, _StoreHandle):
+class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
     """A client of the kvtier store with Mooncake's MooncakeDistributedStore API.
 
     Set it up once, either as a dummy client of the node on this host (``setup_dummy``) or as an
     embedded node of its own (``setup``). The data methods (put, get, get_size, is_exist,
     batch_is_exist, alloc_from_mem_pool, register_buffer, unregister_buffer, put_from, get_into,
     batch_put_from, batch_get_into, batch_get_buffer, batch_put_from_multi_buffers,
-    get_hostname, close) are native; the rest below, and the tensor calls (store_tensors.py),
-    are composed of them. Every docstring gives
+    get_hostname, remove, batch_remove, remove_all, remove_by_regex, close) are native; the rest
+    below, the tensor calls (store_tensors.py) and the ranged and session calls
+    (store_ranges.py) are composed of them. Every docstring gives
     the return values; docs/store/python.md has one row per Mooncake method with its status.
     Thread-safe. Usable as a context manager (closes on exit).
     """
@@ -282,6 +284,29 @@ class DistributedStore(_TensorCalls, _StoreHandle):
         """{key: get_replica_desc(key)} for each key (in one exists call)."""
         return {k: [ReplicaDescriptor()] if code == 1 else []
                 for k, code in zip(keys, self.batch_is_exist(keys))}
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Removes the keys whose lease has ended (leased and missing ones are skipped) and
+        returns the list of keys cleared. Clearing only the replicas on one segment
+        (``segment_name``) is not supported: [] with a warning."""
+        if segment_name:
+            _warn_once("batch_replica_clear(segment_name=...) is not supported: kvtier clears "
+                       "an object with all its replicas (pass segment_name='')")
+            return []
+        keys = list(keys)
+        return [k for k, code in zip(keys, self.batch_remove(keys)) if code == 0] if keys else []
+
+    def create_copy_task(self, key, targets):
+        """UNAVAILABLE_IN_CURRENT_MODE, as ``((0, 0), code)``: replicas are placed at put."""
+        return (0, 0), self._unavailable("create_copy_task", "replica copy tasks")
+
+    def create_move_task(self, key, source, target):
+        """UNAVAILABLE_IN_CURRENT_MODE, as ``((0, 0), code)``: replicas are placed at put."""
+        return (0, 0), self._unavailable("create_move_task", "replica move tasks")
+
+    def query_task(self, task_id):
+        """UNAVAILABLE_IN_CURRENT_MODE, as ``(None, code)``."""
+        return None, self._unavailable("query_task", "replica copy and move tasks")
 
     def get_tensor_into_cuda(self, key, tensor):
         """UNAVAILABLE_IN_CURRENT_MODE: no GPU path in the store yet."""

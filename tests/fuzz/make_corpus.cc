@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   const std::string sdir = argv[3];
   namespace st = kvtier::store;
   const std::vector<std::string> keys = {"model@00000001@0@abc", "model@00000001@0@def"};
-  for (uint32_t op = 1; op <= 10; ++op) {
+  for (uint32_t op = 1; op <= st::kMaxMasterRpcOp; ++op) {
     st::MasterRequest m;
     m.op = static_cast<st::MasterRpcOp>(op);
     m.node.id = "node-1";
@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
     m.segment_id = 7;
     m.keys = keys;
     m.sizes = {4096, 8192};
+    m.pattern = "^model@";
+    m.force = true;
     Write(sdir, "master_" + std::string(st::MasterRpcOpName(op)),
           std::string(1, '\0') + std::string(1, static_cast<char>(op)) + st::EncodeMasterRequest(m));
   }
