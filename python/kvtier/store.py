@@ -30,6 +30,7 @@ from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
 from kvtier.store_ranges import RangeCalls as _RangeCalls
 from kvtier.store_tensors import TensorCalls as _TensorCalls
+from kvtier.store_tensors import _first_error
 from kvtier.store_types import (  # noqa: F401 (re-exports)
     Descriptor,
     MemoryDescriptor,
@@ -47,11 +48,6 @@ __all__ = ["BufferHandle", "Descriptor", "DistributedStore", "ErrorCode", "Memor
 
 _log = logging.getLogger("kvtier.store")
 _warned = set()
-
-
-def _first_error(codes):
-    """0 when every code is 0, else the first that is not (all are computed: every call runs)."""
-    return next((c for c in list(codes) if c != 0), 0)
 
 
 def _warn_once(message):

@@ -340,6 +340,16 @@ def test_mooncake_package_is_kvtier_underneath(cluster, prefix):
         assert s.setup_dummy(0, 1 << 20, cluster.node_address) == 0
         assert s.put(f"{prefix}-k", b"via mooncake.store", R()) == 0
         assert s.get(f"{prefix}-k") == b"via mooncake.store"
+        # Mooncake's tensor helpers: header and payload apart, joined by put_from_with_metadata.
+        torch = pytest.importorskip("torch")
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        header, ptr, nbytes, owner = mstore._serialize_tensor(t)
+        assert len(header) == mstore._tensor_metadata_size() == 304 and nbytes == 48
+        hbuf = np.frombuffer(header, dtype=np.uint8).copy()
+        assert s.put_from_with_metadata(f"{prefix}-t", ptr, hbuf.ctypes.data, nbytes, 304) == 0
+        del owner
+        assert torch.equal(s.get_tensor(f"{prefix}-t"), t)
+        assert torch.equal(mstore._deserialize_tensor(s.get(f"{prefix}-t")), t)
         s.close()
     finally:
         sys.path.remove(str(compat))
