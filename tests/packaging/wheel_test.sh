@@ -54,6 +54,8 @@ venv="$work/venv/bin"
 cd "$work"  # nothing of the source tree is importable from here
 unset PYTHONPATH KVTIER_BIN
 "$venv/python" -c 'import kvtier, sys; assert kvtier.__file__.startswith(sys.prefix), kvtier.__file__'
+"$venv/python" -c 'import kvtier.integrations, sys; assert kvtier.integrations.__file__.startswith(sys.prefix)' ||
+  fail "the kvtier.integrations package"
 "$venv/kvtier" --version | grep -q . || fail "the kvtier command"
 
 step "mooncake_master + kvtier node from the venv, clients through mooncake.store"
