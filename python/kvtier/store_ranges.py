@@ -30,6 +30,27 @@ def _copy_ranges(dst_ptrs, sizes, src_ptrs):
             ctypes.memmove(dst, src, size)
 
 
+def _ranged_copies(objects, all_buffer_ptrs, all_sizes, all_offsets, into):
+    """The ranged multi-buffer calls: per key, copies its buffers' ranges into (or out of) the
+    object at (address, size), or None where the key has no session. Per key the bytes copied,
+    or INVALID_PARAMS (no session, a range outside the object, lists that do not match)."""
+    if not len(objects) == len(all_buffer_ptrs) == len(all_sizes) == len(all_offsets):
+        return [_INVALID_PARAMS] * len(objects)
+    out = []
+    for obj, ptrs, sizes, offsets in zip(objects, all_buffer_ptrs, all_sizes, all_offsets):
+        if (obj is None or not len(ptrs) == len(sizes) == len(offsets)
+                or not all(_fits(o, n, obj[1]) for o, n in zip(offsets, sizes))):
+            out.append(_INVALID_PARAMS)
+            continue
+        places = [obj[0] + o for o in offsets]
+        if into:
+            _copy_ranges(places, sizes, ptrs)
+        else:
+            _copy_ranges(ptrs, sizes, places)
+        out.append(sum(sizes))
+    return out
+
+
 class RangeCalls:
     """Mixed into kvtier.store.DistributedStore (needs batch_get_buffer, put, is_exist)."""
 
@@ -40,6 +61,11 @@ class RangeCalls:
             state = self.__dict__.setdefault(
                 "_range_sessions", {"lock": threading.Lock(), "put": {}, "get": {}})
         return state
+
+    def _open_sessions(self, side, keys):
+        state = self._sessions()
+        with state["lock"]:
+            return [state[side].get(k) for k in keys]
 
     # ---- get side ----
 
@@ -104,21 +130,9 @@ class RangeCalls:
         different lengths). ``[]`` when the store is not set up."""
         if not self.is_set_up:
             return []
-        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets):
-            return [_INVALID_PARAMS] * len(keys)
-        state = self._sessions()
-        with state["lock"]:
-            handles = [state["get"].get(k) for k in keys]
-        out = []
-        for handle, ptrs, sizes, srcs in zip(handles, all_buffer_ptrs, all_sizes,
-                                             all_src_offsets):
-            if (handle is None or not len(ptrs) == len(sizes) == len(srcs)
-                    or not all(_fits(o, n, handle.size()) for o, n in zip(srcs, sizes))):
-                out.append(_INVALID_PARAMS)
-                continue
-            _copy_ranges(ptrs, sizes, [handle.ptr() + o for o in srcs])
-            out.append(sum(sizes))
-        return out
+        objects = [(h.ptr(), h.size()) if h is not None else None
+                   for h in self._open_sessions("get", keys)]
+        return _ranged_copies(objects, all_buffer_ptrs, all_sizes, all_src_offsets, into=False)
 
     def batch_get_session_end(self, keys):
         """Drops the keys' get sessions. One int: 0 (-1 when the store is not set up)."""
@@ -166,22 +180,9 @@ class RangeCalls:
         lists of different lengths). ``[]`` when not set up."""
         if not self.is_set_up:
             return []
-        if not len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets):
-            return [_INVALID_PARAMS] * len(keys)
-        state = self._sessions()
-        with state["lock"]:
-            sessions = [state["put"].get(k) for k in keys]
-        out = []
-        for session, ptrs, sizes, dsts in zip(sessions, all_buffer_ptrs, all_sizes,
-                                              all_dst_offsets):
-            if (session is None or not len(ptrs) == len(sizes) == len(dsts)
-                    or not all(_fits(o, n, len(session[0])) for o, n in zip(dsts, sizes))):
-                out.append(_INVALID_PARAMS)
-                continue
-            base = _address(session[0])
-            _copy_ranges([base + o for o in dsts], sizes, ptrs)
-            out.append(sum(sizes))
-        return out
+        objects = [(_address(p[0]), len(p[0])) if p is not None else None
+                   for p in self._open_sessions("put", keys)]
+        return _ranged_copies(objects, all_buffer_ptrs, all_sizes, all_dst_offsets, into=True)
 
     def batch_put_session_end(self, keys):
         """Stores each session's object and closes the session: per key 0, or a negative
