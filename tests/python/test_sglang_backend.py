@@ -4,8 +4,6 @@ pool with register_mem_pool_host, then batch_exists for a prefix hit, batch_get_
 batch_set_v1 to back pages up. The host pools below lay out memory as SGLang's MHA and MLA host
 pools do (layer_first and page_first) and answer get_page_buffer_meta with the same pointers."""
 
-import dataclasses
-import hashlib
 import logging
 
 import pytest
@@ -13,98 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kvtier.integrations.sglang import KvtierHiCacheStorage  # noqa: E402
+from sglang_harness import PAGE, HostPool, StorageConfig, page_hashes, slots  # noqa: E402
 from store_cluster import running_cluster  # noqa: E402
-
-PAGE = 4      # tokens per page
-LAYERS = 3
 
 
 @pytest.fixture(scope="module")
 def cluster():
     with running_cluster(300) as c:
         yield c
-
-
-@dataclasses.dataclass
-class StorageConfig:  # SGLang's HiCacheStorageConfig fields the backend reads
-    tp_rank: int = 0
-    tp_size: int = 1
-    is_mla_model: bool = False
-    is_page_first_layout: bool = False
-    model_name: str = "test-model"
-    extra_config: dict = None
-
-
-class HostPool:
-    """A host KV pool with SGLang's buffer shapes and page pointers."""
-
-    def __init__(self, layout, mla, pages=16, heads=2, head_dim=8, dim=12, seed=0):
-        self.layout, self.mla, self.page_size = layout, mla, PAGE
-        self.size = pages * PAGE
-        if mla:
-            shape = ((LAYERS, self.size, 1, dim) if layout == "layer_first"
-                     else (self.size, LAYERS, 1, dim))
-        else:
-            shape = ((2, LAYERS, self.size, heads, head_dim) if layout == "layer_first"
-                     else (2, self.size, LAYERS, heads, head_dim))
-        gen = torch.Generator().manual_seed(seed)
-        self.kv_buffer = torch.randint(-1000, 1000, shape, generator=gen).to(torch.bfloat16)
-        self.token_elems = (dim if mla else heads * head_dim)  # per layer, per K or V
-
-    def get_page_buffer_meta(self, indices):
-        it = self.kv_buffer.element_size()
-        base, per_tok = self.kv_buffer.data_ptr(), self.token_elems * it
-        v_offset = 0 if self.mla else self.kv_buffer.numel() * it // 2
-        ptrs, sizes = [], []
-        for first in indices[::PAGE].tolist():
-            if self.layout == "layer_first":
-                for layer in range(LAYERS):
-                    k = base + first * per_tok + layer * self.size * per_tok
-                    ptrs += [k] if self.mla else [k, k + v_offset]
-                    sizes += [PAGE * per_tok] * (1 if self.mla else 2)
-            else:
-                k = base + first * LAYERS * per_tok
-                ptrs += [k] if self.mla else [k, k + v_offset]
-                sizes += [LAYERS * PAGE * per_tok] * (1 if self.mla else 2)
-        return ptrs, sizes
-
-    def token_view(self, index):
-        """Every byte of one token slot (all layers, K and V)."""
-        if self.mla:
-            return (self.kv_buffer[:, index] if self.layout == "layer_first"
-                    else self.kv_buffer[index])
-        return (self.kv_buffer[:, :, index] if self.layout == "layer_first"
-                else self.kv_buffer[:, index])
-
-    def get_data_page(self, index, flat=True):
-        if self.mla:
-            page = (self.kv_buffer[:, index:index + PAGE] if self.layout == "layer_first"
-                    else self.kv_buffer[index:index + PAGE])
-        else:
-            page = (self.kv_buffer[:, :, index:index + PAGE] if self.layout == "layer_first"
-                    else self.kv_buffer[:, index:index + PAGE])
-        return page.flatten() if flat else page
-
-    def get_dummy_flat_data_page(self):
-        return torch.zeros_like(self.get_data_page(0))
-
-
-def page_hashes(tokens):
-    """SGLang's chained per-page keys: sha256 of the prior hash and the page's u32 tokens."""
-    keys, prior = [], None
-    for i in range(0, len(tokens) - len(tokens) % PAGE, PAGE):
-        h = hashlib.sha256()
-        if prior:
-            h.update(bytes.fromhex(prior))
-        for t in tokens[i:i + PAGE]:
-            h.update(int(t).to_bytes(4, "little"))
-        prior = h.hexdigest()
-        keys.append(prior)
-    return keys
-
-
-def slots(pages):
-    return torch.tensor([p * PAGE + t for p in pages for t in range(PAGE)], dtype=torch.int64)
 
 
 @pytest.fixture(params=["dummy", "embedded"])
