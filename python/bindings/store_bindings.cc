@@ -159,6 +159,10 @@ store::PutConfig ConfigOf(py::handle config) {
     py::object action = config.attr("soft_pin_action");
     if (!action.is_none() && py::int_(action).cast<int>() == 1) out.soft_pin = true;
   }
+  if (py::hasattr(config, "soft_pin_ttl_ms")) {
+    py::object ttl = config.attr("soft_pin_ttl_ms");
+    if (!ttl.is_none()) out.soft_pin_ttl_ms = ttl.cast<uint64_t>();  // a negative one raises
+  }
   return out;
 }
 

@@ -40,9 +40,10 @@ class ReplicateConfig:
     Honoured here: ``replica_num`` (copies on distinct nodes; 0 means the master's --replicas),
     ``preferred_segment`` / the first of ``preferred_segments`` (a node's "host:port" for the
     first copy), ``with_hard_pin`` (never evicted) and ``soft_pin_action=ENABLE`` /
-    ``with_soft_pin`` (evicted only after every unpinned object; no pin TTL). Accepted with
-    Mooncake's defaults and not acted on (docs/store/python.md): ``soft_pin_ttl_ms``,
-    ``prefer_alloc_in_same_node``, NVMe-oF and DFS replicas, ``data_type``, ``group_ids``.
+    ``with_soft_pin`` (evicted only after every unpinned object, for ``soft_pin_ttl_ms`` after
+    the put and after each read; None: the master's --default-kv-soft-pin-ttl-ms). Accepted with
+    Mooncake's defaults and not acted on (docs/store/python.md): ``prefer_alloc_in_same_node``,
+    NVMe-oF and DFS replicas, ``data_type``, ``group_ids``.
     """
 
     def __init__(self, **fields):

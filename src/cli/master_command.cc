@@ -26,6 +26,9 @@ struct MasterFlags {
   double eviction_ratio = 0.05;
   double client_ttl_s = 10;
   uint64_t default_kv_lease_ttl_ms = 5000;
+  uint64_t default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;
+  uint64_t max_kv_soft_pin_ttl_ms = 24 * 60 * 60 * 1000;
+  bool allow_evict_soft_pinned_objects = true;
   double put_start_discard_timeout_s = 30;
   double put_start_release_timeout_s = 600;
   uint32_t replicas = 1;
@@ -63,6 +66,12 @@ std::string CheckFlags(const MasterFlags& f) {
     return "--put-start-release-timeout-s must be in [--put-start-discard-timeout-s, 86400] "
            "seconds";
   }
+  if (f.max_kv_soft_pin_ttl_ms < 1 || f.max_kv_soft_pin_ttl_ms > 30 * 86'400'000ull) {
+    return "--max-kv-soft-pin-ttl-ms must be in [1, 2592000000] (30 days)";
+  }
+  if (f.default_kv_soft_pin_ttl_ms < 1 || f.default_kv_soft_pin_ttl_ms > f.max_kv_soft_pin_ttl_ms) {
+    return "--default-kv-soft-pin-ttl-ms must be in [1, --max-kv-soft-pin-ttl-ms]";
+  }
   if (f.replicas < 1 || f.replicas > 64) return "--replicas must be in [1, 64]";
   return "";
 }
@@ -88,6 +97,9 @@ int RunMaster(const MasterFlags& f) {
   options.service.eviction_ratio = f.eviction_ratio;
   options.service.client_ttl = Seconds(f.client_ttl_s);
   options.service.default_kv_lease_ttl = std::chrono::milliseconds(f.default_kv_lease_ttl_ms);
+  options.service.default_kv_soft_pin_ttl = std::chrono::milliseconds(f.default_kv_soft_pin_ttl_ms);
+  options.service.max_kv_soft_pin_ttl = std::chrono::milliseconds(f.max_kv_soft_pin_ttl_ms);
+  options.service.allow_evict_soft_pinned_objects = f.allow_evict_soft_pinned_objects;
   options.service.put_start_discard_timeout = Seconds(f.put_start_discard_timeout_s);
   options.service.put_start_release_timeout = Seconds(f.put_start_release_timeout_s);
   options.service.replicas = f.replicas;
@@ -139,6 +151,19 @@ RunFn AddMasterCommand(CLI::App& app) {
                   f->default_kv_lease_ttl_ms,
                   "Read lease granted by each get: the object is not evicted or removed meanwhile")
       ->capture_default_str();
+  cmd->add_option("--default-kv-soft-pin-ttl-ms,--default_kv_soft_pin_ttl",
+                  f->default_kv_soft_pin_ttl_ms,
+                  "How long a soft pin lasts after the put and after each read, unless the put "
+                  "names its own TTL")
+      ->capture_default_str();
+  cmd->add_option("--max-kv-soft-pin-ttl-ms,--max_kv_soft_pin_ttl", f->max_kv_soft_pin_ttl_ms,
+                  "The longest soft-pin TTL a put may ask for")
+      ->capture_default_str();
+  cmd->add_option("--allow-evict-soft-pinned-objects,--allow_evict_soft_pinned_objects",
+                  f->allow_evict_soft_pinned_objects,
+                  "Soft-pinned objects may be evicted once no unpinned one is left (false: never, "
+                  "until their pin lapses)")
+      ->capture_default_str();
   cmd->add_option("--put-start-discard-timeout-s,--put_start_discard_timeout_sec",
                   f->put_start_discard_timeout_s,
                   "An unfinished put older than this may be taken over by another put of its key")
@@ -162,8 +187,7 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--rpc_enable_tcp_no_delay", "--enable_metric_reporting", "--metrics_host",
        "--enable_http_metadata_server", "--http_metadata_server_port",
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
-       "--memory_allocator", "--allocation_strategy", "--default_kv_soft_pin_ttl",
-       "--max_kv_soft_pin_ttl", "--allow_evict_soft_pinned_objects", "--cluster_id"},
+       "--memory_allocator", "--allocation_strategy", "--cluster_id"},
       &f->ignored);
   return [f] { return RunMaster(*f); };
 }

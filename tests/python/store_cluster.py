@@ -84,9 +84,10 @@ class StoreCluster:
     """A master and one node (64 MB segment). Attributes: master_port, node_port, node_address
     ("127.0.0.1:<node_port>", what setup_dummy takes), master_address, lease_ms."""
 
-    def __init__(self, lease_ms=500, segment="64MB", start_timeout_s=20.0):
+    def __init__(self, lease_ms=500, segment="64MB", start_timeout_s=20.0, master_args=()):
         self.lease_ms = lease_ms
         self.segment = segment
+        self.master_args = list(master_args)  # more `kvtier master` flags
         self.start_timeout_s = start_timeout_s
         self.master = self.node = None
         self.master_port = self.node_port = None
@@ -115,7 +116,8 @@ class StoreCluster:
             self.master_port = free_port()
             self.master = _Process("master", [
                 "master", "--host", "127.0.0.1", "--port", str(self.master_port),
-                "--http-port", "0", "--default-kv-lease-ttl-ms", str(self.lease_ms)])
+                "--http-port", "0", "--default-kv-lease-ttl-ms", str(self.lease_ms),
+                *self.master_args])
             try:
                 _wait_for("kvtier master", self.master, lambda: _tcp_open(self.master_port),
                           self.start_timeout_s)

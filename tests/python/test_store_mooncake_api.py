@@ -311,6 +311,29 @@ def test_pinned_objects_outlive_eviction(prefix):
         s.close()
 
 
+def test_soft_pins_lapse_after_their_ttl(prefix):
+    """A master that never evicts a live soft pin (Mooncake's flag spelling): a pin of 1 ms has
+    lapsed by the time the store is full and goes like any object; a pin of 10 min stays."""
+    short, long_ = ReplicateConfig(), ReplicateConfig()
+    short.soft_pin_action = long_.soft_pin_action = SoftPinAction.ENABLE
+    short.soft_pin_ttl_ms, long_.soft_pin_ttl_ms = 1, 600_000
+    value = os.urandom(1 << 20)
+    with running_cluster(LEASE_MS, segment="16MB",
+                         master_args=["--allow_evict_soft_pinned_objects=false"]) as c:
+        s = MooncakeDistributedStore()
+        assert s.setup_dummy(0, 2 << 20, c.node_address) == 0
+        assert s.put(f"{prefix}-short", value, short) == 0
+        assert s.put(f"{prefix}-long", value, long_) == 0
+        for i in range(40):
+            assert s.put(f"{prefix}-plain-{i}", value) == 0, c.logs()
+        assert s.batch_is_exist([f"{prefix}-short", f"{prefix}-long"]) == [0, 1]
+        # Filled with live soft pins only, the store refuses more rather than evict them.
+        codes = [s.put(f"{prefix}-pinned-{i}", value, long_) for i in range(40)]
+        assert codes[0] == 0 and codes[-1] == ErrorCode.NO_AVAILABLE_HANDLE, codes
+        assert s.get(f"{prefix}-long") == value
+        s.close()
+
+
 def test_replicate_config_has_mooncakes_fields():
     c = ReplicateConfig()
     assert (c.replica_num, c.with_hard_pin, c.preferred_segments, c.preferred_segment) == (

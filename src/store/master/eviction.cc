@@ -69,8 +69,9 @@ EvictionResult Evictor::EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_
 
 EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
   EvictionResult result;
-  auto evictable = [now_ns](const ObjectMeta& m) {
-    return m.complete && !m.hard_pin && !LeaseLive(m.lease_until_ns, now_ns);
+  auto evictable = [this, now_ns](const ObjectMeta& m) {
+    return m.complete && !m.hard_pin && !LeaseLive(m.lease_until_ns, now_ns) &&
+           (evict_soft_pinned_ || !m.SoftPinned(now_ns));
   };
 
   // One collection for both kinds: the unpinned candidates meet the goal first, the soft-pinned
@@ -81,8 +82,9 @@ EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
     auto shard = shards_->LockShard(i);
     shard->ForEach([&](const std::string&, const ObjectMeta& m) {
       if (!evictable(m)) return;
-      candidates[m.soft_pin].push_back(LeaseBytes{m.lease_until_ns, m.ChargedTotal()});
-      if (!m.soft_pin) unpinned_bytes += m.ChargedTotal();
+      const bool soft = m.SoftPinned(now_ns);
+      candidates[soft].push_back(LeaseBytes{m.lease_until_ns, m.ChargedTotal()});
+      if (!soft) unpinned_bytes += m.ChargedTotal();
     });
   }
   const std::optional<EvictionCutoff> cutoffs[2] = {
@@ -97,11 +99,12 @@ EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
     auto shard = shards_->LockShard(i);
     shard->EraseIf([&](const std::string&, ObjectMeta& m) {
       if (!evictable(m)) return false;
-      const std::optional<EvictionCutoff>& cutoff = cutoffs[m.soft_pin];
+      const bool soft = m.SoftPinned(now_ns);
+      const std::optional<EvictionCutoff>& cutoff = cutoffs[soft];
       if (!cutoff || m.lease_until_ns > cutoff->lease_until_ns) return false;
       if (m.lease_until_ns == cutoff->lease_until_ns) {
-        if (at_cutoff[m.soft_pin] >= cutoff->bytes_at_cutoff) return false;
-        at_cutoff[m.soft_pin] += m.ChargedTotal();
+        if (at_cutoff[soft] >= cutoff->bytes_at_cutoff) return false;
+        at_cutoff[soft] += m.ChargedTotal();
       }
       result.objects += 1;
       result.bytes += m.ChargedTotal();

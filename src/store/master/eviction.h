@@ -1,8 +1,9 @@
 // Eviction: frees segment space by erasing complete objects whose read lease has expired,
 // oldest lease first (PutEnd sets the lease to "now" and every GetReplicas extends it, so this
-// approximates LRU). Leased, unfinished and hard-pinned objects are never evicted; soft-pinned
-// ones only for what the unpinned candidates cannot free (each kind gets its own cut-off, from the
-// same two steps below). Goals are in BYTES of
+// approximates LRU). Leased, unfinished and hard-pinned objects are never evicted; objects under
+// a live soft pin (object_meta.h: it lapses soft_pin_ttl after the put or the last read) only for
+// what the unpinned candidates cannot free (each kind gets its own cut-off, from the same two
+// steps below), or never when the master is told not to. Goals are in BYTES of
 // segment space (Mooncake counts objects), because KV objects vary in size and the watermark
 // is about space.
 //
@@ -55,7 +56,9 @@ struct EvictionResult {
 
 class Evictor {
  public:
-  Evictor(ObjectShards* shards, SegmentPool* pool) : shards_(shards), pool_(pool) {}
+  // `evict_soft_pinned` false: objects under a live soft pin are never candidates.
+  Evictor(ObjectShards* shards, SegmentPool* pool, bool evict_soft_pinned = true)
+      : shards_(shards), pool_(pool), evict_soft_pinned_(evict_soft_pinned) {}
 
   // One pass (passes are serialised). Frees at least `bytes_needed` when enough unleased
   // complete objects exist, otherwise all of them.
@@ -72,6 +75,7 @@ class Evictor {
 
   ObjectShards* shards_;
   SegmentPool* pool_;
+  const bool evict_soft_pinned_;
   std::mutex mu_;
   std::atomic<uint64_t> passes_{0};
 };

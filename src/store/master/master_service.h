@@ -22,6 +22,11 @@ struct MasterOptions {
   double eviction_ratio = 0.05;                 // ... down to (watermark - ratio) of capacity
   std::chrono::milliseconds client_ttl{10000};  // a node silent this long is unmounted
   std::chrono::milliseconds default_kv_lease_ttl{5000};
+  // A soft pin's TTL when the put names none (Mooncake's default: 30 min); puts may ask for up to
+  // max_kv_soft_pin_ttl.
+  std::chrono::milliseconds default_kv_soft_pin_ttl{30 * 60 * 1000};
+  std::chrono::milliseconds max_kv_soft_pin_ttl{24 * 60 * 60 * 1000};
+  bool allow_evict_soft_pinned_objects = true;  // false: a live soft pin is never evicted
   std::chrono::milliseconds put_start_discard_timeout{30000};   // another put may take the key
   std::chrono::milliseconds put_start_release_timeout{600000};  // the space is freed
   uint32_t replicas = 1;

@@ -63,7 +63,7 @@ struct MasterService::Impl {
   ObjectShards shards;
   SegmentPool pool;
   DiscardedReplicas discarded;
-  Evictor evictor{&shards, &pool};
+  Evictor evictor{&shards, &pool, options.allow_evict_soft_pinned_objects};
   std::atomic<uint64_t> next_serial{1};
 
   mutable std::mutex membership_mu;

@@ -94,7 +94,12 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
   meta.put_start_ns = now;
   meta.serial = next_serial.fetch_add(1);
   meta.hard_pin = config.hard_pin;
-  meta.soft_pin = config.soft_pin;
+  if (config.soft_pin) {
+    const auto asked = std::chrono::milliseconds(config.soft_pin_ttl_ms);
+    const auto ttl = asked.count() == 0 ? options.default_kv_soft_pin_ttl
+                                        : std::min(asked, options.max_kv_soft_pin_ttl);
+    meta.soft_pin_ttl_ns = std::chrono::nanoseconds(ttl).count();
+  }
   meta.replicas = std::move(allocated);
   shard->Insert(key, std::move(meta));
   return descs;
@@ -187,6 +192,7 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
       } else if (!meta->complete) {
         shard->MarkComplete(key, *meta);
         meta->lease_until_ns = s.Now();  // eviction order starts at publication
+        meta->RenewSoftPin(meta->lease_until_ns);
       }
     }
     out.push_back(std::move(st));
@@ -255,6 +261,7 @@ std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
       out.emplace_back(NotReady(key));
     } else {
       meta->lease_until_ns = GrantLease(meta->lease_until_ns, s.Now(), ttl);
+      meta->RenewSoftPin(s.Now());
       s.m.gets_hit->Inc();
       s.m.leases_granted->Inc();
       ObjectDesc desc;

@@ -8,6 +8,7 @@
 // unmounted) is erased too.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,9 +24,22 @@ struct ObjectMeta {
   int64_t lease_until_ns = 0;  // complete objects only; PutEnd sets it to "now"
   bool complete = false;
   bool hard_pin = false;  // never evicted (eviction.h)
-  bool soft_pin = false;  // evicted after every unpinned object
+  // Soft pin: evicted after every unpinned object, while soft_pin_until_ns lies ahead (PutEnd
+  // and each read set it to now + soft_pin_ttl_ns); 0 ttl: not soft-pinned.
+  int64_t soft_pin_ttl_ns = 0;
+  int64_t soft_pin_until_ns = 0;
   uint64_t serial = 0;  // unique per PutStart, tells a re-put of the key from the old one
   std::vector<Replica> replicas;
+
+  bool SoftPinned(int64_t now_ns) const {
+    return soft_pin_ttl_ns > 0 && soft_pin_until_ns > now_ns;
+  }
+  // PutEnd and reads: the soft pin runs for its TTL from now (never shortened).
+  void RenewSoftPin(int64_t now_ns) {
+    if (soft_pin_ttl_ns > 0) {
+      soft_pin_until_ns = std::max(soft_pin_until_ns, now_ns + soft_pin_ttl_ns);
+    }
+  }
 
   // Segment bytes the object holds (every replica, aligned).
   uint64_t ChargedTotal() const { return ChargedBytes(size) * replicas.size(); }

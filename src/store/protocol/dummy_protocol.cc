@@ -127,6 +127,7 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
       KVT_RETURN_IF_ERROR(r.GetOptional("replicas", req.config.replicas));
       KVT_RETURN_IF_ERROR(r.GetOptional("hard_pin", req.config.hard_pin));
       KVT_RETURN_IF_ERROR(r.GetOptional("soft_pin", req.config.soft_pin));
+      KVT_RETURN_IF_ERROR(r.GetOptional("soft_pin_ttl_ms", req.config.soft_pin_ttl_ms));
       return r.GetOptional("preferred_segment", req.config.preferred_segment);
     case Op::kRemove:
     case Op::kRemoveAll:
@@ -293,6 +294,7 @@ std::string EncodeRequest(const Request& req) {
       }
       if (req.config.hard_pin) w.Put("hard_pin", true);
       if (req.config.soft_pin) w.Put("soft_pin", true);
+      if (req.config.soft_pin_ttl_ms != 0) w.Put("soft_pin_ttl_ms", req.config.soft_pin_ttl_ms);
       [[fallthrough]];
     case Op::kGetInto: {
       std::vector<uint64_t> flat;

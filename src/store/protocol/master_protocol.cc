@@ -273,6 +273,7 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
       w.Put("preferred_segment", std::string_view(q.config.preferred_segment));
       if (q.config.hard_pin) w.Put("hard_pin", true);
       if (q.config.soft_pin) w.Put("soft_pin", true);
+      if (q.config.soft_pin_ttl_ms != 0) w.Put("soft_pin_ttl_ms", q.config.soft_pin_ttl_ms);
       break;
     }
     case MasterRpcOp::kPutEnd:
@@ -349,6 +350,7 @@ StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, si
       if (s.ok()) s = r.GetOptional("preferred_segment", q.config.preferred_segment);
       if (s.ok()) s = r.GetOptional("hard_pin", q.config.hard_pin);
       if (s.ok()) s = r.GetOptional("soft_pin", q.config.soft_pin);
+      if (s.ok()) s = r.GetOptional("soft_pin_ttl_ms", q.config.soft_pin_ttl_ms);
       break;
     }
     case MasterRpcOp::kPutEnd:

@@ -51,6 +51,8 @@ struct PutConfig {
   std::string preferred_segment;  // a node endpoint to place on first; empty: local first
   bool hard_pin = false;          // never evicted (Remove and RemoveAll still take it)
   bool soft_pin = false;          // evicted only once no unpinned object is left to evict
+  uint64_t soft_pin_ttl_ms = 0;   // soft_pin lasts this long after the put and each read;
+                                  // 0: the master's --default-kv-soft-pin-ttl-ms
 };
 
 struct PingReply {

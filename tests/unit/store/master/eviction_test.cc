@@ -56,15 +56,17 @@ TEST(BytesOverWatermarkTest, Arithmetic) {
 class EvictorTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(pool_.Mount("n", "h:1", SegmentInfo{1, 64 * 100, ""}).ok()); }
-  // A complete object of `blocks` x 64 bytes whose lease ended at `lease`.
+  // A complete object of `blocks` x 64 bytes whose lease ended at `lease`; a soft pin lasts
+  // until `soft_pin_until` (the tests evict at now = 100).
   void Add(const std::string& key, uint64_t blocks, int64_t lease, bool complete = true,
-           bool hard_pin = false, bool soft_pin = false) {
+           bool hard_pin = false, bool soft_pin = false, int64_t soft_pin_until = 1000) {
     ObjectMeta meta;
     meta.size = blocks * 64;
     meta.writer = "n";
     meta.complete = complete;
     meta.hard_pin = hard_pin;
-    meta.soft_pin = soft_pin;
+    meta.soft_pin_ttl_ns = soft_pin ? 1000 : 0;
+    meta.soft_pin_until_ns = soft_pin ? soft_pin_until : 0;
     meta.lease_until_ns = lease;
     meta.replicas = pool_.Allocate(meta.size, 1, "n", "");
     ASSERT_EQ(meta.replicas.size(), 1u);
@@ -158,6 +160,29 @@ TEST_F(EvictorTest, HardPinsStaySoftPinsGoLastOldestFirst) {
   EXPECT_EQ(r.objects, 2u);
   EXPECT_EQ(r.bytes, 2u * 64);
   EXPECT_TRUE(Has("hard-oldest"));
+}
+
+TEST_F(EvictorTest, ALapsedSoftPinIsAPlainCandidate) {
+  Add("soft-lapsed", 1, 1, true, false, /*soft_pin=*/true, /*soft_pin_until=*/50);
+  Add("soft-live", 1, 2, true, false, /*soft_pin=*/true);
+  Add("plain", 1, 3);
+  // Two blocks: the lapsed pin and the plain object (oldest first) go; the live pin stays.
+  EXPECT_EQ(evictor_.Evict(2 * 64, 100).objects, 2u);
+  EXPECT_FALSE(Has("soft-lapsed"));
+  EXPECT_TRUE(Has("soft-live"));
+  // At now = 1000 its pin has lapsed too.
+  EXPECT_EQ(evictor_.Evict(64, 1000).objects, 1u);
+  EXPECT_FALSE(Has("soft-live"));
+}
+
+TEST_F(EvictorTest, SoftPinsStayWhenTheMasterKeepsThem) {
+  Evictor keeper{&shards_, &pool_, /*evict_soft_pinned=*/false};
+  Add("soft", 1, 1, true, false, /*soft_pin=*/true);
+  Add("plain", 1, 2);
+  EXPECT_EQ(keeper.Evict(1 << 30, 100).objects, 1u);
+  EXPECT_TRUE(Has("soft"));
+  EXPECT_EQ(keeper.Evict(1 << 30, 1000).objects, 1u);  // lapsed: now a candidate
+  EXPECT_FALSE(Has("soft"));
 }
 
 }  // namespace

@@ -136,6 +136,47 @@ TEST_F(MasterServiceTest, RemoveByRegexRemovesMatchingKeysOnly) {
   EXPECT_TRUE(Exists("x-model-a/"));
 }
 
+TEST_F(MasterServiceTest, SoftPinsLapseTheirTtlAfterThePutAndTheLastRead) {
+  MasterOptions options;
+  options.default_kv_soft_pin_ttl = seconds(60);
+  options.max_kv_soft_pin_ttl = seconds(120);
+  options.eviction_high_watermark_ratio = 0.0;  // every Tick evicts all it may ...
+  options.eviction_ratio = 0.0;
+  options.allow_evict_soft_pinned_objects = false;  // ... but no live soft pin
+  options.client_ttl = std::chrono::hours(1);        // the node stays, though it never pings
+  Restart(options);
+  ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
+  PutConfig ten_s;
+  ten_s.soft_pin = true;
+  ten_s.soft_pin_ttl_ms = 10000;
+  PutConfig defaulted;
+  defaulted.soft_pin = true;
+  PutConfig too_long = ten_s;
+  too_long.soft_pin_ttl_ms = 3600 * 1000;  // capped at 120 s
+  Put("n1", "ten", 100, ten_s);
+  Put("n1", "default", 100, defaulted);
+  Put("n1", "capped", 100, too_long);
+  Put("n1", "plain", 100);
+  master_->Tick();  // only the unpinned object goes while the pins live
+  EXPECT_FALSE(Exists("plain"));
+  EXPECT_EQ(Keys(), 3u);
+  Advance(seconds(8));
+  ASSERT_TRUE(Get("ten").ok());  // a read renews the pin for another 10 s
+  Advance(seconds(9));           // 17 s after the put, 9 s after the read (the lease is over)
+  master_->Tick();
+  EXPECT_EQ(Keys(), 3u);
+  Advance(seconds(2));
+  master_->Tick();  // "ten" lapsed: a plain candidate now
+  EXPECT_FALSE(Exists("ten"));
+  Advance(seconds(60));
+  master_->Tick();
+  EXPECT_FALSE(Exists("default"));
+  EXPECT_TRUE(Exists("capped"));
+  Advance(seconds(60));
+  master_->Tick();
+  EXPECT_FALSE(Exists("capped"));
+}
+
 class MasterEvictionTest : public MasterServiceTest {
  protected:
   // One segment of 64000 bytes; objects of 640 bytes take 1% each.
