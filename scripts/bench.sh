@@ -16,7 +16,8 @@
 # table and writes its JSON to $BUILD/bench-store.json in the same run. BENCH_STORE_ARGS adds
 # options (e.g. BENCH_STORE_ARGS="--quick"). Then bench/store_python_api.py: Mooncake's batch
 # calls through kvtier.store against the same run's memcpy, and bench/sglang_backend.py: the
-# SGLang HiCache backend's page backup and prefetch against the same run's memcpy.
+# SGLang HiCache backend's page backup and prefetch, and bench/vllm_connector.py: the vLLM
+# connector's saves and loads through a kvtier server, each against the same run's memcpy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,7 @@ echo "wrote $build/bench-store.json" >&2
 # --- the Python store API (Mooncake's calls) against memcpy ---------------------------------
 PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_python_api.py
 PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/sglang_backend.py
+PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/vllm_connector.py
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"

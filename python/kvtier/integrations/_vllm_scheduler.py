@@ -1,0 +1,440 @@
+"""The scheduler half of the kvtier vLLM connector: prefix lookups and the per-step transfer plan.
+
+Per request it keeps: what the lookup found (``_Lookup``), the load vLLM accepted
+(``_PendingLoad``, from ``update_state_after_alloc``) and, while it runs, a ``_Tracker`` of its
+prompt, chunk hashes, block ids and how many chunks are saved.
+
+Saves run one step late. The chunks a request computed in step N are sent to the workers with
+step N+1's metadata, and the workers store them before that step's forward. By then the
+scheduler has seen step N's failed loads (``update_connector_output``) and drops every save of a
+request that touched a failed block: its forward attended to garbage, so its new chunks must never
+reach the cache. A request that finishes with a save still pending keeps its blocks
+(``request_finished`` returns True) until every worker reports the save in ``finished_sending``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvtier._kvtier import KvtierError, chunk_hashes
+
+from ._vllm_base import KvtierConnectorMetadata, LoadJob, SaveJob
+from ._vllm_config import Settings, check_chunk_size
+from ._vllm_link import ServerLink
+
+log = logging.getLogger("kvtier.integrations.vllm")
+
+
+@dataclass
+class _ReqInfo:
+    """What the connector derives from a Request once."""
+
+    tokens: np.ndarray  # prompt token ids, uint32
+    salt: str
+    eligible: bool
+    hashes: list[bytes] | None = None  # chain hashes of the prompt's full chunks
+    hashes_for: tuple | None = None  # (chunk_size, algo) they were made with
+    cached_chunks: int = 0  # leading chunks the last lookup found in kvtier
+    has_session: bool = False  # a LOOKUP created a server-side session
+
+
+@dataclass
+class _Lookup:
+    chunks: int  # chunks asked for
+    hit_chunks: int  # leading chunks every rank has
+    local: int = 0  # vLLM's own prefix hit, in tokens, at the last call
+
+
+@dataclass
+class _PendingLoad:
+    block_ids: list[int]
+    start: int
+    end: int
+
+
+@dataclass
+class _Tracker:
+    info: _ReqInfo
+    block_ids: list[int]
+    saved_chunks: int  # chunks [0, saved_chunks) are stored, planned, or were in kvtier
+
+
+@dataclass
+class _Deferred:
+    job: SaveJob
+    all_blocks: frozenset  # every block of the request at planning time
+
+
+@dataclass
+class SchedulerStats:
+    lookups: int = 0
+    lookup_errors: int = 0
+    lookup_hit_chunks: int = 0
+    matched_tokens: int = 0
+    load_jobs: int = 0
+    save_jobs: int = 0
+    saves_dropped_after_load_error: int = 0
+    delayed_frees: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _group0(block_ids):
+    """Block ids of the first (only) KV cache group: vLLM passes tuple[list[int], ...], older
+    versions a flat list."""
+    if block_ids is None:
+        return []
+    if len(block_ids) and isinstance(block_ids[0], (list, tuple)):
+        return list(block_ids[0])
+    return list(block_ids)
+
+
+def _mm_identifiers(request) -> list[str] | None:
+    """Identifiers of the request's multimodal inputs with their positions; [] without any,
+    None if it has some whose identity cannot be read (such a request is not cached)."""
+    out = []
+    features = getattr(request, "mm_features", None)
+    if features:
+        for f in features:
+            ident = getattr(f, "identifier", None) or getattr(f, "mm_hash", None)
+            if not ident:
+                return None
+            out.append(f"{ident}@{getattr(getattr(f, 'mm_position', None), 'offset', '')}")
+        return out
+    hashes = getattr(request, "mm_hashes", None)
+    positions = getattr(request, "mm_positions", None) or []
+    if hashes:
+        return [f"{h}@{getattr(p, 'offset', '')}" for h, p in zip(hashes, positions or hashes)]
+    if positions:
+        return None
+    return out
+
+
+def request_salt(request) -> tuple[str, bool]:
+    """(salt, eligible). Everything besides the tokens that changes a request's KV goes into the
+    salt, so that requests share cache entries only when their KV is the same: vLLM's cache_salt,
+    the LoRA adapter, and the identity of multimodal inputs (their placeholder tokens are
+    the same for every image)."""
+    parts = []
+    cache_salt = getattr(request, "cache_salt", None)
+    if cache_salt:
+        parts.append(f"salt={cache_salt}")
+    lora = getattr(request, "lora_request", None)
+    if lora is not None:
+        name = getattr(lora, "lora_name", None) or getattr(lora, "name", None)
+        parts.append(f"lora={name}#{getattr(lora, 'lora_int_id', '')}")
+    mm = _mm_identifiers(request)
+    if mm is None:
+        return "", False
+    if mm:
+        parts.append("mm=" + ",".join(mm))
+    if not parts:
+        return "", True
+    # The server takes at most 128 characters without '@', '/', '\\': a digest always fits.
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32], True
+
+
+class SchedulerSide:
+    def __init__(self, settings: Settings):
+        self._s = settings
+        self._chunk: int | None = None
+        self._algo: str | None = None
+        self._link = ServerLink(settings, "scheduler", on_connect=self._on_connect)
+        self._infos: dict[str, _ReqInfo] = {}
+        self._lookups: dict[str, _Lookup] = {}
+        self._pending_loads: dict[str, _PendingLoad] = {}
+        self._trackers: dict[str, _Tracker] = {}
+        self._deferred: list[_Deferred] = []  # planned this step, sent with the next one
+        self._held: set[str] = set()  # finished requests whose blocks wait for a save
+        self._unlock_next: list[str] = []  # loads sent last step: release their lookup locks
+        self.stats = SchedulerStats()
+        self._disabled = False
+        # Connect now so that a wrong chunk size stops the engine at start-up with a clear error;
+        # a server that is not up yet is only a warning (the link retries).
+        self._link.get()
+
+    # ---------------------------------------------------------------- server
+
+    def _on_connect(self, client, info):
+        check_chunk_size(int(info["chunk_size"]), self._s.block_size)
+        chunk, algo = int(info["chunk_size"]), str(info["hash"])
+        if (chunk, algo) != (self._chunk, self._algo) and self._chunk is not None:
+            log.warning("kvtier connector: the server's chunking changed (%s/%s -> %s/%s); "
+                        "running requests save from scratch", self._chunk, self._algo, chunk,
+                        algo)
+            for tr in self._trackers.values():
+                tr.saved_chunks = 0
+        self._chunk, self._algo = chunk, algo
+
+    def _client(self):
+        if self._disabled:
+            return None
+        try:
+            return self._link.get()
+        except ValueError as e:  # the server came back with an incompatible chunk size
+            log.error("kvtier connector: %s; the connector is off until the engine restarts", e)
+            self._disabled = True
+            return None
+
+    def _session_call(self, fn_name: str, req_id: str) -> None:
+        client = self._client()
+        if client is None:
+            return
+        try:
+            getattr(client, fn_name)(req_id)
+        except KvtierError as e:
+            if getattr(e, "code_name", "") != "NOT_FOUND":
+                self._link.failed(e)
+
+    def _wait_lookup(self, client, req_id: str) -> int | None:
+        deadline = time.monotonic() + self._s.lookup_timeout_ms / 1000.0
+        pause = 20e-6
+        while True:
+            hit = client.query_prefetch_status(req_id)
+            if hit is not None:
+                return int(hit)
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 2e-3)
+
+    # ---------------------------------------------------------------- requests
+
+    def _info(self, request) -> _ReqInfo:
+        rid = request.request_id
+        info = self._infos.get(rid)
+        if info is None:
+            prompt = getattr(request, "prompt_token_ids", None)
+            salt, eligible = request_salt(request)
+            if prompt is None or len(prompt) == 0:
+                tokens, eligible = np.zeros(0, dtype=np.uint32), False
+            else:
+                tokens = np.asarray(prompt, dtype=np.uint32)
+            info = _ReqInfo(tokens=tokens, salt=salt, eligible=eligible)
+            self._infos[rid] = info
+        return info
+
+    def _hashes(self, info: _ReqInfo) -> list[bytes]:
+        key = (self._chunk, self._algo)
+        if info.hashes is None or info.hashes_for != key:
+            info.hashes = chunk_hashes(info.tokens, self._chunk, self._algo)
+            info.hashes_for = key
+        return info.hashes
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
+        if not self._s.load_enabled:
+            return 0, False
+        info = self._info(request)
+        if not info.eligible:
+            return 0, False
+        bs = self._s.block_size
+        # The last token is always recomputed (vLLM needs its logits), and loads stay
+        # block-aligned.
+        cap = (int(request.num_tokens) - 1) // bs * bs
+        if cap <= num_computed_tokens:
+            return 0, False
+        client = self._client()
+        if client is None:
+            return 0, False
+        chunk = self._chunk
+        want = min(-(-cap // chunk), len(info.tokens) // chunk)
+        if want == 0:
+            return 0, False
+        rid = request.request_id
+        lk = self._lookups.get(rid)
+        if lk is None or lk.chunks != want:
+            hashes = self._hashes(info)[:want]
+            try:
+                client.lookup(self._s.model, self._s.key_world_size, hashes=hashes,
+                              request_id=rid, salt=info.salt)
+                info.has_session = True
+                hit = self._wait_lookup(client, rid)
+            except KvtierError as e:
+                self.stats.lookup_errors += 1
+                self._link.failed(e)
+                log.debug("kvtier connector: lookup of %s failed: %s", rid, e)
+                return 0, False
+            self.stats.lookups += 1
+            if hit is None:
+                # Treated as a miss, and remembered as one so that vLLM asking again does not
+                # wait again; the job's late locks go with the session at the end.
+                log.debug("kvtier connector: lookup of %s took longer than %d ms; treated as a "
+                          "miss", rid, self._s.lookup_timeout_ms)
+                hit = 0
+            lk = _Lookup(chunks=want, hit_chunks=min(hit, want))
+            self._lookups[rid] = lk
+            self.stats.lookup_hit_chunks += lk.hit_chunks
+        lk.local = num_computed_tokens
+        end = min(lk.hit_chunks * chunk, cap)
+        return max(end - num_computed_tokens, 0), False
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
+        rid = request.request_id
+        info = self._info(request)
+        lk = self._lookups.pop(rid, None)
+        if lk is not None:
+            info.cached_chunks = lk.hit_chunks
+        if num_external_tokens > 0 and lk is not None:
+            start, end = lk.local, lk.local + int(num_external_tokens)
+            if end > lk.hit_chunks * self._chunk:
+                log.error("kvtier connector: vLLM accepted %d external tokens for %s, more than "
+                          "the %d found; not loading", num_external_tokens, rid,
+                          lk.hit_chunks * self._chunk - lk.local)
+                return
+            self._pending_loads[rid] = _PendingLoad(_group0(blocks.get_block_ids()), start, end)
+            self.stats.matched_tokens += end - start
+        elif lk is not None and lk.hit_chunks > 0:
+            # Nothing to load (vLLM's own cache had it): let the server evict those chunks.
+            self._session_call("free_lookup_locks", rid)
+
+    def build_connector_meta(self, scheduler_output) -> KvtierConnectorMetadata:
+        meta = KvtierConnectorMetadata()
+        for rid in self._unlock_next:
+            self._session_call("free_lookup_locks", rid)
+        self._unlock_next = []
+        # Last step's saves, now that its failed loads are known (update_connector_output).
+        meta.saves = [d.job for d in self._deferred]
+        self._deferred = []
+        meta.release = sorted(self._held)
+        self._held.clear()
+
+        nst = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
+        for new in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
+            rid = new.req_id
+            info = self._infos.get(rid)
+            if info is None:  # never seen by get_num_new_matched_tokens: not ours to cache
+                info = _ReqInfo(tokens=np.zeros(0, dtype=np.uint32), salt="", eligible=False)
+                self._infos[rid] = info
+            tr = _Tracker(info, _group0(new.block_ids), saved_chunks=info.cached_chunks)
+            self._trackers[rid] = tr
+            self._plan_load(meta, rid)
+            self._plan_save(rid, tr, int(new.num_computed_tokens) + int(nst.get(rid, 0)))
+        for rid, new_blocks, resumed, computed in _cached_requests(
+                getattr(scheduler_output, "scheduled_cached_reqs", None)):
+            tr = self._trackers.get(rid)
+            if tr is None:
+                continue
+            if resumed:
+                tr.block_ids = _group0(new_blocks)
+            elif new_blocks:
+                tr.block_ids.extend(_group0(new_blocks))
+            self._plan_load(meta, rid)
+            self._plan_save(rid, tr, int(computed) + int(nst.get(rid, 0)))
+        for rid in list(self._pending_loads):  # accepted but not scheduled: vLLM will ask again
+            del self._pending_loads[rid]
+            self._session_call("free_lookup_locks", rid)
+        for rid in getattr(scheduler_output, "finished_req_ids", None) or ():
+            self._forget(rid)
+        return meta
+
+    def _plan_load(self, meta: KvtierConnectorMetadata, rid: str) -> None:
+        pl = self._pending_loads.pop(rid, None)
+        if pl is None:
+            return
+        tr = self._trackers[rid]
+        bs, chunk = self._s.block_size, self._chunk
+        blocks = pl.block_ids[pl.start // bs:pl.end // bs]
+        if len(blocks) != (pl.end - pl.start) // bs:
+            log.error("kvtier connector: %s has %d blocks, too few to load tokens [%d, %d)", rid,
+                      len(pl.block_ids), pl.start, pl.end)
+            return
+        end_chunk = -(-pl.end // chunk)
+        meta.loads.append(LoadJob(
+            req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
+            first_chunk=pl.start // chunk, end_chunk=end_chunk, start_token=pl.start,
+            end_token=pl.end, block_ids=blocks))
+        self.stats.load_jobs += 1
+        self._unlock_next.append(rid)
+
+    def _plan_save(self, rid: str, tr: _Tracker, computed_end: int) -> None:
+        if not self._s.save_enabled or not tr.info.eligible or self._chunk is None:
+            return
+        chunk = self._chunk
+        end_chunk = min(computed_end, len(tr.info.tokens)) // chunk
+        if end_chunk <= tr.saved_chunks:
+            return
+        bpc = chunk // self._s.block_size
+        if len(tr.block_ids) < end_chunk * bpc:
+            return
+        job = SaveJob(req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
+                      first_chunk=tr.saved_chunks, end_chunk=end_chunk,
+                      block_ids=tr.block_ids[tr.saved_chunks * bpc:end_chunk * bpc])
+        self._deferred.append(_Deferred(job, frozenset(tr.block_ids)))
+        tr.saved_chunks = end_chunk
+        self.stats.save_jobs += 1
+
+    def update_connector_output(self, connector_output) -> None:
+        invalid = getattr(connector_output, "invalid_block_ids", None)
+        if not invalid:
+            return
+        invalid = set(invalid)
+        bpc = self._chunk // self._s.block_size if self._chunk else 1
+        keep = []
+        for d in self._deferred:
+            if d.all_blocks.isdisjoint(invalid):
+                keep.append(d)
+            else:
+                self.stats.saves_dropped_after_load_error += 1
+        self._deferred = keep
+        # vLLM recomputes from the first failed block: those chunks must be saved again.
+        for tr in self._trackers.values():
+            for i, b in enumerate(tr.block_ids[:tr.saved_chunks * bpc]):
+                if b in invalid:
+                    tr.saved_chunks = min(tr.saved_chunks, i // bpc)
+                    break
+
+    def request_finished(self, request, block_ids) -> tuple[bool, dict | None]:
+        rid = request.request_id
+        info = self._infos.get(rid)
+        if info is not None and info.has_session:
+            self._session_call("end_session", rid)
+        self._forget(rid)
+        if any(d.job.req_id == rid for d in self._deferred):
+            self._held.add(rid)  # the workers store its last chunks next step
+            self.stats.delayed_frees += 1
+            return True, None
+        return False, None
+
+    def _forget(self, rid: str) -> None:
+        self._infos.pop(rid, None)
+        self._lookups.pop(rid, None)
+        self._trackers.pop(rid, None)
+        if self._pending_loads.pop(rid, None) is not None:
+            self._session_call("free_lookup_locks", rid)
+
+    def shutdown(self) -> None:
+        log.info("kvtier connector (scheduler): %s", self.stats.as_dict())
+        self._link.close()
+
+
+def _cached_requests(cached):
+    """(req_id, new_block_ids, resumed, num_computed_tokens) for scheduled_cached_reqs in the
+    layouts vLLM has used: one CachedRequestData of lists (with resumed_req_ids, or
+    resumed_from_preemption as a list), or a list of per-request objects (v0.9)."""
+    if cached is None:
+        return
+    if isinstance(cached, (list, tuple)):
+        for c in cached:
+            yield (c.req_id, c.new_block_ids, bool(getattr(c, "resumed_from_preemption", False)),
+                   c.num_computed_tokens)
+        return
+    req_ids = list(getattr(cached, "req_ids", ()) or ())
+    resumed_ids = getattr(cached, "resumed_req_ids", None)
+    resumed_flags = getattr(cached, "resumed_from_preemption", None)
+    new_blocks = getattr(cached, "new_block_ids", None) or [None] * len(req_ids)
+    computed = getattr(cached, "num_computed_tokens", None) or [0] * len(req_ids)
+    for i, rid in enumerate(req_ids):
+        if resumed_ids is not None:
+            resumed = rid in resumed_ids
+        elif resumed_flags is not None:
+            resumed = bool(resumed_flags[i])
+        else:
+            resumed = False
+        yield rid, new_blocks[i], resumed, computed[i]
+

@@ -1,0 +1,165 @@
+"""vLLM KV connector (v1) over ``kvtier server``: docs/integrations.md.
+
+Load it into vLLM with::
+
+    --kv-transfer-config '{"kv_connector":"KvtierConnector",
+                           "kv_connector_module_path":"kvtier.integrations.vllm",
+                           "kv_role":"kv_both",
+                           "kv_connector_extra_config":{"kvtier.host":"127.0.0.1",
+                                                        "kvtier.port":5555}}'
+
+vLLM builds the class twice: in the scheduler process (role SCHEDULER: prefix lookups and the
+per-step plan, ``_vllm_scheduler.py``) and in every worker process, one per GPU / TP rank (role
+WORKER: the copies, ``_vllm_worker.py``). The scheduler looks up the prompt's chunks, claims a
+block-aligned prefix that never includes the last token, and sends load and save jobs to the
+workers in the step's metadata; the workers move the bytes through a staging buffer the server
+maps. Loads are synchronous (the blocks are filled in ``start_load_kv``, before the forward);
+chunks that did not arrive are reported by ``get_block_ids_with_load_errors`` and vLLM recomputes
+them. Only host (CPU) KV caches are supported for now.
+
+When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
+from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ._vllm_base import (
+    VLLM_AVAILABLE,
+    VLLM_IMPORT_ERROR,
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+    KvtierConnectorMetadata,
+    LoadJob,
+    SaveJob,
+    role_name,
+)
+from ._vllm_config import KEYS, Settings, parse
+
+__all__ = [
+    "KEYS",
+    "VLLM_AVAILABLE",
+    "VLLM_IMPORT_ERROR",
+    "KVConnectorBase_V1",
+    "KVConnectorMetadata",
+    "KVConnectorRole",
+    "KvtierConnector",
+    "KvtierConnectorMetadata",
+    "LoadJob",
+    "SaveJob",
+    "Settings",
+]
+
+log = logging.getLogger("kvtier.integrations.vllm")
+
+
+class KvtierConnector(KVConnectorBase_V1):
+    """vLLM's ``kv_connector`` name for it is ``KvtierConnector``."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        try:
+            super().__init__(vllm_config, role, kv_cache_config)
+        except TypeError:  # vLLM releases whose base took (vllm_config, role) only
+            super().__init__(vllm_config, role)
+        self.settings = parse(vllm_config)
+        self._role_name = role_name(role)
+        self._scheduler = self._worker = None
+        if self._role_name == "SCHEDULER":
+            from ._vllm_scheduler import SchedulerSide
+
+            self._scheduler = SchedulerSide(self.settings)
+        elif self._role_name == "WORKER":
+            from ._vllm_worker import WorkerSide
+
+            self._worker = WorkerSide(self.settings, vllm_config, kv_cache_config)
+        else:
+            raise ValueError(f"kvtier connector: unknown role {role!r}")
+
+    # ------------------------------------------------------------ properties and classmethods
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        # A cache is best effort: a preempted request never waits for a save to be delivered.
+        return False
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config):
+        return None  # NHD and HND both work: blocks are copied in logical order
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config: dict[str, Any]) -> bool:
+        return False  # no per-layer hooks are used
+
+    # ------------------------------------------------------------ scheduler side
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
+        return self._sched().get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
+        self._sched().update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output) -> KVConnectorMetadata:
+        return self._sched().build_connector_meta(scheduler_output)
+
+    def update_connector_output(self, connector_output) -> None:
+        self._sched().update_connector_output(connector_output)
+
+    def request_finished(self, request, block_ids) -> tuple[bool, dict[str, Any] | None]:
+        return self._sched().request_finished(request, block_ids)
+
+    # ------------------------------------------------------------ worker side
+
+    def register_kv_caches(self, kv_caches) -> None:
+        self._work().register_kv_caches(kv_caches)
+
+    def start_load_kv(self, forward_context, **kwargs: Any) -> None:
+        self._work().run(self._connector_metadata)
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        # Loads finished in start_load_kv: whole requests move before the forward, so nothing
+        # runs inside the model (CUDA-graph safe).
+        return None
+
+    def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs: Any) -> None:
+        # Saves read the blocks after the forward (in the next step's start_load_kv), not
+        # layer by layer.
+        return None
+
+    def wait_for_save(self) -> None:
+        # Saves normally ran in start_load_kv; this covers an engine that skipped that call.
+        self._work().run(self._connector_metadata)
+
+    def get_finished(self, finished_req_ids: set[str]):
+        w = self._work()
+        w.run(self._connector_metadata)
+        return w.get_finished(finished_req_ids)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        return self._work().take_load_errors()
+
+    # ------------------------------------------------------------ both
+
+    def stats(self) -> dict:
+        """Counters of this instance (lookups and hits, or loaded / stored chunks)."""
+        side = self._scheduler or self._worker
+        return side.stats.as_dict()
+
+    def shutdown(self) -> None:
+        side = self._scheduler or self._worker
+        if side is not None:
+            side.shutdown()
+
+    def _sched(self):
+        if self._scheduler is None:
+            raise RuntimeError(f"kvtier connector: scheduler method called on the "
+                               f"{self._role_name} instance")
+        return self._scheduler
+
+    def _work(self):
+        if self._worker is None:
+            raise RuntimeError(f"kvtier connector: worker method called on the "
+                               f"{self._role_name} instance")
+        return self._worker

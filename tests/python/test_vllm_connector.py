@@ -1,0 +1,638 @@
+"""kvtier.integrations.vllm.KvtierConnector against a real `kvtier server`, driven the way vLLM
+drives a KV connector (vllm_harness.MiniEngine), with CPU tensors in every KV layout."""
+
+import logging
+import pickle
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import kvtier
+import vllm_harness as H
+from kvtier.server import LocalServer, free_port
+
+CHUNK, BS = 64, 16  # 4 blocks per chunk
+LOG = "kvtier.integrations.vllm"
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as s:
+        yield s
+
+
+@pytest.fixture
+def stats(srv):
+    c = srv.client(timeout_ms=10000)
+    yield c.stats
+    c.close()
+
+
+@pytest.fixture
+def model(request, uid):
+    return f"vllm-{request.node.name}-{uid}"
+
+
+def make_engine(srv, model, staging_blocks=8, extra=None, **kw):
+    cfg = {"kvtier.port": srv.port, "kvtier.model": model, "kvtier.staging_blocks": staging_blocks,
+           "kvtier.timeout_ms": 5000}
+    cfg.update(extra or {})
+    return H.MiniEngine(model, extra=cfg, **kw)
+
+
+def prompt(seed, n):
+    return [int(x) for x in np.random.default_rng(seed).integers(1, 30000, n)]
+
+
+def worker_stat(eng, key):
+    return [w.connector.stats()[key] for w in eng.workers]
+
+
+LAYOUTS = {
+    "flash_attn": dict(kind="flash_attn"),
+    "flashinfer": dict(kind="flashinfer"),
+    "mla": dict(kind="mla", head_dim=24),
+    "flash_attn_hnd": dict(kind="flash_attn", hnd=True),
+    "flashinfer_hnd": dict(kind="flashinfer", hnd=True),
+    "flash_attn_kernel_block_8": dict(kind="flash_attn", kernel_block=8),
+    "cpu": dict(kind="cpu", heads=4),
+    "cpu_kernel_block_8": dict(kind="cpu", heads=4, kernel_block=8),
+}
+
+
+# --------------------------------------------------------------------------- import, config
+
+
+def test_module_imports_without_vllm():
+    code = (
+        "import sys, pickle\n"
+        "import kvtier.integrations.vllm as m\n"
+        "assert not m.VLLM_AVAILABLE and 'vllm' not in sys.modules, m.VLLM_IMPORT_ERROR\n"
+        "assert issubclass(m.KvtierConnector, m.KVConnectorBase_V1)\n"
+        "assert issubclass(m.KvtierConnectorMetadata, m.KVConnectorMetadata)\n"
+        "assert [r.name for r in m.KVConnectorRole] == ['SCHEDULER', 'WORKER']\n"
+        "meta = m.KvtierConnectorMetadata(loads=[m.LoadJob('r', [b'x' * 16], '', 0, 1, 0, 16, "
+        "[3])])\n"
+        "assert pickle.loads(pickle.dumps(meta)) == meta\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+BAD_CONFIG = [
+    ({"kvtier.port": "abc"}, "kvtier.port must be an integer"),
+    ({"kvtier.port": 70000}, "kvtier.port must be between 1 and 65535"),
+    ({"kvtier.port": True}, "kvtier.port must be an integer"),
+    ({"kvtier.timeout_ms": 0}, "kvtier.timeout_ms must be >= 1"),
+    ({"kvtier.lookup_timeout_ms": "soon"}, "kvtier.lookup_timeout_ms must be an integer"),
+    ({"kvtier.retry_interval_s": -1}, "kvtier.retry_interval_s must be >= 0"),
+    ({"kvtier.staging_blocks": 0}, "kvtier.staging_blocks must be >= 1"),
+    ({"kvtier.model": "a@b"}, "kvtier.model must not contain '@'"),
+    ({"kvtier.model": ""}, "kvtier.model must be a non-empty string"),
+    ({"kvtier.host": 5}, "kvtier.host must be a non-empty string"),
+    ({"kvtier.kv_layout": "paged"}, "kvtier.kv_layout must be one of"),
+    ({"kvtier.auth_token_file": "/nonexistent/token"}, "kvtier.auth_token_file: cannot read"),
+]
+
+
+@pytest.mark.parametrize("extra,message", BAD_CONFIG, ids=[m for _, m in BAD_CONFIG])
+@pytest.mark.parametrize("role", ["SCHEDULER", "WORKER"])
+def test_bad_config_values_name_the_key(srv, extra, message, role):
+    cfg = H.make_config("m", extra={"kvtier.port": srv.port, **extra})
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        H.make_connector(cfg, role)
+
+
+def test_unknown_key_warns_and_default_model_key(srv, caplog):
+    cfg = H.make_config("org/model", extra={"kvtier.port": srv.port, "kvtier.prot": 1,
+                                            "other.key": 2}, dtype=torch.bfloat16)
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        conn = H.make_connector(cfg, "SCHEDULER")
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOG]
+    assert len(warnings) == 1 and "'kvtier.prot'" in warnings[0]
+    assert conn.settings.model == "org/model:bfloat16"  # the KV dtype is part of the key
+    assert conn.settings.port == srv.port
+    conn.shutdown()
+
+
+def test_chunk_size_must_be_a_multiple_of_the_block_size(srv):
+    cfg = H.make_config("m", block_size=48, extra={"kvtier.port": srv.port})
+    with pytest.raises(ValueError, match=r"chunk size \(64 tokens.*block size \(48"):
+        H.make_connector(cfg, "SCHEDULER")
+    worker = H.make_connector(cfg, "WORKER", kv_cache_config(1, block_size=48))
+    cache = H.RankCache("flash_attn", 1, 8, 48, 1, 8)
+    with pytest.raises(ValueError, match="not a multiple of vLLM's block size"):
+        worker.register_kv_caches(cache.tensors)
+
+
+def kv_cache_config(heads, block_size=BS, head_dim=8):
+    spec = H.FullAttentionSpec(block_size, heads, head_dim, torch.float16)
+    return H.KVCacheConfig(8, [], [H.KVCacheGroupSpec(["l0"], spec)])
+
+
+def test_register_kv_caches_rejects_what_it_cannot_serve(srv):
+    def worker(heads=2, extra=None, **kw):
+        cfg = H.make_config("m", extra={"kvtier.port": srv.port, **(extra or {})}, **kw)
+        return H.make_connector(cfg, "WORKER", kv_cache_config(heads) if heads else None)
+
+    meta = {"l0": torch.zeros(2, 8, 16, 2, 8, device="meta")}
+    with pytest.raises(RuntimeError, match=r"only host \(CPU\) KV caches"):
+        worker().register_kv_caches(meta)
+    with pytest.raises(ValueError, match="set kvtier.kv_layout"):
+        worker().register_kv_caches({"l0": torch.zeros(2, 2, 16, 2, 8)})
+    # [2, blocks, 16, 4, dim] or [2, blocks, 4, 16, dim]? Without the number of KV heads (from
+    # vLLM's KV cache spec or model config) or the platform, nobody can tell.
+    with pytest.raises(ValueError, match="FlashAttention's .* or the CPU backend's"):
+        worker(heads=None).register_kv_caches({"l0": torch.zeros(2, 8, 16, 4, 8)})
+    for heads, kind in ((4, "flash_attn"), (16, "cpu")):
+        w = worker(heads=heads)
+        w.register_kv_caches({"l0": torch.zeros(2, 8, 16, 4, 8)})
+        assert w._worker.geometry.kind == kind
+        w.shutdown()
+    with pytest.raises(ValueError, match="neither FlashAttention's .* for block size 16 and 3 KV"):
+        worker(heads=3).register_kv_caches({"l0": torch.zeros(2, 8, 16, 4, 8)})
+    w = worker(extra={"kvtier.kv_layout": "flashinfer"})  # the override settles it
+    w.register_kv_caches({"l0": torch.zeros(2, 2, 16, 2, 8)})
+    assert w._worker.geometry.kind == "flashinfer"
+    w.shutdown()
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        worker().register_kv_caches({"l0": torch.zeros(2, 8, 16, 2, 8),
+                                     "l1": torch.zeros(2, 8, 16, 2, 4)})
+    with pytest.raises(ValueError, match=r"a mla KV cache is \[num_blocks, block_size, dim\]"):
+        worker(use_mla=True).register_kv_caches({"l0": torch.zeros(2, 8, 16, 2, 8)})
+    with pytest.raises(ValueError, match="use_mla is False but the KV cache looks like mla"):
+        worker().register_kv_caches({"l0": torch.zeros(8, 16, 64)})
+    with pytest.raises(ValueError, match="block dimension is 12 tokens"):
+        worker(extra={"kvtier.kv_layout": "flash_attn"}).register_kv_caches(
+            {"l0": torch.zeros(2, 8, 12, 2, 8)})
+    with pytest.raises(ValueError, match="kvtier.staging_blocks .2. must be at least one chunk"):
+        worker(extra={"kvtier.staging_blocks": 2}).register_kv_caches(
+            {"l0": torch.zeros(2, 8, 16, 2, 8)})
+
+
+# --------------------------------------------------------------------------- hits and misses
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_shared_prefix_partial_hit_loads_the_saved_bytes(srv, model, layout, stats):
+    eng = make_engine(srv, model, tp=1, **LAYOUTS[layout])
+    a = prompt(1, 3 * CHUNK + 20)
+    eng.add("A", a, max_tokens=3)
+    eng.run()
+    # Only full chunks of the prompt are stored (not the partial chunk, not decode tokens).
+    assert worker_stat(eng, "stored_chunks") == [3]
+    b = a[:2 * CHUNK + 10] + prompt(2, 90)
+    eng.add("B", b, max_tokens=2)
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"B": 2 * CHUNK}
+    job, = eng.steps[-1]["loads"]
+    assert (job.start_token, job.end_token) == (0, 2 * CHUNK)
+    assert job.block_ids == eng.block_ids("B")[:8]
+    assert set(eng.block_ids("B")).isdisjoint(eng.finished_blocks["A"])
+    for got, want in zip(eng.read_prompt("B", 0, 0, 2 * CHUNK),
+                         [s[:2 * CHUNK] for s in eng.snapshots["A"][0]]):
+        assert np.array_equal(got, want)
+    eng.run()
+    assert eng.errors == []
+    assert worker_stat(eng, "loaded_chunks") == [2]
+    assert worker_stat(eng, "stored_chunks") == [4]  # B's own third chunk
+    assert eng.idle_blocks()
+    eng.shutdown()
+
+
+def test_full_prompt_hit_never_claims_the_last_token(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(3, 3 * CHUNK)
+    eng.add("A", a)
+    eng.run()
+    cases = {"same": (a, 176),  # (192 - 1) rounded down to blocks
+             "plus1": (a + [7], 192),  # exactly num_tokens - 1
+             "plus5": (a + [7, 8, 9, 10, 11], 192)}
+    for rid, (p, want) in cases.items():
+        eng.add(rid, p)
+        eng.step()
+        assert eng.steps[-1]["matched"] == {rid: want}, rid
+        eng.run()
+    assert eng.errors == []
+    eng.shutdown()
+
+
+def test_local_prefix_hit_loads_only_the_rest(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(4, 3 * CHUNK + 30)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a, local_hit=2 * BS)  # vLLM's own cache has the first two blocks
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"B": 3 * CHUNK - 2 * BS}
+    job, = eng.steps[-1]["loads"]
+    assert (job.first_chunk, job.start_token, job.end_token) == (0, 2 * BS, 3 * CHUNK)
+    assert job.block_ids == eng.block_ids("B")[2:12]
+    eng.run()
+    assert eng.errors == []
+    assert worker_stat(eng, "loaded_tokens") == [3 * CHUNK - 2 * BS]
+    eng.shutdown()
+
+
+def test_miss(srv, model, stats):
+    eng = make_engine(srv, model)
+    eng.add("A", prompt(5, 2 * CHUNK + 3))
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"A": 0} and eng.steps[-1]["loads"] == []
+    eng.run()
+    assert eng.scheduler.stats()["lookups"] == 1
+    assert eng.scheduler.stats()["lookup_hit_chunks"] == 0
+    eng.shutdown()
+
+
+def test_short_prompt_asks_nothing(srv, model):
+    eng = make_engine(srv, model)
+    eng.add("A", prompt(6, 20))  # under one chunk: nothing to look up or save
+    eng.run()
+    assert eng.scheduler.stats()["lookups"] == 0 and worker_stat(eng, "save_jobs") == [0]
+    eng.shutdown()
+
+
+def test_cancelled_request_leaves_no_session_and_no_locks(srv, model, stats):
+    eng = make_engine(srv, model)
+    a = prompt(7, 2 * CHUNK + 5)
+    eng.add("A", a)
+    eng.run()
+    base = stats()
+    req = H.Request("C", a)
+    assert eng.scheduler.get_num_new_matched_tokens(req, 0) == (2 * CHUNK, False)
+    during = stats()
+    assert during["sessions"] == base["sessions"] + 1
+    assert during["l1_pinned_objects"] == base["l1_pinned_objects"] + 2
+    # Cancelled before it was ever scheduled: vLLM calls request_finished only.
+    assert eng.scheduler.request_finished(req, []) == (False, None)
+    after = stats()
+    assert after["sessions"] == base["sessions"]
+    assert after["l1_pinned_objects"] == base["l1_pinned_objects"]
+    eng.add("D", a)  # the chunks are still there for the next request
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"D": 2 * CHUNK}
+    eng.run()
+    assert stats()["sessions"] == base["sessions"]
+    assert stats()["l1_pinned_objects"] == base["l1_pinned_objects"]
+    assert eng.errors == []
+    eng.shutdown()
+
+
+def test_aborted_running_request(srv, model, stats):
+    eng = make_engine(srv, model, token_budget=40)
+    base = stats()
+    eng.add("A", prompt(8, 3 * CHUNK))
+    eng.step()
+    eng.step()  # 80 tokens computed: chunk 0 planned for saving
+    eng.abort("A")
+    eng.run()
+    assert eng.idle_blocks()  # blocks kept for the pending save come back
+    assert worker_stat(eng, "stored_chunks") == [1]
+    assert stats()["sessions"] == base["sessions"]
+    eng.shutdown()
+
+
+def test_salt_lora_and_multimodal_inputs_isolate_entries(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(9, 2 * CHUNK + 1)
+    lora = type("LoRARequest", (), {"lora_name": "ad1", "lora_int_id": 1})()
+    img = [H.MMFeature("img-1", H.PlaceholderRange(4, 8))]
+    eng.add("A", a, cache_salt="tenant-1")
+    eng.add("L", a, lora_request=lora)
+    eng.add("I", a, mm_features=img)
+    eng.run()
+    checks = [("x1", dict(cache_salt="tenant-2"), 0), ("x2", dict(cache_salt="tenant-1"), 128),
+              ("x3", dict(), 0), ("x4", dict(lora_request=lora), 128),
+              ("x5", dict(mm_features=[H.MMFeature("img-2", H.PlaceholderRange(4, 8))]), 0),
+              ("x6", dict(mm_features=img), 128),
+              ("x7", dict(mm_features=[H.MMFeature(None, H.PlaceholderRange(4, 8))]), 0)]
+    for rid, kw, want in checks:
+        eng.add(rid, a, **kw)
+        eng.step()
+        assert eng.steps[-1]["matched"] == {rid: want}, rid
+        eng.run()
+    assert eng.errors == []
+    eng.shutdown()
+
+
+# --------------------------------------------------------------------------- step by step
+
+
+def test_chunked_prefill_saves_chunks_as_they_complete(srv, model):
+    eng = make_engine(srv, model, token_budget=40)
+    eng.add("A", prompt(10, 3 * CHUNK + 8), max_tokens=2)
+    eng.run()
+    ranges = [[(j.first_chunk, j.end_chunk) for j in s["saves"]] for s in eng.steps]
+    # 40 tokens a step: chunk 0 done after step 2, chunk 1 after step 4, chunk 2 after step 5;
+    # each is sent one step later.
+    assert [r for r in ranges if r] == [[(0, 1)], [(1, 2)], [(2, 3)]]
+    assert [i for i, r in enumerate(ranges) if r] == [2, 4, 5]
+    assert worker_stat(eng, "stored_chunks") == [3]
+    assert eng.errors == [] and eng.idle_blocks()
+    eng.shutdown()
+
+
+def test_request_finishing_at_prefill_keeps_its_blocks_until_saved(srv, model):
+    eng = make_engine(srv, model)
+    eng.add("A", prompt(11, 2 * CHUNK + 4), max_tokens=1)
+    eng.step()
+    assert eng.requests["A"].status.name.startswith("FINISHED")
+    assert "A" in eng.held  # request_finished said: do not free yet
+    eng.step()  # nothing scheduled: the save runs and every worker reports A
+    assert eng.steps[-1]["sent"] == {"A"} and not eng.held and eng.idle_blocks()
+    assert worker_stat(eng, "stored_chunks") == [2]
+    assert eng.scheduler.stats()["delayed_frees"] == 1
+    eng.shutdown()
+
+
+def test_roles_producer_and_consumer(srv, model):
+    p = prompt(12, 2 * CHUNK + 4)
+    prod = make_engine(srv, model, kv_role="kv_producer")
+    prod.add("A", p)
+    prod.run()
+    assert prod.scheduler.stats()["lookups"] == 0
+    assert worker_stat(prod, "stored_chunks") == [2]
+    cons = make_engine(srv, model, kv_role="kv_consumer")
+    cons.add("B", p + [1, 2, 3] + prompt(13, CHUNK))
+    cons.run()
+    assert cons.steps[0]["matched"] == {"B": 2 * CHUNK}
+    assert worker_stat(cons, "save_jobs") == [0] and worker_stat(cons, "loaded_chunks") == [2]
+    assert prod.errors == [] and cons.errors == []
+    prod.shutdown()
+    cons.shutdown()
+
+
+def test_preempted_request_reloads_into_new_blocks(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(14, 4 * CHUNK + 8)
+    eng.add("A", a, max_tokens=6)
+    eng.step()  # prefill
+    eng.step()  # first decode; the prompt's 4 chunks are stored
+    assert worker_stat(eng, "stored_chunks") == [4]
+    old = eng.block_ids("A")
+    eng.preempt("A")
+    assert eng.requests["A"].status == H.RequestStatus.PREEMPTED
+    eng.step()  # resumed: asked again, loads the prompt's chunks into its new blocks
+    assert eng.steps[-1]["matched"] == {"A": 4 * CHUNK}
+    job, = eng.steps[-1]["loads"]
+    assert set(job.block_ids).isdisjoint(old)
+    assert job.block_ids == eng.block_ids("A")[:16]
+    eng.run()
+    assert eng.errors == []
+    assert worker_stat(eng, "stored_chunks") == [4]  # nothing is stored twice
+    assert worker_stat(eng, "present_chunks") == [0]
+    assert eng.idle_blocks()
+    eng.shutdown()
+
+
+# --------------------------------------------------------------------------- tensor parallel
+
+
+def test_two_tp_ranks_each_load_their_own_bytes(srv, model):
+    eng = make_engine(srv, model, tp=2)
+    a = prompt(15, 3 * CHUNK + 9)
+    eng.add("A", a)
+    eng.run()
+    assert worker_stat(eng, "stored_chunks") == [3, 3]
+    eng.add("B", a[:3 * CHUNK] + prompt(16, 40))
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"B": 3 * CHUNK}
+    for rank in (0, 1):
+        got = eng.read_prompt("B", rank, 0, 3 * CHUNK)
+        want = [s[:3 * CHUNK] for s in eng.snapshots["A"][rank]]
+        other = [s[:3 * CHUNK] for s in eng.snapshots["A"][1 - rank]]
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+        assert not any(np.array_equal(g, o) for g, o in zip(got, other))
+    eng.run()
+    assert eng.errors == []
+    assert worker_stat(eng, "loaded_chunks") == [3, 3]
+    eng.shutdown()
+
+
+def test_a_chunk_counts_only_once_every_rank_has_it(srv, model, uid):
+    """Keys carry the world size: a chunk that only rank 0 of 2 stored is a miss."""
+    tokens = prompt(17, 2 * CHUNK + 1)
+    c = srv.client()
+    cache = kvtier.KvCache(num_layers=2, num_blocks=8, block_tokens=BS, bytes_per_token=32)
+    cache.register(c, uid + 7, model, world_size=2, rank=0)
+    assert c.store(uid + 7, np.arange(8, dtype=np.uint32),
+                   np.asarray(tokens[:2 * CHUNK], dtype=np.uint32))["stored_chunks"] == 2
+    eng = make_engine(srv, model, tp=2)
+    eng.add("A", tokens)
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"A": 0}
+    eng.run()
+    c.unregister_kv_buffers(uid + 7)
+    c.close()
+    eng.shutdown()
+
+
+def test_mla_ranks_share_one_copy(srv, model):
+    eng = make_engine(srv, model, tp=2, kind="mla", head_dim=36)
+    a = prompt(18, 2 * CHUNK + 20)
+    eng.add("A", a)
+    eng.run()
+    assert worker_stat(eng, "stored_chunks") == [2, 0]  # rank 0 stores for both
+    assert all(w.connector._worker.key_rank == 0 for w in eng.workers)
+    eng.add("B", a)
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"B": 2 * CHUNK}
+    r0, r1 = (eng.read_prompt("B", r, 0, 2 * CHUNK) for r in (0, 1))
+    assert all(np.array_equal(x, y) for x, y in zip(r0, r1))
+    eng.run()
+    assert worker_stat(eng, "loaded_chunks") == [2, 2]
+    assert eng.errors == []
+    eng.shutdown()
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_load_failure_is_reported_and_nothing_bad_is_cached(srv, model, stats):
+    eng = make_engine(srv, model, tp=2)
+    a = prompt(19, 3 * CHUNK + 3)
+    eng.add("A", a)
+    eng.run()
+    b = a[:3 * CHUNK] + prompt(20, CHUNK + 10)  # B computes a chunk of its own while failing
+
+    c = srv.client()
+    build = eng.scheduler.build_connector_meta
+
+    def lose_the_cache(scheduler_output):
+        meta = build(scheduler_output)
+        if meta.loads:  # the server loses the chunks between the lookup and the load
+            c.free_lookup_locks("B")
+            c.clear()
+        return meta
+
+    eng.scheduler.build_connector_meta = lose_the_cache
+    eng.add("B", b)
+    step = eng.step()
+    eng.scheduler.build_connector_meta = build
+    assert step["matched"] == {"B": 3 * CHUNK}
+    assert step["invalid"] == set(eng.block_ids("B")[:12])  # every loaded block, both ranks
+    assert step["recomputed"] == {"B"} and eng.requests["B"].num_computed_tokens == 0
+    assert worker_stat(eng, "load_failed_blocks") == [12, 12]
+    eng.run()
+    # The chunk B computed on top of the failed load was never stored; the recomputed ones were.
+    assert eng.scheduler.stats()["saves_dropped_after_load_error"] == 1
+    assert eng.errors == []
+    eng.add("C", b[:4 * CHUNK] + [5])
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"C": 4 * CHUNK}
+    eng.run()
+    assert eng.errors == []  # C got the recomputed bytes, not the garbage
+    c.close()
+    eng.shutdown()
+
+
+def test_harness_catches_a_load_that_writes_nothing(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(21, 2 * CHUNK + 3)
+    eng.add("A", a)
+    eng.run()
+    eng.workers[0].connector._worker._from_staging = lambda *args: None
+    eng.add("B", a)
+    eng.run()
+    assert eng.errors and "was not reported" in eng.errors[0]
+    eng.shutdown()
+
+
+def test_unreachable_server_is_a_miss_not_a_crash(caplog):
+    port = free_port()  # nothing listens there
+    cfg = H.make_config("m", extra={"kvtier.port": port, "kvtier.timeout_ms": 200,
+                                    "kvtier.retry_interval_s": 60})
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        sched = H.make_connector(cfg, "SCHEDULER")
+        t0 = time.monotonic()
+        assert sched.get_num_new_matched_tokens(H.Request("r", prompt(22, 300)), 0) == (0, False)
+        assert sched.get_num_new_matched_tokens(H.Request("s", prompt(23, 300)), 0) == (0, False)
+        assert time.monotonic() - t0 < 0.1  # no new attempt before the retry interval
+        so = H.SchedulerOutput([], H.CachedRequestData(), {}, 0, {}, {}, [0], set(), [])
+        assert sched.build_connector_meta(so).is_empty()
+        assert sched.request_finished(H.Request("r", [1]), []) == (False, None)
+
+        worker = H.make_connector(cfg, "WORKER", kv_cache_config(2))
+        cache = H.RankCache("flash_attn", 2, 8, BS, 2, 8)
+        worker.register_kv_caches(cache.tensors)
+        job = H.importlib.import_module("kvtier.integrations.vllm").LoadJob(
+            "r", [b"\0" * 16], "", 0, 1, 0, 2 * BS, [3, 5])
+        meta = type(sched.build_connector_meta(so))(loads=[job])
+        worker.bind_connector_metadata(meta)
+        worker.start_load_kv(H.ForwardContext({}, None))
+        assert worker.get_block_ids_with_load_errors() == {3, 5}
+        assert worker.get_finished(set()) == (None, None)
+        worker.clear_connector_metadata()
+        worker.shutdown()
+        sched.shutdown()
+    down = [r for r in caplog.records if r.name == LOG and "unavailable" in r.getMessage()]
+    assert len(down) == 2  # once for the scheduler, once for the worker
+
+
+def test_server_restart_is_survived(model):
+    extra = {"kvtier.model": model, "kvtier.staging_blocks": 8, "kvtier.timeout_ms": 300,
+             "kvtier.retry_interval_s": 0}
+    a = prompt(24, 2 * CHUNK + 1)
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as first:
+        port = first.port
+        eng = H.MiniEngine(model, extra={"kvtier.port": port, **extra})
+        eng.add("A", a)
+        eng.run()
+    n = len(eng.steps)
+    eng.add("B", a)
+    eng.run()  # the server is gone: a miss, and the engine goes on
+    assert eng.steps[n]["matched"] == {"B": 0} and eng.errors == []
+    second = _start_on(port)  # a new server on the same port knows nothing of us
+    try:
+        eng.add("C", a)
+        eng.run()  # reconnects, registers again, stores C's chunks
+        n = len(eng.steps)
+        eng.add("D", a)
+        eng.run()
+        assert eng.steps[n]["matched"] == {"D": 2 * CHUNK}
+        assert eng.errors == [] and eng.idle_blocks()
+        eng.shutdown()
+    finally:
+        second.stop()
+
+
+def _start_on(port):
+    """A LocalServer on a given ZMQ port (LocalServer itself picks free ones)."""
+    import kvtier.server as ks
+
+    server = LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK)
+    ports = iter([port, free_port()])
+    orig, ks.free_port = ks.free_port, lambda: next(ports)
+    try:
+        server._start_once()
+    finally:
+        ks.free_port = orig
+    return server
+
+
+def test_shutdown_unregisters_every_worker(srv, model, stats):
+    base = stats()["registered_workers"]
+    eng = make_engine(srv, model, tp=2)
+    assert stats()["registered_workers"] == base + 2
+    eng.shutdown()
+    assert stats()["registered_workers"] == base
+
+
+def test_metadata_is_picklable_for_the_workers(srv, model):
+    eng = make_engine(srv, model)
+    a = prompt(25, 2 * CHUNK + 1)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a)
+    so_meta = []
+    build = eng.scheduler.build_connector_meta
+    eng.scheduler.build_connector_meta = lambda so: so_meta.append(build(so)) or so_meta[-1]
+    eng.run()
+    assert any(m.loads for m in so_meta)
+    for m in so_meta:
+        assert pickle.loads(pickle.dumps(m)) == m
+    eng.shutdown()
+
+
+def test_layouts_read_each_others_chunks(srv, model):
+    """Chunks hold K/V in logical token order, so a FlashAttention engine's chunks load into
+    FlashInfer, HND and CPU-backend engines of the same model."""
+    a = prompt(26, 2 * CHUNK + 7)
+    first = make_engine(srv, model, kind="flash_attn", heads=4)
+    first.add("A", a)
+    first.run()
+    for i, layout in enumerate([dict(kind="flashinfer", hnd=True), dict(kind="cpu"),
+                                dict(kind="flash_attn", hnd=True, kernel_block=8)]):
+        eng = make_engine(srv, model, heads=4, **layout)
+        eng.add(f"B{i}", a)
+        eng.run()
+        assert eng.steps[0]["matched"] == {f"B{i}": 2 * CHUNK}, layout
+        assert eng.errors == [], layout
+        assert worker_stat(eng, "stored_chunks") == [0]
+        eng.shutdown()
+    first.shutdown()
+
+
+def test_cached_request_formats_of_older_vllm():
+    """scheduled_cached_reqs has been a CachedRequestData with resumed_req_ids, one with a
+    resumed_from_preemption list, and (v0.9) a list of per-request objects."""
+    from kvtier.integrations._vllm_scheduler import _cached_requests
+
+    want = [("a", ([1],), False, 16), ("b", ([2, 3],), True, 0)]
+    newest = H.CachedRequestData(req_ids=["a", "b"], resumed_req_ids={"b"},
+                                 new_block_ids=[([1],), ([2, 3],)], num_computed_tokens=[16, 0])
+    assert list(_cached_requests(newest)) == want
+    older = type("CachedRequestData", (), dict(
+        req_ids=["a", "b"], resumed_from_preemption=[False, True],
+        new_block_ids=[([1],), ([2, 3],)], num_computed_tokens=[16, 0]))()
+    assert list(_cached_requests(older)) == want
+    per_request = [type("CachedRequestData", (), dict(
+        req_id=r, resumed_from_preemption=res, new_block_ids=b, num_computed_tokens=n))()
+        for r, b, res, n in want]
+    assert list(_cached_requests(per_request)) == want
