@@ -14,8 +14,9 @@ namespace kvtier::testing {
 namespace {
 
 TEST(BenchL2StoreCli, PreregisteredAndStagedRunsVerifyEveryByteAndLeaveNothing) {
-  // Short leases: the bench removes keys right after reading them, and removes wait them out.
-  MasterProcess master({"--default-kv-lease-ttl-ms", "300"});
+  // The master's default settings (5 s leases): the bench removes keys right after reading them,
+  // and the connector's removes are forced.
+  MasterProcess master;
   NodeProcess node(master.address(), "64MB");
   const std::string store =
       R"("type":"store","deadline_ms":5000,"server_address":")" + node.address() + "\"";

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <thread>
 
 #include "common/logging.h"
 #include "connectors/connector_base.h"
@@ -126,34 +125,20 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
     return first.status;
   }
 
-  // A key a reader holds a lease on cannot be removed yet: those keys are tried again (with
-  // backoff, bounded by the deadline) until their leases end; still leased then = 0, no error.
-  Status BatchRemove(Conn& c, std::span<const std::string> keys, Deadline deadline,
+  // Forced: a key another reader holds a lease on goes at once; the master keeps its space out
+  // of use until that lease ends, so the reader still reads the old bytes whole.
+  Status BatchRemove(Conn& c, std::span<const std::string> keys, Deadline,
                      std::span<uint8_t> out) {
-    std::vector<size_t> todo(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) todo[i] = i;
-    auto pause = std::chrono::milliseconds(5);
-    for (;;) {
-      std::vector<std::string> batch;
-      for (size_t i : todo) batch.push_back(keys[i]);
-      auto r = c.client->BatchRemove(batch);
-      std::vector<size_t> leased;
-      for (size_t j = 0; j < todo.size(); ++j) {
-        if (r[j].ok()) {
-          out[todo[j]] = 1;
-        } else if (r[j].code() == ErrorCode::OBJECT_HAS_LEASE) {
-          leased.push_back(todo[j]);
-        } else if (r[j].code() != ErrorCode::OBJECT_NOT_FOUND) {
-          return ToStatus(r[j]);
-        }
+    const std::vector<std::string> batch(keys.begin(), keys.end());
+    auto r = c.client->BatchRemove(batch, /*force=*/true);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (r[i].ok()) {
+        out[i] = 1;
+      } else if (r[i].code() != ErrorCode::OBJECT_NOT_FOUND) {
+        return ToStatus(r[i]);
       }
-      if (leased.empty() || std::chrono::steady_clock::now() + pause >= deadline) {
-        return Status::Ok();
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(100));
-      todo = std::move(leased);
     }
+    return Status::Ok();
   }
 
   Status BatchGet(Conn& c, std::span<const std::string> keys, std::span<const MutableBuffer> dst,
