@@ -30,9 +30,9 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--chunk-size", cfg->chunk_size, "Tokens per cached chunk")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--eviction-policy", cfg->eviction_policy, "LRU or noop")
+  cmd->add_option("--eviction-policy", cfg->eviction_policy, "LRU, S3FIFO or noop")
       ->capture_default_str()
-      ->check(CLI::IsMember({"LRU", "noop"}));
+      ->check(CLI::IsMember({"LRU", "S3FIFO", "noop"}));
   cmd->add_option("--eviction-trigger-watermark", cfg->eviction_trigger_watermark,
                   "Evict when L1 use reaches this fraction")
       ->capture_default_str()

@@ -82,6 +82,34 @@ TEST(L1Pressure, PinnedChunksSurviveUntilTheirTtl) {
   EXPECT_EQ(probe->retrieved_chunks, 0u);
 }
 
+TEST(L1Pressure, S3FifoKeepsAReusedPrefixThroughAScanOfOneTimePrompts) {
+  for (const char* policy : {"S3FIFO", "LRU"}) {
+    auto args = kSmallL1;
+    args.insert(args.end(), {"--eviction-policy", policy});
+    ServerProcess server(args);
+    auto client = server.Client();
+    Worker w(*client, 1);
+    ASSERT_TRUE(w.status.ok());
+    StoreRounds(*client, w, 1, 1);  // the reused prefix: stored, then read twice
+    for (int i = 0; i < 2; ++i) {
+      auto rt = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
+      ASSERT_TRUE(rt.ok());
+      ASSERT_EQ(rt->retrieved_chunks, 4u);
+    }
+    StoreRounds(*client, w, 5000, 40);  // 160 one-time chunks into room for 64
+    EXPECT_GT(Stat(*client, "l1_evictions"), 0) << policy;
+    w.Zero();
+    auto rt = client->Retrieve(w.Request(Tokens(256, 1), Blocks(0, 16)));
+    ASSERT_TRUE(rt.ok());
+    if (std::string(policy) == "S3FIFO") {
+      EXPECT_EQ(rt->retrieved_chunks, 4u);
+      EXPECT_EQ(w.Mismatches(Blocks(0, 16), 0, 256, 1), 0u);
+    } else {
+      EXPECT_EQ(rt->retrieved_chunks, 0u);  // LRU: the oldest read went long ago
+    }
+  }
+}
+
 TEST(L1Pressure, NoopPolicySkipsStoresWhenFull) {
   auto args = kSmallL1;
   args.insert(args.end(), {"--eviction-policy", "noop"});
