@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iostream>
+#include <memory>
 
 #include "common/config.h"
 
@@ -14,7 +16,9 @@ Status ApplyJsonConfig(CLI::App& cmd, const std::string& path) {
   for (const auto& [key, value] : json->items()) {
     std::string name = key;
     std::replace(name.begin(), name.end(), '_', '-');
-    CLI::Option* opt = cmd.get_option_no_throw("--" + name);
+    // The key as spelled first: Mooncake's flag names keep their underscores.
+    CLI::Option* opt = cmd.get_option_no_throw("--" + key);
+    if (opt == nullptr) opt = cmd.get_option_no_throw("--" + name);
     if (opt == nullptr || name == "config" || name == "help") {
       return Status(Code::kInvalidArgument, fmt::format("{}: unknown key '{}'", path, key));
     }
@@ -40,6 +44,20 @@ Status ApplyJsonConfig(CLI::App& cmd, const std::string& path) {
     }
   }
   return Status::Ok();
+}
+
+RunFn WithJsonConfig(CLI::App* cmd, RunFn run) {
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("--config", *path, "JSON file with the same keys as these flags");
+  return [cmd, path, run = std::move(run)] {
+    if (!path->empty()) {
+      if (Status s = ApplyJsonConfig(*cmd, *path); !s.ok()) {
+        std::cerr << "error: " << s.ToString() << "\n";
+        return 2;
+      }
+    }
+    return run();
+  };
 }
 
 }  // namespace kvtier::cli

@@ -8,10 +8,15 @@
 
 #include <string>
 
+#include "cli/commands.h"
 #include "common/status.h"
 
 namespace kvtier::cli {
 
 Status ApplyJsonConfig(CLI::App& cmd, const std::string& path);
+
+// Adds `--config FILE` to `cmd`; the returned command applies the file (exit status 2 and the
+// error on stderr when it is bad), then runs `run`.
+RunFn WithJsonConfig(CLI::App* cmd, RunFn run);
 
 }  // namespace kvtier::cli

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_config.h"
 #include "cli/store_commands_common.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"
@@ -189,7 +190,7 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
        "--memory_allocator", "--allocation_strategy", "--cluster_id"},
       &f->ignored);
-  return [f] { return RunMaster(*f); };
+  return WithJsonConfig(cmd, [f] { return RunMaster(*f); });
 }
 
 }  // namespace kvtier::cli

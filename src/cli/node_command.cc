@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/json_config.h"
 #include "cli/store_commands_common.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"
@@ -138,7 +139,7 @@ RunFn AddNodeCommand(CLI::App& app) {
                            "--local_buffer_size", "--threads", "--enable_http_server",
                            "--tenant_id", "--start_offload_rpc_server"},
                           &f->ignored);
-  return [f] { return RunNode(*f); };
+  return WithJsonConfig(cmd, [f] { return RunNode(*f); });
 }
 
 }  // namespace kvtier::cli

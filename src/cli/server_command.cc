@@ -18,8 +18,6 @@ RunFn AddServerCommand(CLI::App& app) {
   auto cfg = std::make_shared<ServerConfig>();
   CLI::App* cmd = app.add_subcommand("server", "Run the KV cache server");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
-  auto config_file = std::make_shared<std::string>();
-  cmd->add_option("--config", *config_file, "JSON file with the same keys as these flags");
   cmd->add_option("--host", cfg->host, "Address of every listener")->capture_default_str();
   cmd->add_option("--port", cfg->port, "ZMQ port for engine workers")->capture_default_str();
   cmd->add_option("--http-port", cfg->http_port, "HTTP admin port (0 = off)")
@@ -86,13 +84,7 @@ RunFn AddServerCommand(CLI::App& app) {
                   "File holding the shared secret clients must prove (CURVE on the ZMQ port, "
                   "'Authorization: Bearer' on HTTP); see docs/security.md");
 
-  return [cfg, cmd, config_file, token_file] {
-    if (!config_file->empty()) {
-      if (Status s = ApplyJsonConfig(*cmd, *config_file); !s.ok()) {
-        std::cerr << "error: " << s.ToString() << "\n";
-        return 2;
-      }
-    }
+  return WithJsonConfig(cmd, [cfg, token_file] {
     InitLogging();
     SetLogLevel(cfg->log_level);
     if (!token_file->empty()) {
@@ -137,7 +129,7 @@ RunFn AddServerCommand(CLI::App& app) {
     pthread_kill(waiter.native_handle(), SIGTERM);  // harmless if it already returned
     waiter.join();
     return 0;
-  };
+  });
 }
 
 }  // namespace kvtier::cli

@@ -457,6 +457,45 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
     assert bad.returncode == 2 and "--eviction-ratio must be in [0, 1]" in bad.stderr
 
 
+def test_master_and_node_take_a_config_file(prefix, tmp_path):
+    """`--config FILE` for master and node (as for the server): kvtier's and Mooncake's flag
+    names as keys; the command line wins; a bad key exits 2 naming it."""
+    rpc, node_port = free_port(), free_port()
+    master_cfg, node_cfg = tmp_path / "master.json", tmp_path / "node.json"
+    master_cfg.write_text(json.dumps({"rpc_port": rpc, "http-port": 0,
+                                      "default_kv_lease_ttl": 250, "log_level": "info"}))
+    node_cfg.write_text(json.dumps({"master_server_address": f"127.0.0.1:{rpc}",
+                                    "port": node_port, "global_segment_size": "16MB",
+                                    "host": "127.0.0.1", "no-prefault": True}))
+    master = _Process("master", ["master", "--config", str(master_cfg), "--log-level", "warn"])
+    node = None
+    try:
+        _wait_for("master", master, lambda: _tcp_open(rpc), 20.0)
+        node = _Process("node", ["node", "--config", str(node_cfg)])
+        _wait_for("node", node, lambda: "kvtier node " in node.log_text(), 20.0)
+        assert "lease 250 ms" in master.log_text()
+        s = MooncakeDistributedStore()
+        deadline = time.monotonic() + 20
+        while s.setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}") != 0:
+            assert time.monotonic() < deadline, node.log_text()
+            time.sleep(0.1)
+        while s.put(f"{prefix}-k", b"configured") != 0:
+            assert time.monotonic() < deadline, node.log_text()
+            time.sleep(0.1)
+        assert s.get(f"{prefix}-k") == b"configured"
+        s.close()
+    finally:
+        for p in (node, master):
+            if p is not None:
+                p.stop()
+                p.remove_log()
+    bad_cfg = tmp_path / "bad.json"
+    bad_cfg.write_text(json.dumps({"port": rpc, "evicton_ratio": 0.1}))
+    bad = subprocess.run([find_binary(), "master", "--config", str(bad_cfg)],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "unknown key 'evicton_ratio'" in bad.stderr, bad.stderr
+
+
 def check_mooncake_http_api(port, store, prefix, node):
     """Mooncake's master HTTP API (shapes as Mooncake's master answers them)."""
     def get(path):
