@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <memory>
 
@@ -46,7 +47,18 @@ Status ApplyJsonConfig(CLI::App& cmd, const std::string& path) {
   return Status::Ok();
 }
 
-RunFn WithJsonConfig(CLI::App* cmd, RunFn run) {
+std::string FlagEnvName(const std::string& subcommand, const std::string& long_name) {
+  std::string env = "KVTIER_" + subcommand + "_" + long_name;
+  for (char& c : env) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return env;
+}
+
+RunFn WithConfigSources(CLI::App* cmd, RunFn run) {
+  for (CLI::Option* opt : cmd->get_options()) {
+    if (!opt->get_lnames().empty() && opt->get_lnames()[0] != "help") {
+      opt->envname(FlagEnvName(cmd->get_name(), opt->get_lnames()[0]));
+    }
+  }
   auto path = std::make_shared<std::string>();
   cmd->add_option("--config", *path, "JSON file with the same keys as these flags");
   return [cmd, path, run = std::move(run)] {

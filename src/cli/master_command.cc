@@ -190,7 +190,7 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
        "--memory_allocator", "--allocation_strategy", "--cluster_id"},
       &f->ignored);
-  return WithJsonConfig(cmd, [f] { return RunMaster(*f); });
+  return WithConfigSources(cmd, [f] { return RunMaster(*f); });
 }
 
 }  // namespace kvtier::cli

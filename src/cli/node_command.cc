@@ -139,7 +139,7 @@ RunFn AddNodeCommand(CLI::App& app) {
                            "--local_buffer_size", "--threads", "--enable_http_server",
                            "--tenant_id", "--start_offload_rpc_server"},
                           &f->ignored);
-  return WithJsonConfig(cmd, [f] { return RunNode(*f); });
+  return WithConfigSources(cmd, [f] { return RunNode(*f); });
 }
 
 }  // namespace kvtier::cli

@@ -84,7 +84,7 @@ RunFn AddServerCommand(CLI::App& app) {
                   "File holding the shared secret clients must prove (CURVE on the ZMQ port, "
                   "'Authorization: Bearer' on HTTP); see docs/security.md");
 
-  return WithJsonConfig(cmd, [cfg, token_file] {
+  return WithConfigSources(cmd, [cfg, token_file] {
     InitLogging();
     SetLogLevel(cfg->log_level);
     if (!token_file->empty()) {

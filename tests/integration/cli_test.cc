@@ -28,7 +28,8 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
        {"--host TEXT=127.0.0.1", "--port UINT=5555", "--http-port UINT=8080", "--l1-size-gb",
         "=1", "--chunk-size UINT:POSITIVE=256", "--eviction-policy", "=LRU",
         "--eviction-trigger-watermark", "=0.8", "--eviction-target-watermark", "=0.7", "--hash",
-        "=xxh3", "--max-workers", "--log-level", "--config"}) {
+        "=xxh3", "--max-workers", "--log-level", "--config", "Env:KVTIER_SERVER_PORT",
+        "Env:KVTIER_SERVER_L1_SIZE_GB"}) {
     EXPECT_NE(out.text.find(flag), std::string::npos) << flag << "\n" << out.text;
   }
 }

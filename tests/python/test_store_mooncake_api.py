@@ -457,16 +457,19 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
     assert bad.returncode == 2 and "--eviction-ratio must be in [0, 1]" in bad.stderr
 
 
-def test_master_and_node_take_a_config_file(prefix, tmp_path):
-    """`--config FILE` for master and node (as for the server): kvtier's and Mooncake's flag
-    names as keys; the command line wins; a bad key exits 2 naming it."""
+def test_master_and_node_take_a_config_file_and_the_environment(prefix, tmp_path, monkeypatch):
+    """`--config FILE` and KVTIER_<SUBCOMMAND>_<FLAG> for master and node (as for the server):
+    kvtier's and Mooncake's flag names as keys; the command line wins over the environment,
+    which wins over the file; a bad key exits 2 naming it."""
     rpc, node_port = free_port(), free_port()
     master_cfg, node_cfg = tmp_path / "master.json", tmp_path / "node.json"
     master_cfg.write_text(json.dumps({"rpc_port": rpc, "http-port": 0,
-                                      "default_kv_lease_ttl": 250, "log_level": "info"}))
+                                      "default_kv_lease_ttl": 999, "log_level": "info"}))
     node_cfg.write_text(json.dumps({"master_server_address": f"127.0.0.1:{rpc}",
-                                    "port": node_port, "global_segment_size": "16MB",
+                                    "port": 1, "global_segment_size": "16MB",
                                     "host": "127.0.0.1", "no-prefault": True}))
+    monkeypatch.setenv("KVTIER_MASTER_DEFAULT_KV_LEASE_TTL_MS", "250")
+    monkeypatch.setenv("KVTIER_NODE_PORT", str(node_port))
     master = _Process("master", ["master", "--config", str(master_cfg), "--log-level", "warn"])
     node = None
     try:
