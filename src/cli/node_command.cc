@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/json_config.h"
+#include "cli/config_sources.h"
 #include "cli/store_commands_common.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/json_config.h"
+#include "cli/config_sources.h"
 #include "common/logging.h"
 #include "common/secret_file.h"
 #include "server/cache_server.h"

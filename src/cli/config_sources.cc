@@ -1,4 +1,4 @@
-#include "cli/json_config.h"
+#include "cli/config_sources.h"
 
 #include <fmt/format.h>
 
