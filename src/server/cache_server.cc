@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include "common/listen_warning.h"
+#include "common/logging.h"
 #include "server/server_stats.h"
 
 namespace kvtier {
@@ -61,6 +62,8 @@ CacheServer::CacheServer(std::unique_ptr<ServerContext> ctx) : ctx_(std::move(ct
   RegisterAdminHandlers(*ctx_, table_);
   front_ = std::make_unique<RpcFront>(*ctx_, table_, zctx_);
   handoff_ = std::make_unique<FdHandoffService>(ctx_->workers, ctx_->metrics);
+  workers_reaped_ = ctx_->metrics.GetCounter(
+      "kvtier_workers_reaped_total", "Workers unregistered because their process exited");
 }
 
 CacheServer::~CacheServer() {
@@ -110,6 +113,12 @@ void CacheServer::Housekeeping() {
   while (::poll(&pfd, 1, 1000) == 0) {
     ctx_->l1->Unpin(ctx_->sessions.Sweep());
     ctx_->l1->EvictIfNeeded();
+    for (const auto& w : ctx_->workers.ReapExited()) {
+      workers_reaped_->Inc();
+      KVT_LOG_WARN("worker instance={} model={} rank={}/{} (pid {}) exited without "
+                   "unregistering: unregistered, its buffers unmapped",
+                   w->instance_id, w->model, w->rank, w->world_size, w->owner_pid);
+    }
   }
 }
 

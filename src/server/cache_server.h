@@ -11,6 +11,7 @@
 
 #include "common/admin_http.h"
 #include "common/eventfd.h"
+#include "common/metrics.h"
 #include "server/fd_handoff_service.h"
 #include "server/handler_table.h"
 #include "server/prefetch_controller.h"
@@ -53,6 +54,7 @@ class CacheServer {
   EventNotifier stop_;
   EventNotifier housekeeping_stop_;
   std::thread housekeeping_;
+  Counter* workers_reaped_ = nullptr;  // workers whose process exited while registered
 };
 
 }  // namespace kvtier

@@ -79,7 +79,8 @@ void FdHandoffService::Serve(int conn) {
     if (!m.ok()) return reply(m.status(), 0);
     buffers.push_back(std::move(m).value());
   }
-  reply(Status::Ok(), registry_.AddPending(std::move(buffers)));
+  auto pid = wire::PeerPid(conn);  // the owner the registry watches (0 if not visible)
+  reply(Status::Ok(), registry_.AddPending(std::move(buffers), pid.ok() ? *pid : 0));
 }
 
 }  // namespace kvtier

@@ -1,19 +1,35 @@
 #include "server/worker_registry.h"
 
 #include <fmt/format.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <random>
+
+#include "common/logging.h"
 
 namespace kvtier {
 
-uint64_t WorkerRegistry::AddPending(std::vector<MappedFile> buffers) {
+uint64_t WorkerRegistry::AddPending(std::vector<MappedFile> buffers, pid_t owner_pid) {
+  // Opened now, while the owner waits for our reply: the pid cannot have been reused yet.
+  // (The syscall itself: glibc 2.36's <sys/pidfd.h> declares pidfd_open without C linkage.)
+  wire::UniqueFd owner(owner_pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, owner_pid, 0))
+                                     : -1);
+  if (owner_pid > 0 && !owner.valid() && ShouldLog("pidfd_open")) {
+    KVT_LOG_WARN("cannot watch worker process {} (pidfd_open: {}): its registrations are not "
+                 "reaped if it dies", owner_pid, std::strerror(errno));
+  }
   std::lock_guard lock(mu_);
   DropExpiredPendingLocked();
   // Tokens are not guessable from a counter alone, so one local user cannot easily claim
   // another's buffers by racing REGISTER with small integers.
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t token = (rng() & ~0xffffULL) | (next_token_++ & 0xffff);
-  pending_[token] = Pending{std::move(buffers), std::chrono::steady_clock::now()};
+  pending_[token] =
+      Pending{std::move(buffers), std::chrono::steady_clock::now(), owner_pid, std::move(owner)};
   return token;
 }
 
@@ -31,6 +47,7 @@ Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk
                   fmt::format("rank {} / world_size {} out of range", req.rank, req.world_size));
   }
   auto w = std::make_shared<RegisteredWorker>();
+  wire::UniqueFd owner;
   {
     std::lock_guard lock(mu_);
     DropExpiredPendingLocked();
@@ -42,6 +59,8 @@ Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk
     for (const auto& b : it->second.buffers) sizes.push_back(b.size());
     KVT_RETURN_IF_ERROR(req.layout.Validate(sizes, chunk_size));
     w->buffers = std::move(it->second.buffers);
+    w->owner_pid = it->second.owner.valid() ? it->second.owner_pid : 0;
+    owner = std::move(it->second.owner);
     pending_.erase(it);
   }
   w->instance_id = req.instance_id;
@@ -53,7 +72,7 @@ Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk
   // first STORE/RETRIEVE copies at memory speed instead of paying a fault per page.
   for (auto& b : w->buffers) b.PopulateForWrite();
   std::lock_guard lock(mu_);
-  workers_[req.instance_id] = std::move(w);
+  workers_[req.instance_id] = Entry{std::move(w), std::move(owner)};
   return Status::Ok();
 }
 
@@ -72,7 +91,7 @@ Result<std::shared_ptr<const RegisteredWorker>> WorkerRegistry::Get(uint64_t ins
     return Status(Code::kNotRegistered,
                   fmt::format("instance {} has no registered KV buffers", instance_id));
   }
-  return it->second;
+  return it->second.worker;
 }
 
 size_t WorkerRegistry::Count() const {
@@ -88,12 +107,27 @@ size_t WorkerRegistry::PendingCount() const {
 std::optional<uint64_t> WorkerRegistry::ObjectBytes(const std::string& model, uint32_t world_size,
                                                     uint32_t rank, uint32_t chunk_size) const {
   std::lock_guard lock(mu_);
-  for (const auto& [id, w] : workers_) {
-    if (w->model == model && w->world_size == world_size && w->rank == rank) {
-      return w->layout.ObjectBytes(chunk_size);
+  for (const auto& [id, e] : workers_) {
+    const RegisteredWorker& w = *e.worker;
+    if (w.model == model && w.world_size == world_size && w.rank == rank) {
+      return w.layout.ObjectBytes(chunk_size);
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::shared_ptr<const RegisteredWorker>> WorkerRegistry::ReapExited() {
+  std::vector<std::shared_ptr<const RegisteredWorker>> reaped;
+  std::lock_guard lock(mu_);
+  std::erase_if(workers_, [&reaped](const auto& kv) {
+    const Entry& e = kv.second;
+    if (!e.owner.valid()) return false;
+    pollfd pfd{e.owner.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) != 1) return false;  // a pidfd turns readable when its process exits
+    reaped.push_back(e.worker);
+    return true;
+  });
+  return reaped;
 }
 
 }  // namespace kvtier

@@ -1,6 +1,9 @@
 // Registered inference workers and their KV buffers. A worker first hands its memfds over the Unix
 // socket (AddPending -> token), then REGISTER_KV_BUFFERS claims the token with a layout. Lookups
 // return shared_ptr so that an UNREGISTER during a transfer cannot unmap memory in use.
+// The process that handed the buffers over is the worker's owner: when it exits (a crash, kill
+// -9), ReapExited unregisters the worker, so its mapping does not outlive it (the server's
+// housekeeping calls it every second). Owners are watched through pidfds.
 // Thread-safety: every method may be called from any thread (one mutex); a returned worker stays
 // valid while its shared_ptr is held, whoever unregisters it.
 #pragma once
@@ -16,6 +19,7 @@
 
 #include "common/memfd.h"
 #include "common/status.h"
+#include "wire/fd_passing.h"
 #include "wire/messages.h"
 
 namespace kvtier {
@@ -27,6 +31,7 @@ struct RegisteredWorker {
   uint32_t rank = 0;
   wire::KvLayout layout;
   std::vector<MappedFile> buffers;
+  pid_t owner_pid = 0;  // the process that handed the buffers over; 0: unknown (not watched)
 
   // Address of block `block` in region `region` (bounds already validated at registration).
   uint8_t* Block(size_t region, uint32_t block) const {
@@ -41,7 +46,8 @@ class WorkerRegistry {
       : pending_ttl_(pending_ttl) {}
 
   // Keeps mapped buffers until a REGISTER claims them; unclaimed ones expire after pending_ttl.
-  uint64_t AddPending(std::vector<MappedFile> buffers);
+  // `owner_pid` (0: unknown) is watched once they are registered.
+  uint64_t AddPending(std::vector<MappedFile> buffers, pid_t owner_pid = 0);
   // Validates the layout against the buffers and registers (replacing an earlier registration of
   // the same instance id).
   Status Register(const wire::RegisterRequest& req, uint32_t chunk_size);
@@ -54,10 +60,19 @@ class WorkerRegistry {
   size_t Count() const;
   size_t PendingCount() const;
 
+  // Unregisters every worker whose owner process has exited; returns them (for the log).
+  std::vector<std::shared_ptr<const RegisteredWorker>> ReapExited();
+
  private:
   struct Pending {
     std::vector<MappedFile> buffers;
     std::chrono::steady_clock::time_point created;
+    pid_t owner_pid = 0;
+    wire::UniqueFd owner;  // pidfd of owner_pid; invalid when it could not be opened
+  };
+  struct Entry {
+    std::shared_ptr<const RegisteredWorker> worker;
+    wire::UniqueFd owner;  // readable once the owner has exited
   };
   void DropExpiredPendingLocked();
 
@@ -65,7 +80,7 @@ class WorkerRegistry {
   mutable std::mutex mu_;
   uint64_t next_token_ = 1;
   std::map<uint64_t, Pending> pending_;
-  std::map<uint64_t, std::shared_ptr<const RegisteredWorker>> workers_;
+  std::map<uint64_t, Entry> workers_;
 };
 
 }  // namespace kvtier

@@ -117,11 +117,27 @@ Result<size_t> RecvWithFds(int sock, void* buf, size_t cap, std::vector<UniqueFd
   return static_cast<size_t>(n);
 }
 
-Result<uid_t> PeerUid(int sock) {
+namespace {
+
+Result<ucred> PeerCred(int sock) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return Errno("SO_PEERCRED");
-  return cred.uid;
+  return cred;
+}
+
+}  // namespace
+
+Result<uid_t> PeerUid(int sock) {
+  auto cred = PeerCred(sock);
+  if (!cred.ok()) return cred.status();
+  return cred->uid;
+}
+
+Result<pid_t> PeerPid(int sock) {
+  auto cred = PeerCred(sock);
+  if (!cred.ok()) return cred.status();
+  return cred->pid;
 }
 
 Result<uint32_t> ParseHandoffRequest(const void* data, size_t len) {

@@ -51,6 +51,9 @@ Status SendWithFds(int sock, const void* data, size_t len, std::span<const int> 
 Result<size_t> RecvWithFds(int sock, void* buf, size_t cap, std::vector<UniqueFd>& fds);
 
 Result<uid_t> PeerUid(int sock);
+// The peer's pid as this process's pid namespace sees it; 0 when the peer is in a namespace
+// that is not visible from here.
+Result<pid_t> PeerPid(int sock);
 
 // Client side of the hand-off: sends `fds` to the server listening on `uds_name`, returns the
 // token to put in REGISTER_KV_BUFFERS.

@@ -167,6 +167,10 @@ TEST(FdPassingTest, SendOnBadSocketIsIoError) {
 TEST(FdPassingTest, PeerUidOfSocketPairIsOurs) {
   SocketPair sp = MakePair();
   auto uid = PeerUid(sp.a.get());
+  auto pid = PeerPid(sp.a.get());
+  ASSERT_TRUE(pid.ok());
+  EXPECT_EQ(*pid, ::getpid());
+  EXPECT_EQ(PeerPid(-1).status().code(), Code::kIoError);
   ASSERT_TRUE(uid.ok()) << uid.status().ToString();
   EXPECT_EQ(*uid, geteuid());
 }
