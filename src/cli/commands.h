@@ -14,5 +14,6 @@ RunFn AddServerCommand(CLI::App& app);
 RunFn AddMasterCommand(CLI::App& app);  // master_command.cc
 RunFn AddNodeCommand(CLI::App& app);    // node_command.cc
 RunFn AddBenchCommand(CLI::App& app);
+RunFn AddCtlCommand(CLI::App& app);     // ctl_command.cc
 
 }  // namespace kvtier::cli

@@ -1,6 +1,28 @@
 #include "server/server_stats.h"
 
 namespace kvtier {
+namespace {
+
+// One entry per registered worker: who it is and how big its KV buffers are.
+nlohmann::json WorkersJson(ServerContext& ctx) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& w : ctx.workers.List()) {
+    uint64_t buffer_bytes = 0;
+    for (const MappedFile& b : w->buffers) buffer_bytes += b.size();
+    out.push_back({{"instance_id", w->instance_id},
+                   {"model", w->model},
+                   {"world_size", w->world_size},
+                   {"rank", w->rank},
+                   {"owner_pid", w->owner_pid},
+                   {"num_blocks", w->layout.num_blocks},
+                   {"block_tokens", w->layout.block_tokens},
+                   {"regions", w->layout.regions.size()},
+                   {"buffer_bytes", buffer_bytes}});
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<std::pair<std::string, double>> CollectStats(ServerContext& ctx) {
   const L1Stats l1 = ctx.l1->Stats();
@@ -60,6 +82,7 @@ nlohmann::json StatusJson(ServerContext& ctx) {
   j["hash"] = HashAlgoName(ctx.hash);
   j["eviction_policy"] = ctx.config.eviction_policy;
   j["l2"] = ctx.l2 ? ctx.l2->Status() : nlohmann::json::array();
+  j["workers"] = WorkersJson(ctx);
   return j;
 }
 

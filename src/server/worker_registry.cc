@@ -99,6 +99,14 @@ size_t WorkerRegistry::Count() const {
   return workers_.size();
 }
 
+std::vector<std::shared_ptr<const RegisteredWorker>> WorkerRegistry::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<const RegisteredWorker>> out;
+  out.reserve(workers_.size());
+  for (const auto& [id, entry] : workers_) out.push_back(entry.worker);
+  return out;
+}
+
 size_t WorkerRegistry::PendingCount() const {
   std::lock_guard lock(mu_);
   return pending_.size();

@@ -59,6 +59,8 @@ class WorkerRegistry {
                                       uint32_t chunk_size) const;
   size_t Count() const;
   size_t PendingCount() const;
+  // Every registered worker, by instance id (for /status).
+  std::vector<std::shared_ptr<const RegisteredWorker>> List() const;
 
   // Unregisters every worker whose owner process has exited; returns them (for the log).
   std::vector<std::shared_ptr<const RegisteredWorker>> ReapExited();

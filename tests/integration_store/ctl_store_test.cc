@@ -1,0 +1,177 @@
+// `kvtier ctl` against a real store: a master, a node with a segment, and a dummy client of that
+// node that put three keys. Every master verb (status, keys, segments, nodes, query) and the
+// node's status, in --json (checked against the processes' own endpoints) and as human tables;
+// `query` of a missing key exits 1, a wrong token 4. The server's verbs: integration/ctl_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "integration_store/store_fixture.h"
+#include "store/client/dummy_client.h"
+#include "support/kvtier_cli.h"
+#include "support/token_file.h"
+
+namespace kvtier::testing {
+namespace {
+
+constexpr size_t kValueSize = 64 * 1024;
+const std::vector<std::string> kKeys = {"ctl-a-1", "ctl-a-2", "ctl-b-1"};
+
+CliOutput Ctl(const std::string& args) { return RunKvtier("ctl " + args, 60); }
+
+nlohmann::json CtlJson(const std::string& args) {
+  const CliOutput o = Ctl(args + " --json");
+  EXPECT_EQ(o.status, 0) << args << "\n" << o.err;
+  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << args << " printed no JSON:\n" << o.out;
+  return j;
+}
+
+void ExpectContains(const std::string& text, const std::string& what) {
+  EXPECT_NE(text.find(what), std::string::npos) << "'" << what << "' missing from:\n" << text;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+class CtlStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store::DummyOptions o;
+    o.server_address = node_.address();
+    o.local_buffer_size = 1 << 20;
+    o.timeout = std::chrono::milliseconds(5000);
+    auto c = store::ConnectDummy(o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    dummy_ = std::move(*c);
+    for (const std::string& key : kKeys) {
+      const std::string v = ValueFor(key, kValueSize);
+      ASSERT_TRUE(dummy_->Put(key, v.data(), v.size()).ok()) << key;
+    }
+  }
+  std::string Master() const { return "--master 127.0.0.1:" + std::to_string(master_.http_port()); }
+  std::string Node() const { return "--node 127.0.0.1:" + std::to_string(node_.http_port()); }
+
+  MasterProcess master_;
+  NodeProcess node_{master_.address(), "64MB"};
+  std::unique_ptr<store::StoreClient> dummy_;
+};
+
+TEST_F(CtlStoreTest, MasterStatusShowsTheMastersFigures) {
+  nlohmann::json status = HttpJson(master_.http_port(), "/status");
+  ASSERT_TRUE(status.is_object());
+  nlohmann::json j = CtlJson(Master() + " status");
+  // last_seen_ms_ago moves with every heartbeat; everything else is still.
+  j.erase("nodes");
+  status.erase("nodes");
+  EXPECT_EQ(j, status);
+  EXPECT_EQ(j["keys"], kKeys.size());
+
+  const CliOutput human = Ctl(Master() + " status");
+  EXPECT_EQ(human.status, 0) << human.err;
+  ExpectContains(human.out, "keys");
+  ExpectContains(human.out, std::to_string(status["capacity_bytes"].get<uint64_t>()));
+  ExpectContains(human.out, std::to_string(status["allocated_bytes"].get<uint64_t>()));
+  ExpectContains(human.out, "counters.puts_ok");
+}
+
+TEST_F(CtlStoreTest, KeysListsTheStoredKeysUnderAPrefix) {
+  const CliOutput all = Ctl(Master() + " keys");
+  EXPECT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(Lines(all.out), kKeys);
+
+  const nlohmann::json a = CtlJson(Master() + " keys ctl-a-");
+  EXPECT_EQ(a["count"], 2);
+  EXPECT_EQ(a["keys"], nlohmann::json({"ctl-a-1", "ctl-a-2"}));
+  const CliOutput none = Ctl(Master() + " keys no-such-prefix");
+  EXPECT_EQ(none.status, 0) << none.err;
+  EXPECT_TRUE(none.out.empty()) << none.out;
+}
+
+TEST_F(CtlStoreTest, SegmentsAndNodesShowTheMountedSegment) {
+  const nlohmann::json detail = HttpJson(master_.http_port(), "/get_segments_detail");
+  const nlohmann::json segments = CtlJson(Master() + " segments");
+  EXPECT_EQ(segments, detail);
+  ASSERT_EQ(segments["total_segments"], 1);
+  const nlohmann::json node_status = HttpJson(node_.http_port(), "/status");
+  const nlohmann::json& seg = segments["segments"][0];
+  EXPECT_EQ(seg["client_id"], node_status["id"]);
+  EXPECT_GE(seg["allocator_used_bytes"].get<uint64_t>(), kKeys.size() * kValueSize);
+
+  const nlohmann::json nodes = CtlJson(Master() + " nodes");
+  ASSERT_EQ(nodes.size(), 1u) << nodes.dump();
+  EXPECT_EQ(nodes[0]["id"], node_status["id"]);
+  EXPECT_EQ(nodes[0]["endpoint"], node_.address());
+  EXPECT_EQ(nodes[0]["segments"], 1);
+  EXPECT_EQ(nodes[0]["capacity_bytes"], seg["allocator_capacity_bytes"]);
+
+  for (const char* verb : {"segments", "nodes"}) {
+    SCOPED_TRACE(verb);
+    const CliOutput human = Ctl(Master() + " " + verb);
+    EXPECT_EQ(human.status, 0) << human.err;
+    ExpectContains(human.out, node_status["id"].get<std::string>());
+    ExpectContains(human.out, node_.address());
+    ExpectContains(human.out, std::to_string(seg["allocator_capacity_bytes"].get<uint64_t>()));
+  }
+}
+
+TEST_F(CtlStoreTest, QueryFindsAKeysReplicaAndMissingKeysExitOne) {
+  const nlohmann::json j = CtlJson(Master() + " query ctl-b-1");
+  EXPECT_EQ(j["key"], "ctl-b-1");
+  ASSERT_EQ(j["replicas"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["replicas"][0]["size_"], kValueSize);
+  EXPECT_EQ(j["replicas"][0]["transport_endpoint_"], node_.address());
+
+  const CliOutput human = Ctl(Master() + " query ctl-b-1");
+  EXPECT_EQ(human.status, 0) << human.err;
+  ExpectContains(human.out, node_.address());
+  ExpectContains(human.out, std::to_string(kValueSize));
+
+  const CliOutput missing = Ctl(Master() + " query no-such-key");
+  EXPECT_EQ(missing.status, 1) << missing.err;
+  ExpectContains(missing.err, "key 'no-such-key' not found");
+  ExpectContains(missing.err, "master 127.0.0.1:" + std::to_string(master_.http_port()));
+  EXPECT_TRUE(missing.out.empty()) << missing.out;
+}
+
+TEST_F(CtlStoreTest, NodeStatusShowsTheNodesFigures) {
+  const nlohmann::json status = HttpJson(node_.http_port(), "/status");
+  ASSERT_TRUE(status.is_object());
+  const nlohmann::json j = CtlJson(Node() + " status");
+  EXPECT_EQ(j, status);
+  EXPECT_EQ(j["mounted"], true);
+  EXPECT_EQ(j["dummies_connected"], 1);  // dummy_
+
+  const CliOutput human = Ctl(Node() + " status");
+  EXPECT_EQ(human.status, 0) << human.err;
+  ExpectContains(human.out, status["id"].get<std::string>());
+  ExpectContains(human.out, "dummies_connected");
+  ExpectContains(human.out, "mounted            true");
+}
+
+TEST(CtlStoreAuth, TheMastersHttpApiRefusesAWrongTokenWithExitFour) {
+  const std::string good = WriteTokenFile("ctl-store-good", "store-secret\n");
+  const std::string bad = WriteTokenFile("ctl-store-bad", "not-it\n");
+  MasterProcess master({"--auth-token-file", good});
+  const std::string target = "--master 127.0.0.1:" + std::to_string(master.http_port());
+  for (const char* verb : {"status", "keys", "query some-key"}) {
+    SCOPED_TRACE(verb);
+    CliOutput o = Ctl(target + " " + verb + " --auth-token-file " + bad);
+    EXPECT_EQ(o.status, 4) << o.err;
+    ExpectContains(o.err, "authentication refused");
+  }
+  EXPECT_EQ(Ctl(target + " keys --auth-token-file " + good).status, 0);
+  EXPECT_EQ(Ctl(target + " query some-key --auth-token-file " + good).status, 1);
+}
+
+}  // namespace
+}  // namespace kvtier::testing
