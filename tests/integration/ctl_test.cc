@@ -9,7 +9,7 @@
 #include <string>
 
 #include "server_process.h"
-#include "support/kvtier_cli.h"
+#include "support/ctl_cli.h"
 #include "support/token_file.h"
 #include "worker_fixture.h"
 
@@ -29,21 +29,6 @@ std::string ZmqTarget(const ServerProcess& s) {
 }
 std::string HttpTarget(const ServerProcess& s) {
   return "--http 127.0.0.1:" + std::to_string(s.http_port());
-}
-
-// `kvtier ctl <args>`; a run still going after 60 s fails (status 124).
-CliOutput Ctl(const std::string& args) { return RunKvtier("ctl " + args, 60); }
-
-nlohmann::json CtlJson(const std::string& args) {
-  const CliOutput o = Ctl(args + " --json");
-  EXPECT_EQ(o.status, 0) << args << "\n" << o.err;
-  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << args << " printed no JSON:\n" << o.out;
-  return j;
-}
-
-void ExpectContains(const std::string& text, const std::string& what) {
-  EXPECT_NE(text.find(what), std::string::npos) << "'" << what << "' missing from:\n" << text;
 }
 
 // A server holding 4 chunks stored by one registered worker.

@@ -13,7 +13,7 @@
 
 #include "integration_store/store_fixture.h"
 #include "store/client/dummy_client.h"
-#include "support/kvtier_cli.h"
+#include "support/ctl_cli.h"
 #include "support/token_file.h"
 
 namespace kvtier::testing {
@@ -21,20 +21,6 @@ namespace {
 
 constexpr size_t kValueSize = 64 * 1024;
 const std::vector<std::string> kKeys = {"ctl-a-1", "ctl-a-2", "ctl-b-1"};
-
-CliOutput Ctl(const std::string& args) { return RunKvtier("ctl " + args, 60); }
-
-nlohmann::json CtlJson(const std::string& args) {
-  const CliOutput o = Ctl(args + " --json");
-  EXPECT_EQ(o.status, 0) << args << "\n" << o.err;
-  nlohmann::json j = nlohmann::json::parse(o.out, nullptr, false);
-  EXPECT_FALSE(j.is_discarded()) << args << " printed no JSON:\n" << o.out;
-  return j;
-}
-
-void ExpectContains(const std::string& text, const std::string& what) {
-  EXPECT_NE(text.find(what), std::string::npos) << "'" << what << "' missing from:\n" << text;
-}
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
