@@ -290,12 +290,20 @@ class RawClient {
     return r;
   }
 
-  kvtier::Status Hello() {
+  // HELLO's own reply (replies to earlier requests still queued are read and skipped), or
+  // kTimeout when none came within `timeout`.
+  kvtier::Status Hello(milliseconds timeout = seconds(10)) {
     wire::HelloRequest h;
     h.client = "fault-raw";
-    Send(wire::RequestType::kHello, EncodeBody(h));
-    auto r = Receive(seconds(10));
-    return r ? r->status : kvtier::Status(Code::kTimeout, "no HELLO reply");
+    const uint64_t id = Send(wire::RequestType::kHello, EncodeBody(h));
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      auto r = Receive(std::chrono::duration_cast<milliseconds>(
+          until - std::chrono::steady_clock::now() + milliseconds(1)));
+      if (!r) break;
+      if (r->id == id) return r->status;
+    }
+    return kvtier::Status(Code::kTimeout, "no HELLO reply");
   }
 
   static std::string LookupBody(const std::string& request_id, uint32_t prompt) {

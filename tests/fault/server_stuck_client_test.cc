@@ -69,7 +69,9 @@ TEST(ServerStuckClient, RepliesToAClientThatStopsReadingAreDroppedAndCountedOthe
   EXPECT_EQ(FetchChecksummed(*client, w, 1, "after"), kPromptChunks);
   while (stuck.Receive(milliseconds(200))) {
   }
-  EXPECT_TRUE(stuck.Hello().ok());
+  // Under a sanitizer the server may still be working through the backlog: its HELLO reply
+  // comes after the last of those replies.
+  EXPECT_TRUE(stuck.Hello(seconds(120)).ok());
 }
 
 }  // namespace
