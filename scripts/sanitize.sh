@@ -30,7 +30,10 @@ asan_targets=(kvtier "${unit_tests[@]}" integration_tests fault_tests plugin_che
 # of the integration suites those with hostile input (bad frames, auth) or the byte copies.
 integration_suites='BadInput|ServerAuth|DataPath|L2Tier'
 fault_suites='ChecksummedValue|ServerFlood|ServerInflightLimit|ServerCrash|ServerDiskFull'
-fault_suites+='|ServerRedisOutage|ServerStuckClient|StoreDummyKill|StoreMasterRestart'
+# Not ServerStuckClient: it needs the server to answer hundreds of thousands of requests within
+# its window, which an ASan build under load does not (12227 drops of 200000 in one clean-clone
+# run); the plain ctest run covers it.
+fault_suites+='|ServerRedisOutage|StoreDummyKill|StoreMasterRestart'
 fault_suites+='|StoreNodeKill|StoreNodePause'
 tsan_tests=(unit_common unit_l1 unit_connectors unit_server unit_store_node unit_store_connector)
 
