@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,9 +81,6 @@ class SchedulerStats:
     save_jobs: int = 0
     saves_dropped_after_load_error: int = 0
     delayed_frees: int = 0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 def _group0(block_ids):
@@ -409,7 +407,7 @@ class SchedulerSide:
             self._session_call("free_lookup_locks", rid)
 
     def shutdown(self) -> None:
-        log.info("kvtier connector (scheduler): %s", self.stats.as_dict())
+        log.info("kvtier connector (scheduler): %s", dataclasses.asdict(self.stats))
         self._link.close()
 
 

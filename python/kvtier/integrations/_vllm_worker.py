@@ -23,6 +23,7 @@ import hashlib
 import itertools
 import logging
 import os
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,9 +236,6 @@ class WorkerStats:
     present_chunks: int = 0
     skipped_chunks: int = 0
     store_errors: int = 0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class WorkerSide:
@@ -476,7 +474,7 @@ class WorkerSide:
 
     def shutdown(self) -> None:
         log.info("kvtier connector (worker tp%d pp%d): %s", self.tp_rank, self.pp_rank,
-                 self.stats.as_dict())
+                 dataclasses.asdict(self.stats))
         client = self._link.current()
         if client is not None and self._registered:
             try:

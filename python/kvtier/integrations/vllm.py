@@ -23,6 +23,7 @@ from stand-ins with the same names (``_vllm_base.py``), so the module imports an
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -145,7 +146,7 @@ class KvtierConnector(KVConnectorBase_V1):
     def stats(self) -> dict:
         """Counters of this instance (lookups and hits, or loaded / stored chunks)."""
         side = self._scheduler or self._worker
-        return side.stats.as_dict()
+        return dataclasses.asdict(side.stats)
 
     def shutdown(self) -> None:
         side = self._scheduler or self._worker
