@@ -213,6 +213,24 @@ class PyCacheClient {
     Check(NoGil([&] { return c.RegisterKvBuffers(instance_id, model, world_size, rank, fds, l); }));
   }
 
+  void RegisterGpu(uint64_t instance_id, const std::string& model, uint32_t world_size,
+                   uint32_t rank, const py::list& buffers, const std::string& device_uuid,
+                   const py::dict& layout, const py::bytes& event) {
+    std::vector<wire::GpuBuffer> gpu;
+    for (const auto& item : buffers) {
+      auto t = item.cast<py::tuple>();
+      if (t.size() != 3) throw py::value_error("each GPU buffer is (ipc_handle, offset, size)");
+      gpu.push_back({t[0].cast<std::string>(), t[1].cast<uint64_t>(), t[2].cast<uint64_t>()});
+    }
+    const wire::KvLayout l = LayoutFromDict(layout);
+    const std::string ev = event;
+    CacheClient& c = Get();
+    Check(NoGil([&] {
+      return c.RegisterGpuKvBuffers(instance_id, model, world_size, rank, std::move(gpu),
+                                    device_uuid, ev, l);
+    }));
+  }
+
   void Unregister(uint64_t instance_id) {
     CacheClient& c = Get();
     Check(NoGil([&] { return c.UnregisterKvBuffers(instance_id); }));
@@ -361,6 +379,12 @@ PYBIND11_MODULE(_kvtier, m) {
       .def("server_info", &C::ServerInfo)
       .def("register_kv_buffers", &C::Register, py::arg("instance_id"), py::arg("model"),
            py::arg("world_size"), py::arg("rank"), py::arg("buffers"), py::arg("layout"))
+      .def("register_gpu_kv_buffers", &C::RegisterGpu, py::arg("instance_id"),
+           py::arg("model"), py::arg("world_size"), py::arg("rank"), py::arg("buffers"),
+           py::arg("device_uuid"), py::arg("layout"), py::arg("event_handle") = py::bytes(),
+           "buffers: [(64-byte CUDA IPC handle, offset, size)] of allocations on the device "
+           "device_uuid; the layout's regions index them. event_handle: an interprocess event "
+           "each store waits for (kvtier.cuda_ipc exports both from torch tensors)")
       .def("unregister_kv_buffers", &C::Unregister, py::arg("instance_id"))
       .def("store", &C::Store, py::arg("instance_id"), py::arg("block_ids"),
            py::arg("tokens") = none, py::arg("hashes") = none, py::arg("start") = 0,

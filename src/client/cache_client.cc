@@ -127,6 +127,27 @@ Status CacheClient::RegisterKvBuffers(uint64_t instance_id, const std::string& m
   return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
 }
 
+Status CacheClient::RegisterGpuKvBuffers(uint64_t instance_id, const std::string& model,
+                                         uint32_t world_size, uint32_t rank,
+                                         std::vector<wire::GpuBuffer> buffers,
+                                         const std::string& device_uuid, const std::string& event,
+                                         const wire::KvLayout& layout) {
+  // A hand-off of no fds: the server learns (and watches) this process.
+  auto token = wire::HandOffFds(wire::UdsNameForPort(options_.port), {});
+  if (!token.ok()) return token.status();
+  wire::RegisterRequest req;
+  req.instance_id = instance_id;
+  req.model = model;
+  req.world_size = world_size;
+  req.rank = rank;
+  req.fd_token = *token;
+  req.layout = layout;
+  req.gpu_buffers = std::move(buffers);
+  req.gpu_device = device_uuid;
+  req.gpu_event = event;
+  return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
+}
+
 Status CacheClient::UnregisterKvBuffers(uint64_t instance_id) {
   return Call(RequestType::kUnregisterKvBuffers, EncodeBody(wire::InstanceRequest{instance_id}))
       .status();

@@ -45,6 +45,13 @@ class CacheClient {
   // Hands `fds` (memfds holding the KV blocks) to the server, then registers `layout` over them.
   Status RegisterKvBuffers(uint64_t instance_id, const std::string& model, uint32_t world_size,
                            uint32_t rank, std::span<const int> fds, const wire::KvLayout& layout);
+  // Registers GPU memory (CUDA IPC handles of this process's allocations on the device
+  // `device_uuid`) instead: the server copies between it and L1 on the GPU. `event` (64 bytes,
+  // optional) is an interprocess event each STORE's copies wait for.
+  Status RegisterGpuKvBuffers(uint64_t instance_id, const std::string& model, uint32_t world_size,
+                              uint32_t rank, std::vector<wire::GpuBuffer> buffers,
+                              const std::string& device_uuid, const std::string& event,
+                              const wire::KvLayout& layout);
   Status UnregisterKvBuffers(uint64_t instance_id);
 
   Result<wire::StoreReply> Store(const wire::TransferRequest& req);

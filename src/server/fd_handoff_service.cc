@@ -66,7 +66,8 @@ void FdHandoffService::Serve(int conn) {
   }
   auto count = wire::ParseHandoffRequest(buf, *n);
   if (!count.ok()) return reply(count.status(), 0);
-  if (*count != fds.size() || fds.empty()) {
+  // No fds is a hand-off too: a GPU registration makes one so its process is known and watched.
+  if (*count != fds.size()) {
     return reply(Status(Code::kInvalidArgument,
                         fmt::format("header says {} fds, {} arrived", *count, fds.size())),
                  0);

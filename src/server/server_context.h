@@ -4,6 +4,7 @@
 // context itself is never reassigned after CacheServer::Create.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -38,6 +39,7 @@ struct ServerContext {
   SessionManager sessions;
   KeyResolver resolver;
   std::chrono::steady_clock::time_point started;
+  std::atomic<bool> l1_pinned{false};  // page-locked for GPU copies (at the first GPU worker)
 };
 
 }  // namespace kvtier

@@ -9,6 +9,7 @@ nlohmann::json WorkersJson(ServerContext& ctx) {
   for (const auto& w : ctx.workers.List()) {
     uint64_t buffer_bytes = 0;
     for (const MappedFile& b : w->buffers) buffer_bytes += b.size();
+    for (size_t i = 0; w->gpu && i < w->gpu->count(); ++i) buffer_bytes += w->gpu->size(i);
     out.push_back({{"instance_id", w->instance_id},
                    {"model", w->model},
                    {"world_size", w->world_size},
@@ -17,7 +18,8 @@ nlohmann::json WorkersJson(ServerContext& ctx) {
                    {"num_blocks", w->layout.num_blocks},
                    {"block_tokens", w->layout.block_tokens},
                    {"regions", w->layout.regions.size()},
-                   {"buffer_bytes", buffer_bytes}});
+                   {"buffer_bytes", buffer_bytes},
+                   {"memory", w->gpu ? "gpu" : "host"}});
   }
   return out;
 }

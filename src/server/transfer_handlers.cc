@@ -1,11 +1,13 @@
-// STORE and RETRIEVE: the host data path. Only block ids cross the socket; the bytes move between
-// the worker's registered memfds and L1 by memcpy on a transfer-lane thread.
+// STORE and RETRIEVE. Only block ids cross the socket; the bytes move between the worker's
+// registered blocks (memfds, or GPU memory through CUDA IPC) and L1 on a transfer-lane thread.
+// A chunk is published only after its bytes have landed; a RETRIEVE replies once they are in
+// the worker's blocks (for GPU blocks the reply is the completion event).
 #include <fmt/format.h>
 
 #include <unordered_set>
 
 #include "server/handler_table.h"
-#include "server/host_transfer.h"
+#include "server/block_copies.h"
 
 namespace kvtier {
 namespace {
@@ -87,15 +89,21 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
               }
               std::vector<ObjectKey> written;
               std::vector<ConstBuffer> bytes;  // for the copy to L2
+              std::vector<cuda::Copy> copies;
               for (size_t i = 0; i < slots->size(); ++i) {
                 const WriteSlot& s = (*slots)[i];
                 if (s.data == nullptr) {
                   ++out.present_chunks;
                   continue;
                 }
-                GatherChunk(*p->worker, ChunkBlocks(*p, p->prefix.first_chunk + i, cs), s.data);
+                GatherChunk(*p->worker, ChunkBlocks(*p, p->prefix.first_chunk + i, cs), s.data,
+                            copies);
                 written.push_back(p->keys[i]);
                 if (ctx.l2_writer) bytes.push_back({s.data, s.size});
+              }
+              if (Status copied = RunCopies(*p->worker, std::move(copies), true); !copied.ok()) {
+                ctx.l1->AbortWrite(written);  // nothing half-copied becomes visible
+                return copied;
               }
               // With L2, published and pinned in one step: see l2_writer.h.
               ctx.l1->FinishWrite(written, ctx.l2_writer ? ctx.l2_writer->PinsPerKey() : 0);
@@ -116,6 +124,7 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
               // Our own pin keeps the objects alive while we copy, whatever the lookup did.
               auto pins = ctx.l1->Pin(p->keys);
               wire::RetrieveReply out;
+              std::vector<cuda::Copy> copies;
               for (size_t i = 0; i < pins.size() && pins[i].data != nullptr; ++i) {
                 if (pins[i].size != size) break;  // stored under another layout: not ours
                 const uint64_t chunk = p->prefix.first_chunk + i;
@@ -123,9 +132,10 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
                 const uint64_t skip = p->req.skip_first_n_tokens > chunk_start
                                           ? p->req.skip_first_n_tokens - chunk_start
                                           : 0;
-                ScatterChunk(*p->worker, ChunkBlocks(*p, chunk, cs), pins[i].data, skip);
+                ScatterChunk(*p->worker, ChunkBlocks(*p, chunk, cs), pins[i].data, skip, copies);
                 ++out.retrieved_chunks;
               }
+              const Status copied = RunCopies(*p->worker, std::move(copies), false);
               // Release exactly the pins we took: a key that was absent then may be pinned
               // by someone else by now.
               std::vector<ObjectKey> ours;
@@ -134,6 +144,7 @@ void RegisterTransferHandlers(ServerContext& ctx, HandlerTable& table) {
               }
               ctx.l1->Unpin(ours);
               ReleaseLookupPins(ctx, p->req.key.request_id, p->keys);
+              if (!copied.ok()) return copied;  // the engine recomputes the whole range
               hits->Inc(static_cast<double>(out.retrieved_chunks));
               misses->Inc(static_cast<double>(p->keys.size() - out.retrieved_chunks));
               loaded_bytes->Inc(static_cast<double>(out.retrieved_chunks * size));

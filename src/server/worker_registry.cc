@@ -55,13 +55,28 @@ Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk
     if (it == pending_.end()) {
       return Status(Code::kNotFound, "unknown or expired fd_token: hand the buffers over first");
     }
+    const bool gpu = !req.gpu_buffers.empty();
+    if (gpu && !it->second.buffers.empty()) {
+      return Status(Code::kInvalidArgument,
+                    "a GPU registration takes no memfds: hand off no fds for its token");
+    }
     std::vector<uint64_t> sizes;
     for (const auto& b : it->second.buffers) sizes.push_back(b.size());
+    for (const auto& b : req.gpu_buffers) sizes.push_back(b.size);
     KVT_RETURN_IF_ERROR(req.layout.Validate(sizes, chunk_size));
     w->buffers = std::move(it->second.buffers);
     w->owner_pid = it->second.owner.valid() ? it->second.owner_pid : 0;
     owner = std::move(it->second.owner);
     pending_.erase(it);
+  }
+  if (!req.gpu_buffers.empty()) {
+    std::vector<cuda::IpcMemory::Export> exports;
+    for (const auto& b : req.gpu_buffers) {
+      exports.push_back({b.handle, b.offset, b.size, req.gpu_device});
+    }
+    auto gpu = cuda::IpcMemory::Open(exports, req.gpu_event);
+    if (!gpu.ok()) return gpu.status();
+    w->gpu = std::move(gpu).value();
   }
   w->instance_id = req.instance_id;
   w->model = req.model;

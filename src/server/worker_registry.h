@@ -19,6 +19,7 @@
 
 #include "common/memfd.h"
 #include "common/status.h"
+#include "cuda/gpu_memory.h"
 #include "wire/fd_passing.h"
 #include "wire/messages.h"
 
@@ -30,13 +31,16 @@ struct RegisteredWorker {
   uint32_t world_size = 1;
   uint32_t rank = 0;
   wire::KvLayout layout;
-  std::vector<MappedFile> buffers;
+  std::vector<MappedFile> buffers;   // host registration: the worker's memfds
+  std::unique_ptr<cuda::IpcMemory> gpu;  // GPU registration: its CUDA IPC buffers (then no memfds)
   pid_t owner_pid = 0;  // the process that handed the buffers over; 0: unknown (not watched)
 
-  // Address of block `block` in region `region` (bounds already validated at registration).
+  // Address of block `block` in region `region` (bounds already validated at registration): a
+  // host address, or a device address for a GPU registration.
   uint8_t* Block(size_t region, uint32_t block) const {
     const auto& g = layout.regions[region];
-    return buffers[g.fd_index].data() + g.offset + uint64_t{block} * g.block_stride;
+    uint8_t* base = gpu ? gpu->data(g.fd_index) : buffers[g.fd_index].data();
+    return base + g.offset + uint64_t{block} * g.block_stride;
   }
 };
 
@@ -49,7 +53,8 @@ class WorkerRegistry {
   // `owner_pid` (0: unknown) is watched once they are registered.
   uint64_t AddPending(std::vector<MappedFile> buffers, pid_t owner_pid = 0);
   // Validates the layout against the buffers and registers (replacing an earlier registration of
-  // the same instance id).
+  // the same instance id). A GPU registration (req.gpu_buffers) opens the worker's CUDA IPC
+  // handles; its token must come from a hand-off of no fds.
   Status Register(const wire::RegisterRequest& req, uint32_t chunk_size);
   Status Unregister(uint64_t instance_id);
   Result<std::shared_ptr<const RegisteredWorker>> Get(uint64_t instance_id) const;

@@ -152,6 +152,14 @@ Status BodyReader::GetOptional(std::string_view key, std::string& out) const {
   return Status::Ok();
 }
 
+Status BodyReader::GetOptionalBin(std::string_view key, std::string& out) const {
+  const auto* o = Find(key);
+  if (o == nullptr) return Status::Ok();
+  if (o->type != msgpack::type::BIN) return FieldError(key, "a bin");
+  out.assign(o->via.bin.ptr, o->via.bin.size);
+  return Status::Ok();
+}
+
 Status BodyReader::GetOptional(std::string_view key, std::vector<uint32_t>& out) const {
   const auto* o = Find(key);
   if (o == nullptr) return Status::Ok();
@@ -270,6 +278,13 @@ BodyWriter& BodyWriter::Put(std::string_view key, std::string_view v) {
   Key(key);
   pk_.pack_str(static_cast<uint32_t>(v.size()));
   pk_.pack_str_body(v.data(), static_cast<uint32_t>(v.size()));
+  return *this;
+}
+
+BodyWriter& BodyWriter::PutBin(std::string_view key, std::string_view bytes) {
+  Key(key);
+  pk_.pack_bin(static_cast<uint32_t>(bytes.size()));
+  pk_.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
   return *this;
 }
 

@@ -34,6 +34,8 @@ class BodyReader {
   Status GetOptional(std::string_view key, uint32_t& out) const;
   Status GetOptional(std::string_view key, bool& out) const;
   Status GetOptional(std::string_view key, std::string& out) const;
+  // Raw bytes: a msgpack bin (PutBin).
+  Status GetOptionalBin(std::string_view key, std::string& out) const;
   // uint32 lists: a msgpack array of uints or a bin of little-endian uint32 (fast path).
   Status GetOptional(std::string_view key, std::vector<uint32_t>& out) const;
   // Chunk hashes: one bin whose length is a multiple of 16.
@@ -61,6 +63,7 @@ class BodyWriter {
   BodyWriter& Put(std::string_view key, std::string_view v);
   BodyWriter& Put(std::string_view key, const char* v) { return Put(key, std::string_view(v)); }
   BodyWriter& PutNil(std::string_view key);
+  BodyWriter& PutBin(std::string_view key, std::string_view bytes);
   BodyWriter& PutU32Bin(std::string_view key, const std::vector<uint32_t>& v);
   BodyWriter& PutHashes(std::string_view key, const std::vector<ChunkHash>& v);
   BodyWriter& PutRows(std::string_view key, const std::vector<std::vector<uint64_t>>& rows);

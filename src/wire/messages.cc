@@ -114,6 +114,15 @@ void RegisterRequest::Encode(BodyWriter& w) const {
       .Put("rank", rank)
       .Put("fd_token", fd_token)
       .PutMap("layout", lw);
+  if (gpu_buffers.empty()) return;
+  std::string handles;
+  std::vector<std::vector<uint64_t>> ranges;
+  for (const auto& b : gpu_buffers) {
+    handles += b.handle;
+    ranges.push_back({b.offset, b.size});
+  }
+  w.PutBin("gpu_handles", handles).PutRows("gpu_ranges", ranges).Put("gpu_device", gpu_device);
+  if (!gpu_event.empty()) w.PutBin("gpu_event", gpu_event);
 }
 
 Result<RegisterRequest> RegisterRequest::Decode(const BodyReader& r) {
@@ -128,6 +137,27 @@ Result<RegisterRequest> RegisterRequest::Decode(const BodyReader& r) {
   auto layout = KvLayout::Decode(lr);
   if (!layout.ok()) return layout.status();
   m.layout = std::move(layout).value();
+  std::string handles;
+  std::vector<std::vector<uint64_t>> ranges;
+  KVT_RETURN_IF_ERROR(r.GetOptionalBin("gpu_handles", handles));
+  if (r.Has("gpu_ranges")) KVT_RETURN_IF_ERROR(r.GetRows("gpu_ranges", 2, ranges));
+  KVT_RETURN_IF_ERROR(r.GetOptional("gpu_device", m.gpu_device));
+  KVT_RETURN_IF_ERROR(r.GetOptionalBin("gpu_event", m.gpu_event));
+  if (handles.size() != ranges.size() * kGpuHandleBytes) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("gpu_handles holds {} bytes: {} per buffer in gpu_ranges ({}) needed",
+                              handles.size(), kGpuHandleBytes, ranges.size()));
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    m.gpu_buffers.push_back(
+        {handles.substr(i * kGpuHandleBytes, kGpuHandleBytes), ranges[i][0], ranges[i][1]});
+  }
+  if (!m.gpu_buffers.empty() && m.gpu_device.empty()) {
+    return Status(Code::kInvalidArgument, "GPU buffers need 'gpu_device' (the device UUID)");
+  }
+  if (!m.gpu_event.empty() && m.gpu_event.size() != kGpuHandleBytes) {
+    return Status(Code::kInvalidArgument, "gpu_event must be a 64-byte IPC event handle");
+  }
   return m;
 }
 

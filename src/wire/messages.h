@@ -58,13 +58,27 @@ struct KvLayout {
   static Result<KvLayout> Decode(const BodyReader& r);
 };
 
+// A worker's GPU memory exported with CUDA IPC (cudaIpcGetMemHandle): bytes [offset, offset +
+// size) of the allocation `handle` names.
+constexpr size_t kGpuHandleBytes = 64;  // cudaIpcMemHandle_t, cudaIpcEventHandle_t
+struct GpuBuffer {
+  std::string handle;  // 64 bytes
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
 struct RegisterRequest {
   uint64_t instance_id = 0;
   std::string model;
   uint32_t world_size = 1;
   uint32_t rank = 0;
-  uint64_t fd_token = 0;  // from the Unix-socket hand-off
-  KvLayout layout;
+  // From the Unix-socket hand-off: the memfds of a host registration; for a GPU registration a
+  // hand-off of no fds, so the server knows (and watches) the worker's process.
+  uint64_t fd_token = 0;
+  KvLayout layout;  // region fd_index: into the memfds, or into gpu_buffers when there are some
+  std::vector<GpuBuffer> gpu_buffers;
+  std::string gpu_device;  // the buffers' device UUID (one device per registration)
+  std::string gpu_event;   // optional 64-byte IPC event handle STORE waits on before copying
   void Encode(BodyWriter& w) const;
   static Result<RegisterRequest> Decode(const BodyReader& r);
 };

@@ -144,6 +144,65 @@ TEST(MessagesTest, RegisterRequestRoundTrip) {
   ExpectSameLayout(d->layout, m.layout);
 }
 
+TEST(MessagesTest, GpuRegisterRequestRoundTrip) {
+  RegisterRequest m;
+  m.model = "m";
+  m.layout = TwoRegionLayout();
+  m.gpu_buffers = {{std::string(kGpuHandleBytes, '\x01'), 0, 1 << 20},
+                   {std::string(kGpuHandleBytes, '\xfe'), 4096, 2 << 20}};
+  m.gpu_device = "GPU-1234";
+  m.gpu_event = std::string(kGpuHandleBytes, '\0');
+  auto d = RoundTrip(m);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ(d->gpu_buffers.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(d->gpu_buffers[i].handle, m.gpu_buffers[i].handle);
+    EXPECT_EQ(d->gpu_buffers[i].offset, m.gpu_buffers[i].offset);
+    EXPECT_EQ(d->gpu_buffers[i].size, m.gpu_buffers[i].size);
+  }
+  EXPECT_EQ(d->gpu_device, "GPU-1234");
+  EXPECT_EQ(d->gpu_event, m.gpu_event);
+  // A host registration carries none of it.
+  m.gpu_buffers.clear();
+  m.gpu_event.clear();
+  d = RoundTrip(m);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->gpu_buffers.empty());
+  EXPECT_TRUE(d->gpu_device.empty());
+}
+
+TEST(MessagesTest, GpuRegisterRequestRejectsBadHandles) {
+  auto decode = [](auto fill) {
+    RegisterRequest m;
+    m.model = "m";
+    m.layout = TwoRegionLayout();
+    BodyWriter w;
+    m.Encode(w);
+    fill(w);
+    return RegisterRequest::Decode(ReaderOf(w.Finish()));
+  };
+  // Handles that do not fill one 64-byte handle per range.
+  auto d = decode([](BodyWriter& w) {
+    w.PutBin("gpu_handles", std::string(100, 'x')).PutRows("gpu_ranges", {{0, 1}, {0, 1}});
+    w.Put("gpu_device", "GPU-1");
+  });
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("gpu_handles"));
+  // No device.
+  d = decode([](BodyWriter& w) {
+    w.PutBin("gpu_handles", std::string(64, 'x')).PutRows("gpu_ranges", {{0, 1}});
+  });
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("gpu_device"));
+  // A short event handle.
+  d = decode([](BodyWriter& w) {
+    w.PutBin("gpu_handles", std::string(64, 'x')).PutRows("gpu_ranges", {{0, 1}});
+    w.Put("gpu_device", "GPU-1").PutBin("gpu_event", "short");
+  });
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("gpu_event"));
+}
+
 TEST(MessagesTest, RegisterRequestErrorsNameTheField) {
   BodyWriter w;
   w.Put("instance_id", uint64_t{1}).Put("model", "m").Put("world_size", uint64_t{1});

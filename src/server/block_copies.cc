@@ -1,4 +1,4 @@
-#include "server/host_transfer.h"
+#include "server/block_copies.h"
 
 #include <fmt/format.h>
 
@@ -26,18 +26,19 @@ Status ValidateBlockIds(const RegisteredWorker& w, std::span<const uint32_t> blo
   return Status::Ok();
 }
 
-void GatherChunk(const RegisteredWorker& w, std::span<const uint32_t> chunk_blocks, uint8_t* dst) {
+void GatherChunk(const RegisteredWorker& w, std::span<const uint32_t> chunk_blocks, uint8_t* dst,
+                 std::vector<cuda::Copy>& copies) {
   const uint64_t bb = w.layout.block_bytes;
   for (size_t r = 0; r < w.layout.regions.size(); ++r) {
     for (uint32_t b : chunk_blocks) {
-      std::memcpy(dst, w.Block(r, b), bb);
+      copies.push_back({dst, w.Block(r, b), bb});
       dst += bb;
     }
   }
 }
 
 void ScatterChunk(const RegisteredWorker& w, std::span<const uint32_t> chunk_blocks,
-                  const uint8_t* src, uint64_t skip_tokens) {
+                  const uint8_t* src, uint64_t skip_tokens, std::vector<cuda::Copy>& copies) {
   const uint64_t bb = w.layout.block_bytes;
   const uint64_t bt = w.layout.block_tokens;
   const uint64_t token_bytes = bb / bt;
@@ -47,9 +48,18 @@ void ScatterChunk(const RegisteredWorker& w, std::span<const uint32_t> chunk_blo
       const uint64_t skip = skip_tokens > first ? std::min(skip_tokens - first, bt) : 0;
       if (skip == bt) continue;
       const uint64_t off = skip * token_bytes;
-      std::memcpy(w.Block(r, chunk_blocks[j]) + off, src + off, bb - off);
+      copies.push_back({w.Block(r, chunk_blocks[j]) + off, src + off, bb - off});
     }
   }
+}
+
+Status RunCopies(const RegisteredWorker& w, std::vector<cuda::Copy> copies,
+                 bool after_worker_event) {
+  if (w.gpu) return w.gpu->CopyAndWait(std::move(copies), after_worker_event);
+  for (const cuda::Copy& c : cuda::MergeAdjacent(std::move(copies))) {
+    std::memcpy(c.dst, c.src, c.bytes);
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvtier

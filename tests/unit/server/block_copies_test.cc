@@ -1,4 +1,4 @@
-#include "server/host_transfer.h"
+#include "server/block_copies.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -79,18 +79,31 @@ std::vector<std::vector<uint8_t>> Snapshot(const RegisteredWorker& w) {
   return out;
 }
 
-class HostTransferTest : public ::testing::TestWithParam<bool> {
+void Gather(const RegisteredWorker& w, std::span<const uint32_t> blocks, uint8_t* dst) {
+  std::vector<cuda::Copy> copies;
+  GatherChunk(w, blocks, dst, copies);
+  ASSERT_TRUE(RunCopies(w, std::move(copies), true).ok());
+}
+
+void Scatter(const RegisteredWorker& w, std::span<const uint32_t> blocks, const uint8_t* src,
+             uint64_t skip) {
+  std::vector<cuda::Copy> copies;
+  ScatterChunk(w, blocks, src, skip, copies);
+  ASSERT_TRUE(RunCopies(w, std::move(copies), false).ok());
+}
+
+class BlockCopiesTest : public ::testing::TestWithParam<bool> {
  protected:
   wire::KvLayout Layout() const { return GetParam() ? InterleavedLayout() : PagedLayout(); }
 };
 
-TEST_P(HostTransferTest, GatherPutsRegionsThenBlocksInOrder) {
+TEST_P(BlockCopiesTest, GatherPutsRegionsThenBlocksInOrder) {
   Worker wk = MakeWorker(Layout());
   const uint64_t obj = wk.w.layout.ObjectBytes(kChunk);
   ASSERT_EQ(obj, kLayers * 2 * 2 * kBlockBytes);
   std::vector<uint8_t> dst(obj + 16, 0xcc);
   const uint32_t blocks[] = {4, 1};
-  GatherChunk(wk.w, blocks, dst.data());
+  Gather(wk.w, blocks, dst.data());
   for (size_t r = 0; r < wk.w.layout.regions.size(); ++r) {
     for (size_t j = 0; j < 2; ++j) {
       EXPECT_EQ(std::memcmp(dst.data() + (r * 2 + j) * kBlockBytes, wk.w.Block(r, blocks[j]),
@@ -102,14 +115,14 @@ TEST_P(HostTransferTest, GatherPutsRegionsThenBlocksInOrder) {
   for (size_t i = obj; i < dst.size(); ++i) EXPECT_EQ(dst[i], 0xcc) << "wrote past the object";
 }
 
-TEST_P(HostTransferTest, GatherThenScatterIntoOtherBlocksReproducesBytes) {
+TEST_P(BlockCopiesTest, GatherThenScatterIntoOtherBlocksReproducesBytes) {
   Worker wk = MakeWorker(Layout());
   std::vector<uint8_t> obj(wk.w.layout.ObjectBytes(kChunk));
   const uint32_t from[] = {0, 3};
   const uint32_t to[] = {5, 2};
-  GatherChunk(wk.w, from, obj.data());
+  Gather(wk.w, from, obj.data());
   const auto before = Snapshot(wk.w);
-  ScatterChunk(wk.w, to, obj.data(), 0);
+  Scatter(wk.w, to, obj.data(), 0);
   for (size_t r = 0; r < wk.w.layout.regions.size(); ++r) {
     for (size_t j = 0; j < 2; ++j) {
       EXPECT_EQ(std::memcmp(wk.w.Block(r, to[j]), wk.w.Block(r, from[j]), kBlockBytes), 0);
@@ -117,7 +130,7 @@ TEST_P(HostTransferTest, GatherThenScatterIntoOtherBlocksReproducesBytes) {
   }
   // Gathering the destination blocks gives the same object back.
   std::vector<uint8_t> again(obj.size());
-  GatherChunk(wk.w, to, again.data());
+  Gather(wk.w, to, again.data());
   EXPECT_EQ(again, obj);
   // Every byte outside the destination blocks is unchanged.
   const auto after = Snapshot(wk.w);
@@ -133,7 +146,7 @@ TEST_P(HostTransferTest, GatherThenScatterIntoOtherBlocksReproducesBytes) {
   EXPECT_EQ(after, expect);
 }
 
-TEST_P(HostTransferTest, ScatterLeavesSkippedTokensUntouched) {
+TEST_P(BlockCopiesTest, ScatterLeavesSkippedTokensUntouched) {
   for (uint64_t skip : {0u, 2u, 4u, 6u, 8u, 100u}) {
     SCOPED_TRACE(skip);
     Worker wk = MakeWorker(Layout());
@@ -152,12 +165,12 @@ TEST_P(HostTransferTest, ScatterLeavesSkippedTokensUntouched) {
         }
       }
     }
-    ScatterChunk(wk.w, to, obj.data(), skip);
+    Scatter(wk.w, to, obj.data(), skip);
     EXPECT_EQ(Snapshot(wk.w), expect);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, HostTransferTest, ::testing::Bool(),
+INSTANTIATE_TEST_SUITE_P(Layouts, BlockCopiesTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Interleaved" : "Paged"; });
 
 TEST(ValidateBlockIdsTest, Coverage) {

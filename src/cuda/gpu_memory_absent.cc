@@ -1,0 +1,32 @@
+// gpu_memory.h in a build without the CUDA toolkit: every call says so.
+#include "cuda/gpu_memory.h"
+
+namespace kvtier::cuda {
+namespace {
+
+Status NotBuilt() {
+  return Status(Code::kUnavailable,
+                "this kvtier was built without CUDA (the toolkit was not found, or "
+                "KVTIER_CUDA=OFF): GPU buffers cannot be registered; use host buffers");
+}
+
+}  // namespace
+
+struct IpcMemory::Impl {};
+
+bool Built() { return false; }
+Status Available() { return NotBuilt(); }
+
+IpcMemory::IpcMemory(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IpcMemory::~IpcMemory() = default;
+
+Result<std::unique_ptr<IpcMemory>> IpcMemory::Open(const std::vector<Export>&,
+                                                   const std::string&) {
+  return NotBuilt();
+}
+
+Status IpcMemory::CopyAndWait(std::vector<Copy>, bool) const { return NotBuilt(); }
+
+Status PinHostMemory(void*, uint64_t) { return NotBuilt(); }
+
+}  // namespace kvtier::cuda
