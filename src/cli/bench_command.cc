@@ -1,8 +1,11 @@
 // `kvtier bench <what>`: the flags of each benchmark, mapped onto its options. The benchmarks
 // themselves (numbers next to machine limits measured in the same run) are the bench layer:
 // src/bench/server, src/bench/l2 and src/bench/store.
+#include <fmt/format.h>
+
 #include <memory>
 
+#include "bench/gpu/gpu_bench.h"
 #include "bench/l2/l2_bench.h"
 #include "bench/server/server_bench.h"
 #include "bench/store/store_bench.h"
@@ -160,6 +163,40 @@ RunFn AddBenchStore(CLI::App& bench) {
   };
 }
 
+RunFn AddBenchGpu(CLI::App& bench) {
+  auto o = std::make_shared<bench::BenchGpuOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "gpu", "The CUDA path: STORE/RETRIEVE of a GPU KV cache against pinned cudaMemcpy");
+  auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 20);
+  cmd->add_option("--chunks", o->chunks, "Chunks per round")->capture_default_str()->check(positive);
+  cmd->add_option("--chunk-size", o->chunk_tokens, "Tokens per chunk (the server's)")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--block-tokens", o->block_tokens, "Tokens per block")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--regions", o->regions, "Regions (layers x K/V)")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--bytes-per-token", o->bytes_per_token, "Bytes per token and region")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--chunks-per-request", o->chunks_per_request, "Chunks per STORE/RETRIEVE")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_option("--rounds", o->rounds, "Measured rounds (after a warm-up)")
+      ->capture_default_str()
+      ->check(positive);
+  cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  return [o] {
+    if (o->chunk_tokens % o->block_tokens != 0) {
+      fmt::print(stderr, "--chunk-size must be a multiple of --block-tokens\n");
+      return 2;
+    }
+    return bench::RunBenchGpu(*o);
+  };
+}
+
 }  // namespace
 
 RunFn AddBenchCommand(CLI::App& app) {
@@ -168,10 +205,12 @@ RunFn AddBenchCommand(CLI::App& app) {
   RunFn server = AddBenchServer(*cmd);
   RunFn l2 = AddBenchL2(*cmd);
   RunFn store = AddBenchStore(*cmd);
-  return [cmd, server, l2, store] {
+  RunFn gpu = AddBenchGpu(*cmd);
+  return [cmd, server, l2, store, gpu] {
     if (cmd->got_subcommand("server")) return server();
     if (cmd->got_subcommand("l2")) return l2();
     if (cmd->got_subcommand("store")) return store();
+    if (cmd->got_subcommand("gpu")) return gpu();
     return 2;
   };
 }

@@ -17,34 +17,45 @@ static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes);
 static_assert(sizeof(cudaIpcEventHandle_t) == kIpcHandleBytes);
 
 Status Failed(const char* what, cudaError_t e) {
-  return Status(Code::kIoError, fmt::format("{}: {} ({})", what, cudaGetErrorString(e),
-                                            cudaGetErrorName(e)));
+  return Status(Code::kIoError,
+                fmt::format("{}: {} ({})", what, cudaGetErrorString(e), cudaGetErrorName(e)));
 }
 
-#define KVT_CUDA_RETURN(what, call)               \
-  do {                                            \
-    const cudaError_t kvt_e_ = (call);            \
+#define KVT_CUDA_RETURN(what, call)                         \
+  do {                                                      \
+    const cudaError_t kvt_e_ = (call);                      \
     if (kvt_e_ != cudaSuccess) return Failed(what, kvt_e_); \
   } while (0)
+
+Result<std::string> UuidOf(int device) {
+  cudaDeviceProp p{};
+  KVT_CUDA_RETURN("cudaGetDeviceProperties", cudaGetDeviceProperties(&p, device));
+  std::string hex;
+  for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+}
 
 Result<int> DeviceByUuid(std::string_view uuid) {
   const std::string want = NormalizeUuid(uuid);
   int n = 0;
   KVT_CUDA_RETURN("cudaGetDeviceCount", cudaGetDeviceCount(&n));
   for (int d = 0; d < n; ++d) {
-    cudaDeviceProp p{};
-    KVT_CUDA_RETURN("cudaGetDeviceProperties", cudaGetDeviceProperties(&p, d));
-    std::string hex;
-    for (char b : p.uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
-    if (hex == want) return d;
+    auto hex = UuidOf(d);
+    if (!hex.ok()) return hex.status();
+    if (*hex == want) return d;
   }
   return Status(Code::kNotFound, fmt::format("no visible CUDA device has UUID '{}' ({} device(s) "
                                              "seen; check CUDA_VISIBLE_DEVICES of both processes)",
                                              uuid, n));
 }
 
-// Size of the allocation starting at `base` (through the driver: the runtime has no call).
-Result<uint64_t> AllocationSize(void* base) {
+struct Allocation {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+};
+
+// The allocation that holds `ptr` (through the driver: the runtime has no such call).
+Result<Allocation> AllocationOf(const void* ptr) {
   using Fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
   static Fn fn = [] {
     void* p = nullptr;
@@ -59,10 +70,10 @@ Result<uint64_t> AllocationSize(void* base) {
   if (fn == nullptr) return Status(Code::kInternal, "the driver has no cuMemGetAddressRange");
   CUdeviceptr b = 0;
   size_t size = 0;
-  if (fn(&b, &size, reinterpret_cast<CUdeviceptr>(base)) != CUDA_SUCCESS) {
-    return Status(Code::kIoError, "cuMemGetAddressRange failed on an opened IPC handle");
+  if (fn(&b, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) {
+    return Status(Code::kInvalidArgument, "cuMemGetAddressRange: not device memory");
   }
-  return static_cast<uint64_t>(size);
+  return Allocation{reinterpret_cast<uint8_t*>(b), static_cast<uint64_t>(size)};
 }
 
 // A handle may be opened only once per process: opened ones are shared, counted, and closed
@@ -86,12 +97,12 @@ class OpenHandles {
     KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
     KVT_CUDA_RETURN("cudaIpcOpenMemHandle",
                     cudaIpcOpenMemHandle(&base, h, cudaIpcMemLazyEnablePeerAccess));
-    auto size = AllocationSize(base);
-    if (!size.ok()) {
+    auto alloc = AllocationOf(base);
+    if (!alloc.ok()) {
       cudaIpcCloseMemHandle(base);
-      return size.status();
+      return alloc.status();
     }
-    Opened o{static_cast<uint8_t*>(base), *size};
+    Opened o{static_cast<uint8_t*>(base), alloc->size};
     open_[handle] = Entry{o, 1};
     return o;
   }
@@ -142,9 +153,8 @@ Status Available() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    return Status(Code::kUnavailable,
-                  fmt::format("no usable CUDA device: {} ({})", cudaGetErrorString(e),
-                              cudaGetErrorName(e)));
+    return Status(Code::kUnavailable, fmt::format("no usable CUDA device: {} ({})",
+                                                  cudaGetErrorString(e), cudaGetErrorName(e)));
   }
   if (n == 0) return Status(Code::kUnavailable, "no CUDA device is visible");
   return Status::Ok();
@@ -169,9 +179,8 @@ Result<std::unique_ptr<IpcMemory>> IpcMemory::Open(const std::vector<Export>& bu
     }
   }
   if (!event_handle.empty() && event_handle.size() != kIpcHandleBytes) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("an IPC event handle is {} bytes, not {}", kIpcHandleBytes,
-                              event_handle.size()));
+    return Status(Code::kInvalidArgument, fmt::format("an IPC event handle is {} bytes, not {}",
+                                                      kIpcHandleBytes, event_handle.size()));
   }
   auto device = DeviceByUuid(buffers[0].device_uuid);
   if (!device.ok()) return device.status();
@@ -213,8 +222,7 @@ Status IpcMemory::CopyAndWait(std::vector<Copy> copies, bool after_event) const 
   }
   Status queued = Status::Ok();
   for (const Copy& c : MergeAdjacent(std::move(copies))) {
-    const cudaError_t e =
-        cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, impl_->stream);
+    const cudaError_t e = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, impl_->stream);
     if (e != cudaSuccess) {
       queued = Failed("cudaMemcpyAsync", e);
       break;
@@ -223,6 +231,93 @@ Status IpcMemory::CopyAndWait(std::vector<Copy> copies, bool after_event) const 
   // Waited for even after a failure: no copy may still run once the caller reuses the memory.
   KVT_CUDA_RETURN("cudaStreamSynchronize", cudaStreamSynchronize(impl_->stream));
   return queued;
+}
+
+Status UnpinHostMemory(void* data) {
+  KVT_CUDA_RETURN("cudaHostUnregister", cudaHostUnregister(data));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Allocate(uint64_t size, int device) {
+  KVT_RETURN_IF_ERROR(Available());
+  KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
+  void* p = nullptr;
+  KVT_CUDA_RETURN("cudaMalloc", cudaMalloc(&p, size));
+  return std::unique_ptr<DeviceBuffer>(new DeviceBuffer(static_cast<uint8_t*>(p), size, device));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  cudaSetDevice(device_);
+  cudaFree(data_);
+}
+
+bool IsDevicePointer(const void* ptr) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+    cudaGetLastError();  // an unknown host pointer is an answer, not an error
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice;
+}
+
+Result<IpcMemory::Export> ExportRange(const void* ptr, uint64_t size) {
+  cudaPointerAttributes a{};
+  KVT_CUDA_RETURN("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, ptr));
+  if (a.type != cudaMemoryTypeDevice) {
+    return Status(Code::kInvalidArgument, "not device memory: only cudaMalloc'd memory exports");
+  }
+  auto alloc = AllocationOf(ptr);
+  if (!alloc.ok()) return alloc.status();
+  const uint64_t offset = static_cast<const uint8_t*>(ptr) - alloc->base;
+  if (size > alloc->size - offset) {
+    return Status(Code::kOutOfRange,
+                  fmt::format("[ptr, +{}) runs past its {}-byte allocation (at offset {})", size,
+                              alloc->size, offset));
+  }
+  KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(a.device));
+  cudaIpcMemHandle_t h;
+  KVT_CUDA_RETURN("cudaIpcGetMemHandle", cudaIpcGetMemHandle(&h, alloc->base));
+  auto uuid = UuidOf(a.device);
+  if (!uuid.ok()) return uuid.status();
+  return IpcMemory::Export{std::string(reinterpret_cast<const char*>(&h), sizeof(h)), offset, size,
+                           *uuid};
+}
+
+struct IpcEvent::Impl {
+  int device = 0;
+  cudaEvent_t event = nullptr;
+  ~Impl() {
+    if (event != nullptr) cudaEventDestroy(event);
+  }
+};
+
+IpcEvent::IpcEvent(std::unique_ptr<Impl> impl, std::string handle)
+    : impl_(std::move(impl)), handle_(std::move(handle)) {}
+IpcEvent::~IpcEvent() = default;
+
+Result<std::unique_ptr<IpcEvent>> IpcEvent::Create(int device) {
+  KVT_RETURN_IF_ERROR(Available());
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(device));
+  KVT_CUDA_RETURN(
+      "cudaEventCreate",
+      cudaEventCreateWithFlags(&impl->event, cudaEventInterprocess | cudaEventDisableTiming));
+  cudaIpcEventHandle_t h;
+  KVT_CUDA_RETURN("cudaIpcGetEventHandle", cudaIpcGetEventHandle(&h, impl->event));
+  std::string handle(reinterpret_cast<const char*>(&h), sizeof(h));
+  return std::unique_ptr<IpcEvent>(new IpcEvent(std::move(impl), std::move(handle)));
+}
+
+Status IpcEvent::Record() {
+  KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(impl_->device));
+  KVT_CUDA_RETURN("cudaEventRecord", cudaEventRecord(impl_->event, nullptr));
+  return Status::Ok();
+}
+
+Status CopySync(void* dst, const void* src, uint64_t bytes) {
+  KVT_CUDA_RETURN("cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  return Status::Ok();
 }
 
 Status PinHostMemory(void* data, uint64_t size) {

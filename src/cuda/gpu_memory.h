@@ -73,9 +73,57 @@ class IpcMemory {
   std::vector<uint64_t> sizes_;
 };
 
+// ---- This process's own GPU memory: what workers, tests and benchmarks export. ----
+
+// cudaMalloc'd bytes on device `device` (an ordinal of this process), freed on destruction.
+class DeviceBuffer {
+ public:
+  static Result<std::unique_ptr<DeviceBuffer>> Allocate(uint64_t size, int device = 0);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  DeviceBuffer(uint8_t* data, uint64_t size, int device)
+      : data_(data), size_(size), device_(device) {}
+  uint8_t* data_;
+  uint64_t size_;
+  int device_;
+};
+
+// True when `ptr` is device memory of this process.
+bool IsDevicePointer(const void* ptr);
+
+// How another process opens [ptr, ptr + size), which must lie in one allocation of this process:
+// the allocation's IPC handle and ptr's offset in it.
+Result<IpcMemory::Export> ExportRange(const void* ptr, uint64_t size);
+
+// An interprocess event on device `device`: its handle goes to the server, Record marks what
+// the legacy default stream has done so far.
+class IpcEvent {
+ public:
+  static Result<std::unique_ptr<IpcEvent>> Create(int device = 0);
+  ~IpcEvent();
+  const std::string& handle() const { return handle_; }
+  Status Record();
+
+ private:
+  struct Impl;
+  IpcEvent(std::unique_ptr<Impl> impl, std::string handle);
+  std::unique_ptr<Impl> impl_;
+  std::string handle_;
+};
+
+// A synchronous copy in any direction (cudaMemcpy with unified addressing).
+Status CopySync(void* dst, const void* src, uint64_t bytes);
+
 // Page-locks [data, data + size) for DMA (cudaHostRegister) so copies to and from it run at
 // the link's speed; a range already locked is OK.
 Status PinHostMemory(void* data, uint64_t size);
+// Undoes PinHostMemory (before the memory is freed).
+Status UnpinHostMemory(void* data);
 
 // Merges copies where one continues the previous one in both source and destination (the
 // blocks of a chunk are often contiguous); keeps their order.

@@ -30,8 +30,8 @@ TEST(GpuRegistration, RefusedWithTheReasonWhereNoGpuIsUsable) {
   if (cuda::Available().ok()) GTEST_SKIP() << "a CUDA device is visible: tests/gpu/run.sh";
   ServerProcess server({"--chunk-size", "64"});
   auto client = server.Client();
-  const Status s = client->RegisterGpuKvBuffers(5, "test-model", 1, 0, OneBuffer(), "GPU-0", "",
-                                                OneRegion());
+  const Status s =
+      client->RegisterGpuKvBuffers(5, "test-model", 1, 0, OneBuffer(), "GPU-0", "", OneRegion());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Code::kUnavailable) << s.ToString();
   EXPECT_THAT(s.message(), cuda::Built() ? HasSubstr("CUDA device") : HasSubstr("without CUDA"));

@@ -18,10 +18,10 @@ TEST(MergeAdjacentTest, JoinsCopiesThatContinueEachOtherOnBothSides) {
   auto s = [&](size_t i) { return src.data() + i; };
   auto d = [&](size_t i) { return dst.data() + i; };
   const auto merged = MergeAdjacent({{d(0), s(0), 8},
-                                     {d(8), s(8), 8},     // continues both: merged
-                                     {d(16), s(32), 8},   // source jumps: new copy
-                                     {d(24), s(40), 8},   // continues: merged
-                                     {d(40), s(48), 8}}); // destination jumps: new copy
+                                     {d(8), s(8), 8},      // continues both: merged
+                                     {d(16), s(32), 8},    // source jumps: new copy
+                                     {d(24), s(40), 8},    // continues: merged
+                                     {d(40), s(48), 8}});  // destination jumps: new copy
   ASSERT_EQ(merged.size(), 3u);
   EXPECT_EQ(merged[0].dst, d(0));
   EXPECT_EQ(merged[0].bytes, 16u);
@@ -35,8 +35,7 @@ TEST(MergeAdjacentTest, JoinsCopiesThatContinueEachOtherOnBothSides) {
 TEST(NormalizeUuidTest, NvidiaSmiAndPlainSpellingsAgree) {
   EXPECT_EQ(NormalizeUuid("GPU-5A1B2C3D-0000-1111-2222-333344445555"),
             "5a1b2c3d000011112222333344445555");
-  EXPECT_EQ(NormalizeUuid("5a1b2c3d000011112222333344445555"),
-            "5a1b2c3d000011112222333344445555");
+  EXPECT_EQ(NormalizeUuid("5a1b2c3d000011112222333344445555"), "5a1b2c3d000011112222333344445555");
 }
 
 // This test runs where there is no GPU (make test); on a GPU machine it has nothing to check.
