@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "cuda/gpu_memory.h"
 #include "store/client/dummy_memory.h"
 #include "store/protocol/dummy_socket.h"
 #include "store/protocol/store_key.h"
@@ -209,6 +210,7 @@ class DummyClient final : public StoreClient {
   }
 
   StoreStatus RegisterBuffer(void* buffer, size_t size) override {
+    if (cuda::IsDevicePointer(buffer)) return RegisterGpuBuffer(buffer, size);
     auto range = memory_.TranslateMemPool(buffer, size);
     if (!range) {
       return StoreStatus(ErrorCode::INVALID_PARAMS,
@@ -231,6 +233,9 @@ class DummyClient final : public StoreClient {
   // exists, and a reconnect does not replay it).
   StoreStatus UnregisterBuffer(void* buffer) override {
     auto lock = LockUnlessForked();
+    // The node keeps a GPU buffer opened until this client closes (IPC handles cannot be
+    // closed per range); unregistering it only stops this client naming it again.
+    if (memory_.IsGpuRegion(buffer)) return StoreStatus::Ok();
     auto it = buffers_.find(static_cast<uint8_t*>(buffer));
     if (it == buffers_.end()) {
       return StoreStatus(ErrorCode::INVALID_PARAMS, "unregister_buffer: buffer not registered");
@@ -246,22 +251,13 @@ class DummyClient final : public StoreClient {
     return reply->status;
   }
 
-  // Checked here, then told to the node (region + one buffer over all of it), and only then
-  // added to memory_: a refused region leaves nothing to replay.
+  // Checked here, then told to the node (region + one buffer over all of it).
   StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) override {
     if (Forked()) return ForkedError();
     auto lock = LockUnlessForked();
     if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
     if (memory_.IsShared(base, size)) return StoreStatus::Ok();
-    auto shared = memory_.PrepareShared(base, size, fd);
-    if (!shared.ok()) return shared.status();
-    if (!conn_.valid() || PeerGone()) {
-      Drop();
-      KVT_STORE_RETURN_IF_ERROR(Connect());
-    }
-    KVT_STORE_RETURN_IF_ERROR(SetupRegion(shared->view()));
-    memory_.AddShared(std::move(*shared));
-    return StoreStatus::Ok();
+    return AddSharedRegion(memory_.PrepareShared(base, size, fd));
   }
 
   std::string Hostname() const override {
@@ -293,6 +289,29 @@ class DummyClient final : public StoreClient {
   }
 
  private:
+  // GPU memory (CUDA IPC, same host): a region of its own, one buffer, replayed like shared
+  // memory. The node copies between it and its segments; no host copy on this side.
+  StoreStatus RegisterGpuBuffer(void* buffer, size_t size) {
+    if (Forked()) return ForkedError();
+    auto lock = LockUnlessForked();
+    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (memory_.IsShared(buffer, size)) return StoreStatus::Ok();
+    return AddSharedRegion(memory_.PrepareGpu(buffer, size));
+  }
+
+  // Tells the node (connecting first if needed), and only then adds the region to memory_: a
+  // refused region leaves nothing to replay. Caller holds mu_.
+  StoreStatus AddSharedRegion(StoreResult<DummyMemory::SharedRegion> shared) {
+    if (!shared.ok()) return shared.status();
+    if (!conn_.valid() || PeerGone()) {
+      Drop();
+      KVT_STORE_RETURN_IF_ERROR(Connect());
+    }
+    KVT_STORE_RETURN_IF_ERROR(SetupRegion(shared->view()));
+    memory_.AddShared(std::move(*shared));
+    return StoreStatus::Ok();
+  }
+
   // fork() copies the client but not its heartbeat thread, and a connection shared by two
   // processes would interleave their frames: a forked copy refuses every call.
   bool Forked() const { return ::getpid() != owner_pid_; }
@@ -500,6 +519,15 @@ class DummyClient final : public StoreClient {
   // A region's memfd; a shared region is also one buffer covering all of it.
   StoreStatus SetupRegion(const DummyMemory::RegionView& region) {
     Request req;
+    if (region.gpu) {  // opened by the node; the whole region is one buffer
+      req.op = Op::kRegisterGpuRegion;
+      req.region = region.id;
+      req.size = region.size;
+      req.offset = region.gpu->offset;
+      req.gpu_handle = region.gpu->handle;
+      req.gpu_device = region.gpu->device_uuid;
+      return Setup(req, -1).status();
+    }
     req.op = Op::kRegisterRegion;
     req.region = region.id;
     req.size = region.size;

@@ -32,7 +32,7 @@ Result<DummyMemory> DummyMemory::Create(uint64_t mem_pool_size, uint64_t local_b
     m.pool_data_ = file->data();
     m.pool_size_ = file->size();
     m.regions_.push_back(Region{kMemPoolRegion, dummy::RegionKind::kMemPool, file->data(),
-                                file->size(), std::move(*file), {}});
+                                file->size(), std::move(*file), {}, {}});
   }
   if (local_buffer_size > 0) {
     auto file = MappedFile::Create("kvtier-dummy-local-buffer", local_buffer_size,
@@ -41,7 +41,7 @@ Result<DummyMemory> DummyMemory::Create(uint64_t mem_pool_size, uint64_t local_b
     m.local_data_ = file->data();
     m.local_size_ = file->size();
     m.regions_.push_back(Region{kLocalBufferRegion, dummy::RegionKind::kLocalBuffer,
-                                file->data(), file->size(), std::move(*file), {}});
+                                file->data(), file->size(), std::move(*file), {}, {}});
   }
   return m;
 }
@@ -105,41 +105,63 @@ StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareShared(void* base, ui
     return Invalid(fmt::format("the memfd holds {} bytes, fewer than the {} shared", st.st_size,
                                size));
   }
+  auto out = NewShared(base, size);
+  if (!out.ok()) return out;
+  out->fd = wire::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!out->fd.valid()) return Invalid(fmt::format("dup(fd {}): {}", fd, std::strerror(errno)));
+  return out;
+}
+
+StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareGpu(void* base, uint64_t size) const {
+  if (base == nullptr || size == 0) return Invalid("needs a device pointer and a size > 0");
+  auto exported = cuda::ExportRange(base, size);
+  if (!exported.ok()) return Invalid(fmt::format("GPU buffer: {}", exported.status().message()));
+  auto out = NewShared(base, size);
+  if (out.ok()) out->gpu = std::move(exported).value();
+  return out;
+}
+
+StoreResult<DummyMemory::SharedRegion> DummyMemory::NewShared(void* base, uint64_t size) const {
+  const auto b = reinterpret_cast<uintptr_t>(base);
   SharedRegion out;
   out.base = static_cast<uint8_t*>(base);
   out.size = size;
-  {
-    std::shared_lock lock(regions_mu_);
-    if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
-      return Invalid(fmt::format("a dummy may register at most {} regions",
-                                 dummy::kMaxRegionsPerDummy));
-    }
-    out.id = kFirstSharedRegion;
-    for (const auto& r : regions_) {
-      const auto rb = reinterpret_cast<uintptr_t>(r.data);
-      if (b < rb + r.size && rb < b + size) {
-        return Invalid(fmt::format("[{}, +{}) overlaps region {} [{}, +{}) already shared with "
-                                   "the node", base, size, r.id, static_cast<void*>(r.data),
-                                   r.size));
-      }
-      out.id = std::max(out.id, r.id + 1);
-    }
+  std::shared_lock lock(regions_mu_);
+  if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
+    return Invalid(
+        fmt::format("a dummy may register at most {} regions", dummy::kMaxRegionsPerDummy));
   }
-  out.fd = wire::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!out.fd.valid()) return Invalid(fmt::format("dup(fd {}): {}", fd, std::strerror(errno)));
+  out.id = kFirstSharedRegion;
+  for (const auto& r : regions_) {
+    const auto rb = reinterpret_cast<uintptr_t>(r.data);
+    if (b < rb + r.size && rb < b + size) {
+      return Invalid(fmt::format("[{}, +{}) overlaps region {} [{}, +{}) already shared with "
+                                 "the node", base, size, r.id, static_cast<void*>(r.data),
+                                 r.size));
+    }
+    out.id = std::max(out.id, r.id + 1);
+  }
   return out;
 }
 
 void DummyMemory::AddShared(SharedRegion region) {
   std::unique_lock lock(regions_mu_);
   regions_.push_back(Region{region.id, dummy::RegionKind::kMemPool, region.base, region.size, {},
-                            std::move(region.fd)});
+                            std::move(region.fd), std::move(region.gpu)});
 }
 
 bool DummyMemory::IsShared(const void* base, uint64_t size) const {
   std::shared_lock lock(regions_mu_);
   for (const auto& r : regions_) {
-    if (r.shared.valid() && r.data == base && r.size == size) return true;
+    if ((r.shared.valid() || r.gpu) && r.data == base && r.size == size) return true;
+  }
+  return false;
+}
+
+bool DummyMemory::IsGpuRegion(const void* base) const {
+  std::shared_lock lock(regions_mu_);
+  for (const auto& r : regions_) {
+    if (r.gpu && r.data == base) return true;
   }
   return false;
 }
@@ -149,7 +171,7 @@ std::vector<DummyMemory::RegionView> DummyMemory::Regions() const {
   std::vector<RegionView> out;
   out.reserve(regions_.size());
   for (const auto& r : regions_) {
-    out.push_back(RegionView{r.id, r.kind, r.size, r.fd(), r.shared.valid()});
+    out.push_back(RegionView{r.id, r.kind, r.size, r.fd(), r.shared.valid() || r.gpu, r.gpu});
   }
   return out;
 }

@@ -1,6 +1,6 @@
 // A dummy client's shared memory: the memfd regions it hands to its node (the mem pool, region
 // 1, and the local buffer, region 2; a size of 0 creates none; then memfds the caller shares with
-// RegisterSharedMemory, regions 3, 4, ...), the mem-pool allocator behind AllocFromMemPool, and
+// RegisterSharedMemory, and GPU buffers it registers, regions 3, 4, ...), the mem-pool allocator behind AllocFromMemPool, and
 // the translation of a pointer range in this process into (region id, offset) that requests
 // carry. The node checks every range again against what was registered; the checks here only
 // give the caller a clear error without a round trip.
@@ -18,6 +18,7 @@
 
 #include "common/memfd.h"
 #include "common/status.h"
+#include "cuda/gpu_memory.h"
 #include "store/protocol/dummy_protocol.h"
 #include "store/protocol/store_status.h"
 #include "wire/fd_passing.h"
@@ -37,8 +38,9 @@ class DummyMemory {
     uint64_t id = 0;
     dummy::RegionKind kind = dummy::RegionKind::kMemPool;
     uint64_t size = 0;
-    int fd = -1;  // owned by this DummyMemory
+    int fd = -1;  // owned by this DummyMemory; -1 for a GPU region
     bool shared = false;
+    std::optional<cuda::IpcMemory::Export> gpu;  // a GPU region: how the node opens it
   };
 
   // A caller's memfd, checked and duplicated, not added yet (the node must accept it first).
@@ -46,9 +48,10 @@ class DummyMemory {
     uint64_t id = 0;
     uint8_t* base = nullptr;
     uint64_t size = 0;
-    wire::UniqueFd fd;
+    wire::UniqueFd fd;                           // a memfd region
+    std::optional<cuda::IpcMemory::Export> gpu;  // a GPU region
     RegionView view() const {
-      return RegionView{id, dummy::RegionKind::kMemPool, size, fd.get(), true};
+      return RegionView{id, dummy::RegionKind::kMemPool, size, fd.get(), true, gpu};
     }
   };
 
@@ -65,9 +68,14 @@ class DummyMemory {
   // RegisterSharedMemory's checks: arguments, `fd` a memfd sealed against shrinking of at least
   // `size` bytes, no overlap with a region, the region limit. INVALID_PARAMS naming what is wrong.
   StoreResult<SharedRegion> PrepareShared(void* base, uint64_t size, int fd) const;
+  // The same for [base, base + size) of this process's GPU memory (one cudaMalloc allocation),
+  // exported for the node through CUDA IPC.
+  StoreResult<SharedRegion> PrepareGpu(void* base, uint64_t size) const;
   void AddShared(SharedRegion region);
   // True when exactly [base, base + size) is already shared.
   bool IsShared(const void* base, uint64_t size) const;
+  // True when a GPU region starts at `base`.
+  bool IsGpuRegion(const void* base) const;
 
   // Every region, in id order (a copy: safe while regions are added).
   std::vector<RegionView> Regions() const;
@@ -88,9 +96,12 @@ class DummyMemory {
     uint64_t size = 0;
     MappedFile owned;       // the pool and the local buffer: created (and mapped) here
     wire::UniqueFd shared;  // a caller's memfd (duplicate); the caller owns the mapping
+    std::optional<cuda::IpcMemory::Export> gpu;  // a caller's GPU memory; the caller owns it
     int fd() const { return owned.valid() ? owned.fd() : shared.get(); }
   };
   DummyMemory() = default;
+  // An id and no overlap with any region (both kinds of shared region).
+  StoreResult<SharedRegion> NewShared(void* base, uint64_t size) const;
 
   mutable std::shared_mutex regions_mu_;  // guards regions_; the fields below are set at Create
   std::vector<Region> regions_;

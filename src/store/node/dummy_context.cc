@@ -27,14 +27,42 @@ const DummyContext::Region* DummyContext::FindRegion(uint64_t id) const {
   return it == regions_.end() ? nullptr : &it->second;
 }
 
-StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind,
-                                    wire::UniqueFd fd) {
-  std::lock_guard lock(mu_);
+StoreStatus DummyContext::CheckNewRegion(uint64_t id) const {
   if (regions_.count(id) != 0) return Invalid(fmt::format("region {} is already registered", id));
   if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
     return Invalid(
         fmt::format("a dummy may register at most {} regions", dummy::kMaxRegionsPerDummy));
   }
+  return StoreStatus::Ok();
+}
+
+StoreStatus DummyContext::AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory) {
+  {
+    std::lock_guard lock(mu_);
+    KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
+  }
+  auto opened = cuda::IpcMemory::Open({memory}, "");  // outside mu_: it takes a while
+  if (!opened.ok()) {
+    // No GPU (or no CUDA) on this node is Mooncake's "needs hardware we do not drive".
+    const ErrorCode code = opened.status().code() == Code::kUnavailable
+                               ? ErrorCode::UNAVAILABLE_IN_CURRENT_MODE
+                               : ErrorCode::INVALID_PARAMS;
+    return StoreStatus(code, fmt::format("GPU region {}: {}", id, opened.status().message()));
+  }
+  std::lock_guard lock(mu_);
+  KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
+  Region r;
+  r.size = memory.size;
+  r.gpu = std::move(opened).value();
+  regions_.emplace(id, std::move(r));
+  buffers_.emplace(std::make_pair(id, uint64_t{0}), memory.size);
+  return StoreStatus::Ok();
+}
+
+StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind,
+                                    wire::UniqueFd fd) {
+  std::lock_guard lock(mu_);
+  KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
   if (kind == dummy::RegionKind::kLocalBuffer && local_region_) {
     return Invalid(fmt::format("region {}: this dummy already has a local buffer (region {})", id,
                                *local_region_));
@@ -51,7 +79,7 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
     staging_.emplace(size, kStagingAlignment);
     local_region_ = id;
   }
-  regions_.emplace(id, Region{std::move(*mapped), size, kind});
+  regions_.emplace(id, Region{std::move(*mapped), size, kind, nullptr});
   return StoreStatus::Ok();
 }
 
@@ -117,7 +145,7 @@ StoreResult<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range
     const auto [region, start] = it->first;
     if (region == range.region && range.offset - start < it->second &&
         Inside(range.offset - start, range.length, it->second)) {
-      return ResolvedRange{r->file->data() + range.offset, range.length};
+      return ResolvedRange{r->data() + range.offset, range.length, r->gpu.get()};
     }
   }
   return Invalid(fmt::format("range [{}, +{}) of region {} is not inside one registered buffer",

@@ -1,5 +1,5 @@
 // One dummy client's state inside the node: its id, the memfd regions it handed over (mapped
-// here), the buffers it registered in them, and a private staging allocator over its local
+// here) and its GPU regions (CUDA IPC, opened here), the buffers it registered in them, and a private staging allocator over its local
 // buffer. Every range a request names is translated here, with overflow-safe bounds checks:
 // data ranges must lie inside ONE registered buffer, staging ranges inside ONE live staging
 // allocation. A context has its own mutex, held only while translating or (un)registering,
@@ -21,6 +21,7 @@
 
 #include "common/memfd.h"
 #include "common/arena_allocator.h"
+#include "cuda/gpu_memory.h"
 #include "store/protocol/dummy_protocol.h"
 #include "store/protocol/store_status.h"
 #include "store/node/region_mappings.h"
@@ -31,6 +32,8 @@ namespace kvtier::store {
 struct ResolvedRange {
   uint8_t* data = nullptr;
   uint64_t size = 0;
+  // Non-null: `data` is GPU memory of the dummy, opened here; copy through this (CUDA IPC).
+  const cuda::IpcMemory* gpu = nullptr;
 };
 
 class DummyContext {
@@ -47,6 +50,9 @@ class DummyContext {
   // accesses into SIGBUS) of at least `size` bytes. The first `size` bytes become region `id`.
   // A local_buffer region (at most one) becomes the staging area.
   StoreStatus AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind, wire::UniqueFd fd);
+  // GPU memory of the dummy (CUDA IPC, same host): opens the handle and makes [0, size) of it
+  // region `id`, one buffer. UNAVAILABLE where this node has no usable GPU.
+  StoreStatus AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory);
   // A buffer lies inside one mem_pool region and overlaps no other buffer (registering the
   // same range again is OK).
   StoreStatus RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size);
@@ -70,7 +76,10 @@ class DummyContext {
     std::shared_ptr<const MappedFile> file;  // shared with other dummies of the same file
     uint64_t size = 0;
     dummy::RegionKind kind = dummy::RegionKind::kMemPool;
+    std::shared_ptr<const cuda::IpcMemory> gpu;  // a GPU region instead of a file
+    uint8_t* data() const { return gpu ? gpu->data(0) : file->data(); }
   };
+  StoreStatus CheckNewRegion(uint64_t id) const;  // caller holds mu_
   const Region* FindRegion(uint64_t id) const;  // caller holds mu_
 
   const std::string client_id_;

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/thread_priority.h"
@@ -26,6 +28,18 @@ StoreStatus RangeError(const std::string& key, const StoreStatus& why) {
 struct Selected {
   std::vector<std::string> keys;
   std::vector<size_t> index;
+};
+
+// A dummy's GPU range moves through host memory here, on the node: the node's data plane
+// (memcpy into segments, TCP to other nodes) reads and writes host memory. The dummy itself
+// needs no bounce buffer: its GPU memory is copied here through CUDA IPC.
+struct GpuBounce {
+  explicit GpuBounce(const ResolvedRange& r) : gpu(r.gpu), device(r.data), host(r.size) {}
+  Status FromGpu() { return gpu->CopyAndWait({{host.data(), device, host.size()}}, false); }
+  Status ToGpu(uint64_t bytes) { return gpu->CopyAndWait({{device, host.data(), bytes}}, false); }
+  const cuda::IpcMemory* gpu;
+  uint8_t* device;
+  std::vector<uint8_t> host;
 };
 
 template <typename T>
@@ -167,6 +181,12 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
       if (!s.ok()) return Fail("refused", std::move(s));
       return reply;
     }
+    case Op::kRegisterGpuRegion: {
+      StoreStatus s = context_->AddGpuRegion(
+          req.region, {req.gpu_handle, req.offset, req.size, req.gpu_device});
+      if (!s.ok()) return Fail("refused", std::move(s));
+      return reply;
+    }
     case Op::kRegisterBuffer: {
       StoreStatus s = context_->RegisterBuffer(req.region, req.offset, req.size);
       if (!s.ok()) return Fail("bounds", std::move(s));
@@ -264,6 +284,7 @@ Reply DummySession::PutFrom(const Request& req) {
   Selected sel;
   std::vector<ConstBuffer> buffers;
   std::vector<uint64_t> staged;  // staging allocations to free afterwards
+  std::vector<GpuBounce> bounces;
   for (size_t i = 0; i < req.keys.size(); ++i) {
     auto range = req.free_after ? context_->ResolveStaging(req.ranges[i])
                                 : context_->ResolveBuffer(req.ranges[i]);
@@ -275,9 +296,18 @@ Reply DummySession::PutFrom(const Request& req) {
       metrics_.Error("bounds")->Inc();
       reply.statuses[i] = RangeError(req.keys[i], range.status());
     } else {
+      const uint8_t* data = range->data;
+      if (range->gpu != nullptr) {
+        GpuBounce& b = bounces.emplace_back(*range);
+        if (Status copied = b.FromGpu(); !copied.ok()) {
+          reply.statuses[i] = StoreStatus(ErrorCode::TRANSFER_FAIL, copied.message());
+          continue;
+        }
+        data = b.host.data();
+      }
       sel.keys.push_back(req.keys[i]);
       sel.index.push_back(i);
-      buffers.push_back(ConstBuffer{range->data, range->size});
+      buffers.push_back(ConstBuffer{data, range->size});
     }
   }
   if (!sel.keys.empty()) {
@@ -301,6 +331,7 @@ Reply DummySession::GetInto(const Request& req) {
   reply.values.assign(req.keys.size(), 0);
   Selected sel;
   std::vector<MutableBuffer> buffers;
+  std::vector<std::optional<GpuBounce>> bounces;  // per selected key
   for (size_t i = 0; i < req.keys.size(); ++i) {
     StoreStatus key_ok = CheckKey(req.keys[i]);
     if (!key_ok.ok()) {
@@ -315,7 +346,10 @@ Reply DummySession::GetInto(const Request& req) {
     }
     sel.keys.push_back(req.keys[i]);
     sel.index.push_back(i);
-    buffers.push_back(MutableBuffer{range->data, range->size});
+    uint8_t* data = range->data;
+    auto& b = bounces.emplace_back();
+    if (range->gpu != nullptr) data = b.emplace(*range).host.data();
+    buffers.push_back(MutableBuffer{data, range->size});
   }
   if (!sel.keys.empty()) {
     auto results = node_.Get(sel.keys, buffers);
@@ -326,6 +360,9 @@ Reply DummySession::GetInto(const Request& req) {
         reply.statuses[i] = StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
       } else if (!results[j].ok()) {
         reply.statuses[i] = results[j].status();
+      } else if (Status copied = bounces[j] ? bounces[j]->ToGpu(*results[j]) : Status::Ok();
+                 !copied.ok()) {
+        reply.statuses[i] = StoreStatus(ErrorCode::TRANSFER_FAIL, copied.message());
       } else {
         reply.values[i] = *results[j];
         bytes += *results[j];

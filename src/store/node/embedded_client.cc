@@ -7,14 +7,29 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 #include "common/memfd.h"
+#include "cuda/gpu_memory.h"
 
 namespace kvtier::store {
 namespace {
 
 StoreStatus Closed() { return {ErrorCode::RPC_FAIL, "the store client is closed"}; }
+
+// This node's data plane reads and writes host memory: a GPU buffer is refused, not touched
+// (a dummy client moves GPU memory: its node copies it through CUDA IPC).
+std::optional<StoreStatus> RefuseGpu(const std::vector<void*>& buffers) {
+  for (const void* b : buffers) {
+    if (cuda::IsDevicePointer(b)) {
+      return StoreStatus(ErrorCode::INVALID_PARAMS,
+                         "GPU memory in an embedded client: use a dummy client (its node copies "
+                         "GPU buffers through CUDA IPC) or host memory");
+    }
+  }
+  return std::nullopt;
+}
 
 class EmbeddedClient final : public StoreClient {
  public:
@@ -52,6 +67,7 @@ class EmbeddedClient final : public StoreClient {
     if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
       return std::vector<StoreStatus>(keys.size(), Mismatch(keys, buffers, sizes));
     }
+    if (auto gpu = RefuseGpu(buffers)) return std::vector<StoreStatus>(keys.size(), *gpu);
     std::vector<ConstBuffer> values;
     values.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -67,6 +83,9 @@ class EmbeddedClient final : public StoreClient {
     if (!node_) return std::vector<StoreResult<uint64_t>>(keys.size(), Closed());
     if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
       return std::vector<StoreResult<uint64_t>>(keys.size(), Mismatch(keys, buffers, sizes));
+    }
+    if (auto gpu = RefuseGpu(buffers)) {
+      return std::vector<StoreResult<uint64_t>>(keys.size(), *gpu);
     }
     std::vector<MutableBuffer> bufs;
     bufs.reserve(keys.size());

@@ -117,6 +117,18 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
       KVT_RETURN_IF_ERROR(r.Get("region", req.region));
       KVT_RETURN_IF_ERROR(r.Get("offset", req.offset));
       return r.Get("size", req.size);
+    case Op::kRegisterGpuRegion:
+      KVT_RETURN_IF_ERROR(r.Get("region", req.region));
+      KVT_RETURN_IF_ERROR(r.Get("size", req.size));
+      KVT_RETURN_IF_ERROR(r.Get("offset", req.offset));
+      KVT_RETURN_IF_ERROR(r.GetOptionalBin("gpu_handle", req.gpu_handle));
+      KVT_RETURN_IF_ERROR(r.Get("gpu_device", req.gpu_device));
+      if (req.gpu_handle.size() != kGpuHandleBytes) {
+        return Invalid(fmt::format("field 'gpu_handle' must be {} bytes, got {}", kGpuHandleBytes,
+                                   req.gpu_handle.size()));
+      }
+      if (req.size == 0) return Invalid("field 'size' must be > 0");
+      return Status::Ok();
     case Op::kUnregisterBuffer:
       KVT_RETURN_IF_ERROR(r.Get("region", req.region));
       return r.Get("offset", req.offset);
@@ -180,6 +192,8 @@ const char* OpName(Op op) {
       return "hostname";
     case Op::kRemoveByRegex:
       return "remove_by_regex";
+    case Op::kRegisterGpuRegion:
+      return "register_gpu_region";
   }
   return "unknown";
 }
@@ -280,6 +294,10 @@ std::string EncodeRequest(const Request& req) {
       break;
     case Op::kRegisterBuffer:
       w.Put("region", req.region).Put("offset", req.offset).Put("size", req.size);
+      break;
+    case Op::kRegisterGpuRegion:
+      w.Put("region", req.region).Put("size", req.size).Put("offset", req.offset);
+      w.PutBin("gpu_handle", req.gpu_handle).Put("gpu_device", std::string_view(req.gpu_device));
       break;
     case Op::kUnregisterBuffer:
       w.Put("region", req.region).Put("offset", req.offset);

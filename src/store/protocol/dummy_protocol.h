@@ -44,9 +44,14 @@ enum class Op : uint32_t {
   kPing = 14,             // heartbeat
   kHostname = 15,         // -> endpoint
   kRemoveByRegex = 16,    // pattern, force -> count
+  // region, size, offset, gpu_handle, gpu_device: GPU memory of the dummy (CUDA IPC, same host)
+  // as a region that is one buffer: bytes [offset, offset + size) of the allocation the 64-byte
+  // handle names, on the device with that UUID.
+  kRegisterGpuRegion = 17,
 };
 inline constexpr uint32_t kMinOp = 1;
-inline constexpr uint32_t kMaxOp = 16;
+inline constexpr uint32_t kMaxOp = 17;
+inline constexpr size_t kGpuHandleBytes = 64;
 
 // "hello", "put_from", ... (metric labels, messages). "unknown" for anything else.
 const char* OpName(Op op);
@@ -80,6 +85,8 @@ struct Request {
   bool bulk = false;  // HELLO: bulk transfers only; the node serves them at a lower CPU priority
   bool force = false;    // the removes: read leases do not stop them
   std::string pattern;   // remove_by_regex (at most kMaxRegexBytes)
+  std::string gpu_handle;  // register_gpu_region: kGpuHandleBytes
+  std::string gpu_device;  // register_gpu_region: the device's UUID
 };
 
 // One reply. `status` non-ok means the whole request failed; otherwise batch ops answer one

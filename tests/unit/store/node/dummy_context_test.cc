@@ -58,6 +58,18 @@ TEST(DummyContextTest, RegionNeedsSealedMemfdOfTheDeclaredSize) {
   EXPECT_EQ(ctx.region_count(), 1u);
 }
 
+TEST(DummyContextTest, GpuRegionWithoutAGpuIsRefusedAndLeavesNothing) {
+  if (cuda::Available().ok()) GTEST_SKIP() << "a CUDA device is visible: tests/gpu/run.sh";
+  DummyContext ctx("gpu");
+  const StoreStatus s =
+      ctx.AddGpuRegion(3, {std::string(dummy::kGpuHandleBytes, '\0'), 0, 1 << 20, "GPU-0"});
+  EXPECT_EQ(s.code(), ErrorCode::UNAVAILABLE_IN_CURRENT_MODE) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("GPU region 3"));
+  EXPECT_EQ(ctx.region_count(), 0u);
+  EXPECT_EQ(ctx.buffer_count(), 0u);
+  EXPECT_FALSE(ctx.ResolveBuffer(Range{3, 0, 16}).ok());
+}
+
 TEST(DummyContextTest, AtMostOneLocalBuffer) {
   DummyContext ctx("c1");
   Memfd a = MakeMemfd(4096), b = MakeMemfd(4096);

@@ -132,6 +132,33 @@ TEST(DummyProtocolTest, RegisterRegionRoundTripAndKindCheck) {
   EXPECT_THAT(bad.status().message(), HasSubstr("'kind'"));
 }
 
+TEST(DummyProtocolTest, RegisterGpuRegionRoundTripAndHandleCheck) {
+  Request req;
+  req.op = Op::kRegisterGpuRegion;
+  req.region = 4;
+  req.size = 2 << 20;
+  req.offset = 4096;
+  req.gpu_handle = std::string(kGpuHandleBytes, '\x05');
+  req.gpu_device = "GPU-abc";
+  auto got = RoundTrip(req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->region, 4u);
+  EXPECT_EQ(got->size, 2u << 20);
+  EXPECT_EQ(got->offset, 4096u);
+  EXPECT_EQ(got->gpu_handle, req.gpu_handle);
+  EXPECT_EQ(got->gpu_device, "GPU-abc");
+
+  req.gpu_handle = "short";
+  auto bad = RoundTrip(req);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("'gpu_handle'"));
+  req.gpu_handle = std::string(kGpuHandleBytes, '\0');
+  req.size = 0;
+  bad = RoundTrip(req);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("'size'"));
+}
+
 TEST(DummyProtocolTest, MissingFieldIsNamed) {
   const std::string body = wire::BodyWriter().Put("region", uint64_t{1}).Finish();
   auto got = DecodeRequest(static_cast<uint32_t>(Op::kRegisterBuffer), body.data(), body.size());
