@@ -36,11 +36,34 @@ def available() -> bool:
 
 def device_uuid(device) -> str:
     """The device's UUID, which names it across processes (ordinals do not)."""
-    return str(torch.cuda.get_device_properties(torch.device(device)).uuid)
+    props = torch.cuda.get_device_properties(torch.device(device))
+    if not hasattr(props, "uuid"):
+        raise ValueError(f"PyTorch {torch.__version__} does not report device UUIDs; the CUDA "
+                         f"path needs PyTorch 2.0 or later")
+    return str(props.uuid)
 
 
 def _storage(t: torch.Tensor):
-    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()._untyped()
+    if hasattr(t, "untyped_storage"):  # PyTorch >= 2.0
+        return t.untyped_storage()
+    return t.storage().untyped()  # 1.13
+
+
+def _ipc_handle(shared: bytes) -> bytes:
+    """The cudaIpcMemHandle_t inside what ``_share_cuda_`` returned. PyTorch before 2.2 returns
+    the 64 bytes themselves; later releases prefix a version byte and a type byte ('c' for a
+    cudaMalloc block, 'e' for an expandable segment, which has no such handle)."""
+    shared = bytes(shared)
+    if len(shared) == _HANDLE_BYTES:
+        return shared
+    if len(shared) == _HANDLE_BYTES + 2 and shared[1:2] == b"c":
+        return shared[2:]
+    if len(shared) > 1 and shared[1:2] == b"e":
+        raise ValueError("this tensor lives in an expandable segment, which has no CUDA IPC "
+                         "handle: unset PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for the "
+                         "KV cache (or use the host path)")
+    raise ValueError(f"PyTorch exported a {len(shared)}-byte CUDA IPC handle of a kind kvtier "
+                     f"does not know")
 
 
 class GpuRegions:
@@ -58,7 +81,12 @@ class GpuRegions:
     def add(self, blocks: torch.Tensor) -> None:
         """One region: ``blocks`` is [num_blocks, ...] on the GPU, each block contiguous."""
         if not blocks.is_cuda:
-            raise ValueError("GpuRegions takes CUDA tensors (host tensors: HostKvBuffer)")
+            raise ValueError(f"GpuRegions takes CUDA tensors; this {tuple(blocks.shape)} tensor "
+                             f"is on {blocks.device} (register host memory as a HostKvBuffer "
+                             f"with register_kv_buffers instead)")
+        if blocks.dim() < 2 or blocks.shape[0] == 0:
+            raise ValueError(f"a region is [num_blocks, ...] with at least one block, got "
+                             f"{tuple(blocks.shape)}")
         if not blocks[0].is_contiguous():
             raise ValueError(f"a block of this {tuple(blocks.shape)} view is not contiguous "
                              f"(strides {blocks.stride()}): the server copies whole blocks")
@@ -67,19 +95,16 @@ class GpuRegions:
         elif blocks.device != self.device:
             raise ValueError("all regions of one registration must be on one device")
         block_bytes = blocks[0].numel() * blocks.element_size()
-        if (self.num_blocks, self.block_bytes) not in ((None, None), (blocks.shape[0], block_bytes)):
+        if self.num_blocks is not None and (self.num_blocks, self.block_bytes) != (
+                blocks.shape[0], block_bytes):
             raise ValueError("every region needs the same number of blocks and block size")
         self.num_blocks, self.block_bytes = blocks.shape[0], block_bytes
         storage = _storage(blocks)
         index = self._by_storage.get(storage.data_ptr())
         if index is None:
-            info = storage._share_cuda_()
-            handle, offset = info[1], info[3]
-            if len(handle) != _HANDLE_BYTES:
-                raise ValueError("PyTorch exported no plain CUDA IPC handle for this tensor "
-                                 "(expandable_segments allocations cannot be shared this way)")
+            info = storage._share_cuda_()  # (device, handle, size, offset in the allocation, ...)
             index = len(self.buffers)
-            self.buffers.append((bytes(handle), int(offset), storage.nbytes()))
+            self.buffers.append((_ipc_handle(info[1]), int(info[3]), storage.nbytes()))
             self._by_storage[storage.data_ptr()] = index
         self.regions.append((index, blocks.data_ptr() - storage.data_ptr(),
                              blocks.stride(0) * blocks.element_size()))
@@ -99,4 +124,6 @@ class GpuRegions:
 
     def record(self) -> None:
         """Marks what the current stream has written so far as what the next STORE copies."""
+        if self.event is None:
+            raise RuntimeError("GpuRegions.record() before register()")
         self.event.record(torch.cuda.current_stream(self.device))

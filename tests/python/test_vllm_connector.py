@@ -1,10 +1,15 @@
 """kvtier.integrations.vllm.KvtierConnector against a real `kvtier server`, driven the way vLLM
-drives a KV connector (vllm_harness.MiniEngine), with CPU tensors in every KV layout."""
+drives a KV connector (vllm_harness.MiniEngine), with CPU tensors in every KV layout.
+
+The GPU path's block naming (kernel blocks in place, skipped tokens, a load's tail) also runs
+here, over engine tensors in host memfds registered as host buffers (``in_place``); the tests
+with CUDA tensors skip without a CUDA device."""
 
 import logging
 import pickle
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +17,9 @@ import torch
 
 import kvtier
 import vllm_harness as H
+from kvtier._kvtier import HostKvBuffer
+from kvtier.integrations import _vllm_paths as P
+from kvtier.integrations import _vllm_worker as W
 from kvtier.server import LocalServer, free_port
 
 CHUNK, BS = 64, 16  # 4 blocks per chunk
@@ -95,6 +103,8 @@ BAD_CONFIG = [
     ({"kvtier.model": ""}, "kvtier.model must be a non-empty string"),
     ({"kvtier.host": 5}, "kvtier.host must be a non-empty string"),
     ({"kvtier.kv_layout": "paged"}, "kvtier.kv_layout must be one of"),
+    ({"kvtier.transfer": "cuda"}, "kvtier.transfer must be one of auto, gpu, host, got 'cuda'"),
+    ({"kvtier.transfer": None}, "kvtier.transfer must be one of auto, gpu, host, got None"),
     ({"kvtier.auth_token_file": "/nonexistent/token"}, "kvtier.auth_token_file: cannot read"),
 ]
 
@@ -140,7 +150,7 @@ def test_register_kv_caches_rejects_what_it_cannot_serve(srv):
         return H.make_connector(cfg, "WORKER", kv_cache_config(heads) if heads else None)
 
     meta = {"l0": torch.zeros(2, 8, 16, 2, 8, device="meta")}
-    with pytest.raises(RuntimeError, match=r"only host \(CPU\) KV caches"):
+    with pytest.raises(RuntimeError, match="only CPU and CUDA KV caches"):
         worker().register_kv_caches(meta)
     with pytest.raises(ValueError, match="set kvtier.kv_layout"):
         worker().register_kv_caches({"l0": torch.zeros(2, 2, 16, 2, 8)})
@@ -159,7 +169,7 @@ def test_register_kv_caches_rejects_what_it_cannot_serve(srv):
     w.register_kv_caches({"l0": torch.zeros(2, 2, 16, 2, 8)})
     assert w._worker.geometry.kind == "flashinfer"
     w.shutdown()
-    with pytest.raises(ValueError, match="same shape and dtype"):
+    with pytest.raises(ValueError, match="same shape, dtype and device"):
         worker().register_kv_caches({"l0": torch.zeros(2, 8, 16, 2, 8),
                                      "l1": torch.zeros(2, 8, 16, 2, 4)})
     with pytest.raises(ValueError, match=r"a mla KV cache is \[num_blocks, block_size, dim\]"):
@@ -496,7 +506,7 @@ def test_harness_catches_a_load_that_writes_nothing(srv, model):
     a = prompt(21, 2 * CHUNK + 3)
     eng.add("A", a)
     eng.run()
-    eng.workers[0].connector._worker._from_staging = lambda *args: None
+    eng.workers[0].connector._worker._path.loaded = lambda *args: None
     eng.add("B", a)
     eng.run()
     assert eng.errors and "was not reported" in eng.errors[0]
@@ -635,3 +645,291 @@ def test_cached_request_formats_of_older_vllm():
         req_id=r, resumed_from_preemption=res, new_block_ids=b, num_computed_tokens=n))()
         for r, b, res, n in want]
     assert list(_cached_requests(per_request)) == want
+
+
+# --------------------------------------------------------------------------- kvtier.transfer
+
+
+def paths(eng):
+    return [w.connector._worker._path.name for w in eng.workers]
+
+
+def run_hits(eng, seed):
+    """A stores its 3 full chunks; then B (a partial hit after a one-block local prefix hit:
+    skipped tokens) and C (the whole of A's chunks: its last block is recomputed, so the load
+    has a tail) load them. The harness checks every byte before each forward."""
+    a = prompt(seed, 3 * CHUNK + 20)
+    eng.add("A", a, max_tokens=2)
+    eng.run()
+    eng.add("B", a[:2 * CHUNK + 10] + prompt(seed + 1, 90), local_hit=BS)
+    eng.add("C", a[:3 * CHUNK])
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"B": 2 * CHUNK - BS, "C": 3 * CHUNK - BS}
+    jobs = {j.req_id: j for j in eng.steps[-1]["loads"]}
+    assert jobs["B"].tail_block_ids == [] and jobs["C"].tail_block_ids == eng.block_ids("C")[11:]
+    eng.run()
+    assert eng.errors == []
+    assert worker_stat(eng, "loaded_tokens") == [5 * CHUNK - 2 * BS]
+    assert worker_stat(eng, "load_failed_blocks") == [0]
+    assert worker_stat(eng, "stored_chunks") == [4]  # A's 3, B's own third chunk
+    assert eng.idle_blocks()
+
+
+def test_transfer_setting():
+    assert H.make_connector(H.make_config("m"), "WORKER").settings.transfer == "auto"
+    for value in ("auto", "gpu", "host"):
+        cfg = H.make_config("m", extra={"kvtier.transfer": value})
+        assert H.make_connector(cfg, "WORKER").settings.transfer == value
+
+
+def test_choose_transfer():
+    for kind in P.TOKEN_MAJOR_KINDS:
+        assert P.choose_transfer("auto", True, kind, True) == "gpu"
+        assert P.choose_transfer("gpu", True, kind, True) == "gpu"
+        assert P.choose_transfer("host", True, kind, True) == "host"
+        assert P.choose_transfer("auto", True, kind, False) == "host"  # HND
+        assert P.choose_transfer("auto", False, kind, True) == "host"  # CPU tensors
+    assert P.choose_transfer("auto", True, "cpu", False) == "host"
+    with pytest.raises(ValueError, match="transfer is gpu but the KV cache is not on a CUDA"):
+        P.choose_transfer("gpu", False, "flash_attn", True)
+    with pytest.raises(ValueError, match="flashinfer KV cache's blocks do not hold whole tokens"):
+        P.choose_transfer("gpu", True, "flashinfer", False)
+
+
+def test_cpu_tensors_take_the_host_path(srv, model):
+    eng = make_engine(srv, model)  # auto
+    assert paths(eng) == ["host"]
+    eng.shutdown()
+    cfg = H.make_config("m", extra={"kvtier.port": srv.port, "kvtier.transfer": "gpu"})
+    worker = H.make_connector(cfg, "WORKER", kv_cache_config(2))
+    with pytest.raises(ValueError, match="kvtier.transfer is gpu but the KV cache is not on a"):
+        worker.register_kv_caches(H.RankCache("flash_attn", 1, 8, BS, 2, 8).tensors)
+
+
+def test_gpu_path_names_kernel_blocks_and_the_tail():
+    g = SimpleNamespace(kernel_block=8, ratio=2)
+    path = P.GpuPath(g, [], BS, regions=SimpleNamespace())
+    path._chunk = CHUNK
+    # Tokens [16, 176) of chunks [0, 3): the first block is vLLM's own, the last is recomputed.
+    job = W.LoadJob("r", [], "", 0, 3, BS, 3 * CHUNK - BS, list(range(10, 20)))
+    assert path.load_end(job) == 2  # without the tail's block the last chunk cannot come
+    job.tail_block_ids = [7]
+    assert path.load_end(job) == 3
+    want = [0, 0] + [k for b in range(10, 20) for k in (2 * b, 2 * b + 1)] + [14, 15]
+    assert path.load_ids(job, 0, 3).tolist() == want
+    assert path.load_ids(job, 0, 1).tolist() == want[:8]
+    path.regions.record = lambda: None
+    assert path.store_ids([3, 4, 5, 6], 1, 2).tolist() == [0] * 8 + [6, 7, 8, 9, 10, 11, 12, 13]
+
+
+class HostRegions:
+    """``GpuRegions``' interface over engine tensors that live in memfds, registered as host
+    buffers: the GPU path's block naming then runs against the real server without a GPU."""
+
+    def __init__(self, memfds):
+        self._memfds = memfds
+        self.buffers, self.regions, self.device, self.records = [], [], torch.device("cpu"), 0
+
+    def add(self, blocks):
+        if not blocks[0].is_contiguous():
+            raise ValueError("a block is not contiguous")  # what GpuRegions says too
+        ptr = blocks.data_ptr()
+        buf = next(b for b in self._memfds if 0 <= ptr - b.array().ctypes.data < b.size)
+        if buf not in self.buffers:
+            self.buffers.append(buf)
+        self.num_blocks = blocks.shape[0]
+        self.block_bytes = blocks[0].numel() * blocks.element_size()
+        self.regions.append((self.buffers.index(buf), ptr - buf.array().ctypes.data,
+                             blocks.stride(0) * blocks.element_size()))
+
+    def register(self, client, instance_id, model, block_tokens, world_size=1, rank=0):
+        client.register_kv_buffers(instance_id, model, world_size, rank, self.buffers, {
+            "num_blocks": self.num_blocks, "block_tokens": block_tokens,
+            "block_bytes": self.block_bytes, "regions": self.regions})
+
+    def record(self):
+        self.records += 1
+
+
+class RefusedRegions:
+    """Registers dummy GPU memory: what a server without CUDA (or one that cannot open the
+    handle) refuses."""
+
+    device = torch.device("cpu")
+    buffers = ()
+
+    def add(self, blocks):
+        pass
+
+    def register(self, client, instance_id, model, block_tokens, world_size=1, rank=0):
+        client.register_gpu_kv_buffers(
+            instance_id, model, world_size, rank, [(b"\0" * 64, 0, 4096)],
+            "GPU-00000000-0000-0000-0000-000000000000",
+            {"num_blocks": 4, "block_tokens": block_tokens, "block_bytes": 1024,
+             "regions": [(0, 0, 1024)]})
+
+
+def _as_if_cuda(monkeypatch, regions):
+    """Engines built now take the GPU path with `regions()` as if their tensors were CUDA."""
+
+    class Path(P.GpuPath):
+        def __init__(self, g, views, block_size):
+            super().__init__(g, views, block_size, regions=regions())
+
+        def before_loads(self):
+            pass
+
+    monkeypatch.setattr(W, "GpuPath", Path)
+    monkeypatch.setattr(W, "choose_transfer",
+                        lambda setting, is_cuda, kind, nhd: P.choose_transfer(setting, True,
+                                                                                kind, nhd))
+
+
+@pytest.fixture
+def in_place(monkeypatch):
+    """An `alloc` for MiniEngine: engines built with it take the GPU path over memfds."""
+    memfds = []
+
+    def alloc(shape, dtype):
+        buf = HostKvBuffer(int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size())
+        memfds.append(buf)
+        return torch.from_numpy(buf.array()).view(dtype).view(shape)
+
+    _as_if_cuda(monkeypatch, lambda: HostRegions(memfds))
+    return alloc
+
+
+NOT_CPU = [name for name in LAYOUTS if not name.startswith("cpu")]
+
+
+@pytest.mark.parametrize("layout", NOT_CPU)
+def test_gpu_path_over_host_memory(srv, model, layout, in_place):
+    eng = make_engine(srv, model, alloc=in_place, **LAYOUTS[layout])
+    assert paths(eng) == ["host" if "hnd" in layout else "gpu"]  # HND blocks: not token-major
+    run_hits(eng, 40)
+    if "hnd" not in layout:
+        assert eng.workers[0].connector._worker._path.regions.records > 0  # STOREs saw events
+    eng.shutdown()
+
+
+def test_gpu_path_with_two_ranks_and_chunked_prefill(srv, model, in_place):
+    eng = make_engine(srv, model, tp=2, token_budget=40, alloc=in_place, kernel_block=8)
+    a = prompt(42, 3 * CHUNK + 8)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a)
+    eng.run()
+    assert eng.errors == [] and paths(eng) == ["gpu", "gpu"]
+    assert worker_stat(eng, "stored_chunks") == [3, 3]
+    assert worker_stat(eng, "loaded_tokens") == [3 * CHUNK] * 2
+    eng.shutdown()
+
+
+def test_gpu_and_host_paths_read_each_others_chunks(srv, model, in_place):
+    a, b = prompt(43, 2 * CHUNK + 7), prompt(44, 2 * CHUNK + 7)
+    host = make_engine(srv, model, kind="flash_attn", heads=4, extra={"kvtier.transfer": "host"})
+    gpu = make_engine(srv, model, kind="flashinfer", heads=4, kernel_block=8, alloc=in_place)
+    cpu = make_engine(srv, model, kind="cpu", heads=4)
+    assert paths(host) + paths(gpu) + paths(cpu) == ["host", "gpu", "host"]
+    for writer, reader, p in ((host, gpu, a), (gpu, cpu, b)):
+        writer.add("W", p)
+        writer.run()
+        reader.add("R", p)
+        reader.run()
+        assert reader.steps[-2]["matched"] == {"R": 2 * CHUNK}
+        assert writer.errors == [] and reader.errors == []
+    for eng in (host, gpu, cpu):
+        eng.shutdown()
+
+
+def test_auto_falls_back_to_host_when_the_server_refuses_gpu_memory(srv, model, monkeypatch,
+                                                                     caplog):
+    _as_if_cuda(monkeypatch, RefusedRegions)
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        eng = make_engine(srv, model)
+    warned = [r for r in caplog.records if "GPU path is not available" in r.getMessage()]
+    assert len(warned) == 1 and paths(eng) == ["host"]
+    run_hits(eng, 45)
+    eng.shutdown()
+
+
+def test_auto_falls_back_when_the_tensors_cannot_be_exported(srv, model, monkeypatch, caplog):
+    class Unexportable(RefusedRegions):
+        def add(self, blocks):
+            raise ValueError("this tensor lives in an expandable segment")
+
+    _as_if_cuda(monkeypatch, Unexportable)
+    with caplog.at_level(logging.WARNING, logger=LOG):
+        eng = make_engine(srv, model)
+    assert paths(eng) == ["host"]
+    assert any("expandable segment" in r.getMessage() for r in caplog.records)
+    eng.shutdown()
+    with pytest.raises(ValueError, match="transfer is gpu but the KV cache cannot be shared"):
+        make_engine(srv, model, extra={"kvtier.transfer": "gpu"})
+
+
+def test_gpu_setting_refused_keeps_the_connector_off(srv, model, monkeypatch, caplog):
+    _as_if_cuda(monkeypatch, RefusedRegions)
+    a = prompt(46, 2 * CHUNK + 3)
+    other = make_engine(srv, model)  # auto: falls back to host and stores a's chunks
+    other.add("A", a)
+    other.run()
+    with caplog.at_level(logging.ERROR, logger=LOG):
+        eng = make_engine(srv, model, extra={"kvtier.transfer": "gpu"})
+    assert any("refused the GPU KV cache" in r.getMessage() and r.levelno == logging.ERROR
+               for r in caplog.records)
+    eng.add("B", a)  # the scheduler finds the chunks; the worker cannot load them
+    eng.add("C", prompt(47, 2 * CHUNK + 3))
+    eng.run()
+    assert eng.errors == []  # the failed load was reported, the blocks recomputed
+    assert worker_stat(eng, "load_failed_blocks") == [2 * CHUNK // BS]
+    assert worker_stat(eng, "stored_chunks") == [0]
+    assert worker_stat(eng, "store_errors") == worker_stat(eng, "save_jobs") != [0]
+    other.shutdown()
+    eng.shutdown()
+
+
+# --------------------------------------------------------------------------- CUDA tensors
+
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA device: the GPU path with real CUDA tensors (and a server built with CUDA)")
+
+
+def cuda_zeros(shape, dtype):
+    return torch.zeros(shape, dtype=dtype, device="cuda")
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", NOT_CPU)
+def test_cuda_kv_caches(srv, model, layout):
+    eng = make_engine(srv, model, alloc=cuda_zeros, **LAYOUTS[layout])
+    assert paths(eng) == ["host" if "hnd" in layout else "gpu"]
+    run_hits(eng, 50)
+    eng.shutdown()
+
+
+@needs_cuda
+def test_cuda_kv_caches_over_the_host_path(srv, model):
+    eng = make_engine(srv, model, alloc=cuda_zeros, kernel_block=8,
+                      extra={"kvtier.transfer": "host"})
+    assert paths(eng) == ["host"]
+    run_hits(eng, 52)
+    eng.shutdown()
+
+
+@needs_cuda
+def test_cuda_paths_read_each_others_chunks(srv, model):
+    a, b = prompt(54, 2 * CHUNK + 7), prompt(55, 2 * CHUNK + 7)
+    gpu = make_engine(srv, model, alloc=cuda_zeros, tp=2, heads=4)
+    host = make_engine(srv, model, kind="flashinfer", hnd=True, tp=2, heads=4)  # CPU tensors
+    assert paths(gpu) + paths(host) == ["gpu", "gpu", "host", "host"]
+    for writer, reader, p in ((gpu, host, a), (host, gpu, b)):
+        writer.add("W", p)
+        writer.run()
+        reader.add("R", p)
+        reader.run()
+        assert reader.steps[-2]["matched"] == {"R": 2 * CHUNK}
+        assert writer.errors == [] and reader.errors == []
+    gpu.shutdown()
+    host.shutdown()

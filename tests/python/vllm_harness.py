@@ -288,8 +288,10 @@ class RankCache:
     """One worker's paged KV tensors in vLLM's shape for `kind`, and byte access to tokens."""
 
     def __init__(self, kind, layers, num_blocks, block_size, heads, head_dim, hnd=False,
-                 dtype=torch.float16, kernel_block=None):
+                 dtype=torch.float16, kernel_block=None, alloc=None):
+        """alloc(shape, dtype) makes each layer's zeroed tensor (default: torch.zeros)."""
         self.kind, self.block_size = kind, block_size
+        zeros = alloc or (lambda shape, dtype: torch.zeros(shape, dtype=dtype))
         kb = kernel_block or block_size
         r = block_size // kb
         nbk = num_blocks * r
@@ -297,19 +299,19 @@ class RankCache:
         self.tensors = {}
         for layer in range(layers):
             if kind == "mla":
-                t = torch.zeros(nbk, kb, head_dim, dtype=dtype)
+                t = zeros((nbk, kb, head_dim), dtype)
             elif kind == "cpu":  # vLLM's CPU backend: heads before tokens in the shape itself
-                t = torch.zeros(2, nbk, heads, kb, head_dim, dtype=dtype)
+                t = zeros((2, nbk, heads, kb, head_dim), dtype)
             elif kind == "flash_attn":
                 if hnd:  # vLLM allocates the physical shape and hands out a permuted view
-                    t = torch.zeros(2, nbk, heads, kb, head_dim, dtype=dtype).permute(0, 1, 3, 2, 4)
+                    t = zeros((2, nbk, heads, kb, head_dim), dtype).permute(0, 1, 3, 2, 4)
                 else:
-                    t = torch.zeros(2, nbk, kb, heads, head_dim, dtype=dtype)
+                    t = zeros((2, nbk, kb, heads, head_dim), dtype)
             else:
                 if hnd:
-                    t = torch.zeros(nbk, 2, heads, kb, head_dim, dtype=dtype).permute(0, 1, 3, 2, 4)
+                    t = zeros((nbk, 2, heads, kb, head_dim), dtype).permute(0, 1, 3, 2, 4)
                 else:
-                    t = torch.zeros(nbk, 2, kb, heads, head_dim, dtype=dtype)
+                    t = zeros((nbk, 2, kb, heads, head_dim), dtype)
             self.tensors[f"model.layers.{layer}.self_attn.attn"] = t
         self.regions = []  # uint8 views [kernel blocks, kb, bytes] per (layer, K/V)
         for t in self.tensors.values():
@@ -322,31 +324,34 @@ class RankCache:
                                     else u8.flatten(2) if u8.is_contiguous() else u8)
         first = self.regions[0]
         self.bytes_per_token = int(np.prod(first.shape[2:]))
+        self.device = first.device  # cpu, or cuda for the GPU path's tests
 
     def _index(self, block_ids, a, b):
         pos = np.arange(a, b)
         blocks = np.asarray(block_ids, dtype=np.int64)[pos // self.block_size]
         kblocks = blocks * self.ratio + (pos % self.block_size) // self.kernel_block
-        return torch.from_numpy(kblocks), torch.from_numpy(pos % self.kernel_block)
+        return (torch.from_numpy(kblocks).to(self.device),
+                torch.from_numpy(pos % self.kernel_block).to(self.device))
 
     def write(self, block_ids, a, b, data_per_region):
         bi, oi = self._index(block_ids, a, b)
         for reg, data in zip(self.regions, data_per_region):
             reg[bi, oi] = torch.from_numpy(np.ascontiguousarray(data)).reshape(
-                (b - a,) + tuple(reg.shape[2:]))
+                (b - a,) + tuple(reg.shape[2:])).to(self.device)
 
     def read(self, block_ids, a, b):
         bi, oi = self._index(block_ids, a, b)
-        return [reg[bi, oi].reshape(b - a, -1).numpy().copy() for reg in self.regions]
+        return [reg[bi, oi].reshape(b - a, -1).cpu().numpy().copy() for reg in self.regions]
 
     def poison(self, block_ids, rng):
         if not block_ids:
             return
         ids = np.asarray(block_ids, dtype=np.int64)
         idx = torch.from_numpy((ids[:, None] * self.ratio + np.arange(self.ratio)).reshape(-1))
+        idx = idx.to(self.device)
         for reg in self.regions:
             shape = (idx.numel(),) + tuple(reg.shape[1:])
-            reg[idx] = torch.from_numpy(rng.integers(0, 256, shape, dtype=np.uint8))
+            reg[idx] = torch.from_numpy(rng.integers(0, 256, shape, dtype=np.uint8)).to(self.device)
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -362,7 +367,7 @@ class Worker:
 class MiniEngine:
     def __init__(self, model, kind="flash_attn", tp=1, num_blocks=96, block_size=16, layers=2,
                  heads=2, head_dim=8, extra=None, hnd=False, token_budget=1 << 30,
-                 kernel_block=None, kv_role="kv_both", seed=0):
+                 kernel_block=None, kv_role="kv_both", seed=0, alloc=None):
         self.kind, self.tp, self.block_size = kind, tp, block_size
         self.mla = kind == "mla"
         self.token_budget = token_budget
@@ -379,7 +384,7 @@ class MiniEngine:
         for rank in range(tp):
             conn = make_connector(make_config(rank=rank, **cfg), "WORKER", kv_cache_config)
             cache = RankCache(kind, layers, num_blocks, block_size, heads, head_dim, hnd=hnd,
-                              kernel_block=kernel_block)
+                              kernel_block=kernel_block, alloc=alloc)
             conn.register_kv_caches(dict(cache.tensors))
             self.workers.append(Worker(rank, conn, cache))
         self.free = deque(range(num_blocks))

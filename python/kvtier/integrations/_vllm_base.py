@@ -124,7 +124,10 @@ class LoadJob:
 
     Only tokens [start_token, end_token) are written to the engine: those before start_token are
     the engine's own prefix-cache hit, those after end_token are recomputed. ``block_ids`` are the
-    engine's blocks for exactly [start_token, end_token) (both block-aligned).
+    engine's blocks for exactly [start_token, end_token) (both block-aligned). ``tail_block_ids``
+    are the request's blocks for the rest of the last chunk, [end_token, end_chunk * chunk), as
+    far as vLLM allocated them: the GPU path retrieves whole chunks straight into the engine's
+    blocks, and those tokens are about to be recomputed there anyway.
     """
 
     req_id: str
@@ -135,6 +138,7 @@ class LoadJob:
     start_token: int
     end_token: int
     block_ids: list[int]
+    tail_block_ids: list[int] = field(default_factory=list)
 
 
 @dataclass

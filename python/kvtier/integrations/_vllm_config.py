@@ -16,6 +16,7 @@ log = logging.getLogger("kvtier.integrations.vllm")
 
 PREFIX = "kvtier."
 KV_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu", "mla")
+TRANSFERS = ("auto", "gpu", "host")
 
 # key -> (default, one-line description); docs/integrations.md lists the same.
 KEYS: dict[str, tuple[Any, str]] = {
@@ -28,6 +29,7 @@ KEYS: dict[str, tuple[Any, str]] = {
     "kvtier.model": (None, "model name in the cache keys"),
     "kvtier.staging_blocks": (256, "blocks of the worker's staging buffer"),
     "kvtier.kv_layout": ("auto", "auto, flash_attn, flashinfer, cpu or mla"),
+    "kvtier.transfer": ("auto", "auto, gpu or host: CUDA IPC or the staging buffer"),
 }
 
 
@@ -42,6 +44,7 @@ class Settings:
     model: str
     staging_blocks: int
     kv_layout: str
+    transfer: str  # auto, gpu or host (_vllm_paths.choose_transfer)
     block_size: int
     use_mla: bool
     tp_size: int
@@ -157,6 +160,10 @@ def parse(vllm_config) -> Settings:
     if layout not in KV_LAYOUTS:
         raise ValueError(f"kvtier.kv_layout must be one of {', '.join(KV_LAYOUTS)}, "
                          f"got {layout!r}")
+    transfer = get("kvtier.transfer")
+    if transfer not in TRANSFERS:
+        raise ValueError(f"kvtier.transfer must be one of {', '.join(TRANSFERS)}, "
+                         f"got {transfer!r}")
 
     cache_config = getattr(vllm_config, "cache_config", None)
     block_size = _int("cache_config.block_size", getattr(cache_config, "block_size", None), 1)
@@ -177,8 +184,8 @@ def parse(vllm_config) -> Settings:
     return Settings(
         host=host, port=port, timeout_ms=timeout_ms, lookup_timeout_ms=lookup_timeout_ms,
         retry_interval_s=retry, auth_token_file=token_file, model=model,
-        staging_blocks=staging, kv_layout=layout, block_size=block_size, use_mla=use_mla,
-        tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),
+        staging_blocks=staging, kv_layout=layout, transfer=transfer, block_size=block_size,
+        use_mla=use_mla, tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),
         save_enabled=role in ("kv_producer", "kv_both"),
         engine_id=str(getattr(ktc, "engine_id", None) or ""))
 

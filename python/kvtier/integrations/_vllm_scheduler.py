@@ -346,7 +346,8 @@ class SchedulerSide:
         meta.loads.append(LoadJob(
             req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
             first_chunk=pl.start // chunk, end_chunk=end_chunk, start_token=pl.start,
-            end_token=pl.end, block_ids=blocks))
+            end_token=pl.end, block_ids=blocks,
+            tail_block_ids=pl.block_ids[pl.end // bs:end_chunk * chunk // bs]))
         self.stats.load_jobs += 1
         self._unlock_next.append(rid)
 

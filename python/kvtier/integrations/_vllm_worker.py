@@ -1,14 +1,11 @@
 """The worker half of the kvtier vLLM connector: one per vLLM worker (GPU / TP rank) process.
 
-The engine's KV tensors are not memory the server can map, so each worker registers a bounded
-staging buffer (a memfd ``HostKvBuffer``) instead, laid out as the server's paged layout: one
-region per layer and K/V (one per layer with MLA), ``staging_blocks`` blocks each. A transfer
-moves up to ``staging_blocks`` blocks' worth of whole chunks at a time: a torch gather copies the
-engine's blocks into staging slots and STORE names those slots, or RETRIEVE fills the slots and a
-scatter (numpy fancy assignment on byte views) copies them into the engine's blocks; no Python
-loop runs over tokens or blocks. Bytes are kept in logical token order ([tokens, heads, dim] per
-block and K/V), so engines with the NHD or the HND physical layout, FlashAttention, FlashInfer or
-vLLM's CPU backend ([2, blocks, heads, tokens, dim]) read each other's chunks.
+At ``register_kv_caches`` it detects the KV tensors' layout (``Geometry``) and picks how bytes
+move (``kvtier.transfer``, ``_vllm_paths.py``): CUDA tensors with token-major blocks are
+registered in place through CUDA IPC and the server copies between them and L1 (the GPU path);
+otherwise, or when the server cannot take GPU memory, a bounded staging buffer in host memory
+carries the bytes (the host path). Jobs move in batches of whole chunks either way, and the
+failure reporting is the same.
 
 Everything happens in ``start_load_kv``, before the forward: first the saves the scheduler
 planned for the previous step's tokens, then this step's loads (so that a block that vLLM freed
@@ -29,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kvtier._kvtier import HostKvBuffer, KvtierError, paged_layout
+from kvtier._kvtier import KvtierError
 
 from ._vllm_base import VLLM_AVAILABLE, KvtierConnectorMetadata, LoadJob, SaveJob
 from ._vllm_config import Settings, check_chunk_size
 from ._vllm_link import ServerLink
+from ._vllm_paths import GpuPath, HostPath, choose_transfer, region_views
 
 log = logging.getLogger("kvtier.integrations.vllm")
 _instance_counter = itertools.count()
@@ -51,21 +49,17 @@ class Geometry:
     dtype: torch.dtype
     token_shape: tuple  # (heads, head_dim), or (latent_dim,) with MLA
     bytes_per_token: int  # of one region (K or V, or the latent)
-
-    @property
-    def regions_per_layer(self) -> int:
-        return 1 if self.kind == "mla" else 2
+    device: torch.device  # cpu or cuda:N
 
 
 def _check_tensor(name, t):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"kvtier connector: KV cache of layer {name!r} is a {type(t).__name__}, "
                         f"not a torch.Tensor")
-    if t.device.type != "cpu":
+    if t.device.type not in ("cpu", "cuda"):
         raise RuntimeError(
-            f"kvtier connector: the KV cache of layer {name!r} is on {t.device}; only host (CPU) "
-            f"KV caches are supported for now (e.g. vLLM's CPU backend). The CUDA data path "
-            f"(CUDA IPC) is not built yet.")
+            f"kvtier connector: the KV cache of layer {name!r} is on {t.device}; only CPU and "
+            f"CUDA KV caches are supported")
 
 
 SHAPES = {
@@ -127,11 +121,13 @@ def detect_geometry(kv_caches: dict, settings: Settings, heads: int | None = Non
     for name in names:
         t = kv_caches[name]
         _check_tensor(name, t)
-        if tuple(t.shape) != tuple(first.shape) or t.dtype != first.dtype:
+        if (tuple(t.shape) != tuple(first.shape) or t.dtype != first.dtype
+                or t.device != first.device):
             raise ValueError(
-                f"kvtier connector: every layer's KV cache must have the same shape and dtype "
-                f"(one KV cache group); {names[0]!r} is {tuple(first.shape)} {first.dtype}, "
-                f"{name!r} is {tuple(t.shape)} {t.dtype}")
+                f"kvtier connector: every layer's KV cache must have the same shape, dtype and "
+                f"device (one KV cache group); {names[0]!r} is {tuple(first.shape)} "
+                f"{first.dtype} on {first.device}, {name!r} is {tuple(t.shape)} {t.dtype} on "
+                f"{t.device}")
     shape = tuple(first.shape)
     kind = settings.kv_layout
     if kind == "auto":
@@ -162,7 +158,7 @@ def detect_geometry(kv_caches: dict, settings: Settings, heads: int | None = Non
     elem = torch.empty((), dtype=first.dtype).element_size()
     return Geometry(kind=kind, layer_names=names, num_blocks=nbk // ratio, kernel_block=kb,
                     ratio=ratio, dtype=first.dtype, token_shape=tuple(token_shape),
-                    bytes_per_token=int(np.prod(token_shape)) * elem)
+                    bytes_per_token=int(np.prod(token_shape)) * elem, device=first.device)
 
 
 def kv_heads_hint(vllm_config, kv_cache_config) -> int | None:
@@ -204,27 +200,6 @@ def worker_ranks(vllm_config, settings: Settings) -> tuple[int, int]:
     return rank % settings.tp_size, rank // settings.tp_size
 
 
-class _Pair:
-    """One region (a layer's K, V or latent): the engine's view [blocks, tokens, ...] in logical
-    order and its staging slots. Gathers use torch.index_select; scatters use numpy fancy
-    assignment on byte views of the same memory, which copies a block's bytes at memcpy speed
-    where torch 1.13's index_copy_ / index_put_ go element by element (loads of
-    bench/vllm_connector.py: 2.3-3.6 GB/s with index_copy_, 5-10 GB/s this way)."""
-
-    def __init__(self, engine: torch.Tensor, staging: torch.Tensor):
-        self.engine, self.staging = engine, staging
-        self.engine_np = self.staging_np = None
-        try:
-            e8, s8 = engine.view(torch.uint8), staging.view(torch.uint8)
-        except RuntimeError:  # no byte view (last dim not dense): torch's index_copy_
-            return
-        try:  # one row of bytes per block where a block is contiguous (NHD)
-            e8, s8 = e8.view(e8.shape[0], -1), s8.view(s8.shape[0], -1)
-        except RuntimeError:  # HND / CPU backend: [blocks, tokens, heads, dim bytes]
-            pass
-        self.engine_np, self.staging_np = e8.numpy(), s8.numpy()
-
-
 @dataclass
 class WorkerStats:
     load_jobs: int = 0
@@ -250,11 +225,9 @@ class WorkerSide:
         digest = int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=6).digest(), "little")
         self.instance_id = (digest << 8) | (self.tp_rank + self.pp_rank * settings.tp_size) % 256
         self.geometry: Geometry | None = None
-        self._tensors: list = []
+        self._views: list = []  # per layer and K/V (per layer with MLA), _vllm_paths.region_views
+        self._path: GpuPath | HostPath | None = None
         self._chunk: int | None = None
-        self._buffer = None
-        self._pairs: list = []  # a _Pair per layer and region
-        self._staging_blocks = 0
         self._link = ServerLink(settings, f"worker tp{self.tp_rank} pp{self.pp_rank}",
                                 on_connect=self._on_connect)
         self._registered = False
@@ -268,98 +241,60 @@ class WorkerSide:
     # ---------------------------------------------------------------- registration
 
     def register_kv_caches(self, kv_caches: dict) -> None:
-        self.geometry = detect_geometry(kv_caches, self._s, self._heads, on_cpu_platform())
-        self._tensors = [kv_caches[n] for n in self.geometry.layer_names]
+        g = detect_geometry(kv_caches, self._s, self._heads, on_cpu_platform())
+        self.geometry = g
+        self._views = region_views(g, [kv_caches[n] for n in g.layer_names])
+        token_major = all(v[0].is_contiguous() for v in self._views)
+        self._path = None
+        if choose_transfer(self._s.transfer, g.device.type == "cuda", g.kind,
+                           token_major) == "gpu":
+            try:
+                self._path = GpuPath(g, self._views, self._s.block_size)
+            except (ValueError, RuntimeError) as e:  # this process cannot export the tensors
+                if self._s.transfer == "gpu":
+                    raise ValueError(f"kvtier connector: kvtier.transfer is gpu but the KV cache "
+                                     f"cannot be shared with the server: {e}") from e
+                self._fall_back(e)
+        if self._path is None:
+            self._path = HostPath(g, self._views, self._s.block_size, self._s.staging_blocks)
         if self._link.get() is None:
             log.warning("kvtier connector (worker tp%d pp%d): not registered yet; loads fail "
                         "and saves are skipped until the server answers", self.tp_rank,
                         self.pp_rank)
 
+    def _fall_back(self, why) -> None:
+        """kvtier.transfer auto: the GPU path cannot work, so the host path it is (for good)."""
+        log.warning("kvtier connector (worker tp%d pp%d): the GPU path is not available (%s); "
+                    "using the host staging buffer", self.tp_rank, self.pp_rank, why)
+        self._path = HostPath(self.geometry, self._views, self._s.block_size,
+                              self._s.staging_blocks)
+
     def _on_connect(self, client, info) -> None:
-        g = self.geometry
         chunk = int(info["chunk_size"])
         check_chunk_size(chunk, self._s.block_size)
-        bpc = chunk // self._s.block_size
-        staging = self._s.staging_blocks // bpc * bpc
-        if staging == 0:
-            raise ValueError(f"kvtier.staging_blocks ({self._s.staging_blocks}) must be at least "
-                             f"one chunk: {bpc} blocks of {self._s.block_size} tokens for the "
-                             f"server's chunk size {chunk}")
-        if self._buffer is None or (chunk, staging) != (self._chunk, self._staging_blocks):
-            self._make_staging(chunk, staging)
-        layers, bs, bpt = len(g.layer_names), self._s.block_size, g.bytes_per_token
-        if g.kind == "mla":
-            block_bytes = bs * bpt
-            layout = {"num_blocks": staging, "block_tokens": bs, "block_bytes": block_bytes,
-                      "regions": [(0, layer * staging * block_bytes, block_bytes)
-                                  for layer in range(layers)]}
-        else:
-            layout = paged_layout(layers, staging, bs, bpt)
-        client.register_kv_buffers(self.instance_id, self._s.model, self._s.key_world_size,
-                                   self.key_rank, [self._buffer], layout)
+        self._chunk = chunk
+        who = (self.instance_id, self._s.model, self._s.key_world_size, self.key_rank)
+        try:
+            what = self._path.register(client, info, who)
+        except KvtierError as e:
+            # The server did not answer (the link retries later), or a host registration failed.
+            if self._path.name == "host" or e.code_name in ("TIMEOUT", "IO_ERROR"):
+                raise
+            if self._s.transfer == "gpu":  # the server answered: it cannot take GPU memory
+                log.error("kvtier connector (worker tp%d pp%d): the server refused the GPU KV "
+                          "cache (%s); kvtier.transfer is gpu, so loads fail and saves are "
+                          "skipped until the engine restarts", self.tp_rank, self.pp_rank, e)
+                self._disabled = True
+                return
+            self._fall_back(e)
+            what = self._path.register(client, info, who)
         self._registered = True
-
-    def _make_staging(self, chunk: int, staging: int) -> None:
         g = self.geometry
-        regions = g.regions_per_layer
-        layers = len(g.layer_names)
-        size = layers * regions * staging * self._s.block_size * g.bytes_per_token
-        buffer = HostKvBuffer(size)
-        flat = torch.from_numpy(buffer.array()).view(g.dtype)
-        kernel_slots = staging * g.ratio
-        pairs = []
-        if g.kind == "mla":
-            stg = flat.view(layers, kernel_slots, g.kernel_block, *g.token_shape)
-            for layer, t in enumerate(self._tensors):
-                pairs.append(_Pair(t, stg[layer]))
-        else:
-            stg = flat.view(layers, 2, kernel_slots, g.kernel_block, *g.token_shape)
-            for layer, t in enumerate(self._tensors):
-                for kv in range(2):
-                    # Every view is [blocks, tokens, heads, dim] in logical order.
-                    engine = (t[kv] if g.kind == "flash_attn" else t[:, kv]
-                              if g.kind == "flashinfer" else t[kv].permute(0, 2, 1, 3))
-                    pairs.append(_Pair(engine, stg[layer, kv]))
-        self._buffer, self._pairs = buffer, pairs
-        self._chunk, self._staging_blocks = chunk, staging
-        log.info("kvtier connector (worker tp%d pp%d): %s KV cache, %d layers, %d blocks; "
-                 "staging %d blocks (%.1f MiB), instance %d, model %r, rank %d of %d",
-                 self.tp_rank, self.pp_rank, g.kind, layers, g.num_blocks, staging,
-                 size / 2**20, self.instance_id, self._s.model, self.key_rank,
+        log.info("kvtier connector (worker tp%d pp%d): %s KV cache on %s, %d layers, %d blocks; "
+                 "%s path, %s; instance %d, model %r, rank %d of %d", self.tp_rank,
+                 self.pp_rank, g.kind, g.device, len(g.layer_names), g.num_blocks,
+                 self._path.name, what, self.instance_id, self._s.model, self.key_rank,
                  self._s.key_world_size)
-
-    # ---------------------------------------------------------------- copies
-
-    def _kernel_ids(self, block_ids) -> torch.Tensor:
-        ids = torch.as_tensor(block_ids, dtype=torch.int64)
-        r = self.geometry.ratio
-        if r == 1:
-            return ids
-        return (ids[:, None] * r + torch.arange(r, dtype=torch.int64)).reshape(-1)
-
-    def _to_staging(self, block_ids, first_slot: int) -> None:
-        idx = self._kernel_ids(block_ids)
-        a = first_slot * self.geometry.ratio
-        for p in self._pairs:
-            torch.index_select(p.engine, 0, idx, out=p.staging[a:a + idx.numel()])
-
-    def _from_staging(self, block_ids, first_slot: int) -> None:
-        idx = self._kernel_ids(block_ids)
-        a, b = first_slot * self.geometry.ratio, first_slot * self.geometry.ratio + idx.numel()
-        idx_np = idx.numpy()
-        for p in self._pairs:
-            if p.engine_np is not None:
-                p.engine_np[idx_np] = p.staging_np[a:b]
-            else:
-                p.engine.index_copy_(0, idx, p.staging[a:b])
-
-    def _slot_ids(self, first_chunk: int, end_chunk: int) -> np.ndarray:
-        """Block ids for tokens [0, end): the chunks before first_chunk are not touched by the
-        server (any valid id will do), the others name staging slots 0, 1, ..."""
-        bpc = self._chunk // self._s.block_size
-        ids = np.zeros(end_chunk * bpc, dtype=np.uint32)
-        ids[first_chunk * bpc:] = np.arange((end_chunk - first_chunk) * bpc, dtype=np.uint32)
-        return ids
 
     # ---------------------------------------------------------------- transfers
 
@@ -377,6 +312,8 @@ class WorkerSide:
         if self.stores:
             for job in meta.saves:
                 self._save(client, job)
+        if meta.loads and client is not None:
+            self._path.before_loads()
         for job in meta.loads:
             self._load(client, job)
 
@@ -396,14 +333,13 @@ class WorkerSide:
             self.stats.store_errors += 1
             return
         bpc = self._chunk // self._s.block_size
-        per_batch = self._staging_blocks // bpc
+        per_batch = self._path.chunks_per_call()
         c = job.first_chunk
         try:
             while c < job.end_chunk:
                 c1 = min(c + per_batch, job.end_chunk)
                 blocks = job.block_ids[(c - job.first_chunk) * bpc:(c1 - job.first_chunk) * bpc]
-                self._to_staging(blocks, 0)
-                r = client.store(self.instance_id, self._slot_ids(c, c1),
+                r = client.store(self.instance_id, self._path.store_ids(blocks, c, c1),
                                  hashes=job.hashes[:c1], start=c * self._chunk,
                                  end=c1 * self._chunk, salt=job.salt)
                 self.stats.stored_chunks += r["stored_chunks"]
@@ -423,15 +359,16 @@ class WorkerSide:
         bs, chunk = self._s.block_size, self._chunk
         done = job.start_token  # tokens [start_token, done) are in the engine's blocks
         if client is not None:
-            per_batch = self._staging_blocks * bs // chunk
+            per_batch = self._path.chunks_per_call()
             # With MLA the TP ranks share one copy: the first rank's RETRIEVE must not release
             # the lookup's locks for the others (the scheduler releases them a step later).
             rid = "" if self._s.use_mla else job.req_id
             c = job.first_chunk
+            end = self._path.load_end(job)  # GPU: not a last chunk it cannot name blocks for
             try:
-                while c < job.end_chunk:
-                    c1 = min(c + per_batch, job.end_chunk)
-                    got = client.retrieve(self.instance_id, self._slot_ids(c, c1),
+                while c < end:
+                    c1 = min(c + per_batch, end)
+                    got = client.retrieve(self.instance_id, self._path.load_ids(job, c, c1),
                                           hashes=job.hashes[:c1], start=c * chunk,
                                           end=c1 * chunk, request_id=rid, salt=job.salt,
                                           skip_first_n_tokens=job.start_token)
@@ -439,7 +376,7 @@ class WorkerSide:
                     if hi > done:
                         blocks = job.block_ids[(done - job.start_token) // bs:
                                                (hi - job.start_token) // bs]
-                        self._from_staging(blocks, (done - c * chunk) // bs)
+                        self._path.loaded(blocks, (done - c * chunk) // bs)
                         self.stats.loaded_tokens += hi - done
                         done = hi
                     self.stats.loaded_chunks += got

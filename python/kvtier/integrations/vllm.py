@@ -12,10 +12,11 @@ vLLM builds the class twice: in the scheduler process (role SCHEDULER: prefix lo
 per-step plan, ``_vllm_scheduler.py``) and in every worker process, one per GPU / TP rank (role
 WORKER: the copies, ``_vllm_worker.py``). The scheduler looks up the prompt's chunks, claims a
 block-aligned prefix that never includes the last token, and sends load and save jobs to the
-workers in the step's metadata; the workers move the bytes through a staging buffer the server
-maps. Loads are synchronous (the blocks are filled in ``start_load_kv``, before the forward);
-chunks that did not arrive are reported by ``get_block_ids_with_load_errors`` and vLLM recomputes
-them. Only host (CPU) KV caches are supported for now.
+workers in the step's metadata. The server moves the bytes: straight between L1 and the
+engine's CUDA blocks (CUDA IPC), or through a staging buffer in host memory it maps
+(``kvtier.transfer``, ``_vllm_paths.py``). Loads are synchronous (the blocks are filled in
+``start_load_kv``, before the forward); chunks that did not arrive are reported by
+``get_block_ids_with_load_errors`` and vLLM recomputes them.
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
@@ -88,7 +89,7 @@ class KvtierConnector(KVConnectorBase_V1):
 
     @classmethod
     def get_required_kvcache_layout(cls, vllm_config):
-        return None  # NHD and HND both work: blocks are copied in logical order
+        return None  # NHD and HND both work (HND over the host path): chunks are in logical order
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict[str, Any]) -> bool:
