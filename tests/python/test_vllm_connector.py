@@ -9,6 +9,8 @@ import logging
 import pickle
 import subprocess
 import sys
+import threading
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -106,6 +108,8 @@ BAD_CONFIG = [
     ({"kvtier.transfer": "cuda"}, "kvtier.transfer must be one of auto, gpu, host, got 'cuda'"),
     ({"kvtier.transfer": None}, "kvtier.transfer must be one of auto, gpu, host, got None"),
     ({"kvtier.auth_token_file": "/nonexistent/token"}, "kvtier.auth_token_file: cannot read"),
+    ({"kvtier.async_load": "yes"}, "kvtier.async_load must be true or false, got 'yes'"),
+    ({"kvtier.async_load": 1}, "kvtier.async_load must be true or false, got 1"),
 ]
 
 
@@ -933,3 +937,272 @@ def test_cuda_paths_read_each_others_chunks(srv, model):
         assert writer.errors == [] and reader.errors == []
     gpu.shutdown()
     host.shutdown()
+
+
+# --------------------------------------------------------------------------- kvtier.async_load
+
+
+def async_engine(srv, model, **kw):
+    return make_engine(srv, model, extra={"kvtier.async_load": True, **kw.pop("extra", {})},
+                       **kw)
+
+
+class Gate:
+    """Holds a worker's loader thread before its next load job (`where="job"`, before it takes
+    any lock) or inside the job's first batch (`where="batch"`, after the bytes arrived) until
+    open() is called."""
+
+    def __init__(self, worker, where="job"):
+        self.entered, self.opened = threading.Event(), threading.Event()
+        side = worker.connector._worker
+        if where == "job":
+            orig = side._load
+
+            def load(client, job, link=None):
+                if link is not None:  # the loader thread's call
+                    self._wait()
+                return orig(client, job, link)
+
+            side._load = load
+        else:
+            orig = side._path.loaded
+            side._path.loaded = lambda *args: (self._wait(), orig(*args))
+
+    def _wait(self):
+        self.entered.set()
+        assert self.opened.wait(30), "the gate was never opened"
+
+    def open(self):
+        self.opened.set()
+
+
+def test_async_load_setting(srv):
+    cfg = H.make_config("m", extra={"kvtier.port": srv.port})
+    assert H.make_connector(cfg, "SCHEDULER").settings.async_load is False
+    for value in (True, "true", "False"):
+        cfg = H.make_config("m", extra={"kvtier.port": srv.port, "kvtier.async_load": value})
+        assert H.make_connector(cfg, "WORKER").settings.async_load is (value in (True, "true"))
+
+
+@pytest.mark.parametrize("layout", ["flash_attn", "mla", "cpu"])
+def test_async_load_of_a_shared_prefix_byte_for_byte(srv, model, layout, stats):
+    eng = async_engine(srv, model, **LAYOUTS[layout])
+    a = prompt(60, 3 * CHUNK + 20)
+    eng.add("A", a, max_tokens=3)
+    eng.run()  # a miss answers (0, False): A runs at once
+    assert eng.steps[0]["parked"] == [] and worker_stat(eng, "stored_chunks") == [3]
+    base = stats()
+    gate = Gate(eng.workers[0])
+    eng.add("B", a[:3 * CHUNK] + prompt(61, 30), max_tokens=2)
+    step = eng.step()
+    assert step["matched"] == {"B": 3 * CHUNK} and step["parked"] == ["B"]
+    assert step["scheduled"] == {} and eng.parked() == ["B"]
+    job, = step["loads"]
+    assert job.block_ids == eng.block_ids("B") and len(job.block_ids) == 12  # the hit only
+    assert gate.entered.wait(10)  # start_load_kv returned; the loader thread has the job
+    assert eng.step()["recving"] == set() and eng.parked() == ["B"]  # still loading
+    lookups = eng.scheduler.stats()["lookups"]
+    gate.open()
+    eng.run_until_loaded(["B"])
+    assert eng.steps[-1]["recving"] == {"B"} and eng.parked() == ["B"]  # runnable next step
+    step = eng.step()  # scheduled now, from the loaded tokens, without another lookup
+    assert step["ready"] == ["B"] and step["scheduled"] == {"B": 30}
+    assert eng.scheduler.stats()["lookups"] == lookups and "B" not in step["matched"]
+    for got, want in zip(eng.read_prompt("B", 0, 0, 3 * CHUNK),
+                         [s[:3 * CHUNK] for s in eng.snapshots["A"][0]]):
+        assert np.array_equal(got, want)
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+    assert worker_stat(eng, "loaded_chunks") == [3]
+    assert stats()["l1_pinned_objects"] == base["l1_pinned_objects"]  # locks freed
+    assert stats()["sessions"] == base["sessions"]
+    eng.shutdown()
+
+
+def test_async_partial_hit_after_a_local_prefix_hit(srv, model):
+    eng = async_engine(srv, model, tp=1)
+    a = prompt(62, 3 * CHUNK + 20)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a[:2 * CHUNK + 10] + prompt(63, 90), local_hit=BS, max_tokens=2)
+    step = eng.step()
+    assert step["matched"] == {"B": 2 * CHUNK - BS} and step["parked"] == ["B"]
+    job, = step["loads"]
+    assert (job.first_chunk, job.start_token, job.end_token) == (0, BS, 2 * CHUNK)
+    assert job.block_ids == eng.block_ids("B")[1:8]
+    eng.run_until_loaded(["B"])
+    step = eng.step()
+    assert step["ready"] == ["B"] and eng.requests["B"].num_computed_tokens == 2 * CHUNK + 100
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+    assert worker_stat(eng, "loaded_tokens") == [2 * CHUNK - BS]
+    assert worker_stat(eng, "stored_chunks") == [4]  # A's 3, B's own third chunk
+    eng.shutdown()
+
+
+def test_async_load_failure_is_reported_with_the_request(srv, model):
+    eng = async_engine(srv, model, tp=2)
+    a = prompt(64, 3 * CHUNK + 3)
+    eng.add("A", a)
+    eng.run()
+    b = a[:3 * CHUNK] + prompt(65, CHUNK + 10)
+    c = srv.client()
+    build = eng.scheduler.build_connector_meta
+
+    def lose_the_cache(scheduler_output):
+        meta = build(scheduler_output)
+        if meta.loads:  # the server loses the chunks between the lookup and the load
+            c.free_lookup_locks("B")
+            c.clear()
+        return meta
+
+    eng.scheduler.build_connector_meta = lose_the_cache
+    eng.add("B", b)
+    assert eng.step()["parked"] == ["B"]
+    eng.scheduler.build_connector_meta = build
+    blocks = eng.block_ids("B")
+    steps = eng.run_until_loaded(["B"])
+    # Every loaded block, both ranks, reported in the step that reports B received (or before).
+    assert set().union(*(s["invalid"] for s in steps)) == set(blocks)
+    assert set(blocks) <= steps[-1]["invalid"] | set().union(*(s["invalid"] for s in steps[:-1]))
+    assert worker_stat(eng, "load_failed_blocks") == [12, 12]
+    lookups = eng.scheduler.stats()["lookups"]
+    step = eng.step()  # nothing arrived: vLLM frees its blocks and looks it up again (a miss)
+    assert step["ready"] == ["B"] and step["matched"] == {"B": 0}
+    assert eng.scheduler.stats()["lookups"] == lookups + 1
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+    eng.add("C", b[:4 * CHUNK] + [5])  # gets B's recomputed chunks, not garbage
+    eng.step()
+    assert eng.steps[-1]["matched"] == {"C": 4 * CHUNK}
+    eng.run()
+    assert eng.errors == []
+    c.close()
+    eng.shutdown()
+
+
+def test_async_partly_failed_load_resumes_from_the_first_failed_block(srv, model):
+    eng = async_engine(srv, model)
+    a = prompt(66, 3 * CHUNK + 3)
+    eng.add("A", a)
+    eng.run()
+    side = eng.workers[0].connector._worker
+    orig = side._path.loaded
+
+    def second_batch_lost(blocks, first_slot):
+        if second_batch_lost.calls:
+            raise RuntimeError("injected: a staging copy failed")
+        second_batch_lost.calls += 1
+        orig(blocks, first_slot)
+
+    second_batch_lost.calls = 0
+    side._path.loaded = second_batch_lost  # staging of 8 blocks: 2 chunks, then 1
+    eng.add("B", a)
+    eng.step()
+    steps = eng.run_until_loaded(["B"])
+    side._path.loaded = orig
+    assert steps[-1]["invalid"] == set(eng.block_ids("B")[8:12])  # the third chunk
+    step = eng.step()  # computes from the first failed block on
+    assert step["ready"] == ["B"] and step["scheduled"] == {"B": len(a) - 2 * CHUNK}
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+    eng.shutdown()
+
+
+def test_async_gpu_path_recomputes_a_last_chunk_it_has_no_blocks_for(srv, model, in_place):
+    """A parked request has blocks for the claimed tokens only: the GPU path, which writes whole
+    chunks, cannot load a last chunk the claim ends inside of; it reports those blocks."""
+    eng = async_engine(srv, model, alloc=in_place)
+    assert paths(eng) == ["gpu"]
+    a = prompt(71, 3 * CHUNK + 20)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a[:2 * CHUNK + 10] + prompt(72, 90))  # claim ends on a chunk boundary
+    eng.add("C", a[:3 * CHUNK])  # claim 3 * CHUNK - BS: inside the last chunk
+    step = eng.step()
+    assert step["parked"] == ["B", "C"] and step["loads"][1].tail_block_ids == []
+    steps = eng.run_until_loaded(["B", "C"])
+    assert set().union(*(s["invalid"] for s in steps)) == set(eng.block_ids("C")[8:11])
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+    assert worker_stat(eng, "loaded_tokens") == [4 * CHUNK]
+    eng.shutdown()
+
+
+def test_async_two_tp_ranks_report_separately(srv, model):
+    eng = async_engine(srv, model, tp=2)
+    a = prompt(67, 3 * CHUNK + 9)
+    eng.add("A", a)
+    eng.run()
+    gate = Gate(eng.workers[1])
+    eng.add("B", a[:3 * CHUNK] + prompt(68, 40))
+    eng.step()
+    deadline = time.monotonic() + 10
+    while eng._recv_counts.get("B") != 1:  # rank 0 reported, rank 1 is held
+        assert time.monotonic() < deadline
+        assert eng.step()["recving"] == set()
+        time.sleep(0.002)
+    assert eng.parked() == ["B"]  # one rank is not enough
+    gate.open()
+    eng.run_until_loaded(["B"])
+    eng.step()
+    for rank in (0, 1):
+        got = eng.read_prompt("B", rank, 0, 3 * CHUNK)
+        want = [s[:3 * CHUNK] for s in eng.snapshots["A"][rank]]
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    eng.run()
+    assert eng.errors == [] and worker_stat(eng, "loaded_chunks") == [3, 3]
+    eng.shutdown()
+
+
+def test_async_preempted_and_cancelled_requests(srv, model, stats):
+    eng = async_engine(srv, model)
+    a = prompt(69, 4 * CHUNK + 8)
+    eng.add("A", a, max_tokens=6)
+    eng.step()
+    eng.step()  # the prompt's 4 chunks are stored
+    base = stats()
+    old = eng.block_ids("A")
+    eng.preempt("A")
+    step = eng.step()  # resumed: looked up again, parked while its chunks load
+    assert step["parked"] == ["A"] and set(step["loads"][0].block_ids).isdisjoint(old)
+    eng.run_until_loaded(["A"])
+    step = eng.step()
+    assert step["ready"] == ["A"] and eng.requests["A"].status == H.RequestStatus.RUNNING
+    eng.run()
+    assert eng.errors == [] and eng.idle_blocks()
+
+    gate = Gate(eng.workers[0])
+    eng.add("C", a)
+    assert eng.step()["parked"] == ["C"]
+    assert gate.entered.wait(10)
+    blocks = eng.block_ids("C")
+    eng.abort("C")  # cancelled while its load runs
+    assert eng.connector_delays["C"] is True and eng.held["C"] == blocks
+    assert eng.step()["recving"] == set() and "C" in eng.held
+    gate.open()
+    eng.run()  # the workers still report C; then its blocks come back
+    assert eng.idle_blocks() and eng.errors == []
+    assert stats()["sessions"] == base["sessions"]
+    assert stats()["l1_pinned_objects"] == base["l1_pinned_objects"]
+    eng.shutdown()
+
+
+def test_shutdown_while_a_load_runs(srv, model, stats):
+    base = stats()["registered_workers"]
+    eng = async_engine(srv, model, staging_blocks=4)  # one chunk per RETRIEVE
+    a = prompt(70, 3 * CHUNK + 5)
+    eng.add("A", a)
+    eng.run()
+    gate = Gate(eng.workers[0], where="batch")
+    eng.add("B", a)
+    eng.add("C", a)
+    assert eng.step()["parked"] == ["B", "C"]
+    assert gate.entered.wait(10)  # inside B's first batch; C is queued
+    loader = eng.workers[0].connector._worker._loader
+    threading.Timer(0.2, gate.open).start()
+    eng.shutdown()
+    assert not loader._thread.is_alive()
+    # B stopped after the batch it was in, C never started; then the buffers went.
+    assert worker_stat(eng, "loaded_chunks") == [1] and worker_stat(eng, "load_jobs") == [1]
+    assert stats()["registered_workers"] == base

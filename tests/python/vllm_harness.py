@@ -16,6 +16,16 @@ kv_connector_model_runner_mixin.py):
                the blocks until every worker reported the id in finished_sending);
                update_connector_output.
 
+Asynchronous loads (a lookup answering (n, True)) go vLLM's way too: the request gets blocks for
+its computed tokens only, update_state_after_alloc, and is parked (WAITING_FOR_REMOTE_KVS) in the
+waiting queue, skipped by every schedule() until all workers have reported it in get_finished's
+finished_recving (counted per worker, as vLLM's KVOutputAggregator does). The next schedule()
+then sets num_computed_tokens to its blocks' tokens (or to the first failed block, from the
+load errors of that or an earlier step) and schedules it without another lookup (unless nothing
+was loaded: then its blocks are freed and it is looked up again). Aborting a parked request keeps
+its blocks until the report. Steps keep running, with nothing scheduled, while requests are
+parked.
+
 The "model" writes, for every computed token, K/V bytes that are a function of the whole token
 prefix, the layer, K or V, and the TP rank (not the rank with MLA: every rank holds the same
 latent KV). A token computed while the request's prefix holds wrong bytes on any rank gets random
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -41,6 +52,7 @@ import torch
 
 class RequestStatus(enum.Enum):
     WAITING = enum.auto()
+    WAITING_FOR_REMOTE_KVS = enum.auto()
     RUNNING = enum.auto()
     PREEMPTED = enum.auto()
     FINISHED_STOPPED = enum.auto()
@@ -403,6 +415,11 @@ class MiniEngine:
         self.snapshots: dict[str, list] = {}  # rid -> per rank bytes of its prompt at finish
         self.finished: list = []
         self.finished_blocks: dict[str, list] = {}  # rid -> the blocks it held
+        self.connector_delays: dict[str, bool] = {}  # rid -> what request_finished answered
+        self._recv_counts: dict[str, int] = {}  # async loads: workers that reported them
+        self._owed = [set() for _ in self.workers]  # per worker: async loads not reported yet
+        self._recv_ready: set = set()  # reported by every worker; runnable at the next step
+        self._failed_recving: set = set()  # parked requests that had failed blocks
 
     # ------------------------------------------------------------------ requests
 
@@ -419,8 +436,18 @@ class MiniEngine:
             self.waiting.remove(req)
         if req in self.running:
             self.running.remove(req)
+        # vLLM keeps a parked request's blocks until its load is reported, whatever the
+        # connector answers.
+        parked = (req.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+                  and rid not in self._recv_ready)
+        self._recv_ready.discard(rid)
+        self._failed_recving.discard(rid)
         req.status = RequestStatus.FINISHED_ABORTED
-        self._finish(req)
+        self._finish(req, delay=parked)
+
+    def parked(self):
+        return [r.request_id for r in self.waiting
+                if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS]
 
     def preempt(self, rid):
         req = self.requests[rid]
@@ -499,18 +526,35 @@ class MiniEngine:
             cached.new_token_ids.append([])
             num_sched[req.request_id] = n
             budget -= n
+        info["parked"], info["ready"] = [], []
+        skipped = []
         while self.waiting and budget > 0:
             req = self.waiting[0]
             rid = req.request_id
-            local = self.local_hits.get(rid, 0)
-            ext, is_async = sched.get_num_new_matched_tokens(req, local)
-            again = sched.get_num_new_matched_tokens(req, local)  # vLLM may ask again
-            assert again == (ext, is_async), "get_num_new_matched_tokens is not repeatable"
-            assert is_async is False
-            assert ext >= 0 and (local + ext) % bs == 0, (local, ext)
-            assert local + ext <= req.num_tokens - 1, "the last token must be recomputed"
-            computed = local + ext
-            n = min(req.num_tokens - computed, budget)
+            if req.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                if rid not in self._recv_ready:
+                    skipped.append(self.waiting.popleft())
+                    continue
+                self._recv_ready.discard(rid)
+                self._remote_kvs_done(req)
+                req.status = (RequestStatus.PREEMPTED if req.num_preemptions
+                              else RequestStatus.WAITING)
+                info["ready"].append(rid)
+            local, ext, is_async = 0, 0, False
+            if req.num_computed_tokens == 0:
+                local = self.local_hits.get(rid, 0)
+                ext, is_async = sched.get_num_new_matched_tokens(req, local)
+                again = sched.get_num_new_matched_tokens(req, local)  # vLLM may ask again
+                assert again == (ext, is_async), "get_num_new_matched_tokens is not repeatable"
+                assert is_async in (True, False) and not (is_async and ext == 0)
+                assert ext >= 0 and (local + ext) % bs == 0, (local, ext)
+                assert local + ext <= req.num_tokens - 1, "the last token must be recomputed"
+                computed = local + ext
+                req.num_external_computed_tokens = ext
+                info["matched"][rid] = ext
+            else:  # its async load is done: no second lookup
+                computed = req.num_computed_tokens
+            n = 0 if is_async else min(req.num_tokens - computed, budget)
             self.waiting.popleft()
             self._ensure_blocks(rid, computed + n)
             blocks = self.blocks[rid]
@@ -518,8 +562,11 @@ class MiniEngine:
                 for w in self.workers:
                     w.cache.write(blocks, 0, local, self.expected(req, 0, local, w.rank))
             sched.update_state_after_alloc(req, KVCacheBlocks(blocks), ext)
-            req.num_external_computed_tokens = ext
-            info["matched"][rid] = ext
+            if is_async:  # blocks for the computed tokens only; not scheduled until loaded
+                req.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                skipped.append(req)
+                info["parked"].append(rid)
+                continue
             if req.status == RequestStatus.PREEMPTED:
                 cached.req_ids.append(rid)
                 cached.resumed_req_ids.add(rid)
@@ -540,6 +587,7 @@ class MiniEngine:
             self.running.append(req)
             num_sched[rid] = n
             budget -= n
+        self.waiting.extendleft(reversed(skipped))  # back at the head, in order
         so = SchedulerOutput(
             scheduled_new_reqs=new_reqs, scheduled_cached_reqs=cached,
             num_scheduled_tokens=num_sched, total_num_scheduled_tokens=sum(num_sched.values()),
@@ -551,6 +599,12 @@ class MiniEngine:
         assert meta is not None, "build_connector_meta must always return metadata"
         so.kv_connector_metadata = meta
         info["loads"], info["saves"] = list(meta.loads), list(meta.saves)
+        for job in meta.loads:
+            if job.req_id in info["parked"]:
+                assert all(job.req_id not in o for o in self._owed), "a second load in flight"
+                for o in self._owed:
+                    o.add(job.req_id)
+        assert set(info["parked"]) <= {j.req_id for j in meta.loads}, "parked without a load"
         pre = {rid: self.requests[rid].num_computed_tokens for rid in num_sched}
         for rid, n in num_sched.items():
             self.requests[rid].num_computed_tokens += n
@@ -573,16 +627,22 @@ class MiniEngine:
                         [self.rng.integers(0, 256, (n, w.cache.bytes_per_token), dtype=np.uint8)
                          for _ in w.cache.regions])
                 w.cache.write(self.blocks[rid], a, a + n, data)
-        invalid, sending = set(), []
+        invalid, sending, recving = set(), [], set()
         for w in self.workers:
             if num_sched:
                 w.connector.wait_for_save()
             done_send, done_recv = w.connector.get_finished(so.finished_req_ids)
-            assert done_recv is None
             sending.append(set(done_send or ()))
+            for rid in done_recv or ():
+                assert rid in self._owed[w.rank], f"rank {w.rank} reported {rid} as received"
+                self._owed[w.rank].discard(rid)
+                self._recv_counts[rid] = self._recv_counts.get(rid, 0) + 1
+                if self._recv_counts[rid] == len(self.workers):  # KVOutputAggregator
+                    del self._recv_counts[rid]
+                    recving.add(rid)
             invalid |= set(w.connector.get_block_ids_with_load_errors())
             w.connector.clear_connector_metadata()
-        info["invalid"] = invalid
+        info["invalid"], info["recving"] = invalid, recving
         for rid, b in bad.items():
             blocks = self.blocks[rid]
             reported = [i for i, blk in enumerate(blocks) if blk in invalid]
@@ -603,6 +663,18 @@ class MiniEngine:
                         recomputed.add(rid)
                         break
         info["recomputed"] = recomputed
+        if invalid:  # parked requests: cut at the first failed block of those being loaded
+            for req in self.waiting:
+                if req.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
+                    continue
+                rid, blocks = req.request_id, self.blocks.get(req.request_id, [])
+                end = (req.num_computed_tokens if rid in self._failed_recving
+                       else len(blocks) * bs)
+                for i, blk in enumerate(blocks[:-(-end // bs)]):
+                    if blk in invalid:
+                        req.num_computed_tokens = i * bs
+                        self._failed_recving.add(rid)
+                        break
         for rid in num_sched:
             req = self.requests[rid]
             if rid in recomputed or req.num_computed_tokens < req.num_tokens:
@@ -615,7 +687,14 @@ class MiniEngine:
                 self._finish(req)
         all_sent = set().union(*sending) if sending else set()
         sched.update_connector_output(KVConnectorOutput(
-            finished_sending=all_sent or None, invalid_block_ids=invalid))
+            finished_sending=all_sent or None, finished_recving=recving or None,
+            invalid_block_ids=invalid))
+        for rid in recving:
+            if self.requests[rid].status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                self._recv_ready.add(rid)
+            else:  # finished while its load ran: the blocks were kept for this report
+                assert rid in self.held, f"{rid} reported as received but its blocks are not held"
+                self._free(self.held.pop(rid))
         for s in sending:
             for rid in s:
                 assert rid in self.held, f"{rid} reported as sent but its blocks are not held"
@@ -625,31 +704,65 @@ class MiniEngine:
                 self._free(self.held.pop(rid))
                 del self._sending_counts[rid]
         info["sent"] = all_sent
+        info["scheduled"] = dict(num_sched)
         self.steps.append(info)
         return info
 
-    def _finish(self, req):
+    def _remote_kvs_done(self, req):
+        """vLLM's _update_waiting_for_remote_kv for a request every worker has reported."""
+        rid = req.request_id
+        if rid in self._failed_recving:
+            self._failed_recving.discard(rid)
+            if req.num_computed_tokens == 0:  # nothing usable: looked up again from scratch
+                self._free(self.blocks.pop(rid, []))
+        else:
+            n = min(len(self.blocks[rid]) * self.block_size, req.num_tokens)
+            req.num_computed_tokens = n - 1 if n == req.num_tokens else n
+
+    def _finish(self, req, delay=False):
         rid = req.request_id
         blocks = self.blocks.pop(rid, [])
         self.finished_blocks[rid] = list(blocks)
-        if blocks:
-            n = min(req.num_computed_tokens, req.num_prompt_tokens)
+        n = min(req.num_computed_tokens, req.num_prompt_tokens)
+        if blocks and n:  # (a parked request has computed nothing)
             self.snapshots[rid] = [w.cache.read(blocks, 0, n) for w in self.workers]
-        delay, params = self.scheduler.request_finished(req, blocks)
+        conn_delay, params = self.scheduler.request_finished(req, blocks)
         assert params is None
-        if delay:
+        self.connector_delays[rid] = conn_delay
+        if delay or conn_delay:
             self.held[rid] = blocks
         else:
             self._free(blocks)
         self._finished_since.add(rid)
         self.finished.append(rid)
 
-    def run(self, max_steps=100):
-        for _ in range(max_steps):
+    def run(self, max_steps=100, timeout_s=30.0):
+        """Steps until nothing is left. Steps that schedule nothing (requests waiting for their
+        loads) do not count against max_steps, only against timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        while max_steps > 0 and time.monotonic() < deadline:
             if not (self.waiting or self.running or self.held or self._finished_since):
                 return
-            self.step()
+            info = self.step()
+            if info["scheduled"]:
+                max_steps -= 1
+            else:
+                time.sleep(0.002)  # the loader threads are working
         raise AssertionError("the test engine did not finish in time")
+
+    def run_until_loaded(self, rids, timeout_s=30.0):
+        """Steps (scheduling whatever else is runnable) until every request in `rids` has been
+        reported received by all workers; returns the steps taken."""
+        rids, taken = set(rids), []
+        deadline = time.monotonic() + timeout_s
+        while rids:
+            assert time.monotonic() < deadline, f"{sorted(rids)} were never reported loaded"
+            info = self.step()
+            taken.append(info)
+            rids -= info["recving"]
+            if rids and not info["scheduled"]:
+                time.sleep(0.002)
+        return taken
 
     def block_ids(self, rid):
         """The request's blocks (also just after it finished, until they are reused)."""

@@ -30,6 +30,7 @@ KEYS: dict[str, tuple[Any, str]] = {
     "kvtier.staging_blocks": (256, "blocks of the worker's staging buffer"),
     "kvtier.kv_layout": ("auto", "auto, flash_attn, flashinfer, cpu or mla"),
     "kvtier.transfer": ("auto", "auto, gpu or host: CUDA IPC or the staging buffer"),
+    "kvtier.async_load": (False, "load in a worker thread while vLLM parks the request"),
 }
 
 
@@ -45,6 +46,7 @@ class Settings:
     staging_blocks: int
     kv_layout: str
     transfer: str  # auto, gpu or host (_vllm_paths.choose_transfer)
+    async_load: bool  # vLLM's (n, True) path: loads run in a worker thread between steps
     block_size: int
     use_mla: bool
     tp_size: int
@@ -93,6 +95,14 @@ def _float(key: str, value: Any, low: float) -> float:
     if not out >= low:
         raise ValueError(f"{key} must be >= {low}, got {value!r}")
     return out
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{key} must be true or false, got {value!r}")
 
 
 def _str(key: str, value: Any) -> str:
@@ -164,6 +174,7 @@ def parse(vllm_config) -> Settings:
     if transfer not in TRANSFERS:
         raise ValueError(f"kvtier.transfer must be one of {', '.join(TRANSFERS)}, "
                          f"got {transfer!r}")
+    async_load = _bool("kvtier.async_load", get("kvtier.async_load"))
 
     cache_config = getattr(vllm_config, "cache_config", None)
     block_size = _int("cache_config.block_size", getattr(cache_config, "block_size", None), 1)
@@ -184,7 +195,8 @@ def parse(vllm_config) -> Settings:
     return Settings(
         host=host, port=port, timeout_ms=timeout_ms, lookup_timeout_ms=lookup_timeout_ms,
         retry_interval_s=retry, auth_token_file=token_file, model=model,
-        staging_blocks=staging, kv_layout=layout, transfer=transfer, block_size=block_size,
+        staging_blocks=staging, kv_layout=layout, transfer=transfer, async_load=async_load,
+        block_size=block_size,
         use_mla=use_mla, tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),
         save_enabled=role in ("kv_producer", "kv_both"),
         engine_id=str(getattr(ktc, "engine_id", None) or ""))

@@ -10,6 +10,14 @@ scheduler has seen step N's failed loads (``update_connector_output``) and drops
 request that touched a failed block: its forward attended to garbage, so its new chunks must never
 reach the cache. A request that finishes with a save still pending keeps its blocks
 (``request_finished`` returns True) until every worker reports the save in ``finished_sending``.
+
+With ``kvtier.async_load`` a hit answers ``(n, True)``: vLLM allocates blocks for the hit only,
+parks the request (WAITING_FOR_REMOTE_KVS) and does not schedule it. Its load job goes out with
+that step's metadata and runs in the workers' loader threads; once every worker reported it in
+``finished_recving`` vLLM schedules the request without asking again, and the scheduler frees
+the lookup's locks. A parked request that finishes keeps its blocks until that report (vLLM
+frees them then), since a load is still writing them. It computes nothing while parked, so it
+has no saves and its blocks are never read by a save of the same steps.
 """
 
 from __future__ import annotations
@@ -151,6 +159,7 @@ class SchedulerSide:
         self._deferred: list[_Deferred] = []  # planned this step, sent with the next one
         self._held: set[str] = set()  # finished requests whose blocks wait for a save
         self._unlock_next: list[str] = []  # loads sent last step: release their lookup locks
+        self._parked: set[str] = set()  # async loads sent, not yet in finished_recving
         self.stats = SchedulerStats()
         self._disabled = False
         # Connect now so that a wrong chunk size stops the engine at start-up with a clear error;
@@ -270,7 +279,8 @@ class SchedulerSide:
             self.stats.lookup_hit_chunks += lk.hit_chunks
         lk.local = num_computed_tokens
         end = min(lk.hit_chunks * chunk, cap)
-        return max(end - num_computed_tokens, 0), False
+        n = max(end - num_computed_tokens, 0)
+        return n, n > 0 and self._s.async_load  # vLLM: never (0, True)
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
         rid = request.request_id
@@ -309,8 +319,12 @@ class SchedulerSide:
             if info is None:  # never seen by get_num_new_matched_tokens: not ours to cache
                 info = _ReqInfo(tokens=np.zeros(0, dtype=np.uint32), salt="", eligible=False)
                 self._infos[rid] = info
-            tr = _Tracker(info, _group0(new.block_ids), saved_chunks=info.cached_chunks)
-            self._trackers[rid] = tr
+            tr = self._trackers.get(rid)  # made when an async load parked it
+            if tr is None:
+                tr = _Tracker(info, _group0(new.block_ids), saved_chunks=info.cached_chunks)
+                self._trackers[rid] = tr
+            else:
+                tr.block_ids = _group0(new.block_ids)
             self._plan_load(meta, rid)
             self._plan_save(rid, tr, int(new.num_computed_tokens) + int(nst.get(rid, 0)))
         for rid, new_blocks, resumed, computed in _cached_requests(
@@ -324,24 +338,43 @@ class SchedulerSide:
                 tr.block_ids.extend(_group0(new_blocks))
             self._plan_load(meta, rid)
             self._plan_save(rid, tr, int(computed) + int(nst.get(rid, 0)))
-        for rid in list(self._pending_loads):  # accepted but not scheduled: vLLM will ask again
-            del self._pending_loads[rid]
-            self._session_call("free_lookup_locks", rid)
+        for rid in list(self._pending_loads):
+            if self._s.async_load:  # parked by vLLM: its load starts now
+                self._plan_parked_load(meta, rid)
+            else:  # accepted but not scheduled: vLLM will ask again
+                del self._pending_loads[rid]
+                self._session_call("free_lookup_locks", rid)
         for rid in getattr(scheduler_output, "finished_req_ids", None) or ():
             self._forget(rid)
         return meta
 
-    def _plan_load(self, meta: KvtierConnectorMetadata, rid: str) -> None:
+    def _plan_parked_load(self, meta: KvtierConnectorMetadata, rid: str) -> None:
+        pl = self._pending_loads[rid]
+        tr = self._trackers.get(rid)  # a preempted request keeps its tracker (saved chunks)
+        if tr is None:
+            info = self._infos[rid]
+            tr = self._trackers[rid] = _Tracker(info, [], saved_chunks=info.cached_chunks)
+        tr.block_ids = list(pl.block_ids)  # update_connector_output finds failed blocks here
+        if not self._plan_load(meta, rid):
+            # vLLM waits for this request in finished_recving: send a job that loads nothing,
+            # so that the workers report it with all its blocks failed.
+            meta.loads.append(LoadJob(
+                req_id=rid, hashes=[], salt="", first_chunk=0, end_chunk=0,
+                start_token=pl.start, end_token=pl.end,
+                block_ids=pl.block_ids[pl.start // self._s.block_size:]))
+        self._parked.add(rid)
+
+    def _plan_load(self, meta: KvtierConnectorMetadata, rid: str) -> bool:
         pl = self._pending_loads.pop(rid, None)
         if pl is None:
-            return
+            return False
         tr = self._trackers[rid]
         bs, chunk = self._s.block_size, self._chunk
         blocks = pl.block_ids[pl.start // bs:pl.end // bs]
         if len(blocks) != (pl.end - pl.start) // bs:
             log.error("kvtier connector: %s has %d blocks, too few to load tokens [%d, %d)", rid,
                       len(pl.block_ids), pl.start, pl.end)
-            return
+            return False
         end_chunk = -(-pl.end // chunk)
         meta.loads.append(LoadJob(
             req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
@@ -349,7 +382,9 @@ class SchedulerSide:
             end_token=pl.end, block_ids=blocks,
             tail_block_ids=pl.block_ids[pl.end // bs:end_chunk * chunk // bs]))
         self.stats.load_jobs += 1
-        self._unlock_next.append(rid)
+        if not self._s.async_load:  # async: the locks go once the load is reported done
+            self._unlock_next.append(rid)
+        return True
 
     def _plan_save(self, rid: str, tr: _Tracker, computed_end: int) -> None:
         if not self._s.save_enabled or not tr.info.eligible or self._chunk is None:
@@ -369,6 +404,12 @@ class SchedulerSide:
         self.stats.save_jobs += 1
 
     def update_connector_output(self, connector_output) -> None:
+        # vLLM passes what every worker reported (its KVOutputAggregator): a request is in
+        # finished_recving once its load ran on every rank.
+        for rid in getattr(connector_output, "finished_recving", None) or ():
+            if rid in self._parked:
+                self._parked.discard(rid)
+                self._session_call("free_lookup_locks", rid)
         invalid = getattr(connector_output, "invalid_block_ids", None)
         if not invalid:
             return
@@ -394,6 +435,11 @@ class SchedulerSide:
         if info is not None and info.has_session:
             self._session_call("end_session", rid)
         self._forget(rid)
+        if rid in self._parked:
+            # A worker may still be writing its blocks: vLLM frees them when every worker has
+            # reported the request in finished_recving (recent vLLM also holds them by itself).
+            self._parked.discard(rid)
+            return True, None
         if any(d.job.req_id == rid for d in self._deferred):
             self._held.add(rid)  # the workers store its last chunks next step
             self.stats.delayed_frees += 1

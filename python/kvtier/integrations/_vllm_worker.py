@@ -12,14 +12,26 @@ planned for the previous step's tokens, then this step's loads (so that a block 
 and handed to a loading request is read before it is overwritten). ``wait_for_layer_load`` and
 ``save_kv_layer`` do nothing: whole requests move per step, so no per-layer Python hook has to
 run inside the model, which keeps the connector correct under full CUDA-graph replay.
+
+With ``kvtier.async_load`` the saves still run there, first, but the step's loads are handed to
+the worker's loader thread (``_Loader``: its own connection, since a CacheClient must not be used
+by two threads at once); ``get_finished`` reports the requests whose loads ended in
+``finished_recving``, together with their failed blocks (``get_block_ids_with_load_errors`` of
+the same step). The blocks being loaded belong to requests vLLM has parked: no forward writes
+them and no save reads them until they are reported. Host-path saves and loads share the staging
+buffer, so they take turns on it, one batch at a time (``_xfer_lock``, which also keeps a load
+batch away from a re-registration).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
 import os
+import queue
+import threading
 import dataclasses
 from dataclasses import dataclass
 
@@ -236,6 +248,10 @@ class WorkerSide:
         self._to_release: set[str] = set()
         self._recent_finished: list[set] = [set(), set()]
         self._done_meta = None
+        self._xfer_lock = threading.Lock()  # staging buffer and registration (module docstring)
+        self._loader: _Loader | None = None  # kvtier.async_load, started with the first load
+        self._relink: BaseException | None = None  # the loader found the server without us
+        self._closing = False
         self.stats = WorkerStats()
 
     # ---------------------------------------------------------------- registration
@@ -270,6 +286,10 @@ class WorkerSide:
                               self._s.staging_blocks)
 
     def _on_connect(self, client, info) -> None:
+        with self._xfer_lock:  # no load batch runs with the old path or chunk size
+            self._connect(client, info)
+
+    def _connect(self, client, info) -> None:
         chunk = int(info["chunk_size"])
         check_chunk_size(chunk, self._s.block_size)
         self._chunk = chunk
@@ -308,14 +328,29 @@ class WorkerSide:
         self._to_release.update(meta.release)
         if not meta.saves and not meta.loads:
             return
+        if self._relink is not None:  # re-register on the next get()
+            e, self._relink = self._relink, None
+            self._link.failed(e)
         client = self._client()
         if self.stores:
             for job in meta.saves:
                 self._save(client, job)
         if meta.loads and client is not None:
             self._path.before_loads()
+            if (self._s.async_load and self._path.name == "host"
+                    and self.geometry.device.type == "cuda"):
+                # Nor do the loader thread's scatters (GpuPath.before_loads synced already).
+                torch.cuda.current_stream(self.geometry.device).synchronize()
+        if self._s.async_load:
+            # Handed over only now: this step's saves have read their blocks, also one that
+            # vLLM freed and gave to a request loading now.
+            if meta.loads:
+                if self._loader is None:
+                    self._loader = _Loader(self)
+                self._loader.submit(meta.loads)
+            return
         for job in meta.loads:
-            self._load(client, job)
+            self._invalid.update(self._load(client, job))
 
     def _client(self):
         if self.geometry is None or self._disabled:
@@ -335,13 +370,16 @@ class WorkerSide:
         bpc = self._chunk // self._s.block_size
         per_batch = self._path.chunks_per_call()
         c = job.first_chunk
+        # Only the host path's staging buffer is shared with the loader thread.
+        lock = self._xfer_lock if self._path.name == "host" else contextlib.nullcontext()
         try:
             while c < job.end_chunk:
                 c1 = min(c + per_batch, job.end_chunk)
                 blocks = job.block_ids[(c - job.first_chunk) * bpc:(c1 - job.first_chunk) * bpc]
-                r = client.store(self.instance_id, self._path.store_ids(blocks, c, c1),
-                                 hashes=job.hashes[:c1], start=c * self._chunk,
-                                 end=c1 * self._chunk, salt=job.salt)
+                with lock:
+                    r = client.store(self.instance_id, self._path.store_ids(blocks, c, c1),
+                                     hashes=job.hashes[:c1], start=c * self._chunk,
+                                     end=c1 * self._chunk, salt=job.salt)
                 self.stats.stored_chunks += r["stored_chunks"]
                 self.stats.present_chunks += r["present_chunks"]
                 self.stats.skipped_chunks += r["skipped_chunks"]
@@ -354,46 +392,55 @@ class WorkerSide:
             self.stats.store_errors += 1
             log.exception("kvtier connector: store for %s failed", job.req_id)
 
-    def _load(self, client, job: LoadJob) -> None:
+    def _load(self, client, job: LoadJob, link: ServerLink | None = None) -> list[int]:
+        """Runs one load job over `client` (of `link`, default the worker's own); returns the
+        blocks that did not get their bytes."""
+        link = link or self._link
         self.stats.load_jobs += 1
-        bs, chunk = self._s.block_size, self._chunk
+        bs, chunk, path = self._s.block_size, self._chunk, self._path
         done = job.start_token  # tokens [start_token, done) are in the engine's blocks
         if client is not None:
-            per_batch = self._path.chunks_per_call()
+            per_batch = path.chunks_per_call()
             # With MLA the TP ranks share one copy: the first rank's RETRIEVE must not release
             # the lookup's locks for the others (the scheduler releases them a step later).
             rid = "" if self._s.use_mla else job.req_id
             c = job.first_chunk
-            end = self._path.load_end(job)  # GPU: not a last chunk it cannot name blocks for
+            end = path.load_end(job)  # GPU: not a last chunk it cannot name blocks for
             try:
-                while c < end:
+                while c < end and not self._closing:
                     c1 = min(c + per_batch, end)
-                    got = client.retrieve(self.instance_id, self._path.load_ids(job, c, c1),
-                                          hashes=job.hashes[:c1], start=c * chunk,
-                                          end=c1 * chunk, request_id=rid, salt=job.salt,
-                                          skip_first_n_tokens=job.start_token)
-                    hi = min(job.end_token, (c + got) * chunk)
-                    if hi > done:
-                        blocks = job.block_ids[(done - job.start_token) // bs:
-                                               (hi - job.start_token) // bs]
-                        self._path.loaded(blocks, (done - c * chunk) // bs)
-                        self.stats.loaded_tokens += hi - done
-                        done = hi
+                    with self._xfer_lock:
+                        if self._path is not path or self._chunk != chunk:
+                            break  # re-registered since the job began: its ids are stale
+                        got = client.retrieve(self.instance_id, path.load_ids(job, c, c1),
+                                              hashes=job.hashes[:c1], start=c * chunk,
+                                              end=c1 * chunk, request_id=rid, salt=job.salt,
+                                              skip_first_n_tokens=job.start_token)
+                        hi = min(job.end_token, (c + got) * chunk)
+                        if hi > done:
+                            blocks = job.block_ids[(done - job.start_token) // bs:
+                                                   (hi - job.start_token) // bs]
+                            path.loaded(blocks, (done - c * chunk) // bs)
+                            self.stats.loaded_tokens += hi - done
+                            done = hi
                     self.stats.loaded_chunks += got
                     if got < c1 - c:
                         break
                     c = c1
             except KvtierError as e:
-                self._link.failed(e)
+                link.failed(e)
+                if link is not self._link and getattr(e, "code_name", "") == "NOT_REGISTERED":
+                    self._relink = e  # a restarted server: the worker's link registers again
                 log.debug("kvtier connector: load for %s failed: %s", job.req_id, e)
             except Exception:  # noqa: BLE001  (report the blocks; vLLM recomputes them)
                 log.exception("kvtier connector: load for %s failed", job.req_id)
+        failed = []
         if done < job.end_token:
-            failed = job.block_ids[(done - job.start_token) // bs:]
-            self._invalid.update(int(b) for b in failed)
+            failed = [int(b) for b in job.block_ids[(done - job.start_token) // bs:]]
             self.stats.load_failed_blocks += len(failed)
             log.debug("kvtier connector: %s: tokens [%d, %d) did not arrive; %d blocks "
                       "reported for recomputation", job.req_id, done, job.end_token, len(failed))
+        return failed
 
     # ---------------------------------------------------------------- results
 
@@ -403,13 +450,24 @@ class WorkerSide:
         seen = self._recent_finished[0] | finished
         done = {r for r in self._to_release if r in seen}
         self._to_release -= done
-        return (done or None), None
+        recving = set()
+        if self._loader is not None:
+            # Each finished load once; its failed blocks go out with it (take_load_errors is
+            # called right after this in the same step).
+            for rid, failed in self._loader.take_done():
+                recving.add(rid)
+                self._invalid.update(failed)
+        return (done or None), (recving or None)
 
     def take_load_errors(self) -> set[int]:
         out, self._invalid = self._invalid, set()
         return out
 
     def shutdown(self) -> None:
+        self._closing = True  # a running load stops after its current batch
+        if self._loader is not None:
+            self._loader.close()  # before unregistering: no RETRIEVE may still be in flight
+            self._loader = None
         log.info("kvtier connector (worker tp%d pp%d): %s", self.tp_rank, self.pp_rank,
                  dataclasses.asdict(self.stats))
         client = self._link.current()
@@ -420,3 +478,65 @@ class WorkerSide:
                 log.debug("kvtier connector: unregister failed: %s", e)
         self._link.close()
         self._registered = False
+
+
+class _Loader:
+    """kvtier.async_load: the worker's thread that runs load jobs, over its own connection
+    (buffers are registered per instance id, not per connection, so it needs no registration
+    of its own), and keeps what finished for ``get_finished``."""
+
+    def __init__(self, worker: WorkerSide):
+        self._w = worker
+        self._link = ServerLink(worker._s, f"worker tp{worker.tp_rank} pp{worker.pp_rank} loads",
+                                on_connect=self._on_connect)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._done: list[tuple[str, list[int]]] = []  # (req_id, failed blocks)
+        self._stop = False
+        self._thread = threading.Thread(target=self._main, daemon=True,
+                                        name=f"kvtier-load-tp{worker.tp_rank}")
+        self._thread.start()
+
+    def _on_connect(self, client, info) -> None:
+        check_chunk_size(int(info["chunk_size"]), self._w._s.block_size)
+
+    def submit(self, jobs) -> None:
+        for job in jobs:
+            self._jobs.put(job)
+
+    def take_done(self) -> list[tuple[str, list[int]]]:
+        with self._lock:
+            out, self._done = self._done, []
+        return out
+
+    def _client(self):
+        w = self._w
+        if not w._registered or w._disabled:
+            return None
+        try:
+            return self._link.get()
+        except ValueError as e:  # the server came back with an incompatible chunk size
+            log.error("kvtier connector: %s", e)
+            return None
+
+    def _main(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None or self._stop:
+                return  # shutting down: jobs not started yet are dropped
+            try:
+                failed = self._w._load(self._client(), job, self._link)
+                g, path = self._w.geometry, self._w._path
+                if g is not None and g.device.type == "cuda" and path.name == "host":
+                    torch.cuda.current_stream(g.device).synchronize()  # the scatters landed
+            except Exception:  # noqa: BLE001  (vLLM waits for the report: always give one)
+                log.exception("kvtier connector: load for %s failed", job.req_id)
+                failed = [int(b) for b in job.block_ids]
+            with self._lock:
+                self._done.append((job.req_id, failed))
+
+    def close(self) -> None:
+        self._stop = True
+        self._jobs.put(None)
+        self._thread.join()
+        self._link.close()

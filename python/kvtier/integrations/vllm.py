@@ -14,9 +14,10 @@ WORKER: the copies, ``_vllm_worker.py``). The scheduler looks up the prompt's ch
 block-aligned prefix that never includes the last token, and sends load and save jobs to the
 workers in the step's metadata. The server moves the bytes: straight between L1 and the
 engine's CUDA blocks (CUDA IPC), or through a staging buffer in host memory it maps
-(``kvtier.transfer``, ``_vllm_paths.py``). Loads are synchronous (the blocks are filled in
-``start_load_kv``, before the forward); chunks that did not arrive are reported by
-``get_block_ids_with_load_errors`` and vLLM recomputes them.
+(``kvtier.transfer``, ``_vllm_paths.py``). Loads are synchronous by default (the blocks are
+filled in ``start_load_kv``, before the forward); with ``kvtier.async_load`` a worker thread runs
+them while vLLM keeps the request parked, and ``get_finished`` reports them done. Chunks that did
+not arrive are reported by ``get_block_ids_with_load_errors`` and vLLM recomputes them.
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
@@ -121,8 +122,8 @@ class KvtierConnector(KVConnectorBase_V1):
         self._work().run(self._connector_metadata)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        # Loads finished in start_load_kv: whole requests move before the forward, so nothing
-        # runs inside the model (CUDA-graph safe).
+        # Loads finished in start_load_kv (or, async, before vLLM schedules the request): whole
+        # requests move outside the forward, so nothing runs inside the model (CUDA-graph safe).
         return None
 
     def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs: Any) -> None:
