@@ -112,19 +112,20 @@ Result<wire::BodyReader> CacheClient::Call(RequestType type, const std::string& 
   return Wait(*id);
 }
 
+// Hands `fds` over (none for a GPU registration: the server still learns, and watches, this
+// process), then registers `req` under the hand-off's token.
+Status CacheClient::Register(wire::RegisterRequest req, std::span<const int> fds) {
+  auto token = wire::HandOffFds(wire::UdsNameForPort(options_.port), fds);
+  if (!token.ok()) return token.status();
+  req.fd_token = *token;
+  return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
+}
+
 Status CacheClient::RegisterKvBuffers(uint64_t instance_id, const std::string& model,
                                       uint32_t world_size, uint32_t rank,
                                       std::span<const int> fds, const wire::KvLayout& layout) {
-  auto token = wire::HandOffFds(wire::UdsNameForPort(options_.port), fds);
-  if (!token.ok()) return token.status();
-  wire::RegisterRequest req;
-  req.instance_id = instance_id;
-  req.model = model;
-  req.world_size = world_size;
-  req.rank = rank;
-  req.fd_token = *token;
-  req.layout = layout;
-  return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
+  wire::RegisterRequest req{instance_id, model, world_size, rank, 0, layout, {}, {}, {}};
+  return Register(std::move(req), fds);
 }
 
 Status CacheClient::RegisterGpuKvBuffers(uint64_t instance_id, const std::string& model,
@@ -132,20 +133,9 @@ Status CacheClient::RegisterGpuKvBuffers(uint64_t instance_id, const std::string
                                          std::vector<wire::GpuBuffer> buffers,
                                          const std::string& device_uuid, const std::string& event,
                                          const wire::KvLayout& layout) {
-  // A hand-off of no fds: the server learns (and watches) this process.
-  auto token = wire::HandOffFds(wire::UdsNameForPort(options_.port), {});
-  if (!token.ok()) return token.status();
-  wire::RegisterRequest req;
-  req.instance_id = instance_id;
-  req.model = model;
-  req.world_size = world_size;
-  req.rank = rank;
-  req.fd_token = *token;
-  req.layout = layout;
-  req.gpu_buffers = std::move(buffers);
-  req.gpu_device = device_uuid;
-  req.gpu_event = event;
-  return Call(RequestType::kRegisterKvBuffers, EncodeBody(req)).status();
+  wire::RegisterRequest req{instance_id, model,  world_size,  rank, 0, layout,
+                            std::move(buffers), device_uuid, event};
+  return Register(std::move(req), {});
 }
 
 Status CacheClient::UnregisterKvBuffers(uint64_t instance_id) {

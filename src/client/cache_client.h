@@ -77,6 +77,7 @@ class CacheClient {
  private:
   explicit CacheClient(const ClientOptions& options);
   Status Hello();
+  Status Register(wire::RegisterRequest req, std::span<const int> fds);
 
   ClientOptions options_;
   zmq::context_t zctx_{1};

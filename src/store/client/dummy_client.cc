@@ -24,6 +24,7 @@
 
 #include "common/logging.h"
 #include "cuda/gpu_memory.h"
+#include "store/client/dummy_batch.h"
 #include "store/client/dummy_memory.h"
 #include "store/protocol/dummy_socket.h"
 #include "store/protocol/store_key.h"
@@ -42,13 +43,6 @@ std::string RandomClientId() {
   return fmt::format("{:016x}{:016x}", hi, lo);
 }
 
-StoreStatus NotShared(const std::string& key) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS,
-                     fmt::format("key {}: the buffer is not memory shared with the node (dummy "
-                                 "mode: buffers come from alloc_from_mem_pool or lie inside "
-                                 "register_shared_memory's range)",
-                                 KeyForMessage(key)));
-}
 
 class DummyClient final : public StoreClient {
  public:
@@ -132,7 +126,7 @@ class DummyClient final : public StoreClient {
     req.op = Op::kPutFrom;
     req.config = config;
     std::vector<StoreStatus> out(keys.size());
-    std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, out);
+    std::vector<size_t> sent = PrepareZeroCopy(memory_, keys, buffers, sizes, req, out);
     if (sent.empty()) return out;
     auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
@@ -146,7 +140,7 @@ class DummyClient final : public StoreClient {
     Request req;
     req.op = Op::kGetInto;
     std::vector<StoreStatus> statuses(keys.size());
-    std::vector<size_t> sent = Prepare(keys, buffers, sizes, req, statuses);
+    std::vector<size_t> sent = PrepareZeroCopy(memory_, keys, buffers, sizes, req, statuses);
     std::vector<StoreResult<uint64_t>> out(statuses.begin(), statuses.end());
     if (sent.empty()) return out;
     auto lock = LockUnlessForked();
@@ -325,37 +319,6 @@ class DummyClient final : public StoreClient {
                        "process");
   }
 
-  // Checks keys and buffers of a zero-copy batch; fills req.keys/ranges with the ones to send
-  // and `out` with the errors of the others. Returns the indices sent.
-  std::vector<size_t> Prepare(const std::vector<std::string>& keys,
-                              const std::vector<void*>& buffers, const std::vector<size_t>& sizes,
-                              Request& req, std::vector<StoreStatus>& out) const {
-    std::vector<size_t> sent;
-    if (keys.size() != buffers.size() || keys.size() != sizes.size() ||
-        keys.size() > kMaxBatchKeys) {
-      const StoreStatus bad(
-          ErrorCode::INVALID_PARAMS,
-          keys.size() > kMaxBatchKeys
-              ? fmt::format("batch of {} keys (limit {})", keys.size(), kMaxBatchKeys)
-              : fmt::format("{} keys, {} buffers and {} sizes: one each per key", keys.size(),
-                            buffers.size(), sizes.size()));
-      std::fill(out.begin(), out.end(), bad);
-      return sent;
-    }
-    for (size_t i = 0; i < keys.size(); ++i) {
-      out[i] = CheckKey(keys[i]);
-      if (!out[i].ok()) continue;
-      auto range = memory_.TranslateMemPool(buffers[i], sizes[i]);
-      if (!range) {
-        out[i] = NotShared(keys[i]);
-        continue;
-      }
-      req.keys.push_back(keys[i]);
-      req.ranges.push_back(*range);
-      sent.push_back(i);
-    }
-    return sent;
-  }
 
   // remove_all / remove_by_regex: how many went.
   StoreResult<uint64_t> RemovedCount(Request req) {
