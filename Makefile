@@ -4,10 +4,12 @@ JOBS ?= $(shell nproc)
 PY := /usr/bin/python3
 CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 FUZZ_SECONDS ?= 60
+# Length of `make soak` (tests/soak/soak.py), in minutes; fractions allowed.
+SOAK_MINUTES ?= 30
 # Sanitizer runs of `make test` (scripts/sanitize.sh): all, asan, tsan or none.
 SANITIZERS ?= all
 
-.PHONY: all deps build test run bench fuzz clean
+.PHONY: all deps build test run bench soak fuzz clean
 
 all: build
 
@@ -35,6 +37,10 @@ run: deps
 
 bench: build
 	scripts/bench.sh
+
+# Not part of `make test`: one server under trace replays for SOAK_MINUTES (docs/RELIABILITY.md).
+soak: build
+	BUILD=$(BUILD) $(PY) tests/soak/soak.py --minutes $(SOAK_MINUTES)
 
 fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -294,9 +294,11 @@ class PyCacheClient {
     Check(NoGil([&] { return c.Ping(); }));
   }
 
-  uint64_t Clear() {
+  // The objects removed, all tiers together.
+  uint64_t Clear(const std::string& tiers) {
     CacheClient& c = Get();
-    return Take(NoGil([&] { return c.Clear(); }));
+    const CacheClient::Cleared r = Take(NoGil([&] { return c.Clear(tiers); }));
+    return r.l1 + r.l2;
   }
 
   py::dict Stats() {
@@ -401,7 +403,7 @@ PYBIND11_MODULE(_kvtier, m) {
       .def("free_lookup_locks", &C::FreeLookupLocks, py::arg("request_id"))
       .def("end_session", &C::EndSession, py::arg("request_id"))
       .def("ping", &C::Ping)
-      .def("clear", &C::Clear)
+      .def("clear", &C::Clear, py::arg("tiers") = "l1")
       .def("stats", &C::Stats)
       .def("close", &C::Close);
 

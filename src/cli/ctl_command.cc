@@ -24,7 +24,7 @@ struct CtlFlags {
   std::string auth_token_file;
   int64_t timeout_ms = 5000;
   bool json = false;
-  std::string arg;  // keys' PREFIX or query's KEY
+  std::string arg;  // keys' PREFIX, query's KEY or clear's --tiers
 };
 
 enum class Kind { kServer, kMaster, kNode };
@@ -41,7 +41,7 @@ const std::vector<Verb>& Verbs() {
        "Server: HELLO and PING over ZMQ; prints the version and round trip",
        {Kind::kServer}},
       {"stats", "Server: the STATS numbers (L1 use, evictions, hit rates, ...)", {Kind::kServer}},
-      {"clear", "Server: drop every object in L1 (L2 is untouched)", {Kind::kServer}},
+      {"clear", "Server: drop every object in L1 (--tiers l2|all: in L2 too)", {Kind::kServer}},
       {"workers", "Server (--http): the registered inference workers", {Kind::kServer}},
       {"status",
        "Server (--http), master or node: the /status figures",
@@ -118,7 +118,7 @@ int RunCtl(const CtlFlags& f, const std::string& verb_name) {
   if (!ReadAuthTokenFlag(f.auth_token_file, options.auth_token)) return kCtlUsage;
   switch (kinds[0]) {
     case Kind::kServer:
-      return RunServerCtl(verb_name, options, server, http);
+      return RunServerCtl(verb_name, options, server, http, f.arg);
     case Kind::kMaster:
       return RunMasterCtl(verb_name, options, *master, f.arg);
     case Kind::kNode:
@@ -155,6 +155,11 @@ RunFn AddCtlCommand(CLI::App& app) {
       cmd->add_option("PREFIX", f->arg, "Only keys that start with PREFIX");
     } else if (std::string(v.name) == "query") {
       cmd->add_option("KEY", f->arg, "The key to look up")->required();
+    } else if (std::string(v.name) == "clear") {
+      f->arg = "l1";
+      cmd->add_option("--tiers", f->arg, "l1, l2 (what the server stored there) or all")
+          ->check(CLI::IsMember({"l1", "l2", "all"}))
+          ->capture_default_str();
     }
   }
   return [f, ctl] { return RunCtl(*f, ctl->get_subcommands().at(0)->get_name()); };

@@ -86,17 +86,21 @@ int Stats(const CtlOptions& o, const HostPort& t) {
   return kCtlOk;
 }
 
-int Clear(const CtlOptions& o, const HostPort& t) {
+int Clear(const CtlOptions& o, const HostPort& t, const std::string& tiers) {
   auto client = Connect(o, t);
   if (!client.ok())
     return CtlFail(ExitCodeFor(client.status()), ServerName(t), Reason(client.status()));
-  auto removed = (*client)->Clear();
+  auto removed = (*client)->Clear(tiers);
   if (!removed.ok())
     return CtlFail(ExitCodeFor(removed.status()), ServerName(t), Reason(removed.status()));
   if (o.json) {
-    PrintJson(std::cout, {{"removed_objects", *removed}});
+    PrintJson(std::cout, {{"removed_objects", removed->l1}, {"l2_removed_objects", removed->l2}});
+  } else if (tiers == "l1") {
+    std::cout << fmt::format("cleared {}: removed {} objects from L1\n", ServerName(t),
+                             removed->l1);
   } else {
-    std::cout << fmt::format("cleared {}: removed {} objects from L1\n", ServerName(t), *removed);
+    std::cout << fmt::format("cleared {}: removed {} objects from L1 and {} from L2\n",
+                             ServerName(t), removed->l1, removed->l2);
   }
   return kCtlOk;
 }
@@ -158,7 +162,8 @@ int ShowWorkers(const CtlOptions& o, const HostPort& http) {
 }  // namespace
 
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
-                 const std::optional<HostPort>& zmq, const std::optional<HostPort>& http) {
+                 const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
+                 const std::string& arg) {
   const bool needs_http = verb == "status" || verb == "workers";
   if (needs_http && !http) {
     return CtlFail(kCtlUsage, "ctl " + verb,
@@ -170,7 +175,7 @@ int RunServerCtl(const std::string& verb, const CtlOptions& options,
   }
   if (verb == "ping") return Ping(options, *zmq);
   if (verb == "stats") return Stats(options, *zmq);
-  if (verb == "clear") return Clear(options, *zmq);
+  if (verb == "clear") return Clear(options, *zmq, arg);
   if (verb == "status") return ShowStatus(options, *http);
   if (verb == "workers") return ShowWorkers(options, *http);
   return CtlFail(kCtlUsage, "ctl " + verb, "is not a server command");

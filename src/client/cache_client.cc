@@ -193,12 +193,15 @@ Status CacheClient::EndSession(const std::string& request_id) {
 
 Status CacheClient::Ping() { return Call(RequestType::kPing, wire::BodyWriter().Finish()).status(); }
 
-Result<uint64_t> CacheClient::Clear() {
-  auto r = Call(RequestType::kClear, wire::BodyWriter().Finish());
+Result<CacheClient::Cleared> CacheClient::Clear(std::string_view tiers) {
+  wire::BodyWriter body;
+  body.Put("tiers", std::string(tiers));
+  auto r = Call(RequestType::kClear, body.Finish());
   if (!r.ok()) return r.status();
-  uint64_t removed = 0;
-  KVT_RETURN_IF_ERROR(r->GetOptional("removed_objects", removed));
-  return removed;
+  Cleared c;
+  KVT_RETURN_IF_ERROR(r->GetOptional("removed_objects", c.l1));
+  KVT_RETURN_IF_ERROR(r->GetOptional("l2_removed_objects", c.l2));
+  return c;
 }
 
 Result<std::vector<std::pair<std::string, double>>> CacheClient::Stats() {

@@ -65,7 +65,13 @@ class CacheClient {
   Status FreeLookupLocks(const std::string& request_id);
   Status EndSession(const std::string& request_id);
   Status Ping();
-  Result<uint64_t> Clear();
+  // What CLEAR removed, by tier.
+  struct Cleared {
+    uint64_t l1 = 0;
+    uint64_t l2 = 0;
+  };
+  // `tiers`: "l1", "l2" or "all".
+  Result<Cleared> Clear(std::string_view tiers = "l1");
   Result<std::vector<std::pair<std::string, double>>> Stats();
 
   // Low level: send one request, then wait for the reply with that id. The reply's status is

@@ -78,11 +78,29 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
                                    v.dump()));
       }
       o.deadline = std::chrono::milliseconds(v.get<int64_t>());
+    } else if (key == "max_bytes") {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() == 0) {
+        return Bad(at, fmt::format("max_bytes must be an integer > 0, got {}", v.dump()));
+      }
+      o.max_bytes = v.get<uint64_t>();
+    } else if (key == "max_gb") {
+      constexpr double kMaxGb = 1 << 24;  // 16 PiB: the conversion to bytes cannot overflow
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > kMaxGb) {
+        return Bad(at, fmt::format("max_gb must be a number > 0 and <= {}, got {}", kMaxGb,
+                                   v.dump()));
+      }
+      o.max_bytes = static_cast<uint64_t>(v.get<double>() * (1ULL << 30));
+    } else if (key == "eviction_policy") {
+      if (!v.is_string()) return Bad(at, "eviction_policy must be \"LRU\" or \"S3FIFO\"");
+      o.eviction_policy = v.get<std::string>();
     } else {
       cfg.backend[key] = v;
     }
   }
   if (o.type.empty()) return Bad(at, "missing 'type'");
+  if (j.contains("max_bytes") && j.contains("max_gb")) {
+    return Bad(at, "give max_bytes or max_gb, not both");
+  }
   o.name = fmt::format("{}#{}", o.type, position);
   return cfg;
 }

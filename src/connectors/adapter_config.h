@@ -1,5 +1,6 @@
 // One L2 adapter's JSON config (`--l2-adapter`): kvtier reads `type`, `num_workers`,
-// `per_op_workers`, `max_inflight_mb` and `deadline_ms`; every other key is handed to the backend
+// `per_op_workers`, `max_inflight_mb`, `deadline_ms`, `max_bytes` or `max_gb`, and
+// `eviction_policy`; every other key is handed to the backend
 // untouched, so backends grow options without kvtier changes.
 #pragma once
 

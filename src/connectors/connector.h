@@ -76,6 +76,17 @@ struct ConnectorOptions {
   std::array<uint32_t, kConnectorOps> per_op_workers{};  // 0 = use the shared pool
   uint64_t max_inflight_bytes = 256ULL << 20;  // L2 writer's bound (max_inflight_mb)
   std::chrono::milliseconds deadline{5000};    // per operation (deadline_ms)
+  // What the server may keep in this adapter (max_bytes / max_gb): value bytes of the objects it
+  // stored; beyond it the server evicts by eviction_policy. 0 = no limit of kvtier's own.
+  uint64_t max_bytes = 0;
+  std::string eviction_policy = "LRU";  // "LRU" or "S3FIFO", as for L1
+};
+
+// One object a backend holds, as ListStored reports it.
+struct StoredObject {
+  std::string key;
+  uint64_t bytes = 0;    // value bytes
+  int64_t mtime_ns = 0;  // when it was written, where the backend knows (else 0)
 };
 
 struct OpCounters {
@@ -112,6 +123,17 @@ class Connector {
   virtual std::vector<Completion> Drain(ConnectorOp op) = 0;
 
   virtual ConnectorStats Stats() const = 0;
+
+  // True while a lookup holds `key` locked (a load is about to follow: evicting it would turn
+  // that load into a miss).
+  virtual bool Locked(const std::string& key) const = 0;
+  // Every object the backend holds, oldest first, so that the server can account for (and evict)
+  // what an earlier run stored. Blocking; called once at startup, before any submission.
+  // UNAVAILABLE where the backend cannot list (the server then accounts only for what it
+  // stores from now on).
+  virtual Result<std::vector<StoredObject>> ListStored() {
+    return Status(Code::kUnavailable, Options().type + " cannot list what it holds");
+  }
   // Stops the workers; tasks not yet run complete with UNAVAILABLE, later submissions too.
   // Idempotent.
   virtual void Close() = 0;

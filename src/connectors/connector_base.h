@@ -128,6 +128,12 @@ class ConnectorBase : public Connector {
     return s;
   }
 
+  // A backend that evicts on its own should spare locked keys too.
+  bool Locked(const std::string& key) const final {
+    std::lock_guard lock(lock_mu_);
+    return locks_.contains(key);
+  }
+
   void Close() final {
     std::vector<Tile> orphans;
     for (auto& lane : lanes_) {
@@ -228,12 +234,6 @@ class ConnectorBase : public Connector {
     return op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
   }
 
-  // True while a lookup holds `key` locked: a backend that evicts on its own should spare it,
-  // since a load is about to follow.
-  bool Locked(const std::string& key) const {
-    std::lock_guard lock(lock_mu_);
-    return locks_.contains(key);
-  }
 
  private:
   struct Batch {

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "common/logging.h"
 #include "common/printable.h"
@@ -201,6 +203,35 @@ class FsConnector final : public ConnectorBase<FsConnector> {
       out[i] = 1;
     }
     return first_rejection;
+  }
+
+  // Every object file under the directory (where its key's path says it lives), oldest first.
+  Result<std::vector<StoredObject>> ListStored() override {
+    namespace fs = std::filesystem;
+    std::vector<StoredObject> out;
+    std::error_code ec;
+    const fs::path root(s_.path);
+    for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code fec;
+      if (it.depth() >= static_cast<int>(kFsMaxShardDepth)) it.disable_recursion_pending();
+      if (!it->is_regular_file(fec)) continue;
+      std::optional<std::string> key = FsKeyFromName(it->path().filename().string());
+      const uint64_t size = it->file_size(fec);
+      if (!key || fec || size < kFsPayloadOffset) continue;
+      Result<std::string> rel = FsObjectPath(*key, s_.shard_depth);
+      if (!rel.ok() || it->path().lexically_relative(root) != fs::path(*rel)) continue;
+      const auto mtime = it->last_write_time(fec);
+      out.push_back(StoredObject{std::move(*key), size - kFsPayloadOffset,
+                                 static_cast<int64_t>(mtime.time_since_epoch().count())});
+    }
+    if (ec) return Status(Code::kIoError, fmt::format("{}: listing {}: {}", Name(), s_.path,
+                                                      ec.message()));
+    // File times are as coarse as the kernel's tick (4 ms here): files written in one tick come
+    // in key order.
+    std::sort(out.begin(), out.end(), [](const StoredObject& a, const StoredObject& b) {
+      return std::tie(a.mtime_ns, a.key) < std::tie(b.mtime_ns, b.key);
+    });
+    return out;
   }
 
  private:

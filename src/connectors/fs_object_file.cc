@@ -91,6 +91,36 @@ Result<std::string> FsObjectName(std::string_view key) {
   return name;
 }
 
+std::optional<std::string> FsKeyFromName(std::string_view name) {
+  std::string key;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c != '%') {
+      if (!PlainNameByte(c) || (i == 0 && c == '.')) return std::nullopt;
+      key.push_back(static_cast<char>(c));
+      continue;
+    }
+    unsigned v = 0;
+    if (i + 2 >= name.size()) return std::nullopt;
+    for (size_t j = i + 1; j <= i + 2; ++j) {
+      const char h = name[j];
+      if (h >= '0' && h <= '9') {
+        v = v * 16 + static_cast<unsigned>(h - '0');
+      } else if (h >= 'A' && h <= 'F') {
+        v = v * 16 + static_cast<unsigned>(h - 'A' + 10);
+      } else {
+        return std::nullopt;
+      }
+    }
+    key.push_back(static_cast<char>(v));
+    i += 2;
+  }
+  // One-to-one: only the name FsObjectName writes for this key counts (not "%41" for "A").
+  Result<std::string> back = FsObjectName(key);
+  if (!back.ok() || *back != name) return std::nullopt;
+  return key;
+}
+
 std::string FsShardDir(uint64_t key_hash, uint32_t depth) {
   std::string dir;
   for (uint32_t i = 0; i < depth && i < 8; ++i) {

@@ -31,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +67,10 @@ Result<FsHeader> DecodeFsHeader(std::span<const uint8_t> bytes);
 // The escaped file name of `key`; INVALID_ARGUMENT for an empty key or one whose name would be
 // longer than kFsMaxNameBytes.
 Result<std::string> FsObjectName(std::string_view key);
+
+// The key whose escaped file name is `name`; nullopt for a name FsObjectName cannot produce (a
+// temp file, a stray file someone else put there).
+std::optional<std::string> FsKeyFromName(std::string_view name);
 
 // "3f/a0" for depth 2; "" for depth 0.
 std::string FsShardDir(uint64_t key_hash, uint32_t depth);

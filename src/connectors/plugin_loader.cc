@@ -38,6 +38,8 @@ class PluginConnector final : public Connector {
   int EventFd(ConnectorOp op) const override { return inner_->EventFd(op); }
   std::vector<Completion> Drain(ConnectorOp op) override { return inner_->Drain(op); }
   ConnectorStats Stats() const override { return inner_->Stats(); }
+  bool Locked(const std::string& key) const override { return inner_->Locked(key); }
+  Result<std::vector<StoredObject>> ListStored() override { return inner_->ListStored(); }
   void Close() override { inner_->Close(); }
 
  private:

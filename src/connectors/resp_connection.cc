@@ -34,7 +34,6 @@ constexpr size_t kReadBufSize = 64 << 10;  // longer reply lines than this are a
 // connection, so such keys and values are refused before they are sent.
 constexpr uint64_t kMaxBulk = 512ULL << 20;
 constexpr int kMaxIov = 64;  // per sendmsg
-constexpr std::string_view kSetTrailer = "\r\n$2\r\nNX\r\n";
 
 // Milliseconds to pass to poll() until `d`, rounded up; <= 0 when it has passed.
 int PollTimeout(Deadline d) {
@@ -226,7 +225,15 @@ class RespConnection::Pipeline {
 RespConnection::RespConnection(RespEndpoint endpoint)
     : ep_(std::move(endpoint)),
       name_(ep_.Name()),
-      rbuf_(std::make_unique<char[]>(kReadBufSize)) {}
+      rbuf_(std::make_unique<char[]>(kReadBufSize)) {
+  // What follows a SET's value: NX, and EX <seconds> when keys expire.
+  set_trailer_ = "\r\n";
+  AppendBulk(set_trailer_, "NX");
+  if (ep_.ttl_s > 0) {
+    AppendBulk(set_trailer_, "EX");
+    AppendBulk(set_trailer_, std::to_string(ep_.ttl_s));
+  }
+}
 
 RespConnection::~RespConnection() { Drop(); }
 
@@ -359,8 +366,8 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
   cmds_.assign(n, Command{});
   std::vector<size_t> ends(n);
   Status refused;
-  const std::string head = fmt::format("*{}\r\n${}\r\n{}\r\n", src.empty() ? 2 : 4, verb.size(),
-                                       verb);
+  const int args = src.empty() ? 2 : (ep_.ttl_s > 0 ? 6 : 4);
+  const std::string head = fmt::format("*{}\r\n${}\r\n{}\r\n", args, verb.size(), verb);
   for (size_t i = 0; i < n; ++i) {
     Command& cmd = cmds_[i];
     cmd.kind = kind;
@@ -381,7 +388,7 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
       if (!src.empty()) {
         fmt::format_to(std::back_inserter(headers_), "${}\r\n", vlen);
         cmd.parts[1] = iovec{const_cast<uint8_t*>(src[i].data), vlen};
-        cmd.parts[2] = iovec{const_cast<char*>(kSetTrailer.data()), kSetTrailer.size()};
+        cmd.parts[2] = iovec{set_trailer_.data(), set_trailer_.size()};
       }
     }
     ends[i] = headers_.size();

@@ -33,6 +33,7 @@ struct RespEndpoint {
   std::string password;  // empty: no AUTH
   int64_t db = 0;        // SELECT db when not 0
   std::chrono::milliseconds connect_timeout{1000};
+  uint32_t ttl_s = 0;  // > 0: stored keys expire after this many seconds (SET ... EX)
 
   // "resp 127.0.0.1:6379", the prefix of every error message.
   std::string Name() const;
@@ -52,7 +53,7 @@ class RespConnection {
   // fails the keys not answered yet.
   Status Get(std::span<const std::string> keys, std::span<const MutableBuffer> dst, Deadline d,
              std::span<uint8_t> out, uint64_t& bytes);
-  // SET key value NX: first writer wins (an existing key reports 1 but adds no bytes).
+  // SET key value NX [EX ttl_s]: first writer wins (an existing key reports 1 but adds no bytes).
   Status Set(std::span<const std::string> keys, std::span<const ConstBuffer> src, Deadline d,
              std::span<uint8_t> out, uint64_t& bytes);
   Status Exists(std::span<const std::string> keys, Deadline d, std::span<uint8_t> out);
@@ -98,6 +99,7 @@ class RespConnection {
   std::unique_ptr<char[]> rbuf_;
   size_t rpos_ = 0, rend_ = 0;
 
+  std::string set_trailer_;     // "\r\n" NX [EX ttl], sent after each SET's value
   std::string headers_;         // the commands' RESP headers (capacity kept between calls)
   std::vector<Command> cmds_;   // likewise
 };

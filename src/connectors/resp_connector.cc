@@ -3,12 +3,12 @@
 // every tile of a batch is one pipeline on it. Values move between the caller's buffers and the
 // socket without an intermediate copy (resp_connection.cc).
 //
-// Store is `SET key value NX`: the first writer wins, and an existing key counts as stored with 0
+// Store is `SET key value NX` (with `EX ttl_s` when set): the first writer wins, and an existing key counts as stored with 0
 // bytes. Redis applies a command only once it has received all of it, so a connection dropped
 // mid-value never leaves a partial value readable.
 //
 // Backend keys: host [127.0.0.1], port [6379], password, username, db [0],
-// connect_timeout_ms [1000] (docs/connectors/resp.md).
+// connect_timeout_ms [1000], ttl_s [none] (docs/connectors/resp.md).
 #include <fmt/format.h>
 
 #include "connectors/builtin_connectors.h"
@@ -99,6 +99,11 @@ ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohm
         return BadValue(key, "an integer in 1..3600000");
       }
       ep.connect_timeout = std::chrono::milliseconds(v.get<int64_t>());
+    } else if (key == "ttl_s") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > INT32_MAX) {
+        return BadValue(key, "an integer of seconds >= 1");
+      }
+      ep.ttl_s = v.get<uint32_t>();
     } else {
       return Status(Code::kInvalidArgument, fmt::format("unknown key '{}' for type resp", key));
     }

@@ -24,20 +24,22 @@ Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::stri
                                                      const ConnectorRegistry& registry,
                                                      MetricsRegistry& metrics,
                                                      const ConnectorEnv& env) {
-  std::vector<std::unique_ptr<Connector>> adapters;
+  std::vector<std::unique_ptr<L2Capacity>> adapters;
   for (size_t i = 0; i < adapter_json.size(); ++i) {
     auto cfg = ParseAdapterConfig(adapter_json[i], i);
     if (!cfg.ok()) return cfg.status();
     auto conn = registry.Create(*cfg, env);
     if (!conn.ok()) return conn.status();
+    auto wrapped = L2Capacity::Create(std::move(conn).value(), metrics);
+    if (!wrapped.ok()) return wrapped.status();
     // Not the JSON itself: it may hold a password.
-    KVT_LOG_INFO("L2 adapter {} ready", (*conn)->Options().name);
-    adapters.push_back(std::move(conn).value());
+    KVT_LOG_INFO("L2 adapter {} ready", (*wrapped)->Options().name);
+    adapters.push_back(std::move(wrapped).value());
   }
   return std::unique_ptr<L2Cascade>(new L2Cascade(std::move(adapters), metrics));
 }
 
-L2Cascade::L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRegistry& metrics)
+L2Cascade::L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics)
     : adapters_(std::move(adapters)) {
   std::vector<Connector*> raw;
   for (auto& a : adapters_) {
@@ -94,6 +96,20 @@ std::future<Completion> L2Cascade::Submit(size_t i, ConnectorOp op,
   auto future = promise->get_future();
   Submit(i, op, submit, [promise](Completion c) { promise->set_value(std::move(c)); });
   return future;
+}
+
+uint64_t L2Cascade::Clear() {
+  std::vector<std::future<Completion>> removes;
+  for (size_t i = 0; i < adapters_.size(); ++i) {
+    std::vector<std::string> keys = adapters_[i]->Keys();
+    if (keys.empty() || !Available(i, ConnectorOp::kRemove)) continue;
+    removes.push_back(Submit(i, ConnectorOp::kRemove, [&keys](Connector& c) {
+      return c.SubmitRemove(std::move(keys));
+    }));
+  }
+  uint64_t removed = 0;
+  for (auto& f : removes) removed += f.get().Hits();
+  return removed;
 }
 
 bool L2Cascade::Health::Available() const {
@@ -174,6 +190,11 @@ nlohmann::json L2Cascade::Status() const {
     a["writes_up"] = health_[i]->writes.up.load();
     a["inflight_bytes"] = s.inflight_bytes;
     a["locked_keys"] = s.locked_keys;
+    const L2Capacity::Usage u = adapters_[i]->usage();
+    a["stored_bytes"] = u.bytes;
+    a["stored_objects"] = u.objects;
+    a["capacity_bytes"] = u.capacity_bytes;
+    a["evictions"] = u.evictions;
     for (ConnectorOp op : kAllConnectorOps) {
       const OpCounters& o = s.ops[static_cast<size_t>(op)];
       a[LaneName(op)] = {{"tasks", o.tasks},

@@ -1,4 +1,5 @@
-// The server's L2 adapters in cascade order (the order of --l2-adapter flags), the router that
+// The server's L2 adapters in cascade order (the order of --l2-adapter flags), each wrapped in
+// its L2Capacity (what the server holds there, evicted to stay under max_bytes), the router that
 // delivers their completions, their per-adapter metrics, and their health: an adapter whose
 // operations fail is marked down and skipped (a miss for lookups, a skipped copy for stores)
 // until a retry time that backs off from 100 ms to 5 s; the first operation after that time is
@@ -23,6 +24,7 @@
 #include "connectors/completion_router.h"
 #include "connectors/connector.h"
 #include "connectors/connector_registry.h"
+#include "server/l2_capacity.h"
 
 namespace kvtier {
 
@@ -38,7 +40,7 @@ class L2Cascade {
   ~L2Cascade();  // Close()
 
   size_t size() const { return adapters_.size(); }
-  Connector& adapter(size_t i) { return *adapters_[i]; }
+  L2Capacity& adapter(size_t i) { return *adapters_[i]; }
   const std::string& name(size_t i) const { return adapters_[i]->Options().name; }
 
   // Submits through the router; the completion updates metrics and health before `done` runs
@@ -52,6 +54,10 @@ class L2Cascade {
   bool Available(size_t i, ConnectorOp op) const;
   // Up for reads and writes.
   bool Up(size_t i) const;
+
+  // Removes every object the server accounts for in every adapter that is up, except those a
+  // lookup holds locked; blocks until the removes complete. Returns the objects removed.
+  uint64_t Clear();
 
   // Closes every adapter (queued tasks complete as failed, so every callback runs), then stops
   // the router. Idempotent.
@@ -81,10 +87,10 @@ class L2Cascade {
     Health writes;  // and takes writes
   };
 
-  L2Cascade(std::vector<std::unique_ptr<Connector>> adapters, MetricsRegistry& metrics);
+  L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics);
   void Record(size_t i, const Completion& c);
 
-  std::vector<std::unique_ptr<Connector>> adapters_;
+  std::vector<std::unique_ptr<L2Capacity>> adapters_;
   std::vector<std::array<OpMetrics, kConnectorOps>> metrics_;
   std::vector<Gauge*> inflight_;
   std::vector<Gauge*> up_;

@@ -116,6 +116,13 @@ TEST_F(CtlServerTest, ClearEmptiesL1) {
   const CliOutput again = Ctl(ZmqTarget(server_) + " clear");
   EXPECT_EQ(again.status, 0) << again.err;
   ExpectContains(again.out, "removed 0 objects");
+  // This server has no L2: clearing it too removes nothing there, and a bad tier is refused.
+  const nlohmann::json all = CtlJson(ZmqTarget(server_) + " clear --tiers all");
+  EXPECT_EQ(all["l2_removed_objects"], 0);
+  ExpectContains(Ctl(ZmqTarget(server_) + " clear --tiers all").out, "and 0 from L2");
+  const CliOutput bad = Ctl(ZmqTarget(server_) + " clear --tiers l3");
+  EXPECT_NE(bad.status, 0);
+  ExpectContains(bad.err, "l3");
 }
 
 TEST(CtlErrors, UnreachableTargetsExitThree) {

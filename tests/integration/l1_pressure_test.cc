@@ -138,7 +138,8 @@ TEST(L1Pressure, ClearKeepsPinnedAndDropsTheRest) {
   ASSERT_EQ(LookupHits(*client, "keep", Tokens(256, 1)), 4);
   auto removed = client->Clear();
   ASSERT_TRUE(removed.ok());
-  EXPECT_EQ(*removed, 4u);
+  EXPECT_EQ(removed->l1, 4u);
+  EXPECT_EQ(removed->l2, 0u);
   EXPECT_EQ(Stat(*client, "l1_objects"), 4);
 }
 

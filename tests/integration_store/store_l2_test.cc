@@ -165,6 +165,50 @@ TEST(StoreL2, StoresReachTheStore) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// With max_bytes of two prompts, the server evicts the oldest prompts' chunks from the store
+// (the master forgets them), the newest still come back byte for byte, and CLEAR "all" empties
+// the store of what the server put there.
+TEST(StoreL2, TheServerKeepsTheStoreUnderTheAdaptersMaxBytes) {
+  Store store;
+  constexpr int64_t kChunkBytes = 16 << 10;  // the worker fixture's chunk
+  nlohmann::json adapter = nlohmann::json::parse(DummyAdapter(store.node.address()));
+  adapter["max_bytes"] = 2 * kPromptChunks * kChunkBytes;
+  ServerProcess server(ServerArgs(adapter.dump()));
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    // One prompt at a time: recency is the order in which the stores completed.
+    EXPECT_EQ(StorePrompt(*client, w, seed), static_cast<uint64_t>(kPromptChunks));
+    ASSERT_TRUE(WaitStored(server, seed * kPromptChunks));
+  }
+  ASSERT_TRUE(WaitFor([&] { return L2Metric(server, "kvtier_l2_evictions_total") == 8; },
+                      seconds(10)))
+      << HttpGet(server.http_port(), "/metrics");
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_stored_bytes"), 2 * kPromptChunks * kChunkBytes);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_stored_objects"), 2 * kPromptChunks);
+  EXPECT_TRUE(WaitFor(
+      [&] { return Metric(store.master.http_port(), "kvtier_master_keys") == 2 * kPromptChunks; },
+      seconds(10)))
+      << Metric(store.master.http_port(), "kvtier_master_keys");
+  ClearL1(*client);
+  EXPECT_EQ(FetchAndCheck(*client, w, 4, "newest"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client, w, 3, "second newest"), kPromptChunks);
+  EXPECT_EQ(FetchAndCheck(*client, w, 1, "evicted"), 0);
+
+  // L1 holds prompts 3 and 4 again; "all" clears both tiers.
+  ClearL1(*client);  // waits for the pins of that prefetch, then clears L1 again
+  auto cleared = client->Clear("all");
+  ASSERT_TRUE(cleared.ok()) << cleared.status().ToString();
+  EXPECT_EQ(cleared->l2, static_cast<uint64_t>(2 * kPromptChunks));
+  EXPECT_TRUE(
+      WaitFor([&] { return Metric(store.master.http_port(), "kvtier_master_keys") == 0; },
+              seconds(10)));
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_stored_objects"), 0);
+  EXPECT_EQ(FetchAndCheck(*client, w, 4, "cleared"), 0);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 // Store, clear L1, lookup (an L2 hit that prefetches), retrieve: identical bytes, with the L1
 // arena shared with the node (preregistered) or staged through each thread's block of its
 // dummy's mem pool; a block of one value (16 KiB) makes every value a call of its own.

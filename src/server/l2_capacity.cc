@@ -1,0 +1,200 @@
+#include "server/l2_capacity.h"
+
+#include <strings.h>
+
+#include <chrono>
+
+#include "common/logging.h"
+
+namespace kvtier {
+namespace {
+
+// The policies rank ObjectKeys; an L2 name is carried whole in `model`.
+ObjectKey AsPolicyKey(const std::string& name) { return ObjectKey{name, 0, 0, {}, {}}; }
+
+}  // namespace
+
+Result<std::unique_ptr<L2Capacity>> L2Capacity::Create(std::unique_ptr<Connector> inner,
+                                                       MetricsRegistry& metrics) {
+  const ConnectorOptions& o = inner->Options();
+  const std::string& want = o.eviction_policy;
+  if (strcasecmp(want.c_str(), "LRU") != 0 && strcasecmp(want.c_str(), "S3FIFO") != 0) {
+    return Status(Code::kInvalidArgument,
+                  o.name + ": eviction_policy must be \"LRU\" or \"S3FIFO\", got \"" + want + "\"");
+  }
+  auto policy = MakeEvictionPolicy(want);
+  if (!policy.ok()) return policy.status();
+  const Labels l{{"adapter", o.name}};
+  Gauges g{
+      metrics.GetGauge("kvtier_l2_stored_bytes", "Value bytes the server holds in the adapter", l),
+      metrics.GetGauge("kvtier_l2_stored_objects", "Objects the server holds in the adapter", l),
+      metrics.GetCounter("kvtier_l2_evictions_total",
+                         "Objects removed from the adapter to stay under max_bytes", l)};
+  metrics.GetGauge("kvtier_l2_capacity_bytes", "The adapter's max_bytes (0: no limit)", l)
+      ->Set(static_cast<double>(o.max_bytes));
+  auto c =
+      std::unique_ptr<L2Capacity>(new L2Capacity(std::move(inner), std::move(policy).value(), g));
+  c->Rebuild();
+  return c;
+}
+
+L2Capacity::L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<EvictionPolicy> policy,
+                       Gauges gauges)
+    : inner_(std::move(inner)),
+      capacity_(inner_->Options().max_bytes),
+      gauges_(gauges),
+      policy_(std::move(policy)) {}
+
+void L2Capacity::Rebuild() {
+  const std::string& name = inner_->Options().name;
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::vector<StoredObject>> listed = inner_->ListStored();
+  if (!listed.ok()) {
+    KVT_LOG_INFO("{}: {}; accounting starts empty", name, listed.status().message());
+    return;
+  }
+  std::lock_guard lock(mu_);
+  for (const StoredObject& o : *listed) Account(o.key, o.bytes);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  KVT_LOG_INFO("{}: found {} objects, {} bytes, in {:.0f} ms (capacity {})", name, sizes_.size(),
+               bytes_, ms, capacity_ == 0 ? std::string("none") : std::to_string(capacity_));
+  EvictOverCapacity();  // the capacity may have been lowered since the last run
+  Publish();
+}
+
+TaskId L2Capacity::Track(Pending p, const std::function<TaskId()>& submit) {
+  // Held across the submission: a completion drained before pending_ has its entry would be
+  // missed (Drain takes mu_ after draining the backend).
+  std::lock_guard lock(mu_);
+  const TaskId id = submit();
+  pending_.emplace(id, std::move(p));
+  return id;
+}
+
+TaskId L2Capacity::SubmitLookup(std::vector<std::string> keys) {
+  Pending p{ConnectorOp::kLookup, keys, {}, false};
+  return Track(std::move(p), [&] { return inner_->SubmitLookup(std::move(keys)); });
+}
+
+TaskId L2Capacity::SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) {
+  Pending p{ConnectorOp::kLoad, keys, {}, false};
+  return Track(std::move(p), [&] { return inner_->SubmitLoad(std::move(keys), std::move(dst)); });
+}
+
+TaskId L2Capacity::SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
+  Pending p{ConnectorOp::kStore, keys, {}, false};
+  for (const ConstBuffer& b : src) p.sizes.push_back(b.size);
+  return Track(std::move(p), [&] { return inner_->SubmitStore(std::move(keys), std::move(src)); });
+}
+
+TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
+  Pending p{ConnectorOp::kRemove, keys, {}, false};
+  return Track(std::move(p), [&] { return inner_->SubmitRemove(std::move(keys)); });
+}
+
+std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
+  std::vector<Completion> all = inner_->Drain(op);
+  std::vector<Completion> out;
+  out.reserve(all.size());
+  std::lock_guard lock(mu_);
+  for (Completion& c : all) {
+    auto it = pending_.find(c.id);
+    if (it == pending_.end()) {
+      out.push_back(std::move(c));
+      continue;
+    }
+    Apply(it->second, c);
+    const bool own = it->second.eviction;
+    pending_.erase(it);
+    if (!own) out.push_back(std::move(c));
+  }
+  if (op == ConnectorOp::kStore) EvictOverCapacity();
+  Publish();
+  return out;
+}
+
+void L2Capacity::Apply(Pending& p, const Completion& c) {
+  for (size_t k = 0; k < p.keys.size() && k < c.results.size(); ++k) {
+    const std::string& key = p.keys[k];
+    switch (p.op) {
+      case ConnectorOp::kLookup:
+      case ConnectorOp::kLoad:
+        if (c.results[k] && sizes_.contains(key)) policy_->OnAccess(AsPolicyKey(key));
+        break;
+      case ConnectorOp::kStore:
+        if (c.results[k]) Account(key, p.sizes[k]);
+        break;
+      case ConnectorOp::kRemove:
+        if (p.eviction) {
+          // Not removed by a remove that failed: it may still be there, so account for it again
+          // (a later eviction retries it). An answered 0 means gone already, or locked since.
+          if (c.results[k]) {
+            ++evictions_;
+            gauges_.evictions->Inc();
+          } else if (!c.status.ok()) {
+            Account(key, p.sizes[k]);
+          }
+        } else if (c.results[k]) {
+          Forget(key);
+        }
+        break;
+    }
+  }
+}
+
+void L2Capacity::Account(const std::string& key, uint64_t size) {
+  auto [it, inserted] = sizes_.try_emplace(key, size);
+  if (!inserted) {
+    policy_->OnAccess(AsPolicyKey(key));
+    return;
+  }
+  bytes_ += size;
+  policy_->OnInsert(AsPolicyKey(key));
+}
+
+void L2Capacity::Forget(const std::string& key) {
+  auto it = sizes_.find(key);
+  if (it == sizes_.end()) return;
+  bytes_ -= it->second;
+  sizes_.erase(it);
+  policy_->OnRemove(AsPolicyKey(key));
+}
+
+void L2Capacity::EvictOverCapacity() {
+  if (capacity_ == 0 || bytes_ <= capacity_) return;
+  Pending p{ConnectorOp::kRemove, {}, {}, true};
+  uint64_t freed = 0;
+  policy_->ForEachCandidate([&](const ObjectKey& k) {
+    if (inner_->Locked(k.model)) return false;  // a load is about to read it
+    p.keys.push_back(k.model);
+    const uint64_t size = sizes_.at(k.model);
+    p.sizes.push_back(size);
+    freed += size;
+    return bytes_ - freed <= capacity_;
+  });
+  if (p.keys.empty()) return;  // everything left is locked: the next store tries again
+  for (const std::string& key : p.keys) Forget(key);
+  std::vector<std::string> keys = p.keys;
+  pending_.emplace(inner_->SubmitRemove(std::move(keys)), std::move(p));
+}
+
+void L2Capacity::Publish() {
+  gauges_.bytes->Set(static_cast<double>(bytes_));
+  gauges_.objects->Set(static_cast<double>(sizes_.size()));
+}
+
+L2Capacity::Usage L2Capacity::usage() const {
+  std::lock_guard lock(mu_);
+  return Usage{bytes_, sizes_.size(), capacity_, evictions_};
+}
+
+std::vector<std::string> L2Capacity::Keys() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> keys;
+  keys.reserve(sizes_.size());
+  for (const auto& [key, size] : sizes_) keys.push_back(key);
+  return keys;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,96 @@
+// L2Capacity: one L2 adapter, wrapped so that the server knows what it holds and keeps it under
+// the adapter's max_bytes. It forwards every call to the backend connector and watches the
+// completions that pass through Drain:
+//  - a stored key (new, or already there) is accounted with its size; lookup and load hits count
+//    as accesses for the eviction policy (LRU or S3-FIFO, the same classes as L1);
+//  - after a store completes, while the accounted bytes exceed max_bytes, the policy's victims
+//    that no lookup holds locked are removed through the delete lane; those removes are the
+//    wrapper's own, so their completions never reach the caller;
+//  - a remove submitted by the caller (CLEAR, `kvtier bench l2`) forgets what it removed.
+// At startup the accounting is rebuilt from the backend's ListStored (fs: its directory), so an
+// fs L2 stays under its capacity across restarts. A backend that cannot list (resp, store) is
+// accounted from the first store on; what an earlier run left there is the backend's own
+// business (Redis maxmemory or ttl_s, the store master's watermark).
+// The accounting is of value bytes: the fs connector adds a 4 KiB header to each file.
+// Thread-safety: as connector.h says; one mutex guards the accounting.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/metrics.h"
+#include "connectors/connector.h"
+#include "l1/eviction_policy.h"
+
+namespace kvtier {
+
+class L2Capacity final : public Connector {
+ public:
+  // INVALID_ARGUMENT for an eviction_policy other than LRU or S3FIFO.
+  static Result<std::unique_ptr<L2Capacity>> Create(std::unique_ptr<Connector> inner,
+                                                    MetricsRegistry& metrics);
+  ~L2Capacity() override { inner_->Close(); }
+
+  const ConnectorOptions& Options() const override { return inner_->Options(); }
+  TaskId SubmitLookup(std::vector<std::string> keys) override;
+  void Unlock(std::span<const std::string> keys) override { inner_->Unlock(keys); }
+  TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override;
+  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) override;
+  TaskId SubmitRemove(std::vector<std::string> keys) override;
+  int EventFd(ConnectorOp op) const override { return inner_->EventFd(op); }
+  std::vector<Completion> Drain(ConnectorOp op) override;
+  ConnectorStats Stats() const override { return inner_->Stats(); }
+  bool Locked(const std::string& key) const override { return inner_->Locked(key); }
+  Result<std::vector<StoredObject>> ListStored() override { return inner_->ListStored(); }
+  void Close() override { inner_->Close(); }
+
+  struct Usage {
+    uint64_t bytes = 0;
+    uint64_t objects = 0;
+    uint64_t capacity_bytes = 0;  // 0: no limit
+    uint64_t evictions = 0;       // keys removed to make room, since start
+  };
+  Usage usage() const;
+  // Every key accounted now (what CLEAR removes).
+  std::vector<std::string> Keys() const;
+
+ private:
+  struct Pending {
+    ConnectorOp op = ConnectorOp::kLookup;
+    std::vector<std::string> keys;
+    std::vector<uint64_t> sizes;  // stores and evictions
+    bool eviction = false;
+  };
+  struct Gauges {
+    Gauge* bytes;
+    Gauge* objects;
+    Counter* evictions;
+  };
+
+  L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<EvictionPolicy> policy,
+             Gauges gauges);
+  void Rebuild();
+  // The rest take mu_.
+  TaskId Track(Pending p, const std::function<TaskId()>& submit);
+  void Apply(Pending& p, const Completion& c);
+  void Account(const std::string& key, uint64_t size);
+  void Forget(const std::string& key);
+  void EvictOverCapacity();
+  void Publish();
+
+  std::unique_ptr<Connector> inner_;
+  const uint64_t capacity_;
+  Gauges gauges_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<EvictionPolicy> policy_;  // keys carried in ObjectKey::model (L2 names)
+  std::unordered_map<std::string, uint64_t> sizes_;
+  uint64_t bytes_ = 0;
+  uint64_t evictions_ = 0;
+  std::unordered_map<TaskId, Pending> pending_;
+};
+
+}  // namespace kvtier
