@@ -141,6 +141,9 @@ def test_stats_and_clear(client, worker, uid):
     assert "status" not in stats
     assert client.clear() >= 2
     assert client.stats()["l1_objects"] == 0
+    assert client.clear(tiers="all") == 0  # this server has no L2
+    with pytest.raises(kvtier.KvtierError, match="INVALID_ARGUMENT.*tiers"):
+        client.clear(tiers="disk")
 
 
 def test_numpy_view_is_zero_copy():
