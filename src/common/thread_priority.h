@@ -1,10 +1,14 @@
 // CPU priority of bulk work. On a saturated host, a thread waiting for a core waits behind every
 // runnable thread of equal weight; separate threads (per-op lanes) do not help a lookup then,
-// a lower weight for the bulk threads does. Nice 10 weighs ~1/9 of nice 0 in Linux's scheduler,
-// so latency-sensitive threads run first and bulk threads still progress.
+// a lower priority for the bulk threads does. Bulk threads (the store and delete lanes, the
+// node's bulk dummies) run under SCHED_IDLE: a waking lookup or load thread preempts them at once
+// (with a mere nice value it waits until the bulk thread has used up its slice), and they still
+// use every cycle nothing else wants. Where SCHED_IDLE is refused (a seccomp profile), nice 10.
 // Header-only: installed for connector plugins (connector_base.h uses it).
 #pragma once
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +27,13 @@ inline bool LowerThreadPriority(int nice) {
   const int now = ::getpriority(PRIO_PROCESS, tid);
   if (errno == 0 && now >= nice) return true;
   return ::setpriority(PRIO_PROCESS, tid, nice) == 0;
+}
+
+// Makes the calling thread a bulk thread (see above); never undone. False if both were refused.
+inline bool MakeBulkThread() {
+  sched_param none{};
+  if (::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &none) == 0) return true;
+  return LowerThreadPriority(kBulkNice);
 }
 
 }  // namespace kvtier

@@ -343,7 +343,7 @@ class ConnectorBase : public Connector {
   // drops to the bulk priority. A failed connect is retried at the next tile.
   void WorkerLoop(Lane& lane, bool bulk) {
     decltype(self().Connect()) conn = ConnectGuarded();
-    if (bulk) (void)LowerThreadPriority(kBulkNice);
+    if (bulk) (void)MakeBulkThread();
     for (;;) {
       Tile t;
       {

@@ -24,13 +24,17 @@ Result<std::unique_ptr<L2Capacity>> L2Capacity::Create(std::unique_ptr<Connector
   }
   auto policy = MakeEvictionPolicy(want);
   if (!policy.ok()) return policy.status();
+  if (o.max_bytes == 0) {  // nothing to keep under: no per-key state at all
+    return std::unique_ptr<L2Capacity>(
+        new L2Capacity(std::move(inner), std::move(policy).value(), Gauges{}));
+  }
   const Labels l{{"adapter", o.name}};
   Gauges g{
       metrics.GetGauge("kvtier_l2_stored_bytes", "Value bytes the server holds in the adapter", l),
       metrics.GetGauge("kvtier_l2_stored_objects", "Objects the server holds in the adapter", l),
       metrics.GetCounter("kvtier_l2_evictions_total",
                          "Objects removed from the adapter to stay under max_bytes", l)};
-  metrics.GetGauge("kvtier_l2_capacity_bytes", "The adapter's max_bytes (0: no limit)", l)
+  metrics.GetGauge("kvtier_l2_capacity_bytes", "The adapter's max_bytes", l)
       ->Set(static_cast<double>(o.max_bytes));
   auto c =
       std::unique_ptr<L2Capacity>(new L2Capacity(std::move(inner), std::move(policy).value(), g));
@@ -64,6 +68,7 @@ void L2Capacity::Rebuild() {
 }
 
 TaskId L2Capacity::Track(Pending p, const std::function<TaskId()>& submit) {
+  if (capacity_ == 0) return submit();
   // Held across the submission: a completion drained before pending_ has its entry would be
   // missed (Drain takes mu_ after draining the backend).
   std::lock_guard lock(mu_);
@@ -95,6 +100,7 @@ TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
 
 std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
   std::vector<Completion> all = inner_->Drain(op);
+  if (capacity_ == 0) return all;
   std::vector<Completion> out;
   out.reserve(all.size());
   std::lock_guard lock(mu_);
@@ -180,6 +186,7 @@ void L2Capacity::EvictOverCapacity() {
 }
 
 void L2Capacity::Publish() {
+  if (gauges_.bytes == nullptr) return;
   gauges_.bytes->Set(static_cast<double>(bytes_));
   gauges_.objects->Set(static_cast<double>(sizes_.size()));
 }

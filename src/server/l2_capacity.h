@@ -7,6 +7,8 @@
 //    that no lookup holds locked are removed through the delete lane; those removes are the
 //    wrapper's own, so their completions never reach the caller;
 //  - a remove submitted by the caller (CLEAR, `kvtier bench l2`) forgets what it removed.
+// Without max_bytes the wrapper only forwards: no per-key state (it would grow with the backend),
+// no usage figures, and CLEAR has nothing of that adapter to remove.
 // At startup the accounting is rebuilt from the backend's ListStored (fs: its directory), so an
 // fs L2 stays under its capacity across restarts. A backend that cannot list (resp, store) is
 // accounted from the first store on; what an earlier run left there is the backend's own
@@ -50,7 +52,7 @@ class L2Capacity final : public Connector {
   struct Usage {
     uint64_t bytes = 0;
     uint64_t objects = 0;
-    uint64_t capacity_bytes = 0;  // 0: no limit
+    uint64_t capacity_bytes = 0;  // 0: no max_bytes, nothing accounted
     uint64_t evictions = 0;       // keys removed to make room, since start
   };
   Usage usage() const;
@@ -64,10 +66,10 @@ class L2Capacity final : public Connector {
     std::vector<uint64_t> sizes;  // stores and evictions
     bool eviction = false;
   };
-  struct Gauges {
-    Gauge* bytes;
-    Gauge* objects;
-    Counter* evictions;
+  struct Gauges {  // null without max_bytes
+    Gauge* bytes = nullptr;
+    Gauge* objects = nullptr;
+    Counter* evictions = nullptr;
   };
 
   L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<EvictionPolicy> policy,

@@ -190,11 +190,12 @@ nlohmann::json L2Cascade::Status() const {
     a["writes_up"] = health_[i]->writes.up.load();
     a["inflight_bytes"] = s.inflight_bytes;
     a["locked_keys"] = s.locked_keys;
-    const L2Capacity::Usage u = adapters_[i]->usage();
-    a["stored_bytes"] = u.bytes;
-    a["stored_objects"] = u.objects;
-    a["capacity_bytes"] = u.capacity_bytes;
-    a["evictions"] = u.evictions;
+    if (const L2Capacity::Usage u = adapters_[i]->usage(); u.capacity_bytes > 0) {
+      a["stored_bytes"] = u.bytes;
+      a["stored_objects"] = u.objects;
+      a["capacity_bytes"] = u.capacity_bytes;
+      a["evictions"] = u.evictions;
+    }
     for (ConnectorOp op : kAllConnectorOps) {
       const OpCounters& o = s.ops[static_cast<size_t>(op)];
       a[LaneName(op)] = {{"tasks", o.tasks},

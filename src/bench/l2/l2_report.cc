@@ -52,7 +52,14 @@ json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
                    {"probes_during_stores", r.probes_during_stores},
                    {"lookup", OpJson(r.lookup)},
                    {"load", OpJson(r.load)},
-                   {"store", OpJson(r.store)}};
+                   {"store", OpJson(r.store)},
+                   {"quiet_lookup", OpJson(r.quiet_lookup)},
+                   {"quiet_load", OpJson(r.quiet_load)}};
+  // Isolation: p99 under the store bursts over p99 with no store in flight (1 = unaffected).
+  const json& p1 = out["phase1"];
+  auto p99 = [&p1](const char* op) { return p1[op]["p99_us"].get<double>(); };
+  out["phase1"]["isolation"] = {{"lookup_p99_ratio", RatioJson(p99("lookup"), p99("quiet_lookup"))},
+                                {"load_p99_ratio", RatioJson(p99("load"), p99("quiet_load"))}};
   out["phase2"] = {{"store", PassJson(r.store_all)}, {"load", PassJson(r.load_all)}};
   out["remove"] = OpJson(r.remove);
   const L2Limit& l = a.limit;
@@ -86,6 +93,9 @@ json Comparison(const json& a, const json& b) {
     return x["phase1"][op]["p99_us"].get<double>() / 1e3;
   };
   auto gbps = [](const json& x, const char* op) { return x["phase2"][op]["gbps"].get<double>(); };
+  auto iso = [](const json& x, const std::string& op) {
+    return x["phase1"]["isolation"][op + "_p99_ratio"];
+  };
   // "shared" or "per-op", numbered when both configs are of the same kind.
   std::string sa = a["lanes"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
   std::string sb = b["lanes"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
@@ -98,6 +108,8 @@ json Comparison(const json& a, const json& b) {
           {"lookup_p99_ratio", RatioJson(ms(a, "lookup"), ms(b, "lookup"))},
           {"load_p99_ms", {ms(a, "load"), ms(b, "load")}},
           {"load_p99_ratio", RatioJson(ms(a, "load"), ms(b, "load"))},
+          {"lookup_isolation", {iso(a, "lookup"), iso(b, "lookup")}},
+          {"load_isolation", {iso(a, "load"), iso(b, "load")}},
           {"store_gbps", {gbps(a, "store"), gbps(b, "store")}},
           {"load_gbps", {gbps(a, "load"), gbps(b, "load")}}};
 }
@@ -161,6 +173,14 @@ void PrintAdapter(size_t n, const json& a, std::ostream& os) {
       "  (latencies: phase 1, caller side, {} lookup+load probe pairs, {} while stores were in "
       "flight; GB/s: phase 2)\n",
       a["phase1"]["probes"].get<uint64_t>(), a["phase1"]["probes_during_stores"].get<uint64_t>());
+  const json& p1 = a["phase1"];
+  os << fmt::format(
+      "  with no store in flight ({} probes): lookup p99 {:.3f} ms, load p99 {:.3f} ms; under the "
+      "bursts {} x and {} x that\n",
+      p1["quiet_lookup"]["count"].get<uint64_t>(), p1["quiet_lookup"]["p99_us"].get<double>() / 1e3,
+      p1["quiet_load"]["p99_us"].get<double>() / 1e3,
+      Num(p1["isolation"]["lookup_p99_ratio"], "{:.2f}"),
+      Num(p1["isolation"]["load_p99_ratio"], "{:.2f}"));
   if (r["load_over_limit"].is_number()) {
     const std::string type = a["config"].value("type", "");
     os << fmt::format("  {} load = {} of {}; store = {} of {}\n", type, Pct(r["load_over_limit"]),
@@ -230,6 +250,11 @@ void PrintL2Report(const json& j, std::ostream& os) {
     os << fmt::format("load p99:   {:.3f} ms vs {:.3f} ms ({} x)\n",
                       cmp["load_p99_ms"][0].get<double>(), cmp["load_p99_ms"][1].get<double>(),
                       Num(cmp["load_p99_ratio"], "{:.2f}"));
+    os << fmt::format(
+        "isolation, p99 under stores over p99 without: lookup {} {} x, {} {} x; load {} x, {} x\n",
+        cmp["labels"][0].get<std::string>(), Num(cmp["lookup_isolation"][0], "{:.2f}"),
+        cmp["labels"][1].get<std::string>(), Num(cmp["lookup_isolation"][1], "{:.2f}"),
+        Num(cmp["load_isolation"][0], "{:.2f}"), Num(cmp["load_isolation"][1], "{:.2f}"));
     os << fmt::format("phase 2 GB/s: store {:.2f} vs {:.2f}, load {:.2f} vs {:.2f}\n",
                       cmp["store_gbps"][0].get<double>(), cmp["store_gbps"][1].get<double>(),
                       cmp["load_gbps"][0].get<double>(), cmp["load_gbps"][1].get<double>());

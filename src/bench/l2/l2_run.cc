@@ -34,6 +34,7 @@ class Runner {
   void Run(uint32_t rounds) {
     if (o_.warm_up) WarmUp();
     if (ok()) Phase1(rounds);
+    if (ok()) QuietProbes(rounds);
     RemoveStored(kPhase1);
     if (ok()) StoreAll();
     if (ok()) LoadAll();
@@ -109,8 +110,12 @@ class Runner {
     }
   }
 
-  void Probe(SplitMix& rng, uint32_t stored, uint32_t& pending_stores) {
+  // One lookup of `lookup_batch` keys stored before, then a load of one; `quiet` books them as
+  // the baseline (no store in flight) instead of phase 1.
+  void Probe(SplitMix& rng, uint32_t stored, uint32_t& pending_stores, bool quiet = false) {
     const bool during = pending_stores > 0;
+    L2OpSamples& lookups = quiet ? out_.quiet_lookup : out_.lookup;
+    L2OpSamples& loads = quiet ? out_.quiet_load : out_.load;
     std::vector<std::string> keys;
     for (uint32_t k = 0; k < o_.lookup_batch; ++k) {
       keys.push_back(w_.Key(kPhase1, static_cast<uint32_t>(rng.Below(stored))));
@@ -118,7 +123,7 @@ class Runner {
     d_.Submit(ConnectorOp::kLookup, 0, [&keys](Connector& c) { return c.SubmitLookup(keys); });
     auto lookup = Await(ConnectorOp::kLookup, pending_stores);
     if (!lookup) return;
-    Record(out_.lookup, *lookup);
+    Record(lookups, *lookup);
     // Lookups lock what they find; a lock left behind would keep the key from being removed.
     std::vector<std::string> found;
     for (size_t k = 0; k < keys.size() && k < lookup->c.results.size(); ++k) {
@@ -135,11 +140,24 @@ class Runner {
     SubmitLoad(kPhase1, i);
     auto load = Await(ConnectorOp::kLoad, pending_stores);
     if (!load) return;
-    Record(out_.load, *load);
+    Record(loads, *load);
     if (!CheckOk(*load, "load", kPhase1)) return;
     Verify(kPhase1, i);
+    if (quiet) return;
     ++out_.probes;
     if (during) ++out_.probes_during_stores;
+  }
+
+  // The baseline: as many probes as phase 1 made during its bursts (at least 200), with every
+  // store completed, so the isolation ratio compares like with like.
+  void QuietProbes(uint32_t rounds) {
+    const uint32_t stored = rounds * o_.stores_per_round;
+    if (stored == 0) return;
+    progress_("phase 1: probes with no store in flight");
+    SplitMix rng(Mix(o_.seed, 0x9E7));
+    uint32_t none = 0;
+    const uint64_t n = std::max<uint64_t>(200, out_.probes_during_stores);
+    for (uint64_t k = 0; k < n && ok(); ++k) Probe(rng, stored, none, /*quiet=*/true);
   }
 
   // Each round: a burst of single-key stores, and lookup+load probes of older keys while the

@@ -1,5 +1,5 @@
-// The run of `bench l2` against one connector: phase 1 (store bursts with lookup/load probes),
-// phase 2 (store all, load all, verify) and the removal of what it stored, with what each
+// The run of `bench l2` against one connector: phase 1 (store bursts with lookup/load probes,
+// then as many probes with no store in flight, the baseline of the isolation ratio), phase 2 (store all, load all, verify) and the removal of what it stored, with what each
 // measured.
 #pragma once
 
@@ -36,6 +36,7 @@ struct L2AdapterRun {
   L2OpSamples lookup, load, store;    // phase 1
   uint64_t probes = 0;                // lookup+load probe pairs in phase 1
   uint64_t probes_during_stores = 0;  // ... submitted while a store of the round was in flight
+  L2OpSamples quiet_lookup, quiet_load;  // the same probes after phase 1, no store in flight
   L2Pass store_all, load_all;         // phase 2
   L2OpSamples remove;                 // cleanup of both phases
   uint64_t verified_bytes = 0;

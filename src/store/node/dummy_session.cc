@@ -247,7 +247,7 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
 void DummySession::LowerPriorityIfBulk() {
   if (!bulk_pending_) return;
   bulk_pending_ = false;
-  (void)LowerThreadPriority(kBulkNice);
+  (void)MakeBulkThread();
 }
 
 Reply DummySession::Hello(const Request& req) {

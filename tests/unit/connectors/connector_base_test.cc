@@ -1,5 +1,6 @@
 // ConnectorBase behaviour, exercised through the mem connector.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -197,22 +198,21 @@ class NiceProbe final : public ConnectorBase<NiceProbe> {
   }
 
   std::mutex mu;
-  std::vector<std::pair<std::optional<ConnectorOp>, int>> seen;  // (lane, nice)
+  std::vector<std::pair<std::optional<ConnectorOp>, int>> seen;  // (lane, scheduling policy)
 
  private:
   Status Note(const Conn& c) {
-    const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+    const int policy = ::sched_getscheduler(static_cast<pid_t>(::syscall(SYS_gettid)));
     std::lock_guard lock(mu);
-    seen.emplace_back(c.lane, nice);
+    seen.emplace_back(c.lane, policy);
     return Status::Ok();
   }
 };
 
-TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunAtTheBulkPriority) {
+TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunUnderSchedIdle) {
   auto cfg = ParseAdapterConfig(
       R"({"type":"probe","num_workers":1,"per_op_workers":{"lookup":1,"store":1,"delete":1}})", 0);
   ASSERT_TRUE(cfg.ok());
-  const int base = ::getpriority(PRIO_PROCESS, 0);
   NiceProbe c(cfg->options);
   const auto keys = Keys(1);
   const auto values = Values(1, 8);
@@ -223,10 +223,10 @@ TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunAtTheBulkPriority) {
   LoadAll(c, keys, out);  // the shared pool: no dedicated lane
   std::lock_guard lock(c.mu);
   ASSERT_EQ(c.seen.size(), 4u);
-  EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kStore), std::max(base, kBulkNice)));
-  EXPECT_EQ(c.seen[1], std::make_pair(std::optional(ConnectorOp::kLookup), base));
-  EXPECT_EQ(c.seen[2], std::make_pair(std::optional(ConnectorOp::kRemove), std::max(base, kBulkNice)));
-  EXPECT_EQ(c.seen[3], std::make_pair(std::optional<ConnectorOp>(), base));
+  EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kStore), SCHED_IDLE));
+  EXPECT_EQ(c.seen[1], std::make_pair(std::optional(ConnectorOp::kLookup), SCHED_OTHER));
+  EXPECT_EQ(c.seen[2], std::make_pair(std::optional(ConnectorOp::kRemove), SCHED_IDLE));
+  EXPECT_EQ(c.seen[3], std::make_pair(std::optional<ConnectorOp>(), SCHED_OTHER));
 }
 
 }  // namespace

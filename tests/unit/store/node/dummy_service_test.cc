@@ -3,6 +3,7 @@
 // several dummies at once, bounds checks, Close, and the node's metrics.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstring>
 #include <filesystem>
@@ -293,41 +294,35 @@ TEST(DummyConnectTest, BadAddressAndNoNode) {
   EXPECT_THAT(c.status().message(), HasSubstr("kvtier-node-1"));
 }
 
-// Threads of this process whose nice value is at least `nice` (the node runs in-process here).
-size_t ThreadsAtNice(int nice) {
+// Threads of this process running under SCHED_IDLE, the bulk priority (the node runs in-process
+// here).
+size_t BulkThreads() {
   size_t n = 0;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream stat(task.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    // Fields after the parenthesised name: state is field 3, nice is field 19.
-    std::istringstream rest(line.substr(line.rfind(')') + 2));
-    std::string field;
-    for (int i = 3; i <= 19 && rest >> field; ++i) {
-    }
-    if (std::stoi(field) >= nice) ++n;
+    const auto tid = static_cast<pid_t>(std::stoi(task.path().filename().string()));
+    if (::sched_getscheduler(tid) == SCHED_IDLE) ++n;
   }
   return n;
 }
 
 TEST(DummyPriorityTest, ABulkDummyIsServedAtTheBulkPriority) {
   NodeWithDummies n;
-  const size_t before = ThreadsAtNice(kBulkNice);
+  const size_t before = BulkThreads();
   auto plain = Connect(n.address());
   ASSERT_NE(plain, nullptr);
   const std::string value(4096, 'v');
   ASSERT_TRUE(plain->Put("plain", value.data(), value.size()).ok());
-  EXPECT_EQ(ThreadsAtNice(kBulkNice), before) << "a dummy is served at normal priority";
+  EXPECT_EQ(BulkThreads(), before) << "a dummy is served at normal priority";
   DummyOptions o;
   o.server_address = n.address();
   o.local_buffer_size = 1 << 20;
   o.bulk = true;
   auto bulk = ConnectDummy(o);
   ASSERT_TRUE(bulk.ok()) << bulk.status().ToString();
-  EXPECT_EQ(ThreadsAtNice(kBulkNice), before) << "setup runs at normal priority";
+  EXPECT_EQ(BulkThreads(), before) << "setup runs at normal priority";
   // The session thread lowers its priority at the first transfer, before it answers.
   ASSERT_TRUE((*bulk)->Put("bulk", value.data(), value.size()).ok());
-  EXPECT_EQ(ThreadsAtNice(kBulkNice), before + 1);
+  EXPECT_EQ(BulkThreads(), before + 1);
 }
 
 }  // namespace
