@@ -77,12 +77,31 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Moves `n` bytes through the iovecs at `off` with preadv/pwritev, resuming after short transfers.
 // Returns the bytes moved (fewer only at end of file when reading) or -1 with errno set.
+// Writes are issued in pieces of at most this (a multiple of the O_DIRECT alignment): this kernel
+// does not preempt a thread inside a system call, so one 1 MiB write into the page cache keeps a
+// waking lookup off its core until it returns (bench l2 lookup p99 under store bursts).
+constexpr size_t kMaxWritePerCall = 128 << 10;
+constexpr int kMaxWriteIov = 8;
+
+// The first bytes of `iov`, at most kMaxWritePerCall of them, as a new iovec list in `part`.
+int FirstWritePiece(const iovec* iov, int cnt, iovec* part) {
+  size_t total = 0;
+  int k = 0;
+  for (; k < cnt && k < kMaxWriteIov && total < kMaxWritePerCall; ++k) {
+    part[k] = iov[k];
+    part[k].iov_len = std::min(iov[k].iov_len, kMaxWritePerCall - total);
+    total += part[k].iov_len;
+  }
+  return k;
+}
+
 template <bool kWrite>
 ssize_t TransferAll(int fd, iovec* iov, int cnt, off_t off) {
   ssize_t done = 0;
   while (cnt > 0) {
-    const ssize_t r =
-        kWrite ? ::pwritev(fd, iov, cnt, off + done) : ::preadv(fd, iov, cnt, off + done);
+    iovec part[kMaxWriteIov];
+    const ssize_t r = kWrite ? ::pwritev(fd, part, FirstWritePiece(iov, cnt, part), off + done)
+                             : ::preadv(fd, iov, cnt, off + done);
     if (r < 0) {
       if (errno == EINTR) continue;
       return -1;
