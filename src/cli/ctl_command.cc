@@ -24,7 +24,8 @@ struct CtlFlags {
   std::string auth_token_file;
   int64_t timeout_ms = 5000;
   bool json = false;
-  std::string arg;  // keys' PREFIX, query's KEY or clear's --tiers
+  std::string arg;  // keys' PREFIX or query's KEY
+  std::string tiers = "l1";  // clear's --tiers
 };
 
 enum class Kind { kServer, kMaster, kNode };
@@ -118,7 +119,7 @@ int RunCtl(const CtlFlags& f, const std::string& verb_name) {
   if (!ReadAuthTokenFlag(f.auth_token_file, options.auth_token)) return kCtlUsage;
   switch (kinds[0]) {
     case Kind::kServer:
-      return RunServerCtl(verb_name, options, server, http, f.arg);
+      return RunServerCtl(verb_name, options, server, http, f.tiers);
     case Kind::kMaster:
       return RunMasterCtl(verb_name, options, *master, f.arg);
     case Kind::kNode:
@@ -156,8 +157,7 @@ RunFn AddCtlCommand(CLI::App& app) {
     } else if (std::string(v.name) == "query") {
       cmd->add_option("KEY", f->arg, "The key to look up")->required();
     } else if (std::string(v.name) == "clear") {
-      f->arg = "l1";
-      cmd->add_option("--tiers", f->arg, "l1, l2 (what the server stored there) or all")
+      cmd->add_option("--tiers", f->tiers, "l1, l2 (what the server stored there) or all")
           ->check(CLI::IsMember({"l1", "l2", "all"}))
           ->capture_default_str();
     }

@@ -11,10 +11,10 @@
 namespace kvtier::cli {
 
 // ping, stats, clear use the ZMQ port (`zmq`); status, workers the HTTP admin port (`http`);
-// `arg` is clear's tiers.
+// `tiers` is clear's.
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
                  const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
-                 const std::string& arg);
+                 const std::string& tiers);
 
 // status, keys [PREFIX], segments, nodes, query KEY; `arg` is the PREFIX or KEY.
 int RunMasterCtl(const std::string& verb, const CtlOptions& options, const HostPort& master,
