@@ -234,7 +234,6 @@ class ConnectorBase : public Connector {
     return op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
   }
 
-
  private:
   struct Batch {
     TaskId id = 0;

@@ -75,8 +75,6 @@ class Fd {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Moves `n` bytes through the iovecs at `off` with preadv/pwritev, resuming after short transfers.
-// Returns the bytes moved (fewer only at end of file when reading) or -1 with errno set.
 // Writes are issued in pieces of at most this (a multiple of the O_DIRECT alignment): this kernel
 // does not preempt a thread inside a system call, so one 1 MiB write into the page cache keeps a
 // waking lookup off its core until it returns (bench l2 lookup p99 under store bursts).
@@ -95,6 +93,8 @@ int FirstWritePiece(const iovec* iov, int cnt, iovec* part) {
   return k;
 }
 
+// Moves `n` bytes through the iovecs at `off` with preadv/pwritev, resuming after short transfers.
+// Returns the bytes moved (fewer only at end of file when reading) or -1 with errno set.
 template <bool kWrite>
 ssize_t TransferAll(int fd, iovec* iov, int cnt, off_t off) {
   ssize_t done = 0;

@@ -3,9 +3,9 @@
 // every tile of a batch is one pipeline on it. Values move between the caller's buffers and the
 // socket without an intermediate copy (resp_connection.cc).
 //
-// Store is `SET key value NX` (with `EX ttl_s` when set): the first writer wins, and an existing key counts as stored with 0
-// bytes. Redis applies a command only once it has received all of it, so a connection dropped
-// mid-value never leaves a partial value readable.
+// Store is `SET key value NX` (with `EX ttl_s` when set): the first writer wins, and an existing
+// key counts as stored with 0 bytes. Redis applies a command only once it has received all of it,
+// so a connection dropped mid-value never leaves a partial value readable.
 //
 // Backend keys: host [127.0.0.1], port [6379], password, username, db [0],
 // connect_timeout_ms [1000], ttl_s [none] (docs/connectors/resp.md).

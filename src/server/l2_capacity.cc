@@ -67,8 +67,10 @@ void L2Capacity::Rebuild() {
   Publish();
 }
 
-TaskId L2Capacity::Track(Pending p, const std::function<TaskId()>& submit) {
-  if (capacity_ == 0) return submit();
+TaskId L2Capacity::Track(ConnectorOp op, const std::vector<std::string>& keys,
+                         std::vector<uint64_t> sizes, const std::function<TaskId()>& submit) {
+  if (capacity_ == 0) return submit();  // nothing accounted: no copy of the keys either
+  Pending p{op, keys, std::move(sizes), false};
   // Held across the submission: a completion drained before pending_ has its entry would be
   // missed (Drain takes mu_ after draining the backend).
   std::lock_guard lock(mu_);
@@ -78,24 +80,27 @@ TaskId L2Capacity::Track(Pending p, const std::function<TaskId()>& submit) {
 }
 
 TaskId L2Capacity::SubmitLookup(std::vector<std::string> keys) {
-  Pending p{ConnectorOp::kLookup, keys, {}, false};
-  return Track(std::move(p), [&] { return inner_->SubmitLookup(std::move(keys)); });
+  return Track(ConnectorOp::kLookup, keys, {},
+               [&] { return inner_->SubmitLookup(std::move(keys)); });
 }
 
 TaskId L2Capacity::SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) {
-  Pending p{ConnectorOp::kLoad, keys, {}, false};
-  return Track(std::move(p), [&] { return inner_->SubmitLoad(std::move(keys), std::move(dst)); });
+  return Track(ConnectorOp::kLoad, keys, {},
+               [&] { return inner_->SubmitLoad(std::move(keys), std::move(dst)); });
 }
 
 TaskId L2Capacity::SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
-  Pending p{ConnectorOp::kStore, keys, {}, false};
-  for (const ConstBuffer& b : src) p.sizes.push_back(b.size);
-  return Track(std::move(p), [&] { return inner_->SubmitStore(std::move(keys), std::move(src)); });
+  std::vector<uint64_t> sizes;
+  if (capacity_ > 0) {
+    for (const ConstBuffer& b : src) sizes.push_back(b.size);
+  }
+  return Track(ConnectorOp::kStore, keys, std::move(sizes),
+               [&] { return inner_->SubmitStore(std::move(keys), std::move(src)); });
 }
 
 TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
-  Pending p{ConnectorOp::kRemove, keys, {}, false};
-  return Track(std::move(p), [&] { return inner_->SubmitRemove(std::move(keys)); });
+  return Track(ConnectorOp::kRemove, keys, {},
+               [&] { return inner_->SubmitRemove(std::move(keys)); });
 }
 
 std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {

@@ -17,6 +17,7 @@
 // Thread-safety: as connector.h says; one mutex guards the accounting.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,7 +77,8 @@ class L2Capacity final : public Connector {
              Gauges gauges);
   void Rebuild();
   // The rest take mu_.
-  TaskId Track(Pending p, const std::function<TaskId()>& submit);
+  TaskId Track(ConnectorOp op, const std::vector<std::string>& keys, std::vector<uint64_t> sizes,
+               const std::function<TaskId()>& submit);
   void Apply(Pending& p, const Completion& c);
   void Account(const std::string& key, uint64_t size);
   void Forget(const std::string& key);
