@@ -16,9 +16,15 @@ CompletionRouter::~CompletionRouter() { Stop(); }
 
 void CompletionRouter::Submit(size_t connector, ConnectorOp op, const SubmitFn& submit,
                               Callback done) {
-  std::lock_guard lock(mu_);
-  const TaskId id = submit(*connectors_.at(connector));
-  waiting_.emplace(std::make_tuple(connector, op, id), std::move(done));
+  {
+    std::lock_guard lock(mu_);
+    const TaskId id = submit(*connectors_.at(connector));
+    waiting_.emplace(std::make_tuple(connector, op, id), std::move(done));
+  }
+  // A task may complete inside its submission without signalling the eventfd (an exclusive
+  // adapter's lookup, connector.h): it is routed by this thread at once, which also spares the
+  // router thread a wake-up.
+  Route(connector, op);
 }
 
 std::future<Completion> CompletionRouter::Submit(size_t connector, ConnectorOp op,
@@ -61,19 +67,21 @@ void CompletionRouter::Run() {
 
 void CompletionRouter::DrainAll() {
   for (size_t i = 0; i < connectors_.size(); ++i) {
-    for (ConnectorOp op : kAllConnectorOps) {
-      for (Completion& c : connectors_[i]->Drain(op)) {
-        Callback cb;
-        {
-          std::lock_guard lock(mu_);
-          auto it = waiting_.find(std::make_tuple(i, op, c.id));
-          if (it == waiting_.end()) continue;  // submitted around the router: nobody waits
-          cb = std::move(it->second);
-          waiting_.erase(it);
-        }
-        cb(std::move(c));
-      }
+    for (ConnectorOp op : kAllConnectorOps) Route(i, op);
+  }
+}
+
+void CompletionRouter::Route(size_t connector, ConnectorOp op) {
+  for (Completion& c : connectors_[connector]->Drain(op)) {
+    Callback cb;
+    {
+      std::lock_guard lock(mu_);
+      auto it = waiting_.find(std::make_tuple(connector, op, c.id));
+      if (it == waiting_.end()) continue;  // submitted around the router: nobody waits
+      cb = std::move(it->second);
+      waiting_.erase(it);
     }
+    cb(std::move(c));
   }
 }
 

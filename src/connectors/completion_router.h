@@ -2,8 +2,10 @@
 // a cascade, drains completions in bulk and calls the callback registered for (connector,
 // operation, task id). Submissions go through Submit(), which registers the callback under the
 // router's lock around the connector call, so a completion can never be routed before its
-// callback is known. Callbacks run on the router thread: keep them short (unpin, fulfil a
-// promise, queue follow-up work).
+// callback is known. Callbacks run on the router thread, or on the submitting thread for what
+// had completed by the time the submission returned (Submit drains that connector's operation
+// once, as connector.h asks): keep them short (unpin, fulfil a promise, queue follow-up work),
+// and never submit while holding a lock that a callback takes.
 // Thread-safety: Submit, Stop and Pending may be called from any thread at once.
 #pragma once
 
@@ -41,6 +43,8 @@ class CompletionRouter {
  private:
   void Run();
   void DrainAll();
+  // Drains one connector's completions of `op` and calls their callbacks.
+  void Route(size_t connector, ConnectorOp op);
 
   std::vector<Connector*> connectors_;
   EventNotifier stop_;

@@ -2,7 +2,10 @@
 // `kvtier bench l2`) see of a backend. Every operation is a batch, submitted without blocking;
 // each submission returns a task id (unique per connector, from 1) and completes exactly once.
 // Completions of one operation kind are drained in bulk with Drain(op), and EventFd(op) becomes
-// readable while some are waiting. Keys are the L2 string form of ObjectKey
+// readable while some are waiting, with one exception: a task that completes inside its
+// submission (an exclusive adapter's lookup, answered from the server's record) need not signal
+// it, so every caller drains `op` once after each submission returns (CompletionRouter does).
+// Keys are the L2 string form of ObjectKey
 // (`model@rank8hex@group@hash[@salt]`).
 //
 // Buffers passed to SubmitLoad/SubmitStore belong to the caller and must stay valid until the
@@ -80,6 +83,10 @@ struct ConnectorOptions {
   // stored; beyond it the server evicts by eviction_policy. 0 = no limit of kvtier's own.
   uint64_t max_bytes = 0;
   std::string eviction_policy = "LRU";  // "LRU" or "S3FIFO", as for L1
+  // `exclusive`: this server alone writes and removes the adapter's objects, and the backend
+  // removes none of its own accord, so the server's record of what it stored is complete and
+  // lookups are answered from it without asking the backend (server/l2_capacity.h).
+  bool exclusive = false;
 };
 
 // One object a backend holds, as ListStored reports it.

@@ -14,6 +14,7 @@
 #include "connectors/builtin_connectors.h"
 #include "connectors/connector_base.h"
 #include "connectors/resp_connection.h"
+#include "connectors/resp_listing.h"
 
 namespace kvtier {
 namespace {
@@ -59,6 +60,8 @@ class RespConnector final : public ConnectorBase<RespConnector> {
                      std::span<uint8_t> out) {
     return c.Del(keys, d, out);
   }
+
+  Result<std::vector<StoredObject>> ListStored() override { return ListRespObjects(endpoint_); }
 
  private:
   const RespEndpoint endpoint_;

@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <chrono>
+#include <utility>
 
 #include "common/logging.h"
 
@@ -24,7 +25,7 @@ Result<std::unique_ptr<L2Capacity>> L2Capacity::Create(std::unique_ptr<Connector
   }
   auto policy = MakeEvictionPolicy(want);
   if (!policy.ok()) return policy.status();
-  if (o.max_bytes == 0) {  // nothing to keep under: no per-key state at all
+  if (o.max_bytes == 0 && !o.exclusive) {  // nothing to keep under: no per-key state at all
     return std::unique_ptr<L2Capacity>(
         new L2Capacity(std::move(inner), std::move(policy).value(), Gauges{}));
   }
@@ -34,8 +35,10 @@ Result<std::unique_ptr<L2Capacity>> L2Capacity::Create(std::unique_ptr<Connector
       metrics.GetGauge("kvtier_l2_stored_objects", "Objects the server holds in the adapter", l),
       metrics.GetCounter("kvtier_l2_evictions_total",
                          "Objects removed from the adapter to stay under max_bytes", l)};
-  metrics.GetGauge("kvtier_l2_capacity_bytes", "The adapter's max_bytes", l)
-      ->Set(static_cast<double>(o.max_bytes));
+  if (o.max_bytes > 0) {
+    metrics.GetGauge("kvtier_l2_capacity_bytes", "The adapter's max_bytes", l)
+        ->Set(static_cast<double>(o.max_bytes));
+  }
   auto c =
       std::unique_ptr<L2Capacity>(new L2Capacity(std::move(inner), std::move(policy).value(), g));
   c->Rebuild();
@@ -46,15 +49,21 @@ L2Capacity::L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<Evictio
                        Gauges gauges)
     : inner_(std::move(inner)),
       capacity_(inner_->Options().max_bytes),
+      exclusive_(inner_->Options().exclusive),
+      accounted_(capacity_ > 0 || exclusive_),
       gauges_(gauges),
-      policy_(std::move(policy)) {}
+      policy_(std::move(policy)),
+      own_(exclusive_ ? std::make_unique<OwnLookups>() : nullptr) {}
 
 void L2Capacity::Rebuild() {
   const std::string& name = inner_->Options().name;
   const auto start = std::chrono::steady_clock::now();
   Result<std::vector<StoredObject>> listed = inner_->ListStored();
   if (!listed.ok()) {
-    KVT_LOG_INFO("{}: {}; accounting starts empty", name, listed.status().message());
+    KVT_LOG_INFO("{}: {}; accounting starts empty{}", name, listed.status().message(),
+                 exclusive_ ? " (exclusive: what an earlier run stored is found again only when "
+                              "stored again)"
+                            : "");
     return;
   }
   std::lock_guard lock(mu_);
@@ -69,8 +78,8 @@ void L2Capacity::Rebuild() {
 
 TaskId L2Capacity::Track(ConnectorOp op, const std::vector<std::string>& keys,
                          std::vector<uint64_t> sizes, const std::function<TaskId()>& submit) {
-  if (capacity_ == 0) return submit();  // nothing accounted: no copy of the keys either
-  Pending p{op, keys, std::move(sizes), false};
+  if (!accounted_) return submit();  // nothing accounted: no copy of the keys either
+  Pending p{op, keys, std::move(sizes), false, keys.size(), {}};
   // Held across the submission: a completion drained before pending_ has its entry would be
   // missed (Drain takes mu_ after draining the backend).
   std::lock_guard lock(mu_);
@@ -80,6 +89,7 @@ TaskId L2Capacity::Track(ConnectorOp op, const std::vector<std::string>& keys,
 }
 
 TaskId L2Capacity::SubmitLookup(std::vector<std::string> keys) {
+  if (exclusive_) return LookupFromRecord(std::move(keys));
   return Track(ConnectorOp::kLookup, keys, {},
                [&] { return inner_->SubmitLookup(std::move(keys)); });
 }
@@ -91,7 +101,7 @@ TaskId L2Capacity::SubmitLoad(std::vector<std::string> keys, std::vector<Mutable
 
 TaskId L2Capacity::SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
   std::vector<uint64_t> sizes;
-  if (capacity_ > 0) {
+  if (accounted_) {
     for (const ConstBuffer& b : src) sizes.push_back(b.size);
   }
   return Track(ConnectorOp::kStore, keys, std::move(sizes),
@@ -99,13 +109,85 @@ TaskId L2Capacity::SubmitStore(std::vector<std::string> keys, std::vector<ConstB
 }
 
 TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
+  if (exclusive_) return RemoveUnlocked(std::move(keys));
   return Track(ConnectorOp::kRemove, keys, {},
                [&] { return inner_->SubmitRemove(std::move(keys)); });
 }
 
+TaskId L2Capacity::LookupFromRecord(std::vector<std::string> keys) {
+  Completion c;
+  c.op = ConnectorOp::kLookup;
+  c.results.assign(keys.size(), 0);
+  {
+    std::lock_guard lock(mu_);
+    c.id = own_->next_id++;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (!sizes_.contains(keys[k])) continue;
+      c.results[k] = 1;
+      ++own_->locks[keys[k]];
+      policy_->OnAccess(AsPolicyKey(keys[k]));
+    }
+    OpCounters& n = own_->counters;
+    ++n.tasks;
+    n.keys += keys.size();
+    n.hits += c.Hits();
+    own_->done.push_back(c);
+  }
+  return c.id;
+}
+
+TaskId L2Capacity::RemoveUnlocked(std::vector<std::string> keys) {
+  Pending p{ConnectorOp::kRemove, {}, {}, false, keys.size(), {}};
+  std::lock_guard lock(mu_);  // held across the submission, as in Track
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (LockedHeld(keys[k])) continue;
+    p.positions.push_back(k);
+    p.keys.push_back(std::move(keys[k]));
+  }
+  if (p.keys.size() == p.caller_keys) p.positions.clear();
+  const TaskId id = inner_->SubmitRemove(p.keys);
+  pending_.emplace(id, std::move(p));
+  return id;
+}
+
+void L2Capacity::Unlock(std::span<const std::string> keys) {
+  if (!own_) return inner_->Unlock(keys);
+  std::lock_guard lock(mu_);
+  for (const std::string& k : keys) {
+    auto it = own_->locks.find(k);
+    if (it != own_->locks.end() && --it->second == 0) own_->locks.erase(it);
+  }
+}
+
+bool L2Capacity::Locked(const std::string& key) const {
+  if (!own_) return inner_->Locked(key);
+  std::lock_guard lock(mu_);
+  return LockedHeld(key);
+}
+
+bool L2Capacity::LockedHeld(const std::string& key) const {
+  return own_ ? own_->locks.contains(key) : inner_->Locked(key);
+}
+
+ConnectorStats L2Capacity::Stats() const {
+  ConnectorStats s = inner_->Stats();
+  if (!own_) return s;
+  std::lock_guard lock(mu_);
+  OpCounters& n = s.ops[static_cast<size_t>(ConnectorOp::kLookup)];
+  n.tasks += own_->counters.tasks;
+  n.keys += own_->counters.keys;
+  n.hits += own_->counters.hits;
+  s.locked_keys += own_->locks.size();
+  return s;
+}
+
 std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
+  if (own_ && op == ConnectorOp::kLookup) {  // the backend gets no lookups to complete
+    std::lock_guard lock(mu_);
+    return std::exchange(own_->done, {});
+  }
   std::vector<Completion> all = inner_->Drain(op);
-  if (capacity_ == 0) return all;
+  if (!accounted_) return all;
   std::vector<Completion> out;
   out.reserve(all.size());
   std::lock_guard lock(mu_);
@@ -116,6 +198,14 @@ std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
       continue;
     }
     Apply(it->second, c);
+    if (const Pending& p = it->second; p.caller_keys != p.keys.size()) {
+      // Back to the caller's keys: the locked ones it asked for were not removed.
+      std::vector<uint8_t> results(p.caller_keys, 0);
+      for (size_t j = 0; j < p.positions.size() && j < c.results.size(); ++j) {
+        results[p.positions[j]] = c.results[j];
+      }
+      c.results = std::move(results);
+    }
     const bool own = it->second.eviction;
     pending_.erase(it);
     if (!own) out.push_back(std::move(c));
@@ -125,13 +215,17 @@ std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
   return out;
 }
 
-void L2Capacity::Apply(Pending& p, const Completion& c) {
+void L2Capacity::Apply(Pending& p, Completion& c) {
   for (size_t k = 0; k < p.keys.size() && k < c.results.size(); ++k) {
     const std::string& key = p.keys[k];
     switch (p.op) {
       case ConnectorOp::kLookup:
       case ConnectorOp::kLoad:
-        if (c.results[k] && sizes_.contains(key)) policy_->OnAccess(AsPolicyKey(key));
+        if (c.results[k] && sizes_.contains(key)) {
+          policy_->OnAccess(AsPolicyKey(key));
+        } else if (exclusive_ && !c.results[k] && c.status.ok()) {
+          Forget(key);  // the backend answered that it is gone: the record was wrong
+        }
         break;
       case ConnectorOp::kStore:
         if (c.results[k]) Account(key, p.sizes[k]);
@@ -174,10 +268,10 @@ void L2Capacity::Forget(const std::string& key) {
 
 void L2Capacity::EvictOverCapacity() {
   if (capacity_ == 0 || bytes_ <= capacity_) return;
-  Pending p{ConnectorOp::kRemove, {}, {}, true};
+  Pending p{ConnectorOp::kRemove, {}, {}, true, 0, {}};
   uint64_t freed = 0;
   policy_->ForEachCandidate([&](const ObjectKey& k) {
-    if (inner_->Locked(k.model)) return false;  // a load is about to read it
+    if (LockedHeld(k.model)) return false;  // a load is about to read it
     p.keys.push_back(k.model);
     const uint64_t size = sizes_.at(k.model);
     p.sizes.push_back(size);
@@ -186,6 +280,7 @@ void L2Capacity::EvictOverCapacity() {
   });
   if (p.keys.empty()) return;  // everything left is locked: the next store tries again
   for (const std::string& key : p.keys) Forget(key);
+  p.caller_keys = p.keys.size();
   std::vector<std::string> keys = p.keys;
   pending_.emplace(inner_->SubmitRemove(std::move(keys)), std::move(p));
 }
@@ -198,7 +293,7 @@ void L2Capacity::Publish() {
 
 L2Capacity::Usage L2Capacity::usage() const {
   std::lock_guard lock(mu_);
-  return Usage{bytes_, sizes_.size(), capacity_, evictions_};
+  return Usage{bytes_, sizes_.size(), accounted_, capacity_, evictions_};
 }
 
 std::vector<std::string> L2Capacity::Keys() const {

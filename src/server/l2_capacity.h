@@ -7,12 +7,21 @@
 //    that no lookup holds locked are removed through the delete lane; those removes are the
 //    wrapper's own, so their completions never reach the caller;
 //  - a remove submitted by the caller (CLEAR, `kvtier bench l2`) forgets what it removed.
-// Without max_bytes the wrapper only forwards: no per-key state (it would grow with the backend),
-// no usage figures, and CLEAR has nothing of that adapter to remove.
-// At startup the accounting is rebuilt from the backend's ListStored (fs: its directory), so an
-// fs L2 stays under its capacity across restarts. A backend that cannot list (resp, store) is
-// accounted from the first store on; what an earlier run left there is the backend's own
-// business (Redis maxmemory or ttl_s, the store master's watermark).
+// Without max_bytes (and not exclusive) the wrapper only forwards: no per-key state (it would
+// grow with the backend), no usage figures, and CLEAR has nothing of that adapter to remove.
+// At startup the accounting is rebuilt from the backend's ListStored (fs: its directory; resp:
+// SCAN), so an fs L2 stays under its capacity across restarts. A backend that cannot list (store)
+// is accounted from the first store on; what an earlier run left there is the backend's own
+// business (the store master's watermark).
+//
+// An `exclusive` adapter (this server is the only writer and remover, and the backend drops
+// nothing by itself) has a complete record, so lookups never reach the backend: they are
+// answered from the record inside SubmitLookup, lock in the wrapper, and are drained without an
+// eventfd signal (connector.h allows it; the CompletionRouter drains right after submitting).
+// A lookup then costs no backend round trip, no lane thread and no router wake-up, so it stays
+// fast while stores saturate the backend (an fs page-cache copy, a single-threaded Redis). A load
+// that finds the key gone after all (someone else removed it) is a miss and drops it from the
+// record.
 // The accounting is of value bytes: the fs connector adds a 4 KiB header to each file.
 // Thread-safety: as connector.h says; one mutex guards the accounting.
 #pragma once
@@ -39,21 +48,22 @@ class L2Capacity final : public Connector {
 
   const ConnectorOptions& Options() const override { return inner_->Options(); }
   TaskId SubmitLookup(std::vector<std::string> keys) override;
-  void Unlock(std::span<const std::string> keys) override { inner_->Unlock(keys); }
+  void Unlock(std::span<const std::string> keys) override;
   TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override;
   TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) override;
   TaskId SubmitRemove(std::vector<std::string> keys) override;
   int EventFd(ConnectorOp op) const override { return inner_->EventFd(op); }
   std::vector<Completion> Drain(ConnectorOp op) override;
-  ConnectorStats Stats() const override { return inner_->Stats(); }
-  bool Locked(const std::string& key) const override { return inner_->Locked(key); }
+  ConnectorStats Stats() const override;
+  bool Locked(const std::string& key) const override;
   Result<std::vector<StoredObject>> ListStored() override { return inner_->ListStored(); }
   void Close() override { inner_->Close(); }
 
   struct Usage {
     uint64_t bytes = 0;
     uint64_t objects = 0;
-    uint64_t capacity_bytes = 0;  // 0: no max_bytes, nothing accounted
+    bool accounted = false;       // max_bytes or exclusive: the figures below are kept
+    uint64_t capacity_bytes = 0;  // 0: no max_bytes
     uint64_t evictions = 0;       // keys removed to make room, since start
   };
   Usage usage() const;
@@ -66,6 +76,17 @@ class L2Capacity final : public Connector {
     std::vector<std::string> keys;
     std::vector<uint64_t> sizes;  // stores and evictions
     bool eviction = false;
+    // A caller's remove on an exclusive adapter skips locked keys: the caller's key count, and
+    // where each submitted key sits among them (empty: all were submitted, in order).
+    size_t caller_keys = 0;
+    std::vector<size_t> positions;
+  };
+  // Lookups of an exclusive adapter, answered from the record.
+  struct OwnLookups {
+    std::vector<Completion> done;                     // not yet drained
+    std::unordered_map<std::string, uint32_t> locks;  // key -> lookups holding it
+    TaskId next_id = TaskId{1} << 63;                 // apart from the backend's ids
+    OpCounters counters;
   };
   struct Gauges {  // null without max_bytes
     Gauge* bytes = nullptr;
@@ -76,10 +97,13 @@ class L2Capacity final : public Connector {
   L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<EvictionPolicy> policy,
              Gauges gauges);
   void Rebuild();
-  // The rest take mu_.
+  TaskId LookupFromRecord(std::vector<std::string> keys);
+  TaskId RemoveUnlocked(std::vector<std::string> keys);
+  // The rest need mu_ held.
+  bool LockedHeld(const std::string& key) const;
   TaskId Track(ConnectorOp op, const std::vector<std::string>& keys, std::vector<uint64_t> sizes,
                const std::function<TaskId()>& submit);
-  void Apply(Pending& p, const Completion& c);
+  void Apply(Pending& p, Completion& c);
   void Account(const std::string& key, uint64_t size);
   void Forget(const std::string& key);
   void EvictOverCapacity();
@@ -87,6 +111,8 @@ class L2Capacity final : public Connector {
 
   std::unique_ptr<Connector> inner_;
   const uint64_t capacity_;
+  const bool exclusive_;
+  const bool accounted_;  // capacity_ > 0 || exclusive_
   Gauges gauges_;
 
   mutable std::mutex mu_;
@@ -95,6 +121,7 @@ class L2Capacity final : public Connector {
   uint64_t bytes_ = 0;
   uint64_t evictions_ = 0;
   std::unordered_map<TaskId, Pending> pending_;
+  std::unique_ptr<OwnLookups> own_;  // exclusive adapters only
 };
 
 }  // namespace kvtier

@@ -190,7 +190,7 @@ nlohmann::json L2Cascade::Status() const {
     a["writes_up"] = health_[i]->writes.up.load();
     a["inflight_bytes"] = s.inflight_bytes;
     a["locked_keys"] = s.locked_keys;
-    if (const L2Capacity::Usage u = adapters_[i]->usage(); u.capacity_bytes > 0) {
+    if (const L2Capacity::Usage u = adapters_[i]->usage(); u.accounted) {
       a["stored_bytes"] = u.bytes;
       a["stored_objects"] = u.objects;
       a["capacity_bytes"] = u.capacity_bytes;

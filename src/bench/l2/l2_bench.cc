@@ -1,7 +1,8 @@
 // Orchestration of `kvtier bench l2`: validate the options and adapter configs, measure the
 // limits (memcpy, then each adapter's backend) while this process has no threads (the resp
 // limit forks redis-benchmark), build the keys and values, run each adapter config in turn,
-// report.
+// report. Each connector is wrapped as the server wraps it (L2Capacity), so max_bytes and
+// exclusive act here as they do there.
 #include "bench/l2/l2_bench.h"
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "bench/common/progress_line.h"
 #include "bench/l2/l2_report.h"
 #include "common/logging.h"
+#include "server/l2_capacity.h"
 #include "store/connector/store_connector.h"
 
 namespace kvtier::bench {
@@ -131,8 +133,14 @@ int RunBench(const BenchL2Options& o) {
       out.errors.push_back("create connector: " + conn.status().ToString());
       continue;
     }
+    MetricsRegistry metrics;
+    auto wrapped = L2Capacity::Create(std::move(conn).value(), metrics);
+    if (!wrapped.ok()) {
+      out.errors.push_back("create connector: " + wrapped.status().ToString());
+      continue;
+    }
     RunL2Adapter(
-        **conn, *workload, o, plan->rounds,
+        **wrapped, *workload, o, plan->rounds,
         [&](const std::string& line) { progress.Show(fmt::format("adapter {}: {}", i + 1, line)); },
         out);
   }
