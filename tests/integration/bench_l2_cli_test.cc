@@ -92,6 +92,23 @@ TEST(BenchL2Cli, FsRunMeasuresRawFileLimitsInTheSameDirectory) {
   std::filesystem::remove_all(dir);
 }
 
+// The bench wraps adapters as the server does: an exclusive fs adapter's lookups come from the
+// record, and every probe still finds what was stored and loads it byte for byte.
+TEST(BenchL2Cli, AnExclusiveAdapterIsBenchedThroughTheServersWrapper) {
+  const std::string dir = ::testing::TempDir() + "/bench-l2-fs-exclusive";
+  std::filesystem::remove_all(dir);
+  Output o = BenchL2("--adapter '{\"type\":\"fs\",\"exclusive\":true,\"path\":\"" + dir +
+                     "\"}' " + kSmall + " --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  const json& a = j["adapters"][0];
+  EXPECT_TRUE(a["ok"].get<bool>()) << a["errors"];
+  EXPECT_GT(a["phase1"]["lookup"]["count"].get<uint64_t>(), 0u);
+  EXPECT_GT(a["verified_bytes"].get<uint64_t>(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
 // Keys in the server's current database (-1 when it cannot be asked).
 long long DbSize(uint16_t port) {
   redisContext* c = redisConnect("127.0.0.1", port);

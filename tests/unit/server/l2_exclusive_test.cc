@@ -3,9 +3,8 @@
 // removed behind the server's back is still "found", its load misses and the record heals), they
 // lock in the wrapper so that neither eviction nor CLEAR takes a key a load is about to read, and
 // a resp adapter rebuilds its record from Redis itself (SCAN) after a restart.
-#include <hiredis/hiredis.h>
-
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <filesystem>
 #include <thread>
@@ -97,9 +96,9 @@ TEST(L2ExclusiveTest, LookupsComeFromTheRecordAndALoadThatMissesHealsIt) {
   std::vector<std::string> keys(kKeys.begin(), kKeys.begin() + 3);
   std::vector<MutableBuffer> dst;
   for (auto& o : out) dst.push_back({o.data(), kValue});
-  Completion ld =
-      l2->Submit(0, ConnectorOp::kLoad, [&](Connector& c) { return c.SubmitLoad(keys, dst); })
-          .get();
+  Completion ld = l2->Submit(0, ConnectorOp::kLoad, [&](Connector& c) {
+                      return c.SubmitLoad(keys, dst);
+                    }).get();
   EXPECT_TRUE(ld.status.ok()) << ld.status.ToString();
   EXPECT_EQ(ld.Hits(), 0u);
   EXPECT_EQ(Lookup(*l2, 3), Bits({0, 0, 0}));
