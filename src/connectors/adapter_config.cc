@@ -94,7 +94,9 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
       if (!v.is_string()) return Bad(at, "eviction_policy must be \"LRU\" or \"S3FIFO\"");
       o.eviction_policy = v.get<std::string>();
     } else if (key == "exclusive") {
-      if (!v.is_boolean()) return Bad(at, fmt::format("exclusive must be true or false, got {}", v.dump()));
+      if (!v.is_boolean()) {
+        return Bad(at, fmt::format("exclusive must be true or false, got {}", v.dump()));
+      }
       o.exclusive = v.get<bool>();
     } else {
       cfg.backend[key] = v;

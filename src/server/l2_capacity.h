@@ -88,7 +88,7 @@ class L2Capacity final : public Connector {
     TaskId next_id = TaskId{1} << 63;                 // apart from the backend's ids
     OpCounters counters;
   };
-  struct Gauges {  // null without max_bytes
+  struct Gauges {  // null when nothing is accounted
     Gauge* bytes = nullptr;
     Gauge* objects = nullptr;
     Counter* evictions = nullptr;
