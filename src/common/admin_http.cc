@@ -18,11 +18,14 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
   server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {
     res.set_content(status().dump(2) + "\n", "application/json");
   });
-  server_->Get("/metrics", [metrics, refresh = std::move(refresh_metrics)](
-                              const httplib::Request&, httplib::Response& res) {
-    if (refresh) refresh();
-    res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4");
-  });
+  process_ = std::make_unique<ProcessMetrics>(*metrics);
+  server_->Get("/metrics",
+               [metrics, process = process_.get(), refresh = std::move(refresh_metrics)](
+                   const httplib::Request&, httplib::Response& res) {
+                 process->Publish();
+                 if (refresh) refresh();
+                 res.set_content(metrics->RenderPrometheus(), "text/plain; version=0.0.4");
+               });
 }
 
 AdminHttp::~AdminHttp() { Stop(); }

@@ -1,6 +1,7 @@
 // The HTTP admin endpoints every kvtier process serves (cache server, master, node): /healthz
-// (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry), plus
-// any GET endpoints a service adds (AddGet).
+// (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry, with
+// the process metrics and kvtier_build_info added: process_metrics.h), plus any GET endpoints a
+// service adds (AddGet).
 // Bound to one host only. Thread-safety: Start/Stop from one thread; the callbacks run on
 // cpp-httplib's threads, several at once, so they must be safe to call concurrently.
 #pragma once
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/metrics.h"
+#include "common/process_metrics.h"
 #include "common/status.h"
 
 namespace httplib {
@@ -51,6 +53,7 @@ class AdminHttp {
 
  private:
   MetricsRegistry* metrics_;
+  std::unique_ptr<ProcessMetrics> process_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   uint16_t port_ = 0;
