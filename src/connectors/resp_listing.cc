@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <string_view>
+#include <unordered_set>
 
 namespace kvtier {
 namespace {
@@ -119,13 +120,9 @@ Result<std::vector<StoredObject>> ListRespObjects(const RespEndpoint& ep) {
     }
     KVT_RETURN_IF_ERROR(Describe(c.get(), ep, keys, now_ns, out));
   } while (cursor != "0");
-  // SCAN may return a key twice; oldest first, as ListStored promises.
-  std::sort(out.begin(), out.end(),
-            [](const StoredObject& a, const StoredObject& b) { return a.key < b.key; });
-  out.erase(
-      std::unique(out.begin(), out.end(),
-                  [](const StoredObject& a, const StoredObject& b) { return a.key == b.key; }),
-      out.end());
+  // SCAN may return a key twice (keep the first); oldest first, as ListStored promises.
+  std::unordered_set<std::string> seen;  // copies: erase_if moves the elements
+  std::erase_if(out, [&](const StoredObject& o) { return !seen.insert(o.key).second; });
   std::stable_sort(out.begin(), out.end(), [](const StoredObject& a, const StoredObject& b) {
     return a.mtime_ns < b.mtime_ns;
   });

@@ -131,9 +131,10 @@ TaskId L2Capacity::LookupFromRecord(std::vector<std::string> keys) {
     ++n.tasks;
     n.keys += keys.size();
     n.hits += c.Hits();
-    own_->done.push_back(c);
+    const TaskId id = c.id;
+    own_->done.push_back(std::move(c));
+    return id;
   }
-  return c.id;
 }
 
 TaskId L2Capacity::RemoveUnlocked(std::vector<std::string> keys) {
