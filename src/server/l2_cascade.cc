@@ -146,6 +146,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
   m.latency->Observe(std::chrono::duration<double>(c.latency).count());
   inflight_[i]->Set(static_cast<double>(adapters_[i]->Stats().inflight_bytes));
 
+  std::lock_guard lock(health_mu_);
   AdapterHealth& h = *health_[i];
   const bool write = c.op == ConnectorOp::kStore || c.op == ConnectorOp::kRemove;
   const bool was_up = Up(i);

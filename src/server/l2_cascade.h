@@ -16,6 +16,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ class L2Cascade {
   std::vector<Gauge*> inflight_;
   std::vector<Gauge*> up_;
   std::vector<std::unique_ptr<AdapterHealth>> health_;
+  // Completions are recorded on the router thread and on submitting threads (a task that
+  // completed inside its submission): one at a time, so that up/down and its gauge agree.
+  std::mutex health_mu_;
   std::unique_ptr<CompletionRouter> router_;
   std::once_flag closed_;
 };
