@@ -4,9 +4,41 @@
 
 #include <chrono>
 
+#include "common/dashboard_files.h"
 #include "common/http_listen.h"
 
 namespace kvtier {
+namespace {
+
+constexpr char kDashboard[] = "/dashboard/";
+
+// The dashboard's files hold no data (the page fetches /status with the caller's token).
+bool IsDashboardPath(const std::string& path) {
+  return path == "/" || path == "/dashboard" || path.rfind(kDashboard, 0) == 0;
+}
+
+// GET / and /dashboard -> /dashboard/, and /dashboard/NAME -> the embedded web/dashboard/NAME.
+void ServeDashboard(httplib::Server& server) {
+  auto to_page = [](const httplib::Request&, httplib::Response& res) {
+    res.set_redirect(kDashboard);
+  };
+  server.Get("/", to_page);
+  server.Get("/dashboard", to_page);
+  server.Get(R"(/dashboard/(.*))", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1].str().empty() ? "index.html" : req.matches[1].str();
+    for (const EmbeddedFile& f : DashboardFiles()) {
+      if (f.path == name) {
+        res.set_content(f.bytes.data(), f.bytes.size(), std::string(f.content_type));
+        res.set_header("Cache-Control", "no-cache");
+        return;
+      }
+    }
+    res.status = 404;
+    res.set_content("not found: the dashboard has no file '" + name + "'\n", "text/plain");
+  });
+}
+
+}  // namespace
 
 AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* metrics,
                      std::function<void()> refresh_metrics)
@@ -18,6 +50,7 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
   server_->Get("/status", [status](const httplib::Request&, httplib::Response& res) {
     res.set_content(status().dump(2) + "\n", "application/json");
   });
+  ServeDashboard(*server_);
   process_ = std::make_unique<ProcessMetrics>(*metrics);
   server_->Get("/metrics",
                [metrics, process = process_.get(), refresh = std::move(refresh_metrics)](
@@ -42,7 +75,7 @@ void AdminHttp::AddGet(const std::string& path, HttpGetHandler handler) {
 }
 
 void AdminHttp::RequireToken(const std::string& token) {
-  RequireBearerToken(*server_, token, metrics_);
+  RequireBearerToken(*server_, token, metrics_, IsDashboardPath);
 }
 
 Status AdminHttp::Start(const std::string& host, uint16_t port) {

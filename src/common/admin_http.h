@@ -1,7 +1,8 @@
 // The HTTP admin endpoints every kvtier process serves (cache server, master, node): /healthz
 // (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry, with
-// the process metrics and kvtier_build_info added: process_metrics.h), plus any GET endpoints a
-// service adds (AddGet).
+// the process metrics and kvtier_build_info added: process_metrics.h), the live dashboard at
+// /dashboard/ (web/dashboard/, compiled in; open without a token, as it holds no data), plus any
+// GET endpoints a service adds (AddGet).
 // Bound to one host only. Thread-safety: Start/Stop from one thread; the callbacks run on
 // cpp-httplib's threads, several at once, so they must be safe to call concurrently.
 #pragma once

@@ -24,17 +24,21 @@ inline void ReuseAddressOnly(httplib::Server& server) {
 
 // With a non-empty `token`, answers 401 to every request without "Authorization: Bearer
 // <token>" (compared in constant time) and counts it in kvtier_auth_failures_total{listener=
-// "http"}. An empty token leaves the server open.
-inline void RequireBearerToken(httplib::Server& server, std::string token,
-                               MetricsRegistry* metrics) {
+// "http"}. An empty token leaves the server open. GET requests whose path `is_public` accepts pass
+// without one (static files that hold no data).
+inline void RequireBearerToken(httplib::Server& server, std::string token, MetricsRegistry* metrics,
+                               bool (*is_public)(const std::string& path) = nullptr) {
   if (token.empty()) return;
   Counter* refused =
       metrics == nullptr
           ? nullptr
           : metrics->GetCounter(kAuthFailuresMetric, kAuthFailuresHelp,
                                 {{"listener", "http"}, {"reason", "no_bearer_token"}});
-  server.set_pre_routing_handler([token = std::move(token), refused](const httplib::Request& req,
-                                                                     httplib::Response& res) {
+  server.set_pre_routing_handler([token = std::move(token), refused, is_public](
+                                     const httplib::Request& req, httplib::Response& res) {
+    if (is_public != nullptr && req.method == "GET" && is_public(req.path)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     constexpr std::string_view kScheme = "Bearer ";
     const std::string header = req.get_header_value("Authorization");
     const std::string_view given(header);
