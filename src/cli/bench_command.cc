@@ -8,6 +8,7 @@
 #include "bench/gpu/gpu_bench.h"
 #include "bench/l2/l2_bench.h"
 #include "bench/server/server_bench.h"
+#include "bench/server/ttft_model.h"
 #include "bench/store/store_bench.h"
 #include "cli/commands.h"
 
@@ -78,6 +79,23 @@ RunFn AddBenchServer(CLI::App& bench) {
                   "Send each request at its trace time divided by this (0 = back to back)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model-preset", o->model_preset,
+                  "--trace: the model whose TTFT is estimated (" +
+                      fmt::format("{}", fmt::join(bench::PrefillPresetNames(), ", ")) + ")")
+      ->capture_default_str();
+  cmd->add_option("--prefill-tokens-per-s", o->prefill_tokens_per_s,
+                  "--trace: prefill rate measured on your hardware (replaces the preset's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-bytes-per-token", o->kv_bytes_per_token,
+                  "--trace: KV bytes per token of your model, all layers (replaces the preset's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ttft-overhead-ms", o->ttft_overhead_ms,
+                  "--trace: fixed per-request time besides prefill (scheduling, first decode)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--plot", o->plot,
+                  "--trace: draw hit rate, GB/s and estimated TTFT over trace time into this PNG "
+                  "(gnuplot; the rows go to the same name with .tsv)");
   return [o] { return bench::RunBenchServer(*o); };
 }
 

@@ -4,6 +4,7 @@
 // trace file is a clear error naming its line. No timing thresholds.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -52,7 +53,10 @@ TEST(BenchTraceCli, OneWorkerHitsExactlyTheReuseTheTraceHolds) {
                      Line(12, 3 * 512 + 100, {0, 1, 2, 6}),  // shares 3; the partial 4th is dropped
                      Line(20, 2 * 512, {7, 8}),
                      Line(30, 3 * 512, {7, 8, 9})});       // shares 2
-  const json j = RunJson(std::string(kSmall) + " --workers 1 --trace " + trace);
+  const std::string plot = ::testing::TempDir() + "/hand.png";
+  std::filesystem::remove(plot);
+  const json j = RunJson(std::string(kSmall) + " --workers 1 --trace " + trace +
+                         " --prefill-tokens-per-s 1000 --ttft-overhead-ms 10 --plot " + plot);
   EXPECT_TRUE(j["ok"].get<bool>()) << j["errors"];
   const json& t = j["trace"];
   EXPECT_EQ(t["requests"], 6);
@@ -67,6 +71,52 @@ TEST(BenchTraceCli, OneWorkerHitsExactlyTheReuseTheTraceHolds) {
   EXPECT_EQ(c["stored"], 16 - 7);
   EXPECT_EQ(c["verified_bytes"], 7 * j["config"]["object_bytes"].get<int>());
   EXPECT_EQ(t["lookup_hits_over_ideal"], 1.0);
+
+  // TTFT, priced by hand. The six inputs: 1536, 2048, 512, 1636, 1024, 1536 tokens; the hits
+  // 0, 2, 0, 3, 0, 2 blocks of 512 tokens.
+  const json& tok = t["tokens"];
+  EXPECT_EQ(tok["input"], 8292);
+  EXPECT_EQ(tok["hit"], 7 * 512);
+  EXPECT_EQ(tok["ideal_hit"], 7 * 512);
+  EXPECT_NEAR(tok["prefill_saved"].get<double>(), 3584.0 / 8292, 1e-12);
+  EXPECT_EQ(t["model"]["name"], "llama-3.1-8b");
+  EXPECT_EQ(t["model"]["kv_bytes_per_token"], 131072);  // the preset's: only the rate was given
+  // Recomputing at 1 ms per token + 10 ms: sorted 522, 1034, 1546, 1546, 1646, 2058 ms.
+  const json& recompute = t["ttft"]["recompute"];
+  EXPECT_NEAR(recompute["p50_ms"].get<double>(), 1546, 1e-9);  // nearest rank: the 3rd of 6
+  EXPECT_NEAR(recompute["p99_ms"].get<double>(), 2058, 1e-9);
+  EXPECT_NEAR(recompute["mean_ms"].get<double>(), (8292 + 60) / 6.0, 1e-9);
+  // With kvtier: the same fixed cost, the 4708 tokens it did not find, and the load it measured.
+  const json& kvtier = t["ttft"]["kvtier"];
+  const double load_mean = t["ttft"]["kvtier_load"]["mean_ms"].get<double>();
+  EXPECT_GT(load_mean, 0);
+  EXPECT_NEAR(kvtier["mean_ms"].get<double>(), (8292 - 3584 + 60) / 6.0 + load_mean, 1e-6);
+  EXPECT_EQ(t["ttft"]["ideal"], kvtier);  // one worker in trace order finds all an ideal cache does
+  EXPECT_EQ(t["tiers"]["l1_hits"], 7);
+  EXPECT_EQ(t["tiers"]["l2_hits"], 0);
+  // --plot: a PNG, and its rows beside it.
+  std::ifstream png(plot, std::ios::binary);
+  char magic[8] = {};
+  png.read(magic, 8);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG") << plot;
+  std::ifstream rows(::testing::TempDir() + "/hand.tsv");
+  std::string header, row;
+  std::getline(rows, header);
+  EXPECT_EQ(header.rfind("# trace_s", 0), 0u) << header;
+  EXPECT_TRUE(std::getline(rows, row)) << "no rows";
+}
+
+TEST(BenchTraceCli, PlotAndModelMistakesAreClearErrors) {
+  CliOutput no_trace = RunKvtier(std::string("bench server ") + kSmall + " --plot x.png", 60);
+  EXPECT_EQ(no_trace.status, 2);
+  EXPECT_NE(no_trace.err.find("--plot draws a --trace replay"), std::string::npos) << no_trace.err;
+  const std::string trace = WriteTrace("one.jsonl", {Line(0, 512, {0})});
+  CliOutput preset = RunKvtier(
+      std::string("bench server ") + kSmall + " --model-preset gpt-9 --trace " + trace, 60);
+  EXPECT_EQ(preset.status, 2);
+  EXPECT_NE(preset.err.find("unknown model preset 'gpt-9' (known: llama-3.1-8b"),
+            std::string::npos)
+      << preset.err;
 }
 
 TEST(BenchTraceCli, TwoPacedWorkersReplayAGeneratedTraceAndVerifyEveryHit) {

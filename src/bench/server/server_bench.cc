@@ -29,6 +29,7 @@
 #include "bench/server/server_rtt.h"
 #include "bench/server/server_worker.h"
 #include "bench/server/spawned_server.h"
+#include "bench/server/trace_plot.h"
 #include "bench/server/trace_prompts.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
@@ -53,7 +54,18 @@ std::string Validate(const BenchServerOptions& o) {
     return fmt::format("--num-blocks ({}) is fewer than one prompt needs ({})", o.num_blocks,
                        o.prompt_tokens / o.block_tokens);
   }
+  if (o.trace.empty() && !o.plot.empty()) return "--plot draws a --trace replay; give --trace too";
   return "";
+}
+
+// The preset, with the numbers the operator measured in place of its own.
+Result<PrefillModel> ModelOf(const BenchServerOptions& o) {
+  auto m = PrefillPreset(o.model_preset);
+  if (!m.ok()) return Status(m.status().code(), "--model-preset: " + m.status().message());
+  if (o.prefill_tokens_per_s > 0) m->prefill_tokens_per_s = o.prefill_tokens_per_s;
+  if (o.kv_bytes_per_token > 0) m->kv_bytes_per_token = o.kv_bytes_per_token;
+  m->overhead_s = o.ttft_overhead_ms / 1e3;
+  return m;
 }
 
 TraceShape TraceShapeOf(const BenchServerOptions& o) {
@@ -65,6 +77,8 @@ TraceShape TraceShapeOf(const BenchServerOptions& o) {
 // buffer holds the longest request, and there is no warm-up: the trace's first requests are the
 // cold start.
 Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary& summary) {
+  auto model = ModelOf(o);
+  if (!model.ok()) return model.status();
   auto read = ReadTrace(o.trace, o.trace_requests);
   if (!read.ok()) return read.status();
   const TraceShape shape = TraceShapeOf(o);
@@ -89,10 +103,16 @@ Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary&
   summary.file = o.trace;
   summary.requests = requests.size();
   summary.tokens_per_id = o.trace_tokens_per_id;
+  summary.chunk_size = o.chunk_size;
   summary.speedup = o.trace_speedup;
+  summary.model = *model;
   const IdealTraceCache ideal = SimulateIdealCache(requests, shape);
   summary.ideal_hits = ideal.hits;
   summary.distinct_chunks = ideal.distinct_chunks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    summary.replayed.push_back({requests[i].timestamp_ms, requests[i].input_length,
+                                ideal.leading[i]});
+  }
   o.workers = static_cast<uint32_t>(std::min<size_t>(o.workers, requests.size()));
   o.warmup = 0;
   o.prompts = static_cast<uint32_t>((requests.size() + o.workers - 1) / o.workers);
@@ -290,7 +310,9 @@ int RunBench(BenchServerOptions o) {
 
   CollectResults(pids, codes, *shared, run);
 
-  // Every fork is done: this process may talk ZMQ now.
+  // Every fork is done: this process may talk ZMQ now. STATS first: the probe's lookups below
+  // would count in its per-tier hits.
+  if (!server || server->Alive()) run.server_stats = FetchServerStats(host, port);
   if (run.errors.empty()) {
     progress.Show("server round trips in a tight loop");
     auto rtt = MeasureServerRtt(host, port, plan.model, LastPromptTokens(o, trace));
@@ -301,7 +323,6 @@ int RunBench(BenchServerOptions o) {
     }
     progress.Done();
   }
-  if (!server || server->Alive()) run.server_stats = FetchServerStats(host, port);
   if (server && server->Alive()) {
     const int code = server->Stop();
     if (code != 0) {
@@ -316,7 +337,16 @@ int RunBench(BenchServerOptions o) {
   } else {
     PrintReport(summary, std::cout);
   }
-  return run.errors.empty() ? 0 : 1;
+  int code = run.errors.empty() ? 0 : 1;
+  if (!o.plot.empty() && summary.contains("trace")) {
+    if (Status s = WriteTracePlot(summary["trace"], o.plot); !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      code = 1;
+    } else {
+      std::cerr << "plot: " << o.plot << " (its rows: .tsv beside it)\n";
+    }
+  }
+  return code;
 }
 
 }  // namespace

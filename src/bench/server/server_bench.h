@@ -33,6 +33,12 @@ struct BenchServerOptions {
   uint32_t trace_requests = 1000;     // the first N requests (0 = all)
   uint32_t trace_tokens_per_id = 0;   // replay tokens per 512-token trace block; 0 = chunk_size
   double trace_speedup = 0;           // pace at trace time / this; 0 = back to back
+  // --trace's TTFT estimate (ttft_model.h): a preset, and measured numbers that replace its own.
+  std::string model_preset = "llama-3.1-8b";
+  double prefill_tokens_per_s = 0;  // 0 = the preset's
+  uint64_t kv_bytes_per_token = 0;  // 0 = the preset's
+  double ttft_overhead_ms = 0;
+  std::string plot;  // --trace: draw the timeline into this PNG (trace_plot.h)
 };
 
 // Returns the process exit code: 0 ok, 1 failure (error or data mismatch), 2 bad options.

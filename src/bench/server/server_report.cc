@@ -16,6 +16,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kLookupWait = "LOOKUP+WAIT";
+constexpr size_t kTimelineRows = 50;  // --trace: rows over trace time (what --plot draws)
 
 // Latency statistics of one operation; GB/s = bytes moved / time spent in the operation.
 json OpJson(std::vector<double> seconds, uint64_t bytes, bool has_bytes) {
@@ -132,18 +133,9 @@ json Summarize(const BenchRun& run) {
   const double copy_gbps =
       copy_s > 0 ? static_cast<double>(store_bytes + retrieve_bytes) / 1e9 / copy_s : 0;
   if (run.trace) {
-    const TraceSummary& t = *run.trace;
-    out["trace"] = {{"file", t.file},
-                    {"requests", t.requests},
-                    {"too_short", t.too_short},
-                    {"tokens_per_id", t.tokens_per_id},
-                    {"speedup", t.speedup},
-                    {"chunks", t.chunks},
-                    {"distinct_chunks", t.distinct_chunks},
-                    {"distinct_bytes", t.distinct_chunks * run.object_bytes},
-                    {"ideal_hits", t.ideal_hits},
-                    {"ideal_hit_rate", rate(t.ideal_hits, t.chunks)},
-                    {"lookup_hits_over_ideal", rate(hits, t.ideal_hits)}};
+    out["trace"] = TraceJson({*run.trace, run.samples, run.object_bytes, run.server_stats,
+                              run.spawned_server},
+                             kTimelineRows);
   }
   out["throughput"] = {
       {"wall_s", run.wall_s},
@@ -285,6 +277,7 @@ void PrintReport(const json& j, std::ostream& os) {
             : std::string("back to back"),
         ch["lookup_hit_rate"].get<double>() * 100, tr["ideal_hit_rate"].get<double>() * 100,
         tr["lookup_hits_over_ideal"].get<double>() * 100);
+    PrintTraceReport(tr, os);
   }
   const json& t = j["throughput"];
   os << fmt::format("wall: {:.2f} s, {:.1f} prompts/s, {:.2f} GB/s copied in aggregate\n",

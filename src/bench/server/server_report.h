@@ -13,6 +13,7 @@
 #include "bench/common/limits.h"
 #include "bench/server/server_bench.h"
 #include "bench/server/server_rtt.h"
+#include "bench/server/trace_report.h"
 #include "bench/server/worker_results_shm.h"
 
 namespace kvtier::bench {
@@ -20,18 +21,6 @@ namespace kvtier::bench {
 // The project's goals, next to the numbers they judge.
 inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy
 inline constexpr double kLookupGoalRatio = 1.5;    // LOOKUP p50 <= 1.5x raw ZMQ RTT p50
-
-// What `--trace` replayed, and the hits an unbounded cache would have had.
-struct TraceSummary {
-  std::string file;
-  uint64_t requests = 0;   // replayed
-  uint64_t too_short = 0;  // left out: shorter than one chunk once scaled
-  uint32_t tokens_per_id = 0;
-  double speedup = 0;
-  uint64_t chunks = 0;      // in the replayed requests
-  uint64_t ideal_hits = 0;  // SimulateIdealCache
-  uint64_t distinct_chunks = 0;
-};
 
 struct BenchRun {
   BenchServerOptions options;
@@ -45,7 +34,7 @@ struct BenchRun {
   double wall_s = 0;                    // first measured prompt start to last end, all workers
   std::vector<double> register_s;       // per worker
   std::optional<TraceSummary> trace;
-  std::vector<std::pair<std::string, double>> server_stats;  // STATS after the run
+  std::vector<std::pair<std::string, double>> server_stats;  // STATS once the workload ended
   std::vector<std::string> errors;
 };
 

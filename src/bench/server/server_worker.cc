@@ -189,6 +189,8 @@ void Worker::ChooseBlocks() {
 
 Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
   Prepare(prompt);
+  s.trace_request = prompt * o_.workers + index_;
+  s.start_ns = NowNs();
   wire::TransferRequest req;
   req.instance_id = instance_;
   req.key.request_id = fmt::format("{}-w{}-p{}", plan_.model, index_, prompt);
@@ -198,7 +200,10 @@ Status Worker::RunPrompt(uint32_t prompt, PromptSample& s) {
   s.chunks = chunks_;
   KVT_RETURN_IF_ERROR(plan_.trace != nullptr ? LookupRetrieveStore(prompt, req, s)
                                              : StoreThenRetrieve(prompt, req, s));
-  return TimeInto(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+  const Status ended =
+      TimeInto(s.seconds[kOpEndSession], [&] { return client_->EndSession(req.key.request_id); });
+  s.end_ns = NowNs();
+  return ended;
 }
 
 // Generated prompts: every chunk is stored first, so the lookup finds the whole prompt unless L1

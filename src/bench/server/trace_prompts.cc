@@ -55,6 +55,7 @@ IdealTraceCache SimulateIdealCache(const std::vector<TraceRequest>& requests,
     size_t leading = 0;
     while (leading < seeds.size() && cached.count(seeds[leading]) > 0) ++leading;
     ideal.hits += leading;
+    ideal.leading.push_back(static_cast<uint32_t>(leading));
     cached.insert(seeds.begin(), seeds.end());
   }
   ideal.distinct_chunks = cached.size();

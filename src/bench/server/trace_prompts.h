@@ -32,6 +32,7 @@ TracePrompt MakeTracePrompt(const TraceRequest& r, const TraceShape& shape);
 struct IdealTraceCache {
   uint64_t hits = 0;             // leading chunks found: the ceiling for the replay's lookup hits
   uint64_t distinct_chunks = 0;  // what it would hold at the end
+  std::vector<uint32_t> leading;  // per request: its leading chunks found
 };
 IdealTraceCache SimulateIdealCache(const std::vector<TraceRequest>& requests,
                                    const TraceShape& shape);

@@ -30,6 +30,9 @@ struct PromptSample {
   uint32_t skipped_chunks = 0;    // ... could not keep these (L1 full)
   uint32_t lookup_hits = 0;       // leading chunks the prefetch found
   uint32_t retrieved_chunks = 0;  // leading chunks RETRIEVE copied back (all verified)
+  uint32_t trace_request = 0;     // --trace: the request's index in the replayed trace
+  int64_t start_ns = 0;           // steady clock (system-wide), once the request was due
+  int64_t end_ns = 0;
 };
 
 struct WorkerHeader {

@@ -1,0 +1,66 @@
+#include "bench/server/ttft_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "bench/server/trace_file.h"
+
+namespace kvtier::bench {
+namespace {
+
+// KV bytes per token = 2 (K, V) x layers x KV heads x head dim x 2 (bf16), from each model's
+// published config. Prefill tokens/s is an estimate, not a measurement: 2 x parameters FLOPs per
+// token at 40% of an H100 SXM's 989 dense bf16 TFLOPS (per GPU x the tensor-parallel GPUs).
+// Pass --prefill-tokens-per-s measured on the real deployment to replace it.
+const PrefillModel kPrefillPresets[] = {
+    {"llama-3.1-8b", 24'600, 2ull * 32 * 8 * 128 * 2, 0},      // 8.0 B params, 1 GPU
+    {"qwen3-8b", 24'100, 2ull * 36 * 8 * 128 * 2, 0},          // 8.2 B params, 1 GPU
+    {"llama-3.1-70b-tp8", 22'400, 2ull * 80 * 8 * 128 * 2, 0},  // 70.6 B params, 8 GPUs
+};
+
+}  // namespace
+
+Result<PrefillModel> PrefillPreset(const std::string& name) {
+  for (const PrefillModel& m : kPrefillPresets) {
+    if (m.name == name) return m;
+  }
+  return Status(Code::kInvalidArgument,
+                fmt::format("unknown model preset '{}' (known: {})", name,
+                            fmt::join(PrefillPresetNames(), ", ")));
+}
+
+std::vector<std::string> PrefillPresetNames() {
+  std::vector<std::string> names;
+  for (const PrefillModel& m : kPrefillPresets) names.push_back(m.name);
+  return names;
+}
+
+uint64_t RealTokens(uint64_t chunks, uint32_t chunk_size, uint32_t tokens_per_id,
+                    uint64_t input_tokens) {
+  if (tokens_per_id == 0) return 0;
+  return std::min(input_tokens, chunks * chunk_size * kTraceBlockTokens / tokens_per_id);
+}
+
+TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, double load_gbps) {
+  auto prefill = [&](uint64_t tokens) {
+    return static_cast<double>(tokens) / m.prefill_tokens_per_s;
+  };
+  auto bytes = [&](uint64_t tokens) { return static_cast<double>(tokens * m.kv_bytes_per_token); };
+  TtftEstimate e;
+  e.recompute_s = m.overhead_s + prefill(r.input_tokens);
+  double own_load = 0;
+  if (r.hit_tokens > 0 && r.retrieved_bytes > 0) {
+    own_load = r.retrieve_s * bytes(r.hit_tokens) / static_cast<double>(r.retrieved_bytes);
+  }
+  e.load_s = r.lookup_s + own_load;
+  e.kvtier_s = m.overhead_s + prefill(r.input_tokens - r.hit_tokens) + e.load_s;
+  // The ideal cache loads its hit like kvtier did, and the rest of it at the run's bandwidth.
+  const uint64_t extra = r.ideal_hit_tokens > r.hit_tokens ? r.ideal_hit_tokens - r.hit_tokens : 0;
+  const double extra_load = load_gbps > 0 ? bytes(extra) / (load_gbps * 1e9) : prefill(extra);
+  const uint64_t ideal_hit = std::max(r.ideal_hit_tokens, r.hit_tokens);
+  e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + e.load_s + extra_load;
+  return e;
+}
+
+}  // namespace kvtier::bench

@@ -1,0 +1,55 @@
+// The prefill cost model of `bench server --trace`: what a request's time to first token would be
+// if the engine recomputed its whole prompt, and what it is when kvtier supplies the prefix it
+// holds. Prefill is taken as linear in the tokens computed (tokens per second of a model preset,
+// or a number measured on the operator's hardware); loading a hit costs the round trips measured
+// in the replay plus its bytes at the model's KV size, moved at the bandwidth the replay measured.
+// Queueing, attention's quadratic term and decode are left out (docs/BENCHMARKS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvtier::bench {
+
+struct PrefillModel {
+  std::string name;
+  double prefill_tokens_per_s = 0;  // one request's prompt computed at this rate
+  uint64_t kv_bytes_per_token = 0;  // K and V of every layer
+  double overhead_s = 0;            // fixed per-request cost outside prefill (scheduling, ...)
+};
+
+// The presets, by name (see kPrefillPresets in ttft_model.cc for how each was derived).
+Result<PrefillModel> PrefillPreset(const std::string& name);
+std::vector<std::string> PrefillPresetNames();
+
+// What the replay measured for one request, in the replay's own units.
+struct ReplayedRequest {
+  uint64_t input_tokens = 0;     // the trace's input_length (real tokens)
+  uint64_t hit_tokens = 0;       // of them, the prefix kvtier returned (real tokens)
+  uint64_t ideal_hit_tokens = 0; // ... an unbounded cache would have returned
+  double lookup_s = 0;           // LOOKUP + WAIT_PREFETCH, paid on a miss too
+  double retrieve_s = 0;         // RETRIEVE of the hit chunks
+  uint64_t retrieved_bytes = 0;  // replay bytes RETRIEVE copied
+};
+
+struct TtftEstimate {
+  double recompute_s = 0;  // every token prefilled
+  double kvtier_s = 0;     // the hit loaded, the rest prefilled
+  double ideal_s = 0;      // an unbounded cache's hit loaded at the run's bandwidth
+  double load_s = 0;       // kvtier_s's loading part
+};
+
+// `load_gbps` (GB/s of RETRIEVE over the whole run) prices the bytes of hits the replay did not
+// load itself (the ideal cache's extra hits); a request's own hit is priced by its own RETRIEVE
+// time, scaled from the replay's bytes to the model's.
+TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, double load_gbps);
+
+// Real tokens behind `chunks` replayed chunks: replay tokens scale back by 512 / tokens_per_id;
+// never more than the request's input.
+uint64_t RealTokens(uint64_t chunks, uint32_t chunk_size, uint32_t tokens_per_id,
+                    uint64_t input_tokens);
+
+}  // namespace kvtier::bench
