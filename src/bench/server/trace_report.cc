@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "bench/common/stats.h"
+#include "bench/server/trace_file.h"
 
 namespace kvtier::bench {
 namespace {
@@ -155,7 +156,14 @@ json TraceJson(const TraceInputs& in, size_t bins) {
                  {"prefill_saved", Ratio(static_cast<double>(hit_tokens), static_cast<double>(input))},
                  {"ideal_prefill_saved",
                   Ratio(static_cast<double>(ideal_tokens), static_cast<double>(input))}};
-  j["bytes"] = {{"stored", stored_bytes},
+  // Replay bytes behind one of the trace's tokens; the model's over it is the factor by which a
+  // hit's measured RETRIEVE time is scaled.
+  const double replay_per_token = static_cast<double>(in.object_bytes) * t.tokens_per_id /
+                                  (static_cast<double>(t.chunk_size) * kTraceBlockTokens);
+  j["bytes"] = {{"replay_bytes_per_token", replay_per_token},
+                {"load_time_scale", Ratio(static_cast<double>(m.kv_bytes_per_token),
+                                          replay_per_token)},
+                {"stored", stored_bytes},
                 {"retrieved", retrieved_bytes},
                 {"retrieve_gbps", load_gbps},
                 {"model_kv_loaded", hit_tokens * m.kv_bytes_per_token}};
@@ -175,13 +183,15 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
   const json& m = tr["model"];
   const json& b = tr["bytes"];
   os << fmt::format(
-      "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); hits "
-      "loaded at this run's RETRIEVE {:.2f} GB/s:\n",
+      "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); a hit "
+      "loads in its measured RETRIEVE time x {:.1f} (the replay moved {:.1f} KiB per token; "
+      "RETRIEVE {:.2f} GB/s):\n",
       m["name"].get<std::string>(), m["prefill_tokens_per_s"].get<double>(),
       m["kv_bytes_per_token"].get<double>() / 1024,
       m["overhead_ms"].get<double>() > 0
           ? fmt::format(", {:.1f} ms per request besides", m["overhead_ms"].get<double>())
           : std::string(),
+      b["load_time_scale"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
       b["retrieve_gbps"].get<double>());
   os << fmt::format("  {:<22}{:>10}{:>10}{:>10}\n", "", "p50 ms", "p99 ms", "mean ms");
   const json& t = tr["ttft"];
