@@ -122,7 +122,10 @@ json TraceJson(const TraceInputs& in, size_t bins) {
     costed.push_back(c);
   }
   const double load_gbps = Ratio(static_cast<double>(retrieved_bytes) / 1e9, retrieve_s);
-  for (Costed& c : costed) c.ttft = EstimateTtft(m, c.replayed, load_gbps);
+  std::vector<ReplayedRequest> replayed;
+  for (const Costed& c : costed) replayed.push_back(c.replayed);
+  const RetrieveFit fit = FitRetrieve(replayed);
+  for (Costed& c : costed) c.ttft = EstimateTtft(m, c.replayed, fit);
 
   const double chunks = static_cast<double>(t.chunks);
   json j = {{"file", t.file},
@@ -160,9 +163,11 @@ json TraceJson(const TraceInputs& in, size_t bins) {
   // hit's measured RETRIEVE time is scaled.
   const double replay_per_token = static_cast<double>(in.object_bytes) * t.tokens_per_id /
                                   (static_cast<double>(t.chunk_size) * kTraceBlockTokens);
+  j["retrieve_fit"] = {{"fixed_us", fit.fixed_s * 1e6},
+                       {"gbps", fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0}};
   j["bytes"] = {{"replay_bytes_per_token", replay_per_token},
-                {"load_time_scale", Ratio(static_cast<double>(m.kv_bytes_per_token),
-                                          replay_per_token)},
+                {"model_over_replay", Ratio(static_cast<double>(m.kv_bytes_per_token),
+                                            replay_per_token)},
                 {"stored", stored_bytes},
                 {"retrieved", retrieved_bytes},
                 {"retrieve_gbps", load_gbps},
@@ -183,16 +188,16 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
   const json& m = tr["model"];
   const json& b = tr["bytes"];
   os << fmt::format(
-      "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); a hit "
-      "loads in its measured RETRIEVE time x {:.1f} (the replay moved {:.1f} KiB per token; "
-      "RETRIEVE {:.2f} GB/s):\n",
+      "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); a hit's "
+      "bytes at the model's size (x {:.0f} the replay's {:.2f} KiB per token) load at this run's "
+      "RETRIEVE, fitted as {:.0f} us + bytes at {:.2f} GB/s:\n",
       m["name"].get<std::string>(), m["prefill_tokens_per_s"].get<double>(),
       m["kv_bytes_per_token"].get<double>() / 1024,
       m["overhead_ms"].get<double>() > 0
           ? fmt::format(", {:.1f} ms per request besides", m["overhead_ms"].get<double>())
           : std::string(),
-      b["load_time_scale"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
-      b["retrieve_gbps"].get<double>());
+      b["model_over_replay"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
+      tr["retrieve_fit"]["fixed_us"].get<double>(), tr["retrieve_fit"]["gbps"].get<double>());
   os << fmt::format("  {:<22}{:>10}{:>10}{:>10}\n", "", "p50 ms", "p99 ms", "mean ms");
   const json& t = tr["ttft"];
   for (const auto& [key, label] : {std::pair{"recompute", "recompute every token"},

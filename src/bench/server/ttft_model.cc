@@ -42,24 +42,55 @@ uint64_t RealTokens(uint64_t chunks, uint32_t chunk_size, uint32_t tokens_per_id
   return std::min(input_tokens, chunks * chunk_size * kTraceBlockTokens / tokens_per_id);
 }
 
-TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, double load_gbps) {
+RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const ReplayedRequest& r : requests) {
+    if (r.retrieved_bytes == 0) continue;
+    const double x = static_cast<double>(r.retrieved_bytes), y = r.retrieve_s;
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  if (n == 0 || sx <= 0) return {};
+  const double var = sxx - sx * sx / n;
+  RetrieveFit fit;
+  if (var > 0) {
+    fit.s_per_byte = (sxy - sx * sy / n) / var;
+    fit.fixed_s = (sy - fit.s_per_byte * sx) / n;
+  }
+  if (var <= 0 || fit.s_per_byte <= 0 || fit.fixed_s < 0) {
+    fit = {0, sy / sx};  // too little spread or too noisy for a line: bandwidth alone
+  }
+  return fit;
+}
+
+TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit) {
   auto prefill = [&](uint64_t tokens) {
     return static_cast<double>(tokens) / m.prefill_tokens_per_s;
   };
-  auto bytes = [&](uint64_t tokens) { return static_cast<double>(tokens * m.kv_bytes_per_token); };
+  auto load = [&](uint64_t tokens) {
+    return fit.fixed_s +
+           static_cast<double>(tokens * m.kv_bytes_per_token) * fit.s_per_byte;
+  };
   TtftEstimate e;
   e.recompute_s = m.overhead_s + prefill(r.input_tokens);
   double own_load = 0;
   if (r.hit_tokens > 0 && r.retrieved_bytes > 0) {
-    own_load = r.retrieve_s * bytes(r.hit_tokens) / static_cast<double>(r.retrieved_bytes);
+    const double deviation = r.retrieve_s - load(0) -
+                             static_cast<double>(r.retrieved_bytes) * fit.s_per_byte;
+    own_load = std::max(0.0, load(r.hit_tokens) + deviation);
   }
   e.load_s = r.lookup_s + own_load;
   e.kvtier_s = m.overhead_s + prefill(r.input_tokens - r.hit_tokens) + e.load_s;
-  // The ideal cache loads its hit like kvtier did, and the rest of it at the run's bandwidth.
-  const uint64_t extra = r.ideal_hit_tokens > r.hit_tokens ? r.ideal_hit_tokens - r.hit_tokens : 0;
-  const double extra_load = load_gbps > 0 ? bytes(extra) / (load_gbps * 1e9) : prefill(extra);
   const uint64_t ideal_hit = std::max(r.ideal_hit_tokens, r.hit_tokens);
-  e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + e.load_s + extra_load;
+  // The ideal cache's extra hit rides on kvtier's RETRIEVE, or needs one of its own.
+  double ideal_load = own_load;
+  if (ideal_hit > r.hit_tokens) {
+    ideal_load = own_load > 0 ? own_load + load(ideal_hit) - load(r.hit_tokens) : load(ideal_hit);
+  }
+  e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + r.lookup_s + ideal_load;
   return e;
 }
 

@@ -2,7 +2,7 @@
 // if the engine recomputed its whole prompt, and what it is when kvtier supplies the prefix it
 // holds. Prefill is taken as linear in the tokens computed (tokens per second of a model preset,
 // or a number measured on the operator's hardware); loading a hit costs the round trips measured
-// in the replay plus its bytes at the model's KV size, moved at the bandwidth the replay measured.
+// in the replay plus its bytes at the model's KV size, at the bandwidth the replay measured.
 // Queueing, attention's quadratic term and decode are left out (docs/BENCHMARKS.md).
 #pragma once
 
@@ -27,25 +27,34 @@ std::vector<std::string> PrefillPresetNames();
 
 // What the replay measured for one request, in the replay's own units.
 struct ReplayedRequest {
-  uint64_t input_tokens = 0;     // the trace's input_length (real tokens)
-  uint64_t hit_tokens = 0;       // of them, the prefix kvtier returned (real tokens)
-  uint64_t ideal_hit_tokens = 0; // ... an unbounded cache would have returned
-  double lookup_s = 0;           // LOOKUP + WAIT_PREFETCH, paid on a miss too
-  double retrieve_s = 0;         // RETRIEVE of the hit chunks
-  uint64_t retrieved_bytes = 0;  // replay bytes RETRIEVE copied
+  uint64_t input_tokens = 0;      // the trace's input_length (real tokens)
+  uint64_t hit_tokens = 0;        // of them, the prefix kvtier returned (real tokens)
+  uint64_t ideal_hit_tokens = 0;  // ... an unbounded cache would have returned
+  double lookup_s = 0;            // LOOKUP + WAIT_PREFETCH, paid on a miss too
+  double retrieve_s = 0;          // RETRIEVE of the hit chunks
+  uint64_t retrieved_bytes = 0;   // replay bytes RETRIEVE copied
 };
+
+// The run's RETRIEVE times as a fixed cost plus bytes over a bandwidth (least squares over the
+// requests that retrieved something). The replay's objects are much smaller than a real model's
+// KV, so a hit's time is re-priced at the model's bytes with this line, not scaled whole: scaling
+// would multiply the round trip too.
+struct RetrieveFit {
+  double fixed_s = 0;
+  double s_per_byte = 0;
+};
+RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests);
 
 struct TtftEstimate {
   double recompute_s = 0;  // every token prefilled
   double kvtier_s = 0;     // the hit loaded, the rest prefilled
-  double ideal_s = 0;      // an unbounded cache's hit loaded at the run's bandwidth
+  double ideal_s = 0;      // an unbounded cache's hit loaded the same way
   double load_s = 0;       // kvtier_s's loading part
 };
 
-// `load_gbps` (GB/s of RETRIEVE over the whole run) prices the bytes of hits the replay did not
-// load itself (the ideal cache's extra hits); a request's own hit is priced by its own RETRIEVE
-// time, scaled from the replay's bytes to the model's.
-TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, double load_gbps);
+// A hit loads in: its LOOKUP, the fit's fixed cost, the model's bytes at the fit's bandwidth, and
+// the request's own deviation from the fit (contention is kept, not averaged away).
+TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit);
 
 // Real tokens behind `chunks` replayed chunks: replay tokens scale back by 512 / tokens_per_id;
 // never more than the request's input.

@@ -1,6 +1,6 @@
 // The TTFT estimate of `bench server --trace` (ttft_model.h): prefill priced per token, a hit's
-// load priced by its own measured RETRIEVE scaled to the model's bytes, the ideal cache's extra
-// hits at the run's bandwidth.
+// load re-priced at the model's bytes on the line fitted to the run's RETRIEVE times, keeping the
+// request's own deviation from it.
 #include "bench/server/ttft_model.h"
 
 #include <gtest/gtest.h>
@@ -11,34 +11,51 @@ namespace {
 PrefillModel Model() { return {"test", 1000, 100'000, 0.010}; }  // 1 ms per token, 10 ms fixed
 
 TEST(TtftModel, RecomputingPricesEveryTokenAndTheFixedCost) {
-  const TtftEstimate e = EstimateTtft(Model(), {.input_tokens = 2000}, 1.0);
+  const TtftEstimate e = EstimateTtft(Model(), {.input_tokens = 2000}, {0.0001, 1e-9});
   EXPECT_DOUBLE_EQ(e.recompute_s, 0.010 + 2.0);
   EXPECT_DOUBLE_EQ(e.kvtier_s, e.recompute_s);  // no hit, no lookup time measured
   EXPECT_DOUBLE_EQ(e.ideal_s, e.recompute_s);
 }
 
-TEST(TtftModel, AHitIsLoadedAtItsOwnMeasuredRateScaledToTheModelsBytes) {
+TEST(TtftModel, RetrieveTimesAreFittedAsAFixedCostPlusBytesOverABandwidth) {
+  std::vector<ReplayedRequest> rs(3);
+  for (int i = 0; i < 3; ++i) {
+    rs[i].retrieved_bytes = 1'000'000 * (i + 1);
+    rs[i].retrieve_s = 0.0001 + 0.001 * (i + 1);  // 100 us + 1 GB/s
+  }
+  rs.push_back({});  // a miss retrieves nothing and is not a point of the fit
+  const RetrieveFit fit = FitRetrieve(rs);
+  EXPECT_NEAR(fit.fixed_s, 0.0001, 1e-12);
+  EXPECT_NEAR(fit.s_per_byte, 1e-9, 1e-18);
+  // One size only: no line through one point, the bandwidth alone.
+  const RetrieveFit flat = FitRetrieve({rs[0], rs[0]});
+  EXPECT_EQ(flat.fixed_s, 0);
+  EXPECT_NEAR(flat.s_per_byte, 0.0011 / 1e6, 1e-18);
+}
+
+TEST(TtftModel, AHitIsLoadedAtTheModelsBytesOnTheFittedLineWithItsOwnDeviation) {
+  const RetrieveFit fit{0.0001, 1e-9};  // 100 us + 1 GB/s
   ReplayedRequest r;
   r.input_tokens = 2000;
-  r.hit_tokens = 1500;
+  r.hit_tokens = 1500;  // 150 MB at the model's 100 kB per token: 150 ms
   r.ideal_hit_tokens = 1500;
   r.lookup_s = 0.0002;
-  r.retrieve_s = 0.001;           // for 1 MB of replay bytes ...
-  r.retrieved_bytes = 1'000'000;  // ... so the model's 150 MB take 150x as long
-  const TtftEstimate e = EstimateTtft(Model(), r, 5.0);
-  EXPECT_DOUBLE_EQ(e.load_s, 0.0002 + 0.150);
-  EXPECT_DOUBLE_EQ(e.kvtier_s, 0.010 + 0.5 + e.load_s);
+  r.retrieved_bytes = 1'000'000;  // the fit says 1.1 ms; it took 0.3 ms more
+  r.retrieve_s = 0.0014;
+  const TtftEstimate e = EstimateTtft(Model(), r, fit);
+  EXPECT_NEAR(e.load_s, 0.0002 + 0.0001 + 0.150 + 0.0003, 1e-12);
+  EXPECT_NEAR(e.kvtier_s, 0.010 + 0.5 + e.load_s, 1e-12);
   EXPECT_DOUBLE_EQ(e.ideal_s, e.kvtier_s);
 }
 
-TEST(TtftModel, TheIdealCachesExtraHitsAreLoadedAtTheRunsBandwidth) {
+TEST(TtftModel, TheIdealCachesExtraHitsLoadOnTheSameLine) {
+  const RetrieveFit fit{0.0001, 0.5e-9};  // 100 us + 2 GB/s
   ReplayedRequest r;
   r.input_tokens = 2000;
-  r.hit_tokens = 0;
-  r.ideal_hit_tokens = 1000;  // 100 MB at 2 GB/s = 50 ms instead of 1 s of prefill
-  const TtftEstimate e = EstimateTtft(Model(), r, 2.0);
+  r.ideal_hit_tokens = 1000;  // 100 MB at 2 GB/s = 50 ms (+ a RETRIEVE of its own) for 1 s
+  const TtftEstimate e = EstimateTtft(Model(), r, fit);
   EXPECT_DOUBLE_EQ(e.kvtier_s, e.recompute_s);
-  EXPECT_DOUBLE_EQ(e.ideal_s, 0.010 + 1.0 + 0.050);
+  EXPECT_NEAR(e.ideal_s, 0.010 + 1.0 + 0.0001 + 0.050, 1e-12);
 }
 
 TEST(TtftModel, ReplayChunksScaleBackToTheTracesTokens) {
