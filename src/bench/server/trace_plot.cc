@@ -55,7 +55,8 @@ set autoscale y
 set yrange [0:*]
 set ylabel "GB/s copied (STORE + RETRIEVE)"
 plot '{data}' using 1:5 with linespoints title "replay"
-set ylabel "estimated TTFT (ms)"
+set ylabel "estimated TTFT (ms, log scale)"
+set logscale y
 plot '{data}' using 1:8 with lines title "recompute, p50", '' using 1:6 with linespoints title "kvtier, p50", '' using 1:7 with lines dashtype 3 title "kvtier, p99"
 unset multiplot
 )gp",
