@@ -164,6 +164,7 @@ json TraceJson(const TraceInputs& in, size_t bins) {
   const double replay_per_token = static_cast<double>(in.object_bytes) * t.tokens_per_id /
                                   (static_cast<double>(t.chunk_size) * kTraceBlockTokens);
   j["retrieve_fit"] = {{"fixed_us", fit.fixed_s * 1e6},
+                       {"least_squares", fit.line},
                        {"gbps", fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0}};
   j["bytes"] = {{"replay_bytes_per_token", replay_per_token},
                 {"model_over_replay", Ratio(static_cast<double>(m.kv_bytes_per_token),
@@ -198,6 +199,11 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
           : std::string(),
       b["model_over_replay"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
       tr["retrieve_fit"]["fixed_us"].get<double>(), tr["retrieve_fit"]["gbps"].get<double>());
+  if (!tr["retrieve_fit"]["least_squares"].get<bool>()) {
+    os << "  (RETRIEVE times did not fit a line: too few hits or too little spread in their "
+          "sizes; the bandwidth is rough. More requests or larger --layers / --bytes-per-token "
+          "help.)\n";
+  }
   os << fmt::format("  {:<22}{:>10}{:>10}{:>10}\n", "", "p50 ms", "p99 ms", "mean ms");
   const json& t = tr["ttft"];
   for (const auto& [key, label] : {std::pair{"recompute", "recompute every token"},

@@ -43,10 +43,11 @@ uint64_t RealTokens(uint64_t chunks, uint32_t chunk_size, uint32_t tokens_per_id
 }
 
 RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests) {
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, min_y = 0;
   for (const ReplayedRequest& r : requests) {
     if (r.retrieved_bytes == 0) continue;
     const double x = static_cast<double>(r.retrieved_bytes), y = r.retrieve_s;
+    min_y = n == 0 ? y : std::min(min_y, y);
     n += 1;
     sx += x;
     sy += y;
@@ -59,9 +60,14 @@ RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests) {
   if (var > 0) {
     fit.s_per_byte = (sxy - sx * sy / n) / var;
     fit.fixed_s = (sy - fit.s_per_byte * sx) / n;
+    fit.line = fit.s_per_byte > 0 && fit.fixed_s >= 0;
   }
-  if (var <= 0 || fit.s_per_byte <= 0 || fit.fixed_s < 0) {
-    fit = {0, sy / sx};  // too little spread or too noisy for a line: bandwidth alone
+  if (!fit.line) {
+    // Too little spread in sizes, or too noisy, for a line: the quickest RETRIEVE as the fixed
+    // cost and the mean excess over it as the bytes' (all of the time would price a round trip
+    // as bytes, thousands of times over at the model's size).
+    fit.fixed_s = min_y;
+    fit.s_per_byte = std::max(0.0, (sy - n * min_y) / sx);
   }
   return fit;
 }
@@ -90,7 +96,7 @@ TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const
   if (ideal_hit > r.hit_tokens) {
     ideal_load = own_load > 0 ? own_load + load(ideal_hit) - load(r.hit_tokens) : load(ideal_hit);
   }
-  e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + r.lookup_s + ideal_load;
+  e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + (r.lookup_s + ideal_load);
   return e;
 }
 

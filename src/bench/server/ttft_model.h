@@ -42,6 +42,7 @@ struct ReplayedRequest {
 struct RetrieveFit {
   double fixed_s = 0;
   double s_per_byte = 0;
+  bool line = false;  // least squares gave a line; false: the fallback in FitRetrieve
 };
 RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests);
 

@@ -27,10 +27,14 @@ TEST(TtftModel, RetrieveTimesAreFittedAsAFixedCostPlusBytesOverABandwidth) {
   const RetrieveFit fit = FitRetrieve(rs);
   EXPECT_NEAR(fit.fixed_s, 0.0001, 1e-12);
   EXPECT_NEAR(fit.s_per_byte, 1e-9, 1e-18);
-  // One size only: no line through one point, the bandwidth alone.
-  const RetrieveFit flat = FitRetrieve({rs[0], rs[0]});
-  EXPECT_EQ(flat.fixed_s, 0);
-  EXPECT_NEAR(flat.s_per_byte, 0.0011 / 1e6, 1e-18);
+  EXPECT_TRUE(fit.line);
+  // One size only: no line through it. The quickest is the fixed cost, the excess the bytes'.
+  ReplayedRequest slow = rs[0];
+  slow.retrieve_s += 0.002;
+  const RetrieveFit flat = FitRetrieve({rs[0], slow});
+  EXPECT_FALSE(flat.line);
+  EXPECT_DOUBLE_EQ(flat.fixed_s, rs[0].retrieve_s);
+  EXPECT_NEAR(flat.s_per_byte, 0.001 / 1e6, 1e-18);
 }
 
 TEST(TtftModel, AHitIsLoadedAtTheModelsBytesOnTheFittedLineWithItsOwnDeviation) {
