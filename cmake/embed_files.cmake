@@ -1,6 +1,7 @@
 # Writes OUT, a C++ source defining kvtier::DashboardFiles() (src/common/dashboard_files.h): the
-# bytes of each file in FILES (';'-separated, under BASE), served as BASE-relative paths. Run by
-# the build (CMakeLists.txt) whenever one of the files changes, so the binary carries the page.
+# bytes of each file in the directory BASE, served by their names. Run by the build
+# (CMakeLists.txt) whenever one of the files changes, so the binary carries the page.
+file(GLOB FILES ${BASE}/*)
 set(body "")
 set(table "")
 set(i 0)
