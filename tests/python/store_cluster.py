@@ -82,16 +82,26 @@ def _tcp_open(port):
 
 class StoreCluster:
     """A master and one node (64 MB segment). Attributes: master_port, node_port, node_address
-    ("127.0.0.1:<node_port>", what setup_dummy takes), master_address, lease_ms."""
+    ("127.0.0.1:<node_port>", what setup_dummy takes), master_address, lease_ms; with http=True
+    also master_http_port and node_http_port (/status, /metrics, /dashboard/)."""
 
-    def __init__(self, lease_ms=500, segment="64MB", start_timeout_s=20.0, master_args=()):
+    def __init__(self, lease_ms=500, segment="64MB", start_timeout_s=20.0, master_args=(),
+                 http=False):
         self.lease_ms = lease_ms
         self.segment = segment
         self.master_args = list(master_args)  # more `kvtier master` flags
         self.start_timeout_s = start_timeout_s
+        self.http = http
         self.master = self.node = None
         self.master_port = self.node_port = None
+        self.master_http_port = self.node_http_port = None
         self._ok = False
+
+    def _http_port(self):
+        return free_port() if self.http else None
+
+    def _http_up(self, port):
+        return port is None or _tcp_open(port)
 
     @property
     def master_address(self):
@@ -113,13 +123,15 @@ class StoreCluster:
     def _start_master(self):
         # A port picked here may be taken before the process binds it: retry with fresh ones.
         for attempt in range(3):
-            self.master_port = free_port()
+            self.master_port, self.master_http_port = free_port(), self._http_port()
             self.master = _Process("master", [
                 "master", "--host", "127.0.0.1", "--port", str(self.master_port),
-                "--http-port", "0", "--default-kv-lease-ttl-ms", str(self.lease_ms),
-                *self.master_args])
+                "--http-port", str(self.master_http_port or 0),
+                "--default-kv-lease-ttl-ms", str(self.lease_ms), *self.master_args])
             try:
-                _wait_for("kvtier master", self.master, lambda: _tcp_open(self.master_port),
+                _wait_for("kvtier master", self.master,
+                          lambda: _tcp_open(self.master_port) and
+                          self._http_up(self.master_http_port),
                           self.start_timeout_s)
                 return
             except RuntimeError:
@@ -129,13 +141,15 @@ class StoreCluster:
 
     def _start_node(self):
         for attempt in range(3):
-            self.node_port = free_port()
+            self.node_port, self.node_http_port = free_port(), self._http_port()
             self.node = _Process("node", [
                 "node", "--master", self.master_address, "--host", "127.0.0.1",
                 "--port", str(self.node_port), "--global-segment-size", self.segment,
-                "--no-prefault"])
+                "--no-prefault", "--http-port", str(self.node_http_port or 0)])
             try:
-                _wait_for("kvtier node", self.node, self._node_serves, self.start_timeout_s)
+                _wait_for("kvtier node", self.node,
+                          lambda: self._node_serves() and self._http_up(self.node_http_port),
+                          self.start_timeout_s)
                 return
             except RuntimeError:
                 self.node.stop()

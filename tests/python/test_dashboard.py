@@ -27,7 +27,7 @@ import pytest
 import kvtier
 from kvtier.server import LocalServer
 from kvtier.store import DistributedStore
-from store_cluster import StoreCluster, _Process, _tcp_open, _wait_for, free_port
+from store_cluster import StoreCluster
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
@@ -390,47 +390,9 @@ def test_server_under_load(server, loaded, tmp_path):
 
 # ---------------------------------------------------------------- store master and node
 
-class HttpCluster(StoreCluster):
-    """A StoreCluster whose master and node serve HTTP (/status, /metrics, /dashboard/)."""
-
-    def _start_master(self):
-        for attempt in range(3):
-            self.master_port, self.master_http_port = free_port(), free_port()
-            self.master = _Process("master", [
-                "master", "--host", "127.0.0.1", "--port", str(self.master_port),
-                "--http-port", str(self.master_http_port),
-                "--default-kv-lease-ttl-ms", str(self.lease_ms)])
-            try:
-                _wait_for("kvtier master", self.master,
-                          lambda: _tcp_open(self.master_port) and _tcp_open(self.master_http_port),
-                          self.start_timeout_s)
-                return
-            except RuntimeError:
-                self.master.stop()
-                if attempt == 2:
-                    raise
-
-    def _start_node(self):
-        for attempt in range(3):
-            self.node_port, self.node_http_port = free_port(), free_port()
-            self.node = _Process("node", [
-                "node", "--master", self.master_address, "--host", "127.0.0.1",
-                "--port", str(self.node_port), "--http-port", str(self.node_http_port),
-                "--global-segment-size", self.segment, "--no-prefault"])
-            try:
-                _wait_for("kvtier node", self.node,
-                          lambda: self._node_serves() and _tcp_open(self.node_http_port),
-                          self.start_timeout_s)
-                return
-            except RuntimeError:
-                self.node.stop()
-                if attempt == 2:
-                    raise
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    c = HttpCluster(lease_ms=200)
+    c = StoreCluster(lease_ms=200, http=True)
     try:
         c.start()
         yield c

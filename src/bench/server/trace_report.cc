@@ -66,7 +66,7 @@ json TimelineJson(const std::vector<Costed>& costed, size_t bins, uint64_t objec
     for (const Costed* c : in[b]) {
       const PromptSample& s = *c->sample;
       chunks += s.chunks;
-      hits += s.retrieved_chunks;
+      hits += s.lookup_hits;  // as the summary counts them
       ideal += c->ideal_hits;
       bytes += (uint64_t{s.stored_chunks} + s.retrieved_chunks) * object_bytes;
       first = std::min(first, s.start_ns);
