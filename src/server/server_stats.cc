@@ -66,8 +66,6 @@ void PublishStatsGauges(ServerContext& ctx) {
       ->Set(static_cast<double>(ctx.workers.Count()));
   ctx.metrics.GetGauge("kvtier_sessions", "Live request sessions")
       ->Set(static_cast<double>(ctx.sessions.Count()));
-  ctx.metrics.GetGauge("kvtier_uptime_seconds", "Seconds since the server started")
-      ->Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count());
 }
 
 nlohmann::json StatusJson(ServerContext& ctx) {

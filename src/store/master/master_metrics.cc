@@ -2,14 +2,6 @@
 #include "store/master/master_metrics.h"
 
 namespace kvtier::store {
-namespace {
-
-constexpr const char* kOpNames[] = {"mount_segment", "unmount_segment", "ping",         "put_start",
-                                    "put_end",       "put_revoke",      "get_replicas", "exist",
-                                    "remove",        "remove_all",      "remove_by_regex"};
-static_assert(std::size(kOpNames) == static_cast<size_t>(MasterOp::kCount));
-
-}  // namespace
 
 MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   capacity_bytes = r->GetGauge("kvtier_master_capacity_bytes", "Bytes of all mounted segments");
@@ -18,10 +10,6 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   keys = r->GetGauge("kvtier_master_keys", "Objects known to the master (finished or not)");
   nodes_alive = r->GetGauge("kvtier_master_nodes_alive", "Nodes heard from within client_ttl");
   segments = r->GetGauge("kvtier_master_segments", "Mounted segments");
-  for (size_t i = 0; i < requests.size(); ++i) {
-    requests[i] = r->GetCounter("kvtier_master_requests_total", "Master operations by type",
-                                {{"op", kOpNames[i]}});
-  }
   auto puts = [r](const char* result) {
     return r->GetCounter("kvtier_master_puts_total", "PutStart results per key",
                          {{"result", result}});

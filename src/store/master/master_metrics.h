@@ -2,32 +2,12 @@
 // Names and labels are listed in docs/store/master.md.
 #pragma once
 
-#include <array>
-#include <cstddef>
-
 #include "common/metrics.h"
 
 namespace kvtier::store {
 
-enum class MasterOp : size_t {
-  kMountSegment,
-  kUnmountSegment,
-  kPing,
-  kPutStart,
-  kPutEnd,
-  kPutRevoke,
-  kGetReplicas,
-  kExist,
-  kRemove,
-  kRemoveAll,
-  kRemoveByRegex,
-  kCount,
-};
-
 struct MasterMetrics {
   explicit MasterMetrics(MetricsRegistry* registry);
-
-  void Request(MasterOp op) { requests[static_cast<size_t>(op)]->Inc(); }
 
   // Gauges (refreshed on mounts and by Tick).
   Gauge* capacity_bytes;
@@ -36,7 +16,6 @@ struct MasterMetrics {
   Gauge* nodes_alive;
   Gauge* segments;
 
-  std::array<Counter*, static_cast<size_t>(MasterOp::kCount)> requests;
   Counter* puts_ok;
   Counter* puts_exists;
   Counter* puts_no_space;

@@ -23,7 +23,6 @@ MasterService::~MasterService() = default;
 
 StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo& segment) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kMountSegment);
   if (node.id.empty()) return {ErrorCode::INVALID_PARAMS, "mount: node id is empty"};
   if (segment.size == 0) {
     return {ErrorCode::INVALID_PARAMS, fmt::format("mount: segment {} has size 0", segment.id)};
@@ -60,7 +59,6 @@ StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo&
 
 StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t segment_id) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kUnmountSegment);
   StoreResult<MountRef> gone = [&] {
     std::lock_guard lock(s.membership_mu);
     s.nodes.Touch(node_id, s.Now());
@@ -74,7 +72,6 @@ StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t s
 
 StoreResult<PingReply> MasterService::Ping(const NodeInfo& node) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kPing);
   if (node.id.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "ping: node id is empty");
   PingReply reply;
   reply.lease_ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());

@@ -109,7 +109,6 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
     const std::string& node_id, const std::vector<std::string>& keys,
     const std::vector<uint64_t>& sizes, const PutConfig& config) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kPutStart);
   std::vector<StoreResult<std::vector<ReplicaDesc>>> out;
   const uint32_t replicas = config.replicas != 0 ? config.replicas : s.options.replicas;
   StoreStatus batch = CheckBatch(keys.size());
@@ -176,7 +175,6 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
 std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
                                                const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kPutEnd);
   std::vector<StoreStatus> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
@@ -203,7 +201,6 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
 std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
                                                   const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kPutRevoke);
   std::vector<StoreStatus> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
@@ -236,7 +233,6 @@ std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
 std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
     const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kGetReplicas);
   std::vector<StoreResult<ObjectDesc>> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
     s.m.gets_invalid->Inc(static_cast<double>(keys.size()));
@@ -277,7 +273,6 @@ std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
 
 std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kExist);
   std::vector<StoreResult<bool>> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
@@ -296,7 +291,6 @@ std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::strin
 std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& keys,
                                                bool force) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kRemove);
   std::vector<StoreStatus> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
     s.m.removes_invalid->Inc(static_cast<double>(keys.size()));
@@ -335,13 +329,11 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
 
 StoreResult<uint64_t> MasterService::RemoveAll(bool force) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kRemoveAll);
   return s.RemoveMatching([](const std::string&) { return true; }, force);
 }
 
 StoreResult<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, bool force) {
   Impl& s = *impl_;
-  s.m.Request(MasterOp::kRemoveByRegex);
   std::regex re;
   try {
     re.assign(pattern, std::regex::ECMAScript | std::regex::optimize);
