@@ -3,6 +3,7 @@
 // optionally HTTP /healthz /status /metrics. Runs until SIGTERM/SIGINT.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -72,12 +73,15 @@ int RunNode(const NodeFlags& f) {
   }
   store::StoreNode* n = node->get();
   AdminHttp http(
-      [n, &dummies, &f] {
-        return nlohmann::json{{"id", n->info().id},
+      [n, &dummies, &f, bytes = *segment_size, started = std::chrono::steady_clock::now()] {
+        const std::chrono::duration<double> up = std::chrono::steady_clock::now() - started;
+        return nlohmann::json{{"version", KVTIER_VERSION},
+                              {"uptime_s", up.count()},
+                              {"id", n->info().id},
                               {"endpoint", n->info().endpoint},
                               {"master", f.master},
                               {"mounted", n->mounted()},
-                              {"segment_bytes", f.segment_size},
+                              {"segment_bytes", bytes},
                               {"dummies_connected", dummies.connected()}};
       },
       &metrics);

@@ -13,6 +13,7 @@ Status FdHandoffService::Start(const std::string& uds_name) {
   auto l = wire::ListenAbstract(uds_name);
   if (!l.ok()) return l.status();
   listener_ = std::move(l).value();
+  ErrorsCounter();  // exported at 0 from the start, so rate() over it works before an error
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }
@@ -36,9 +37,13 @@ void FdHandoffService::Loop() {
   }
 }
 
+Counter* FdHandoffService::ErrorsCounter() {
+  return metrics_.GetCounter("kvtier_fd_handoff_errors_total",
+                             "Rejected KV-buffer hand-offs on the Unix socket");
+}
+
 void FdHandoffService::Serve(int conn) {
-  auto* errors = metrics_.GetCounter("kvtier_fd_handoff_errors_total",
-                                     "Rejected KV-buffer hand-offs on the Unix socket");
+  auto* errors = ErrorsCounter();
   auto reply = [&](const Status& s, uint64_t token) {
     if (!s.ok()) {
       errors->Inc();

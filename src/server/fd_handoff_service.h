@@ -27,6 +27,7 @@ class FdHandoffService {
  private:
   void Loop();
   void Serve(int conn);
+  Counter* ErrorsCounter();
 
   WorkerRegistry& registry_;
   MetricsRegistry& metrics_;

@@ -468,11 +468,10 @@ function renderMaster(st) {
 function renderNode(st, s) {
   const series = (name, label) => [...new Set(s.m.filter((e) => e.name === name).map((e) => e.labels[label]))]
     .map((op, i) => ({ name: op, color: COLORS[i % COLORS.length], pts: rateSeries((x) => metric(x, name, { [label]: op })) }));
-  const segBytes = metric(s, 'kvtier_node_segment_bytes'), tiles = [
+  const tiles = [
     tile('Node', `<span class="mono">${fig('id', String)}</span>`, `endpoint ${fig('endpoint', String)}`),
     tile('Master', fig('master', String), pill(fig('mounted', (v) => (v ? 'mounted' : 'not mounted')), st.mounted)),
-    tile('Segment', fig('segment_bytes', String),
-         segBytes !== null ? derived('segment_bytes', fmtBytes(segBytes)) : ''),
+    tile('Segment', fig('segment_bytes', fmtBytes), ''),
     tile('Dummies connected', fig('dummies_connected', fmtNum, 'big'), ''),
   ].join('');
   const charts = [

@@ -28,7 +28,12 @@ struct MasterServer::Impl {
         http(
             [this] {
               nlohmann::json j = service.StatusJson();
-              if (j.is_object()) j["version"] = KVTIER_VERSION;
+              if (j.is_object()) {
+                j["version"] = KVTIER_VERSION;
+                j["uptime_s"] =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time)
+                        .count();
+              }
               return j;
             },
             &metrics) {
@@ -54,6 +59,7 @@ struct MasterServer::Impl {
   std::condition_variable cv;
   bool stopping = false;
   bool started = false;
+  const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;
 };
 

@@ -76,6 +76,8 @@ DummyMetrics::DummyMetrics(MetricsRegistry& r) : registry(r) {
       r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "error"}});
   disconnects_stop =
       r.GetCounter("kvtier_node_dummy_disconnects_total", disc_help, {{"reason", "stop"}});
+  // Exported at 0 from the start, so rate() over them works before the first error.
+  for (const char* reason : {"protocol", "refused", "bounds", "staging"}) Error(reason);
 }
 
 Counter* DummyMetrics::Error(const std::string& reason) {
