@@ -185,15 +185,16 @@ def panels():
     for row_title, row in ROWS:
         out.append({"id": pid, "type": "row", "title": row_title, "collapsed": False,
                     "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
-        pid, y, x = pid + 1, y + 1, 0
+        pid, y, x, h = pid + 1, y + 1, 0, 0
         for title, unit, targets, *kind in row:
             kind = kind[0] if kind else "timeseries"
-            w, h = (8, 4) if kind == "stat" else (12, 8)
-            if x + w > 24:
-                x, y = 0, y + h_last
+            w = 8 if kind == "stat" else 12
+            if x + w > 24:      # a full line: the next starts below it
+                x, y = 0, y + h
+            h = 4 if kind == "stat" else 8
             out.append(panel(pid, title, unit, targets, kind, {"h": h, "w": w, "x": x, "y": y}))
-            pid, x, h_last = pid + 1, x + w, h
-        y += h_last
+            pid, x = pid + 1, x + w
+        y += h
     return out
 
 

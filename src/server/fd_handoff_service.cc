@@ -13,7 +13,6 @@ Status FdHandoffService::Start(const std::string& uds_name) {
   auto l = wire::ListenAbstract(uds_name);
   if (!l.ok()) return l.status();
   listener_ = std::move(l).value();
-  ErrorsCounter();  // exported at 0 from the start, so rate() over it works before an error
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }
@@ -37,16 +36,10 @@ void FdHandoffService::Loop() {
   }
 }
 
-Counter* FdHandoffService::ErrorsCounter() {
-  return metrics_.GetCounter("kvtier_fd_handoff_errors_total",
-                             "Rejected KV-buffer hand-offs on the Unix socket");
-}
-
 void FdHandoffService::Serve(int conn) {
-  auto* errors = ErrorsCounter();
   auto reply = [&](const Status& s, uint64_t token) {
     if (!s.ok()) {
-      errors->Inc();
+      errors_->Inc();
       if (ShouldLog("fd-handoff:" + s.message())) KVT_LOG_WARN("fd hand-off: {}", s.ToString());
     }
     std::string r = wire::BuildHandoffReply(s, token);

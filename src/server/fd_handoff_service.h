@@ -17,8 +17,11 @@ namespace kvtier {
 
 class FdHandoffService {
  public:
+  // The error counter is registered here, so it is exported at 0 before the first error.
   FdHandoffService(WorkerRegistry& registry, MetricsRegistry& metrics)
-      : registry_(registry), metrics_(metrics) {}
+      : registry_(registry),
+        errors_(metrics.GetCounter("kvtier_fd_handoff_errors_total",
+                                   "Rejected KV-buffer hand-offs on the Unix socket")) {}
   ~FdHandoffService() { Stop(); }
 
   Status Start(const std::string& uds_name);
@@ -27,10 +30,9 @@ class FdHandoffService {
  private:
   void Loop();
   void Serve(int conn);
-  Counter* ErrorsCounter();
 
   WorkerRegistry& registry_;
-  MetricsRegistry& metrics_;
+  Counter* errors_;
   wire::UniqueFd listener_;
   EventNotifier stop_;
   std::thread thread_;

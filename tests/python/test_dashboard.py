@@ -27,7 +27,7 @@ import pytest
 import kvtier
 from kvtier.server import LocalServer
 from kvtier.store import DistributedStore
-from store_cluster import StoreCluster
+from store_cluster import running_cluster
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
@@ -392,13 +392,8 @@ def test_server_under_load(server, loaded, tmp_path):
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = StoreCluster(lease_ms=200, http=True)
-    try:
-        c.start()
+    with running_cluster(200, http=True) as c:
         yield c
-    finally:
-        c.stop()
-    c.remove_logs()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ be valid PromQL and return series, and a few must equal /status. Each process's 
 pass `promtool check metrics` and the naming rules of docs/operations.md (Prometheus)."""
 
 import json
-import os
 import re
 import shutil
 import signal
