@@ -301,6 +301,13 @@ class PyCacheClient {
     return r.l1 + r.l2;
   }
 
+  // Clear of the objects whose key starts with `prefix` ("MODEL@": one model's).
+  uint64_t Evict(const std::string& prefix, const std::string& tiers) {
+    CacheClient& c = Get();
+    const CacheClient::Cleared r = Take(NoGil([&] { return c.Evict(prefix, tiers); }));
+    return r.l1 + r.l2;
+  }
+
   py::dict Stats() {
     CacheClient& c = Get();
     const auto numbers = Take(NoGil([&] { return c.Stats(); }));
@@ -404,6 +411,7 @@ PYBIND11_MODULE(_kvtier, m) {
       .def("end_session", &C::EndSession, py::arg("request_id"))
       .def("ping", &C::Ping)
       .def("clear", &C::Clear, py::arg("tiers") = "l1")
+      .def("evict", &C::Evict, py::arg("prefix"), py::arg("tiers") = "l1")
       .def("stats", &C::Stats)
       .def("close", &C::Close);
 

@@ -24,8 +24,8 @@ struct CtlFlags {
   std::string auth_token_file;
   int64_t timeout_ms = 5000;
   bool json = false;
-  std::string arg;  // keys' PREFIX or query's KEY
-  std::string tiers = "l1";  // clear's --tiers
+  std::string arg;  // keys' and evict's PREFIX, query's KEY
+  std::string tiers = "l1";  // clear's and evict's --tiers
 };
 
 enum class Kind { kServer, kMaster, kNode };
@@ -43,6 +43,10 @@ const std::vector<Verb>& Verbs() {
        {Kind::kServer}},
       {"stats", "Server: the STATS numbers (L1 use, evictions, hit rates, ...)", {Kind::kServer}},
       {"clear", "Server: drop every object in L1 (--tiers l2|all: in L2 too)", {Kind::kServer}},
+      {"evict",
+       "Server: drop the objects whose key starts with PREFIX (MODEL@ for a model) from L1 "
+       "(--tiers l2|all: from L2 too)",
+       {Kind::kServer}},
       {"workers", "Server (--http): the registered inference workers", {Kind::kServer}},
       {"status",
        "Server (--http), master or node: the /status figures",
@@ -71,6 +75,7 @@ Exit codes:
 
 Examples:
   kvtier ctl --server 127.0.0.1:5555 stats
+  kvtier ctl --server 127.0.0.1:5555 evict Qwen/Qwen3-8B@ --tiers all
   kvtier ctl --http 127.0.0.1:8080 workers --json
   kvtier ctl --master 127.0.0.1:9003 keys model@ --auth-token-file kvtier.token)";
 
@@ -119,7 +124,7 @@ int RunCtl(const CtlFlags& f, const std::string& verb_name) {
   if (!ReadAuthTokenFlag(f.auth_token_file, options.auth_token)) return kCtlUsage;
   switch (kinds[0]) {
     case Kind::kServer:
-      return RunServerCtl(verb_name, options, server, http, f.tiers);
+      return RunServerCtl(verb_name, options, server, http, f.tiers, f.arg);
     case Kind::kMaster:
       return RunMasterCtl(verb_name, options, *master, f.arg);
     case Kind::kNode:
@@ -156,7 +161,12 @@ RunFn AddCtlCommand(CLI::App& app) {
       cmd->add_option("PREFIX", f->arg, "Only keys that start with PREFIX");
     } else if (std::string(v.name) == "query") {
       cmd->add_option("KEY", f->arg, "The key to look up")->required();
-    } else if (std::string(v.name) == "clear") {
+    } else if (std::string(v.name) == "evict") {
+      cmd->add_option("PREFIX", f->arg, "The key prefix, e.g. MODEL@ (keys are MODEL@RANK@...)")
+          ->required()
+          ->check([](const std::string& p) { return p.empty() ? "PREFIX is empty" : ""; });
+    }
+    if (std::string(v.name) == "clear" || std::string(v.name) == "evict") {
       cmd->add_option("--tiers", f->tiers, "l1, l2 (what the server stored there) or all")
           ->check(CLI::IsMember({"l1", "l2", "all"}))
           ->capture_default_str();

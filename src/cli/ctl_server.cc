@@ -1,4 +1,4 @@
-// `kvtier ctl --server HOST:PORT ping|stats|clear` over the cache server's ZMQ port (the C++
+// `kvtier ctl --server HOST:PORT ping|stats|clear|evict` over the cache server's ZMQ port (the C++
 // CacheClient), and `kvtier ctl --http HOST:PORT status|workers` from its HTTP /status.
 #include <fmt/format.h>
 
@@ -86,21 +86,27 @@ int Stats(const CtlOptions& o, const HostPort& t) {
   return kCtlOk;
 }
 
-int Clear(const CtlOptions& o, const HostPort& t, const std::string& tiers) {
+// clear (an empty `prefix`) and evict PREFIX.
+int Remove(const CtlOptions& o, const HostPort& t, const std::string& tiers,
+           const std::string& prefix) {
   auto client = Connect(o, t);
   if (!client.ok())
     return CtlFail(ExitCodeFor(client.status()), ServerName(t), Reason(client.status()));
-  auto removed = (*client)->Clear(tiers);
+  auto removed = prefix.empty() ? (*client)->Clear(tiers) : (*client)->Evict(prefix, tiers);
   if (!removed.ok())
     return CtlFail(ExitCodeFor(removed.status()), ServerName(t), Reason(removed.status()));
   if (o.json) {
     PrintJson(std::cout, {{"removed_objects", removed->l1}, {"l2_removed_objects", removed->l2}});
-  } else if (tiers == "l1") {
-    std::cout << fmt::format("cleared {}: removed {} objects from L1\n", ServerName(t),
-                             removed->l1);
+    return kCtlOk;
+  }
+  const std::string what = prefix.empty() ? "objects" : "objects under '" + prefix + "'";
+  if (tiers == "l1") {
+    std::cout << fmt::format("{} {}: removed {} {} from L1\n", prefix.empty() ? "cleared" : "evicted",
+                             ServerName(t), removed->l1, what);
   } else {
-    std::cout << fmt::format("cleared {}: removed {} objects from L1 and {} from L2\n",
-                             ServerName(t), removed->l1, removed->l2);
+    std::cout << fmt::format("{} {}: removed {} {} from L1 and {} from L2\n",
+                             prefix.empty() ? "cleared" : "evicted", ServerName(t), removed->l1,
+                             what, removed->l2);
   }
   return kCtlOk;
 }
@@ -163,7 +169,7 @@ int ShowWorkers(const CtlOptions& o, const HostPort& http) {
 
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
                  const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
-                 const std::string& tiers) {
+                 const std::string& tiers, const std::string& arg) {
   const bool needs_http = verb == "status" || verb == "workers";
   if (needs_http && !http) {
     return CtlFail(kCtlUsage, "ctl " + verb,
@@ -175,7 +181,8 @@ int RunServerCtl(const std::string& verb, const CtlOptions& options,
   }
   if (verb == "ping") return Ping(options, *zmq);
   if (verb == "stats") return Stats(options, *zmq);
-  if (verb == "clear") return Clear(options, *zmq, tiers);
+  if (verb == "clear") return Remove(options, *zmq, tiers, "");
+  if (verb == "evict") return Remove(options, *zmq, tiers, arg);
   if (verb == "status") return ShowStatus(options, *http);
   if (verb == "workers") return ShowWorkers(options, *http);
   return CtlFail(kCtlUsage, "ctl " + verb, "is not a server command");

@@ -10,11 +10,11 @@
 
 namespace kvtier::cli {
 
-// ping, stats, clear use the ZMQ port (`zmq`); status, workers the HTTP admin port (`http`);
-// `tiers` is clear's.
+// ping, stats, clear, evict PREFIX use the ZMQ port (`zmq`); status, workers the HTTP admin port
+// (`http`); `tiers` is clear's and evict's, `arg` evict's PREFIX.
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
                  const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
-                 const std::string& tiers);
+                 const std::string& tiers, const std::string& arg);
 
 // status, keys [PREFIX], segments, nodes, query KEY; `arg` is the PREFIX or KEY.
 int RunMasterCtl(const std::string& verb, const CtlOptions& options, const HostPort& master,

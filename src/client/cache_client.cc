@@ -193,15 +193,30 @@ Status CacheClient::EndSession(const std::string& request_id) {
 
 Status CacheClient::Ping() { return Call(RequestType::kPing, wire::BodyWriter().Finish()).status(); }
 
-Result<CacheClient::Cleared> CacheClient::Clear(std::string_view tiers) {
-  wire::BodyWriter body;
-  body.Put("tiers", std::string(tiers));
-  auto r = Call(RequestType::kClear, body.Finish());
+namespace {
+
+Result<CacheClient::Cleared> ParseCleared(const Result<wire::BodyReader>& r) {
   if (!r.ok()) return r.status();
-  Cleared c;
+  CacheClient::Cleared c;
   KVT_RETURN_IF_ERROR(r->GetOptional("removed_objects", c.l1));
   KVT_RETURN_IF_ERROR(r->GetOptional("l2_removed_objects", c.l2));
   return c;
+}
+
+}  // namespace
+
+Result<CacheClient::Cleared> CacheClient::Clear(std::string_view tiers) {
+  wire::BodyWriter body;
+  body.Put("tiers", std::string(tiers));
+  return ParseCleared(Call(RequestType::kClear, body.Finish()));
+}
+
+Result<CacheClient::Cleared> CacheClient::Evict(std::string_view key_prefix,
+                                                std::string_view tiers) {
+  wire::BodyWriter body;
+  body.Put("prefix", std::string(key_prefix));
+  body.Put("tiers", std::string(tiers));
+  return ParseCleared(Call(RequestType::kEvict, body.Finish()));
 }
 
 Result<std::vector<std::pair<std::string, double>>> CacheClient::Stats() {

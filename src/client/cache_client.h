@@ -65,13 +65,16 @@ class CacheClient {
   Status FreeLookupLocks(const std::string& request_id);
   Status EndSession(const std::string& request_id);
   Status Ping();
-  // What CLEAR removed, by tier.
+  // What CLEAR or EVICT removed, by tier.
   struct Cleared {
     uint64_t l1 = 0;
     uint64_t l2 = 0;
   };
   // `tiers`: "l1", "l2" or "all".
   Result<Cleared> Clear(std::string_view tiers = "l1");
+  // Like Clear, only for the objects whose key string (ObjectKey::ToString, "model@...") starts
+  // with `key_prefix`, which must not be empty.
+  Result<Cleared> Evict(std::string_view key_prefix, std::string_view tiers = "l1");
   Result<std::vector<std::pair<std::string, double>>> Stats();
 
   // Low level: send one request, then wait for the reply with that id. The reply's status is

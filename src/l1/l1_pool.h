@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -97,8 +98,9 @@ class L1Pool {
   virtual bool Contains(const ObjectKey& key) const = 0;
   // Marks keys as recently used for the eviction policy.
   virtual void Touch(std::span<const ObjectKey> keys) = 0;
-  // Removes every resident object that is not pinned; returns how many were removed.
-  virtual size_t Clear() = 0;
+  // Removes every resident object that is not pinned and whose key string (ObjectKey::ToString)
+  // starts with `key_prefix` (all of them for ""); returns how many were removed.
+  virtual size_t Clear(std::string_view key_prefix = {}) = 0;
   // Removes the given keys where they are resident and not pinned; returns how many.
   virtual size_t Erase(std::span<const ObjectKey> keys) = 0;
   // Runs eviction now (also done automatically after FinishWrite/ReserveWrite) and reclaims

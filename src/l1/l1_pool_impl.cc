@@ -188,12 +188,13 @@ void L1PoolImpl::Touch(std::span<const ObjectKey> keys) {
   }
 }
 
-size_t L1PoolImpl::Clear() {
+size_t L1PoolImpl::Clear(std::string_view key_prefix) {
   std::lock_guard lock(mu_);
   const int64_t now = clock_->NowNs();
   size_t removed = 0;
   for (const ObjectKey& key : table_.ResidentKeys()) {
     if (table_.Find(key)->Pinned(now)) continue;
+    if (!key_prefix.empty() && !key.ToString().starts_with(key_prefix)) continue;
     FreeObject(key);
     ++removed;
   }

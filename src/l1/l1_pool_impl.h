@@ -29,7 +29,7 @@ class L1PoolImpl final : public L1Pool {
   size_t CountPrefix(std::span<const ObjectKey> keys) const override;
   bool Contains(const ObjectKey& key) const override;
   void Touch(std::span<const ObjectKey> keys) override;
-  size_t Clear() override;
+  size_t Clear(std::string_view key_prefix) override;
   size_t Erase(std::span<const ObjectKey> keys) override;
   size_t EvictIfNeeded() override;
   L1Stats Stats() const override;

@@ -98,10 +98,11 @@ std::future<Completion> L2Cascade::Submit(size_t i, ConnectorOp op,
   return future;
 }
 
-uint64_t L2Cascade::Clear() {
+uint64_t L2Cascade::Clear(std::string_view key_prefix) {
   std::vector<std::future<Completion>> removes;
   for (size_t i = 0; i < adapters_.size(); ++i) {
     std::vector<std::string> keys = adapters_[i]->Keys();
+    std::erase_if(keys, [&](const std::string& k) { return !k.starts_with(key_prefix); });
     if (keys.empty() || !Available(i, ConnectorOp::kRemove)) continue;
     removes.push_back(Submit(i, ConnectorOp::kRemove, [&keys](Connector& c) {
       return c.SubmitRemove(std::move(keys));

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/metrics.h"
@@ -56,9 +57,10 @@ class L2Cascade {
   // Up for reads and writes.
   bool Up(size_t i) const;
 
-  // Removes every object the server accounts for in every adapter that is up, except those a
-  // lookup holds locked; blocks until the removes complete. Returns the objects removed.
-  uint64_t Clear();
+  // Removes every object the server accounts for in every adapter that is up (only the keys
+  // that start with `key_prefix`, when given), except those a lookup holds locked; blocks until
+  // the removes complete. Returns the objects removed.
+  uint64_t Clear(std::string_view key_prefix = {});
 
   // Closes every adapter (queued tasks complete as failed, so every callback runs), then stops
   // the router. Idempotent.

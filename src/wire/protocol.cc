@@ -16,6 +16,7 @@ const char* RequestTypeName(uint32_t type) {
     case RequestType::kPing: return "PING";
     case RequestType::kClear: return "CLEAR";
     case RequestType::kStats: return "STATS";
+    case RequestType::kEvict: return "EVICT";
   }
   return "UNKNOWN";
 }

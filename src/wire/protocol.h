@@ -24,8 +24,9 @@ enum class RequestType : uint32_t {
   kPing = 10,
   kClear = 11,
   kStats = 12,
+  kEvict = 13,
 };
-inline constexpr uint32_t kMaxRequestType = 12;
+inline constexpr uint32_t kMaxRequestType = 13;
 
 // "STORE", or "UNKNOWN" for values outside the enum.
 const char* RequestTypeName(uint32_t type);

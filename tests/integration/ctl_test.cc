@@ -1,6 +1,6 @@
-// `kvtier ctl` against a real cache server: ping, stats, status, workers and clear, each in --json
-// (checked against the server's own /status) and as the human table; and the exit codes of its
-// errors: unreachable (3), authentication refused (4), usage (2). The store's verbs:
+// `kvtier ctl` against a real cache server: ping, stats, status, workers, clear and evict, each in
+// --json (checked against the server's own /status) and as the human table; and the exit codes of
+// its errors: unreachable (3), authentication refused (4), usage (2). The store's verbs:
 // integration_store/ctl_store_test.cc.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -123,6 +123,34 @@ TEST_F(CtlServerTest, ClearEmptiesL1) {
   const CliOutput bad = Ctl(ZmqTarget(server_) + " clear --tiers l3");
   EXPECT_NE(bad.status, 0);
   ExpectContains(bad.err, "l3");
+}
+
+TEST_F(CtlServerTest, EvictDropsOneModelsObjects) {
+  Worker other(*client_, 8, 1, 0, "test-model-2");
+  ASSERT_TRUE(other.status.ok()) << other.status.ToString();
+  other.Fill(Blocks(0, 8), 128, 2);
+  auto st = client_->Store(other.Request(Tokens(128, 2), Blocks(0, 8)));
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  ASSERT_EQ(ServerStatus(server_)["l1_objects"], 6);
+
+  const nlohmann::json none = CtlJson(ZmqTarget(server_) + " evict no-such-model@");
+  EXPECT_EQ(none["removed_objects"], 0);
+  const nlohmann::json evicted = CtlJson(ZmqTarget(server_) + " evict test-model-2@");
+  EXPECT_EQ(evicted["removed_objects"], 2);
+  EXPECT_EQ(ServerStatus(server_)["l1_objects"], 4);  // test-model's chunks are all still there
+  const CliOutput human = Ctl("evict test-model@ --tiers all " + ZmqTarget(server_));
+  EXPECT_EQ(human.status, 0) << human.err;
+  ExpectContains(human.out, "removed 4 objects under 'test-model@' from L1 and 0 from L2");
+  EXPECT_EQ(ServerStatus(server_)["l1_objects"], 0);
+
+  const CliOutput empty = Ctl(ZmqTarget(server_) + " evict ''");
+  EXPECT_EQ(empty.status, 2) << empty.out;
+  ExpectContains(empty.err, "PREFIX is empty");
+  EXPECT_EQ(Ctl(ZmqTarget(server_) + " evict").status, 2);  // PREFIX is required
+  // Through the client library an empty prefix is the server's INVALID_ARGUMENT, never a clear.
+  auto refused = client_->Evict("");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
 }
 
 TEST(CtlErrors, UnreachableTargetsExitThree) {

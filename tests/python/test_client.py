@@ -146,6 +146,16 @@ def test_stats_and_clear(client, worker, uid):
         client.clear(tiers="disk")
 
 
+def test_evict_drops_one_models_objects(client, worker, uid):
+    client.store(uid, np.arange(2 * PER_CHUNK, dtype=np.uint32), tokens_for(uid, 2 * CHUNK))
+    before = client.stats()["l1_objects"]
+    assert client.evict(f"model-{uid}-not@") == 0
+    assert client.evict(f"model-{uid}@") == 2
+    assert client.stats()["l1_objects"] == before - 2
+    with pytest.raises(kvtier.KvtierError, match="INVALID_ARGUMENT.*prefix"):
+        client.evict("")
+
+
 def test_numpy_view_is_zero_copy():
     buf = kvtier.HostKvBuffer(1 << 16)
     assert buf.size == 1 << 16 and buf.fd >= 0

@@ -421,6 +421,28 @@ TEST_F(L1PoolTest, FragmentedPoolEvictsUntilABlockFits) {
   EXPECT_GE(pool->Stats().evictions, 1u);
 }
 
+TEST_F(L1PoolTest, ClearWithAPrefixRemovesOnlyThatModelsUnpinnedObjects) {
+  auto pool = MakePool(Options());
+  Store(*pool, 0, 4);  // test-model
+  std::vector<ObjectKey> other = TestKeys(10, 3);
+  for (ObjectKey& k : other) k.model = "test-model-2";  // "test-model" is a prefix of its name
+  for (const ObjectKey& k : other) {
+    auto slots = pool->ReserveWrite({&k, 1}, kObject);
+    ASSERT_TRUE(slots.ok()) << slots.status().ToString();
+    pool->FinishWrite({&k, 1});
+  }
+  pool->Pin(TestKeys(0, 1));
+  EXPECT_EQ(pool->Clear("nothing-like-it@"), 0u);
+  EXPECT_EQ(pool->Clear("test-model@"), 3u);  // the pinned one stays, the other model's too
+  EXPECT_TRUE(Has(*pool, 0));
+  EXPECT_FALSE(Has(*pool, 1));
+  for (const ObjectKey& k : other) EXPECT_TRUE(pool->Contains(k));
+  EXPECT_EQ(pool->Clear(other[1].ToString()), 1u);  // a whole key is a prefix of itself
+  EXPECT_FALSE(pool->Contains(other[1]));
+  EXPECT_EQ(pool->Clear("test-model"), 2u);  // no '@': both models' unpinned objects
+  EXPECT_EQ(pool->Stats().objects, 1u);
+}
+
 TEST_F(L1PoolTest, S3FifoPoolEvicts) {
   auto pool = MakePool(Options("S3FIFO"));
   Store(*pool, 0, 30);

@@ -177,6 +177,20 @@ TEST(L2CapacityTest, ClearRemovesWhatTheServerStored) {
   EXPECT_EQ(l2->adapter(0).usage().evictions, 0u);  // a clear is not an eviction
 }
 
+TEST(L2CapacityTest, ClearWithAPrefixRemovesOnlyThoseKeys) {
+  TempDir dir;
+  MetricsRegistry metrics;
+  auto l2 = Cascade(metrics, FsAdapter(dir, 100));
+  ASSERT_EQ(Store(*l2, 0, 5).Hits(), 5u);
+  EXPECT_EQ(l2->Clear("other-model@"), 0u);
+  EXPECT_EQ(l2->Clear(kKeys[2]), 1u);
+  EXPECT_EQ(Found(*l2, 5), Bits({1, 1, 0, 1, 1}));
+  EXPECT_EQ(dir.Files(), 4u);
+  EXPECT_EQ(l2->adapter(0).usage().objects, 4u);
+  EXPECT_EQ(l2->Clear("m@"), 4u);
+  EXPECT_EQ(dir.Files(), 0u);
+}
+
 TEST(L2CapacityTest, S3FifoIsSelectableAndOtherPoliciesAreRefused) {
   TempDir dir;
   MetricsRegistry metrics;

@@ -86,7 +86,7 @@ TEST(FramesTest, ContainerHeadersDoNotAllocate) {
 
 TEST(ProtocolTest, RequestTypeNames) {
   EXPECT_STREQ(RequestTypeName(static_cast<uint32_t>(RequestType::kStore)), "STORE");
-  EXPECT_STREQ(RequestTypeName(kMaxRequestType), "STATS");
+  EXPECT_STREQ(RequestTypeName(kMaxRequestType), "EVICT");
   EXPECT_STREQ(RequestTypeName(0), "UNKNOWN");
   EXPECT_STREQ(RequestTypeName(kMaxRequestType + 1), "UNKNOWN");
   for (uint32_t t = 1; t <= kMaxRequestType; ++t) EXPECT_STRNE(RequestTypeName(t), "UNKNOWN");
