@@ -24,8 +24,7 @@ struct CtlFlags {
   std::string auth_token_file;
   int64_t timeout_ms = 5000;
   bool json = false;
-  std::string arg;  // keys' and evict's PREFIX, query's KEY
-  std::string tiers = "l1";  // clear's and evict's --tiers
+  CtlArgs args;
 };
 
 enum class Kind { kServer, kMaster, kNode };
@@ -57,6 +56,9 @@ const std::vector<Verb>& Verbs() {
       {"query",
        "Master: where the replicas of KEY are (exit 1 if it is not stored)",
        {Kind::kMaster}},
+      {"remove",
+       "Master: remove KEY... (exit 1 if one could not be), or --prefix PREFIX: every key under it",
+       {Kind::kMaster}},
   };
   return verbs;
 }
@@ -77,7 +79,8 @@ Examples:
   kvtier ctl --server 127.0.0.1:5555 stats
   kvtier ctl --server 127.0.0.1:5555 evict Qwen/Qwen3-8B@ --tiers all
   kvtier ctl --http 127.0.0.1:8080 workers --json
-  kvtier ctl --master 127.0.0.1:9003 keys model@ --auth-token-file kvtier.token)";
+  kvtier ctl --master 127.0.0.1:9003 keys model@ --auth-token-file kvtier.token
+  kvtier ctl --master 127.0.0.1:9003 remove --prefix model@)";
 
 int Usage(const std::string& reason) { return CtlFail(kCtlUsage, "usage", reason); }
 
@@ -124,9 +127,9 @@ int RunCtl(const CtlFlags& f, const std::string& verb_name) {
   if (!ReadAuthTokenFlag(f.auth_token_file, options.auth_token)) return kCtlUsage;
   switch (kinds[0]) {
     case Kind::kServer:
-      return RunServerCtl(verb_name, options, server, http, f.tiers, f.arg);
+      return RunServerCtl(verb_name, options, server, http, f.args);
     case Kind::kMaster:
-      return RunMasterCtl(verb_name, options, *master, f.arg);
+      return RunMasterCtl(verb_name, options, *master, f.args);
     case Kind::kNode:
       return RunNodeCtl(verb_name, options, *node);
   }
@@ -155,19 +158,29 @@ RunFn AddCtlCommand(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{3'600'000}));
   ctl->add_flag("--json", f->json, "Print JSON for scripts instead of tables");
+  CtlArgs& a = f->args;
   for (const Verb& v : Verbs()) {
     CLI::App* cmd = ctl->add_subcommand(v.name, v.help);
-    if (std::string(v.name) == "keys") {
-      cmd->add_option("PREFIX", f->arg, "Only keys that start with PREFIX");
-    } else if (std::string(v.name) == "query") {
-      cmd->add_option("KEY", f->arg, "The key to look up")->required();
-    } else if (std::string(v.name) == "evict") {
-      cmd->add_option("PREFIX", f->arg, "The key prefix, e.g. MODEL@ (keys are MODEL@RANK@...)")
+    const std::string name = v.name;
+    if (name == "keys") {
+      cmd->add_option("PREFIX", a.arg, "Only keys that start with PREFIX");
+    } else if (name == "query") {
+      cmd->add_option("KEY", a.arg, "The key to look up")->required();
+    } else if (name == "evict") {
+      cmd->add_option("PREFIX", a.arg, "The key prefix, e.g. MODEL@ (keys are MODEL@RANK@...)")
           ->required()
           ->check([](const std::string& p) { return p.empty() ? "PREFIX is empty" : ""; });
+    } else if (name == "remove") {
+      auto* keys = cmd->add_option("KEY", a.keys, "The keys to remove");
+      auto* prefix = cmd->add_option("--prefix", a.prefix, "Remove every key under this prefix")
+                         ->check([](const std::string& p) {
+                           return p.empty() ? "--prefix is empty" : "";
+                         });
+      keys->excludes(prefix);  // and one of them is required: RunMasterCtl says so
+      cmd->add_flag("--force", a.force, "Remove objects under a read lease too");
     }
-    if (std::string(v.name) == "clear" || std::string(v.name) == "evict") {
-      cmd->add_option("--tiers", f->tiers, "l1, l2 (what the server stored there) or all")
+    if (name == "clear" || name == "evict") {
+      cmd->add_option("--tiers", a.tiers, "l1, l2 (what the server stored there) or all")
           ->check(CLI::IsMember({"l1", "l2", "all"}))
           ->capture_default_str();
     }

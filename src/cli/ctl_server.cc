@@ -169,7 +169,7 @@ int ShowWorkers(const CtlOptions& o, const HostPort& http) {
 
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
                  const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
-                 const std::string& tiers, const std::string& arg) {
+                 const CtlArgs& args) {
   const bool needs_http = verb == "status" || verb == "workers";
   if (needs_http && !http) {
     return CtlFail(kCtlUsage, "ctl " + verb,
@@ -181,8 +181,8 @@ int RunServerCtl(const std::string& verb, const CtlOptions& options,
   }
   if (verb == "ping") return Ping(options, *zmq);
   if (verb == "stats") return Stats(options, *zmq);
-  if (verb == "clear") return Remove(options, *zmq, tiers, "");
-  if (verb == "evict") return Remove(options, *zmq, tiers, arg);
+  if (verb == "clear") return Remove(options, *zmq, args.tiers, "");
+  if (verb == "evict") return Remove(options, *zmq, args.tiers, args.arg);
   if (verb == "status") return ShowStatus(options, *http);
   if (verb == "workers") return ShowWorkers(options, *http);
   return CtlFail(kCtlUsage, "ctl " + verb, "is not a server command");

@@ -1,5 +1,6 @@
-// `kvtier ctl --master HOST:PORT status|keys|segments|nodes|query` over the master's HTTP API
-// (docs/store/master.md), and `kvtier ctl --node HOST:PORT status` from a node's HTTP /status.
+// `kvtier ctl --master HOST:PORT status|keys|segments|nodes|query|remove` over the master's
+// HTTP API (docs/store/master.md), and `kvtier ctl --node HOST:PORT status|dummies` from a node's
+// HTTP /status.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -144,15 +145,54 @@ int Query(const CtlOptions& o, const HostPort& t, const std::string& key) {
   return kCtlOk;
 }
 
+// remove KEY... or remove --prefix PREFIX (the master's POST /remove).
+int Remove(const CtlOptions& o, const HostPort& t, const CtlArgs& args) {
+  if (args.keys.empty() == args.prefix.empty()) {
+    return CtlFail(kCtlUsage, "ctl remove", "give the KEYs to remove, or --prefix PREFIX");
+  }
+  nlohmann::json req = {{"force", args.force}};
+  if (args.keys.empty()) {
+    req["prefix"] = args.prefix;
+  } else {
+    req["keys"] = args.keys;
+  }
+  HttpGetResult r = CtlHttpPost(o, t, "/remove", req);
+  if (r.exit_code != kCtlOk) {
+    if (r.http_status == 404) r.reason += " (a master older than ctl remove?)";
+    return CtlFail(r.exit_code, MasterName(t), r.reason);
+  }
+  const nlohmann::json reply = nlohmann::json::parse(r.body, nullptr, false);
+  if (!reply.is_object()) {
+    return CtlFail(kCtlFailed, MasterName(t), "POST /remove did not answer JSON: " + r.body);
+  }
+  const nlohmann::json failed = reply.value("failed", nlohmann::json::object());
+  if (o.json) {
+    PrintJson(std::cout, reply);
+  } else if (args.keys.empty()) {
+    std::cout << fmt::format("removed {} keys under '{}' from {}\n",
+                             reply.value("removed", uint64_t{0}), args.prefix, MasterName(t));
+  } else {
+    std::cout << fmt::format("removed {} of {} keys from {}\n", reply.value("removed", uint64_t{0}),
+                             args.keys.size(), MasterName(t));
+  }
+  if (failed.empty()) return kCtlOk;
+  for (const auto& [key, why] : failed.items()) {
+    CtlFail(kCtlFailed, MasterName(t),
+            fmt::format("key '{}' not removed: {}", key, why.value("message", "")));
+  }
+  return kCtlFailed;
+}
+
 }  // namespace
 
 int RunMasterCtl(const std::string& verb, const CtlOptions& options, const HostPort& master,
-                 const std::string& arg) {
+                 const CtlArgs& args) {
   if (verb == "status") return MasterStatus(options, master);
-  if (verb == "keys") return Keys(options, master, arg);
+  if (verb == "keys") return Keys(options, master, args.arg);
   if (verb == "segments") return Segments(options, master);
   if (verb == "nodes") return Nodes(options, master);
-  if (verb == "query") return Query(options, master, arg);
+  if (verb == "query") return Query(options, master, args.arg);
+  if (verb == "remove") return Remove(options, master, args);
   return CtlFail(kCtlUsage, "ctl " + verb, "is not a master command");
 }
 

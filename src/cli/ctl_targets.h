@@ -5,22 +5,32 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/ctl_common.h"
 
 namespace kvtier::cli {
 
+// The verbs' own arguments; each verb reads only its own.
+struct CtlArgs {
+  std::string arg;                // keys' and evict's PREFIX, query's KEY
+  std::string tiers = "l1";       // clear's and evict's --tiers
+  std::vector<std::string> keys;  // remove's KEYs
+  std::string prefix;             // remove --prefix
+  bool force = false;             // remove --force
+};
+
 // ping, stats, clear, evict PREFIX use the ZMQ port (`zmq`); status, workers the HTTP admin port
-// (`http`); `tiers` is clear's and evict's, `arg` evict's PREFIX.
+// (`http`).
 int RunServerCtl(const std::string& verb, const CtlOptions& options,
                  const std::optional<HostPort>& zmq, const std::optional<HostPort>& http,
-                 const std::string& tiers, const std::string& arg);
+                 const CtlArgs& args);
 
-// status, keys [PREFIX], segments, nodes, query KEY; `arg` is the PREFIX or KEY.
+// status, keys [PREFIX], segments, nodes, query KEY, remove KEY...|--prefix P.
 int RunMasterCtl(const std::string& verb, const CtlOptions& options, const HostPort& master,
-                 const std::string& arg);
+                 const CtlArgs& args);
 
-// status.
+// status, dummies.
 int RunNodeCtl(const std::string& verb, const CtlOptions& options, const HostPort& node);
 
 }  // namespace kvtier::cli

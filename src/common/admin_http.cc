@@ -74,6 +74,15 @@ void AdminHttp::AddGet(const std::string& path, HttpGetHandler handler) {
   });
 }
 
+void AdminHttp::AddPost(const std::string& path, HttpPostHandler handler) {
+  server_->Post(path, [handler = std::move(handler)](const httplib::Request& req,
+                                                     httplib::Response& res) {
+    HttpReply reply = handler(req.body);
+    res.status = reply.status;
+    res.set_content(reply.body, reply.content_type);
+  });
+}
+
 void AdminHttp::RequireToken(const std::string& token) {
   RequireBearerToken(*server_, token, metrics_, IsDashboardPath);
 }

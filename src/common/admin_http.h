@@ -2,7 +2,7 @@
 // (liveness), /status (JSON from a callback) and /metrics (Prometheus text of a registry, with
 // the process metrics and kvtier_build_info added: process_metrics.h), the live dashboard at
 // /dashboard/ (web/dashboard/, compiled in; open without a token, as it holds no data), plus any
-// GET endpoints a service adds (AddGet).
+// GET and POST endpoints a service adds (AddGet, AddPost).
 // Bound to one host only. Thread-safety: Start/Stop from one thread; the callbacks run on
 // cpp-httplib's threads, several at once, so they must be safe to call concurrently.
 #pragma once
@@ -34,6 +34,8 @@ struct HttpReply {
 };
 // Its handler: the query parameters (the first value of each) -> the reply.
 using HttpGetHandler = std::function<HttpReply(const std::map<std::string, std::string>&)>;
+// A POST endpoint's handler: the request body -> the reply.
+using HttpPostHandler = std::function<HttpReply(const std::string& body)>;
 
 class AdminHttp {
  public:
@@ -47,6 +49,8 @@ class AdminHttp {
   void RequireToken(const std::string& token);
   // Before Start(): one more GET endpoint (e.g. the master's Mooncake-compatible API).
   void AddGet(const std::string& path, HttpGetHandler handler);
+  // Before Start(): a POST endpoint, for requests that change state (GET never does).
+  void AddPost(const std::string& path, HttpPostHandler handler);
   // Port 0 picks a free port (see Port()).
   Status Start(const std::string& host, uint16_t port);
   void Stop();

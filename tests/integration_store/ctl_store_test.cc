@@ -1,8 +1,10 @@
 // `kvtier ctl` against a real store: a master, a node with a segment, and a dummy client of that
-// node that put three keys. Every master verb (status, keys, segments, nodes, query) and the
-// node's status, in --json (checked against the processes' own endpoints) and as human tables;
-// `query` of a missing key exits 1, a wrong token 4. The server's verbs: integration/ctl_test.cc.
+// node that put three keys. Every master verb (status, keys, segments, nodes, query, remove) and
+// the node's (status, dummies), in --json (checked against the processes' own endpoints) and as
+// human tables; `query` of a missing key exits 1, a wrong token 4; the master's POST /remove
+// refuses bad bodies. The server's verbs: integration/ctl_test.cc.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <memory>
@@ -47,7 +49,8 @@ class CtlStoreTest : public ::testing::Test {
   std::string Master() const { return "--master 127.0.0.1:" + std::to_string(master_.http_port()); }
   std::string Node() const { return "--node 127.0.0.1:" + std::to_string(node_.http_port()); }
 
-  MasterProcess master_;
+  // Leases long enough that `remove` of a key just read always meets its lease.
+  MasterProcess master_{{"--default-kv-lease-ttl-ms", "600000"}};
   NodeProcess node_{master_.address(), "64MB"};
   std::unique_ptr<store::StoreClient> dummy_;
 };
@@ -131,6 +134,50 @@ TEST_F(CtlStoreTest, QueryFindsAKeysReplicaAndMissingKeysExitOne) {
   EXPECT_TRUE(missing.out.empty()) << missing.out;
 }
 
+TEST_F(CtlStoreTest, RemoveTakesKeysOrAPrefixAndRespectsLeases) {
+  const CliOutput some = Ctl(Master() + " remove ctl-a-1 no-such-key");
+  EXPECT_EQ(some.status, 1) << some.err;  // one of the two was not removed
+  ExpectContains(some.out, "removed 1 of 2 keys");
+  ExpectContains(some.err, "key 'no-such-key' not removed");
+  EXPECT_EQ(dummy_->Get("ctl-a-1").status().code(), store::ErrorCode::OBJECT_NOT_FOUND);
+
+  const nlohmann::json prefix = CtlJson(Master() + " remove --prefix ctl-a-");
+  EXPECT_EQ(prefix["removed"], 1);  // ctl-a-2
+  EXPECT_EQ(Lines(Ctl(Master() + " keys").out), std::vector<std::string>{"ctl-b-1"});
+
+  ASSERT_TRUE(dummy_->Get("ctl-b-1").ok());  // a read lease, for the next 10 minutes
+  const CliOutput leased = Ctl(Master() + " remove ctl-b-1");
+  EXPECT_EQ(leased.status, 1);
+  ExpectContains(leased.err, "read lease");
+  const nlohmann::json forced = CtlJson(Master() + " remove ctl-b-1 --force");
+  EXPECT_EQ(forced["removed"], 1);
+  EXPECT_TRUE(forced["failed"].empty()) << forced.dump();
+  EXPECT_EQ(HttpJson(master_.http_port(), "/status")["keys"], 0);
+
+  for (const char* usage : {"remove", "remove a --prefix b", "remove --prefix ''"}) {
+    SCOPED_TRACE(usage);
+    EXPECT_EQ(Ctl(Master() + " " + usage).status, 2);
+  }
+}
+
+TEST_F(CtlStoreTest, TheMastersRemoveEndpointRefusesBadBodies) {
+  httplib::Client http("127.0.0.1", master_.http_port());
+  auto get = http.Get("/remove");  // a GET never changes anything
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  for (const char* body : {"not json", "[]", R"({})", R"({"keys":["a"],"prefix":"a"})",
+                           R"({"keys":[]})", R"({"keys":["a",1]})", R"({"prefix":""})",
+                           R"({"prefix":"ctl-","force":"yes"})"}) {
+    SCOPED_TRACE(body);
+    auto res = http.Post("/remove", body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400);
+    const nlohmann::json j = nlohmann::json::parse(res->body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << res->body;
+  }
+  EXPECT_EQ(HttpJson(master_.http_port(), "/status")["keys"], kKeys.size());  // nothing removed
+}
+
 TEST_F(CtlStoreTest, NodeStatusShowsTheNodesFigures) {
   nlohmann::json status = HttpJson(node_.http_port(), "/status");
   status.erase("uptime_s");
@@ -153,7 +200,7 @@ TEST(CtlStoreAuth, TheMastersHttpApiRefusesAWrongTokenWithExitFour) {
   const std::string bad = WriteTokenFile("ctl-store-bad", "not-it\n");
   MasterProcess master({"--auth-token-file", good});
   const std::string target = "--master 127.0.0.1:" + std::to_string(master.http_port());
-  for (const char* verb : {"status", "keys", "query some-key"}) {
+  for (const char* verb : {"status", "keys", "query some-key", "remove --prefix some-"}) {
     SCOPED_TRACE(verb);
     CliOutput o = Ctl(target + " " + verb + " --auth-token-file " + bad);
     EXPECT_EQ(o.status, 4) << o.err;

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/admin_http.h"
+#include "store/master/master_admin_api.h"
 #include "store/master/master_http_api.h"
 #include "store/master/master_rpc_server.h"
 
@@ -38,6 +39,7 @@ struct MasterServer::Impl {
             },
             &metrics) {
     AddMooncakeHttpApi(http, service);
+    AddMasterAdminApi(http, service);
   }
 
   void Monitor() {

@@ -53,6 +53,8 @@ class MasterService final : public MasterApi {
                                   bool force = false) override;
   StoreResult<uint64_t> RemoveAll(bool force = false) override;
   StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
+  // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h).
+  uint64_t RemoveByPrefix(const std::string& prefix, bool force = false);
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
   // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.

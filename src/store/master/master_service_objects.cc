@@ -345,6 +345,11 @@ StoreResult<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, b
                           force);
 }
 
+uint64_t MasterService::RemoveByPrefix(const std::string& prefix, bool force) {
+  return impl_->RemoveMatching([&](const std::string& key) { return key.starts_with(prefix); },
+                               force);
+}
+
 void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now) {
   if (LeaseLive(meta.lease_until_ns, now)) {
     m.removes_forced->Inc();
