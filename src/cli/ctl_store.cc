@@ -197,15 +197,41 @@ int RunMasterCtl(const std::string& verb, const CtlOptions& options, const HostP
 }
 
 int RunNodeCtl(const std::string& verb, const CtlOptions& options, const HostPort& node) {
-  if (verb != "status") return CtlFail(kCtlUsage, "ctl " + verb, "is not a node command");
+  if (verb != "status" && verb != "dummies") {
+    return CtlFail(kCtlUsage, "ctl " + verb, "is not a node command");
+  }
   const std::string name = "node " + node.ToString();
   nlohmann::json j;
   if (int rc = CtlHttpGetJson(options, node, name, "/status", j); rc != kCtlOk) return rc;
-  if (options.json) {
-    PrintJson(std::cout, j);
-  } else {
-    PrintFields(std::cout, ScalarFields(j));
+  if (verb == "status") {
+    if (options.json) {
+      PrintJson(std::cout, j);
+    } else {
+      PrintFields(std::cout, ScalarFields(j));
+    }
+    return kCtlOk;
   }
+  if (!j.contains("dummies") || !j["dummies"].is_array()) {
+    return CtlFail(kCtlFailed, name, "its /status lists no dummies (a node older than ctl?)");
+  }
+  const nlohmann::json& dummies = j["dummies"];
+  if (options.json) {
+    PrintJson(std::cout, dummies);
+    return kCtlOk;
+  }
+  Table t({"CLIENT", "PID", "REGIONS", "REGION_BYTES", "BUFFERS", "STAGING", "REQUESTS", "PUT",
+           "GOT", "CONNECTED_S", "IDLE_S"});
+  for (const nlohmann::json& d : dummies) {
+    t.AddRow({ScalarText(d.value("client_id", "")), ScalarText(d.value("pid", 0)),
+              ScalarText(d.value("regions", 0)), BytesText(d.value("region_bytes", uint64_t{0})),
+              ScalarText(d.value("buffers", 0)),
+              BytesText(d.value("staging_used_bytes", uint64_t{0})),
+              ScalarText(d.value("requests", 0)), BytesText(d.value("put_bytes", uint64_t{0})),
+              BytesText(d.value("get_bytes", uint64_t{0})),
+              fmt::format("{:.1f}", d.value("connected_s", 0.0)),
+              fmt::format("{:.1f}", d.value("idle_s", 0.0))});
+  }
+  t.Print(std::cout);
   return kCtlOk;
 }
 

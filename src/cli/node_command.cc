@@ -37,6 +37,25 @@ struct NodeFlags {
   std::vector<std::string> ignored;
 };
 
+// /status "dummies": one object per connected dummy (docs/store/dummy.md).
+nlohmann::json DummiesJson(const std::vector<store::DummySummary>& dummies) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const store::DummySummary& d : dummies) {
+    out.push_back({{"client_id", d.client_id},
+                   {"pid", d.pid},
+                   {"regions", d.regions},
+                   {"region_bytes", d.region_bytes},
+                   {"buffers", d.buffers},
+                   {"staging_used_bytes", d.staging_used_bytes},
+                   {"requests", d.requests},
+                   {"put_bytes", d.put_bytes},
+                   {"get_bytes", d.get_bytes},
+                   {"connected_s", d.connected_s},
+                   {"idle_s", d.idle_s}});
+  }
+  return out;
+}
+
 int RunNode(const NodeFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
@@ -82,7 +101,8 @@ int RunNode(const NodeFlags& f) {
                               {"master", f.master},
                               {"mounted", n->mounted()},
                               {"segment_bytes", bytes},
-                              {"dummies_connected", dummies.connected()}};
+                              {"dummies_connected", dummies.connected()},
+                              {"dummies", DummiesJson(dummies.Dummies())}};
       },
       &metrics);
   if (f.http_port != 0) {

@@ -179,12 +179,20 @@ TEST_F(CtlStoreTest, TheMastersRemoveEndpointRefusesBadBodies) {
 }
 
 TEST_F(CtlStoreTest, NodeStatusShowsTheNodesFigures) {
-  nlohmann::json status = HttpJson(node_.http_port(), "/status");
-  status.erase("uptime_s");
+  // Drops the figures that move with time.
+  auto still = [](nlohmann::json j) {
+    j.erase("uptime_s");
+    for (nlohmann::json& d : j["dummies"]) {
+      d.erase("connected_s");
+      d.erase("idle_s");
+    }
+    return j;
+  };
+  const nlohmann::json status = still(HttpJson(node_.http_port(), "/status"));
   ASSERT_TRUE(status.is_object());
-  nlohmann::json j = CtlJson(Node() + " status");
-  j.erase("uptime_s");
+  const nlohmann::json j = still(CtlJson(Node() + " status"));
   EXPECT_EQ(j, status);
+  EXPECT_EQ(j["dummies"].size(), 1u);
   EXPECT_EQ(j["mounted"], true);
   EXPECT_EQ(j["dummies_connected"], 1);  // dummy_
 
@@ -193,6 +201,35 @@ TEST_F(CtlStoreTest, NodeStatusShowsTheNodesFigures) {
   ExpectContains(human.out, status["id"].get<std::string>());
   ExpectContains(human.out, "dummies_connected");
   ExpectContains(human.out, "mounted            true");
+}
+
+TEST_F(CtlStoreTest, DummiesListsTheConnectedDummyWithWhatItMoved) {
+  ASSERT_TRUE(dummy_->Get(kKeys[0]).ok());
+  const nlohmann::json status = HttpJson(node_.http_port(), "/status");
+  const nlohmann::json j = CtlJson(Node() + " dummies");
+  ASSERT_EQ(j.size(), 1u) << j.dump();
+  const nlohmann::json& d = j[0];
+  EXPECT_EQ(d["client_id"], status["dummies"][0]["client_id"]);
+  EXPECT_FALSE(d["client_id"].get<std::string>().empty());
+  EXPECT_EQ(d["pid"], ::getpid());  // the dummy lives in this test process
+  EXPECT_EQ(d["put_bytes"], kKeys.size() * kValueSize);
+  EXPECT_EQ(d["get_bytes"], kValueSize);
+  EXPECT_GE(d["requests"].get<uint64_t>(), kKeys.size() + 1);
+  EXPECT_EQ(d["requests"], status["dummies"][0]["requests"]);  // reading /status is no request
+  EXPECT_GE(d["regions"].get<uint64_t>(), 1u);              // at least its local buffer
+  EXPECT_GE(d["region_bytes"].get<uint64_t>(), 1u << 20);
+  EXPECT_GE(d["connected_s"].get<double>(), d["idle_s"].get<double>());
+
+  const CliOutput human = Ctl(Node() + " dummies");
+  EXPECT_EQ(human.status, 0) << human.err;
+  ExpectContains(human.out, "CLIENT");
+  ExpectContains(human.out, d["client_id"].get<std::string>());
+  ExpectContains(human.out, std::to_string(::getpid()));
+
+  dummy_.reset();  // disconnects: the list empties once the node has noticed
+  ASSERT_TRUE(WaitFor([&] { return CtlJson(Node() + " dummies").empty(); },
+                      std::chrono::milliseconds(5000)));
+  EXPECT_EQ(Ctl(Master() + " dummies").status, 2);  // a node's verb, not a master's
 }
 
 TEST(CtlStoreAuth, TheMastersHttpApiRefusesAWrongTokenWithExitFour) {

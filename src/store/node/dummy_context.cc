@@ -215,6 +215,39 @@ uint64_t DummyContext::staging_used() const {
   return staging_ ? staging_->used_bytes() : 0;
 }
 
+void DummyContext::SetPeer(int64_t pid, int64_t hello_ns) {
+  pid_ = pid;
+  hello_ns_ = hello_ns;
+  last_request_ns_ = hello_ns;
+}
+
+void DummyContext::CountRequest(int64_t now_ns) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  last_request_ns_.store(now_ns, std::memory_order_relaxed);
+}
+
+void DummyContext::CountBytes(uint64_t put, uint64_t get) {
+  put_bytes_.fetch_add(put, std::memory_order_relaxed);
+  get_bytes_.fetch_add(get, std::memory_order_relaxed);
+}
+
+DummySummary DummyContext::Summary(int64_t now_ns) const {
+  DummySummary s;
+  s.client_id = client_id_;
+  s.pid = pid_;
+  s.requests = requests_.load(std::memory_order_relaxed);
+  s.put_bytes = put_bytes_.load(std::memory_order_relaxed);
+  s.get_bytes = get_bytes_.load(std::memory_order_relaxed);
+  s.connected_s = static_cast<double>(now_ns - hello_ns_) / 1e9;
+  s.idle_s = static_cast<double>(now_ns - last_request_ns_.load(std::memory_order_relaxed)) / 1e9;
+  std::lock_guard lock(mu_);
+  s.regions = regions_.size();
+  for (const auto& [id, region] : regions_) s.region_bytes += region.size;
+  s.buffers = buffers_.size();
+  s.staging_used_bytes = staging_ ? staging_->used_bytes() : 0;
+  return s;
+}
+
 StoreStatus DummyContextTable::Attach(const std::shared_ptr<DummyContext>& context) {
   std::lock_guard lock(mu_);
   auto [it, inserted] = contexts_.emplace(context->client_id(), context);
@@ -241,6 +274,17 @@ std::shared_ptr<DummyContext> DummyContextTable::Find(const std::string& client_
   std::lock_guard lock(mu_);
   auto it = contexts_.find(client_id);
   return it == contexts_.end() ? nullptr : it->second;
+}
+
+std::vector<DummySummary> DummyContextTable::Summaries(int64_t now_ns) const {
+  std::vector<std::shared_ptr<DummyContext>> contexts;
+  {
+    std::lock_guard lock(mu_);  // not held while each context takes its own lock
+    for (const auto& [id, context] : contexts_) contexts.push_back(context);
+  }
+  std::vector<DummySummary> out;
+  for (const auto& context : contexts) out.push_back(context->Summary(now_ns));
+  return out;
 }
 
 }  // namespace kvtier::store

@@ -1,6 +1,6 @@
 // One dummy client's state inside the node: its id, the memfd regions it handed over (mapped
-// here) and its GPU regions (CUDA IPC, opened here), the buffers it registered in them, and a private staging allocator over its local
-// buffer. Every range a request names is translated here, with overflow-safe bounds checks:
+// here) and its GPU regions (CUDA IPC, opened here), the buffers it registered in them, a private
+// staging allocator over its local buffer, and its counters for the node's /status. Every range a request names is translated here, with overflow-safe bounds checks:
 // data ranges must lie inside ONE registered buffer, staging ranges inside ONE live staging
 // allocation. A context has its own mutex, held only while translating or (un)registering,
 // never during a transfer. Regions are never unmapped while the context lives, so a pointer
@@ -11,6 +11,7 @@
 // (each has one mutex, never held during a transfer).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/memfd.h"
 #include "common/arena_allocator.h"
@@ -34,6 +36,21 @@ struct ResolvedRange {
   uint64_t size = 0;
   // Non-null: `data` is GPU memory of the dummy, opened here; copy through this (CUDA IPC).
   const cuda::IpcMemory* gpu = nullptr;
+};
+
+// One connected dummy, as the node's /status lists it (DummyService::Dummies).
+struct DummySummary {
+  std::string client_id;
+  int64_t pid = 0;  // 0 when the dummy's pid namespace is not visible from the node's
+  size_t regions = 0;
+  uint64_t region_bytes = 0;  // the sizes of its regions (memfds and GPU memory)
+  size_t buffers = 0;
+  uint64_t staging_used_bytes = 0;
+  uint64_t requests = 0;
+  uint64_t put_bytes = 0;  // stored from its buffers
+  uint64_t get_bytes = 0;  // loaded into them
+  double connected_s = 0;  // since its HELLO
+  double idle_s = 0;       // since its last request began
 };
 
 class DummyContext {
@@ -71,6 +88,13 @@ class DummyContext {
   size_t buffer_count() const;
   uint64_t staging_used() const;
 
+  // Before Attach: the peer's pid (SO_PEERCRED) and the time of its HELLO on the service clock.
+  void SetPeer(int64_t pid, int64_t hello_ns);
+  // A request began at `now_ns`; `put`/`get` bytes were moved for it.
+  void CountRequest(int64_t now_ns);
+  void CountBytes(uint64_t put, uint64_t get);
+  DummySummary Summary(int64_t now_ns) const;
+
  private:
   struct Region {
     std::shared_ptr<const MappedFile> file;  // shared with other dummies of the same file
@@ -90,6 +114,13 @@ class DummyContext {
   std::optional<uint64_t> local_region_;
   std::optional<ArenaAllocator> staging_;
   std::map<uint64_t, uint64_t> staged_;  // live staging allocations: offset -> size
+
+  int64_t pid_ = 0;
+  int64_t hello_ns_ = 0;
+  std::atomic<int64_t> last_request_ns_{0};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> put_bytes_{0};
+  std::atomic<uint64_t> get_bytes_{0};
 };
 
 class DummyContextTable {
@@ -103,6 +134,8 @@ class DummyContextTable {
   void Detach(const DummyContext& context);
   size_t size() const;
   std::shared_ptr<DummyContext> Find(const std::string& client_id) const;
+  // Every attached context's summary, by client id.
+  std::vector<DummySummary> Summaries(int64_t now_ns) const;
   // For new contexts: the node's memfd mappings.
   const std::shared_ptr<RegionMappings>& mappings() const { return mappings_; }
 

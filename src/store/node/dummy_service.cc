@@ -116,6 +116,8 @@ void DummyService::Impl::AcceptLoop() {
     auto conn = std::make_unique<Conn>();
     conn->fd = std::move(fd);
     conn->state.last_seen_ns = clock->NowNs();
+    auto pid = wire::PeerPid(conn->fd.get());
+    conn->state.peer_pid = pid.ok() ? *pid : 0;
     Conn* c = conn.get();
     conns.push_back(std::move(conn));
     c->thread = std::thread([this, c] { Serve(c); });
@@ -184,6 +186,10 @@ DummyService::DummyService(StoreNode& node, DummyServiceOptions options, Metrics
     : impl_(std::make_unique<Impl>(node, options, metrics ? *metrics : node.metrics())) {}
 
 DummyService::~DummyService() { Stop(); }
+
+std::vector<DummySummary> DummyService::Dummies() const {
+  return impl_->table.Summaries(impl_->clock->NowNs());
+}
 
 Status DummyService::Start() {
   std::lock_guard lock(impl_->mu);

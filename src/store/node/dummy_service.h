@@ -5,8 +5,8 @@
 // transfer never stalls another's registration. One thread per connection. A dummy's disconnect
 // frees its context at once; a dummy silent for longer than the TTL (hung, stopped) is cut off.
 // The peer's uid must equal the node's (SO_PEERCRED).
-// Thread-safety: Start and Stop are the owner's; connected() and CheckTtl() may be called from any
-// thread.
+// Thread-safety: Start and Stop are the owner's; connected(), Dummies() and CheckTtl() may be
+// called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -14,10 +14,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "store/node/dummy_context.h"
 #include "store/node/store_node.h"
 
 namespace kvtier::store {
@@ -35,6 +37,8 @@ class DummyService {
   Status Start();
   void Stop();  // closes the listener and every connection, frees every context
   size_t connected() const;
+  // The dummies that said HELLO and are still connected, by client id.
+  std::vector<DummySummary> Dummies() const;
   // One TTL pass now: cuts off every idle dummy silent for longer than dummy_ttl on the clock.
   // The monitor thread runs it every tick; tests call it after advancing a FakeClock.
   void CheckTtl();

@@ -139,10 +139,17 @@ Reply DummySession::Fail(const std::string& reason, StoreStatus status) {
   return reply;
 }
 
+void DummySession::CountBytes(uint64_t put, uint64_t get) {
+  if (put != 0) metrics_.bytes_put->Inc(static_cast<double>(put));
+  if (get != 0) metrics_.bytes_get->Inc(static_cast<double>(get));
+  context_->CountBytes(put, get);
+}
+
 Reply DummySession::Handle(uint32_t type, const std::string& body,
                            std::vector<wire::UniqueFd>& fds) {
   const bool known = type >= dummy::kMinOp && type <= dummy::kMaxOp;
   metrics_.requests[known ? type : 0]->Inc();
+  if (context_) context_->CountRequest(clock_.NowNs());
   auto req = dummy::DecodeRequest(type, body.data(), body.size());
   if (!req.ok()) {
     if (ShouldLog("dummy-decode")) {
@@ -265,6 +272,7 @@ Reply DummySession::Hello(const Request& req) {
                                                    req.version, dummy::kProtocolVersion)));
   }
   auto context = std::make_shared<DummyContext>(req.client_id, table_.mappings());
+  context->SetPeer(state_.peer_pid, clock_.NowNs());
   StoreStatus attached = table_.Attach(context);
   if (!attached.ok()) {
     KVT_LOG_WARN("dummy HELLO refused: {}", attached.message());
@@ -321,7 +329,7 @@ Reply DummySession::PutFrom(const Request& req) {
                              : StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
       if (reply.statuses[sel.index[j]].ok()) bytes += buffers[j].size;
     }
-    metrics_.bytes_put->Inc(static_cast<double>(bytes));
+    CountBytes(bytes, 0);
   }
   for (uint64_t offset : staged) (void)context_->FreeStaging(offset);
   return reply;
@@ -370,7 +378,7 @@ Reply DummySession::GetInto(const Request& req) {
         bytes += *results[j];
       }
     }
-    metrics_.bytes_get->Inc(static_cast<double>(bytes));
+    CountBytes(0, bytes);
   }
   return reply;
 }
@@ -397,7 +405,7 @@ Reply DummySession::GetStaged(const Request& req) {
     const MutableBuffer buffer{target->data, target->size};
     auto got = node_.Get({key}, std::span<const MutableBuffer>(&buffer, 1));
     if (!got.empty() && got[0].ok()) {
-      metrics_.bytes_get->Inc(static_cast<double>(*got[0]));
+      CountBytes(0, *got[0]);
       reply.region = range->region;
       reply.offset = range->offset;
       reply.size = *got[0];

@@ -42,6 +42,7 @@ struct DummyMetrics {
 struct ConnectionState {
   std::atomic<bool> busy{false};         // a request is being served (TTL does not apply)
   std::atomic<int64_t> last_seen_ns{0};  // the service's Clock, end of the last request
+  int64_t peer_pid = 0;                  // set before the session starts (SO_PEERCRED)
 };
 
 class DummySession {
@@ -66,6 +67,7 @@ class DummySession {
   dummy::Reply GetStaged(const dummy::Request& req);
   dummy::Reply KeyOp(const dummy::Request& req);  // exist, get_size, remove
   dummy::Reply Fail(const std::string& reason, StoreStatus status);
+  void CountBytes(uint64_t put, uint64_t get);  // in the metrics and the dummy's own counters
 
   const int fd_;
   StoreNode& node_;
