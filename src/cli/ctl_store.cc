@@ -169,8 +169,14 @@ int Remove(const CtlOptions& o, const HostPort& t, const CtlArgs& args) {
   if (o.json) {
     PrintJson(std::cout, reply);
   } else if (args.keys.empty()) {
-    std::cout << fmt::format("removed {} keys under '{}' from {}\n",
-                             reply.value("removed", uint64_t{0}), args.prefix, MasterName(t));
+    const uint64_t kept = reply.value("kept", uint64_t{0});
+    std::string left;
+    if (kept != 0) {
+      left = fmt::format("; {} left, still being written or read under a lease{}", kept,
+                         args.force ? "" : " (--force removes the leased ones)");
+    }
+    std::cout << fmt::format("removed {} keys under '{}' from {}{}\n",
+                             reply.value("removed", uint64_t{0}), args.prefix, MasterName(t), left);
   } else {
     std::cout << fmt::format("removed {} of {} keys from {}\n", reply.value("removed", uint64_t{0}),
                              args.keys.size(), MasterName(t));

@@ -149,6 +149,11 @@ TEST_F(CtlStoreTest, RemoveTakesKeysOrAPrefixAndRespectsLeases) {
   const CliOutput leased = Ctl(Master() + " remove ctl-b-1");
   EXPECT_EQ(leased.status, 1);
   ExpectContains(leased.err, "read lease");
+  const CliOutput kept = Ctl(Master() + " remove --prefix ctl-");
+  EXPECT_EQ(kept.status, 0) << kept.err;
+  ExpectContains(kept.out, "removed 0 keys under 'ctl-'");
+  ExpectContains(kept.out, "1 left");
+  EXPECT_EQ(CtlJson(Master() + " remove --prefix ctl-")["kept"], 1);
   const nlohmann::json forced = CtlJson(Master() + " remove ctl-b-1 --force");
   EXPECT_EQ(forced["removed"], 1);
   EXPECT_TRUE(forced["failed"].empty()) << forced.dump();

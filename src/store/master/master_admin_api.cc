@@ -30,8 +30,9 @@ HttpReply Remove(MasterService& service, const std::string& body) {
       return BadRequest("\"prefix\" must be a non-empty string (an empty one would remove every "
                         "key)");
     }
-    const uint64_t n = service.RemoveByPrefix(prefix.get<std::string>(), force.get<bool>());
-    return {200, nlohmann::json{{"removed", n}}.dump(), kJson};
+    uint64_t kept = 0;
+    const uint64_t n = service.RemoveByPrefix(prefix.get<std::string>(), force.get<bool>(), &kept);
+    return {200, nlohmann::json{{"removed", n}, {"kept", kept}}.dump(), kJson};
   }
   const nlohmann::json& keys_json = req["keys"];
   std::vector<std::string> keys;

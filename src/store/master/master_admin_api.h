@@ -1,8 +1,9 @@
 // kvtier's own master endpoints that change state (Mooncake's HTTP API only reads:
 // master_http_api.h), served on the master's HTTP port with the same --auth-token-file check.
 //   POST /remove  body {"keys": ["a", "b"]} or {"prefix": "model@"}, optional "force": true
-//                 (remove leased objects too). Answers JSON {"removed": N} and, for keys,
-//                 "failed": {"b": {"error": "OBJECT_NOT_FOUND", "message": "..."}}; 400
+//                 (remove leased objects too). Answers JSON {"removed": N} and, for a prefix,
+//                 "kept": the keys under it left (unfinished, or leased without force); for
+//                 keys, "failed": {"b": {"error": "OBJECT_NOT_FOUND", "message": "..."}}; 400
 //                 {"error": "..."} for a body that is not one of these (an empty prefix is
 //                 refused: it would remove everything).
 #pragma once

@@ -53,8 +53,9 @@ class MasterService final : public MasterApi {
                                   bool force = false) override;
   StoreResult<uint64_t> RemoveAll(bool force = false) override;
   StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
-  // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h).
-  uint64_t RemoveByPrefix(const std::string& prefix, bool force = false);
+  // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h);
+  // the keys under it that were left (unfinished, or leased without `force`) go to `*kept`.
+  uint64_t RemoveByPrefix(const std::string& prefix, bool force = false, uint64_t* kept = nullptr);
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
   // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.

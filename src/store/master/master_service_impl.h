@@ -52,7 +52,10 @@ struct MasterService::Impl {
   void FreeRemoved(ObjectMeta& meta, int64_t now);
   // RemoveAll / RemoveByRegex: erases the finished objects whose key `match` accepts, leased
   // ones only with `force`; how many.
-  uint64_t RemoveMatching(const std::function<bool(const std::string&)>& match, bool force);
+  // Removes the complete objects `match` accepts (leased ones only with `force`); the matches
+  // left (unfinished or leased) are added to `*kept` when given.
+  uint64_t RemoveMatching(const std::function<bool(const std::string&)>& match, bool force,
+                          uint64_t* kept = nullptr);
   void RefreshGauges();
 
   const MasterOptions options;

@@ -345,9 +345,9 @@ StoreResult<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, b
                           force);
 }
 
-uint64_t MasterService::RemoveByPrefix(const std::string& prefix, bool force) {
+uint64_t MasterService::RemoveByPrefix(const std::string& prefix, bool force, uint64_t* kept) {
   return impl_->RemoveMatching([&](const std::string& key) { return key.starts_with(prefix); },
-                               force);
+                               force, kept);
 }
 
 void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now) {
@@ -361,13 +361,16 @@ void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now) {
 }
 
 uint64_t MasterService::Impl::RemoveMatching(const std::function<bool(const std::string&)>& match,
-                                             bool force) {
+                                             bool force, uint64_t* kept) {
   const int64_t now = Now();
   uint64_t removed = 0;
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards.LockShard(i);
     removed += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
-      if (!meta.complete || (!force && LeaseLive(meta.lease_until_ns, now))) return false;
+      if (!meta.complete || (!force && LeaseLive(meta.lease_until_ns, now))) {
+        if (kept != nullptr && match(key)) ++*kept;
+        return false;
+      }
       if (!match(key)) return false;
       FreeRemoved(meta, now);
       return true;
