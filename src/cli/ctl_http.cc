@@ -18,9 +18,9 @@ httplib::Client MakeClient(const CtlOptions& options, const HostPort& target) {
 }
 
 // `what` is "GET /path" or "POST /path", for the messages.
-HttpGetResult Classify(const CtlOptions& options, const httplib::Result& res,
+CtlHttpResult Classify(const CtlOptions& options, const httplib::Result& res,
                        const std::string& what) {
-  HttpGetResult out;
+  CtlHttpResult out;
   if (!res) {
     out.exit_code = kCtlUnreachable;
     out.reason = fmt::format("unreachable: {}: {}", what, httplib::to_string(res.error()));
@@ -43,22 +43,22 @@ HttpGetResult Classify(const CtlOptions& options, const httplib::Result& res,
 
 }  // namespace
 
-HttpGetResult CtlHttpGet(const CtlOptions& options, const HostPort& target, const std::string& path,
-                         const std::multimap<std::string, std::string>& query) {
+CtlHttpResult CtlHttpGet(const CtlOptions& options, const HostPort& target,
+                         const std::string& path, const std::multimap<std::string, std::string>& query) {
   httplib::Client client = MakeClient(options, target);
   const httplib::Params params(query.begin(), query.end());
   return Classify(options, client.Get(path, params, httplib::Headers{}), "GET " + path);
 }
 
-HttpGetResult CtlHttpPost(const CtlOptions& options, const HostPort& target, const std::string& path,
-                          const nlohmann::json& body) {
+CtlHttpResult CtlHttpPost(const CtlOptions& options, const HostPort& target,
+                          const std::string& path, const nlohmann::json& body) {
   httplib::Client client = MakeClient(options, target);
   return Classify(options, client.Post(path, body.dump(), "application/json"), "POST " + path);
 }
 
 int CtlHttpGetJson(const CtlOptions& options, const HostPort& target,
                    const std::string& target_name, const std::string& path, nlohmann::json& out) {
-  HttpGetResult r = CtlHttpGet(options, target, path);
+  CtlHttpResult r = CtlHttpGet(options, target, path);
   if (r.exit_code != kCtlOk) return CtlFail(r.exit_code, target_name, r.reason);
   out = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (out.is_discarded()) {

@@ -101,8 +101,9 @@ int Remove(const CtlOptions& o, const HostPort& t, const std::string& tiers,
   }
   const std::string what = prefix.empty() ? "objects" : "objects under '" + prefix + "'";
   if (tiers == "l1") {
-    std::cout << fmt::format("{} {}: removed {} {} from L1\n", prefix.empty() ? "cleared" : "evicted",
-                             ServerName(t), removed->l1, what);
+    std::cout << fmt::format("{} {}: removed {} {} from L1\n",
+                             prefix.empty() ? "cleared" : "evicted", ServerName(t), removed->l1,
+                             what);
   } else {
     std::cout << fmt::format("{} {}: removed {} {} from L1 and {} from L2\n",
                              prefix.empty() ? "cleared" : "evicted", ServerName(t), removed->l1,

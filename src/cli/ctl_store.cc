@@ -44,7 +44,7 @@ int MasterStatus(const CtlOptions& o, const HostPort& t) {
 }
 
 int Keys(const CtlOptions& o, const HostPort& t, const std::string& prefix) {
-  HttpGetResult r = CtlHttpGet(o, t, "/get_all_keys");
+  CtlHttpResult r = CtlHttpGet(o, t, "/get_all_keys");
   if (r.exit_code != kCtlOk) return CtlFail(r.exit_code, MasterName(t), r.reason);
   std::vector<std::string> keys = Lines(r.body);
   std::erase_if(keys, [&](const std::string& k) { return !k.starts_with(prefix); });
@@ -115,7 +115,7 @@ int Nodes(const CtlOptions& o, const HostPort& t) {
 }
 
 int Query(const CtlOptions& o, const HostPort& t, const std::string& key) {
-  HttpGetResult r = CtlHttpGet(o, t, "/query_key", {{"key", key}});
+  CtlHttpResult r = CtlHttpGet(o, t, "/query_key", {{"key", key}});
   if (r.http_status == 404) {
     return CtlFail(kCtlFailed, MasterName(t), fmt::format("key '{}' not found ({})", key, r.body));
   }
@@ -156,7 +156,7 @@ int Remove(const CtlOptions& o, const HostPort& t, const CtlArgs& args) {
   } else {
     req["keys"] = args.keys;
   }
-  HttpGetResult r = CtlHttpPost(o, t, "/remove", req);
+  CtlHttpResult r = CtlHttpPost(o, t, "/remove", req);
   if (r.exit_code != kCtlOk) {
     if (r.http_status == 404) r.reason += " (a master older than ctl remove?)";
     return CtlFail(r.exit_code, MasterName(t), r.reason);

@@ -27,8 +27,9 @@ HttpReply Remove(MasterService& service, const std::string& body) {
   if (!has_keys) {
     const nlohmann::json& prefix = req["prefix"];
     if (!prefix.is_string() || prefix.get<std::string>().empty()) {
-      return BadRequest("\"prefix\" must be a non-empty string (an empty one would remove every "
-                        "key)");
+      return BadRequest(
+          "\"prefix\" must be a non-empty string (an empty one would remove every "
+          "key)");
     }
     uint64_t kept = 0;
     const uint64_t n = service.RemoveByPrefix(prefix.get<std::string>(), force.get<bool>(), &kept);

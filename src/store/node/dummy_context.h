@@ -1,7 +1,8 @@
 // One dummy client's state inside the node: its id, the memfd regions it handed over (mapped
 // here) and its GPU regions (CUDA IPC, opened here), the buffers it registered in them, a private
-// staging allocator over its local buffer, and its counters for the node's /status. Every range a request names is translated here, with overflow-safe bounds checks:
-// data ranges must lie inside ONE registered buffer, staging ranges inside ONE live staging
+// staging allocator over its local buffer, and its counters for the node's /status. Every range
+// a request names is translated here, with overflow-safe bounds checks: data ranges must lie
+// inside ONE registered buffer, staging ranges inside ONE live staging
 // allocation. A context has its own mutex, held only while translating or (un)registering,
 // never during a transfer. Regions are never unmapped while the context lives, so a pointer
 // it returns stays valid as long as the caller holds the context (shared_ptr).
