@@ -30,6 +30,7 @@ struct NodeFlags {
   std::string segment_size = "4GB";
   uint16_t http_port = 0;
   double dummy_ttl_s = 10;
+  double repair_mb_s = 256;
   bool prefault = true;
   std::string log_level = "warn";
   std::string auth_token_file;
@@ -76,6 +77,7 @@ int RunNode(const NodeFlags& f) {
   options.port = f.port;
   options.segment_size = *segment_size;
   options.prefault = f.prefault;
+  options.repair_bytes_per_s = static_cast<uint64_t>(f.repair_mb_s * 1024 * 1024);
   options.auth_token = token;
   auto node = store::StoreNode::Start(options, &metrics);
   if (!node.ok()) {
@@ -150,6 +152,11 @@ RunFn AddNodeCommand(CLI::App& app) {
   cmd->add_option("--dummy-ttl-s", f->dummy_ttl_s, "Cut off a dummy client silent this long")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--repair-mb-s", f->repair_mb_s,
+                  "Re-replication: copy objects that lost a replica into this node's segment at "
+                  "up to this many MiB/s (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-prefault", f->prefault, "Do not touch the segment's pages at start");
   cmd->add_option("--auth-token-file", f->auth_token_file,
                   "File holding the store's shared secret: this node proves it to the master, "

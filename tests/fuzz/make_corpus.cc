@@ -187,6 +187,8 @@ int main(int argc, char** argv) {
     m.sizes = {4096, 8192};
     m.pattern = "^model@";
     m.force = true;
+    m.max_bytes = 1 << 20;
+    m.copied = {true, false};
     Write(sdir, "master_" + std::string(st::MasterRpcOpName(op)),
           std::string(1, '\0') + std::string(1, static_cast<char>(op)) + st::EncodeMasterRequest(m));
   }

@@ -30,6 +30,7 @@ void Master(const uint8_t* data, size_t size) {
   (void)DecodeGetReplicasReply(body, n, data[0]);
   (void)DecodeExistReply(body, n, data[0]);
   (void)DecodeRemoveAllReply(body, n);
+  (void)DecodeRepairsReply(body, n);
 }
 
 void Dummy(const uint8_t* data, size_t size) {

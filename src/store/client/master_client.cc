@@ -122,6 +122,26 @@ class MasterClient final : public MasterApi {
     return RemovedCount(q);
   }
 
+  StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                                   uint64_t max_bytes) override {
+    MasterRequest q;
+    q.op = MasterRpcOp::kTakeRepairs;
+    q.node_id = node_id;
+    q.max_bytes = max_bytes;
+    auto reply = Call(q);
+    if (!reply.ok()) return reply.status();
+    return DecodeRepairsReply(reply->data(), reply->size());
+  }
+
+  std::vector<StoreStatus> EndRepairs(const std::string& node_id,
+                                      const std::vector<std::string>& keys,
+                                      const std::vector<bool>& copied) override {
+    MasterRequest q = KeysRequest(MasterRpcOp::kEndRepairs, keys);
+    q.node_id = node_id;
+    q.copied = copied;
+    return Batch(q, DecodeStatusesReply);
+  }
+
  private:
   StoreResult<uint64_t> RemovedCount(const MasterRequest& q) {
     auto reply = Call(q);

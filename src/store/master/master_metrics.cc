@@ -10,6 +10,11 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   keys = r->GetGauge("kvtier_master_keys", "Objects known to the master (finished or not)");
   nodes_alive = r->GetGauge("kvtier_master_nodes_alive", "Nodes heard from within client_ttl");
   segments = r->GetGauge("kvtier_master_segments", "Mounted segments");
+  under_replicated = r->GetGauge("kvtier_master_under_replicated_objects",
+                                 "Complete objects with fewer replicas than their put asked for, "
+                                 "waiting for a node to copy them");
+  repairs_pending = r->GetGauge("kvtier_master_repairs_pending",
+                                "Re-replication copies handed to nodes and not yet reported");
   auto puts = [r](const char* result) {
     return r->GetCounter("kvtier_master_puts_total", "PutStart results per key",
                          {{"result", result}});
@@ -48,6 +53,16 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   node_replacements = r->GetCounter(
       "kvtier_master_node_replacements_total",
       "Nodes unmounted because another node mounted at their endpoint (a restart there)");
+  auto repairs = [r](const char* result) {
+    return r->GetCounter("kvtier_master_repairs_total", "Re-replication copies by outcome",
+                         {{"result", result}});
+  };
+  repairs_started = repairs("started");
+  repairs_done = repairs("done");
+  repairs_failed = repairs("failed");
+  repairs_dropped = repairs("dropped");
+  repaired_bytes = r->GetCounter("kvtier_master_repaired_bytes_total",
+                                 "Bytes of the replicas re-replication published");
 }
 
 }  // namespace kvtier::store

@@ -15,6 +15,8 @@ struct MasterMetrics {
   Gauge* keys;
   Gauge* nodes_alive;
   Gauge* segments;
+  Gauge* under_replicated;  // complete objects below their replica count, not being copied
+  Gauge* repairs_pending;   // copies handed to nodes and not yet reported
 
   Counter* puts_ok;
   Counter* puts_exists;
@@ -37,6 +39,11 @@ struct MasterMetrics {
   Counter* put_released;
   Counter* node_expirations;
   Counter* node_replacements;
+  Counter* repairs_started;
+  Counter* repairs_done;     // a new replica published
+  Counter* repairs_failed;   // the node could not copy (the object waits for another try)
+  Counter* repairs_dropped;  // the object went away during the copy, or the copier did
+  Counter* repaired_bytes;
 };
 
 }  // namespace kvtier::store

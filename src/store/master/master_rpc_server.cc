@@ -60,6 +60,13 @@ std::string Execute(MasterApi& api, const MasterRequest& q, ErrorCode* code) {
       single(r.ok() ? StoreStatus::Ok() : r.status());
       return EncodeRemoveAllReply(r);
     }
+    case MasterRpcOp::kTakeRepairs: {
+      auto r = api.TakeRepairs(q.node_id, q.max_bytes);
+      single(r.ok() ? StoreStatus::Ok() : r.status());
+      return EncodeRepairsReply(r);
+    }
+    case MasterRpcOp::kEndRepairs:
+      return EncodeStatusesReply(api.EndRepairs(q.node_id, q.keys, q.copied));
   }
   const StoreStatus bad(ErrorCode::INVALID_PARAMS, "unknown op");
   single(bad);

@@ -88,9 +88,11 @@ void MasterService::Impl::DropMounts(const std::vector<MountRef>& gone) {
   size_t lost = 0;
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards.LockShard(i);
-    lost += shard->EraseIf([&](const std::string&, ObjectMeta& meta) {
-      std::erase_if(meta.replicas, on_gone);
-      return meta.replicas.empty();
+    lost += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
+      if (std::erase_if(meta.replicas, on_gone) == 0) return false;
+      if (meta.replicas.empty()) return true;
+      if (meta.complete && meta.replicas.size() < meta.want_replicas) repairs.Add(key);
+      return false;
     });
   }
   if (lost != 0) {
@@ -115,12 +117,25 @@ void MasterService::Impl::ReleaseAbandonedPuts(int64_t now) {
   }
 }
 
+void MasterService::Impl::ExpireRepairs(int64_t now) {
+  const int64_t release = std::chrono::nanoseconds(options.put_start_release_timeout).count();
+  for (auto& [key, repair] : repairs.Pending()) {
+    if (pool.IsMounted(repair.target.mount) && now < repair.started_ns + release) continue;
+    if (!repairs.Finish(key, repair.node_id)) continue;  // reported meanwhile
+    pool.Free(repair.target);
+    m.repairs_dropped->Inc();
+    repairs.Add(key);  // TakeRepairs drops it if it no longer needs a copy
+  }
+}
+
 void MasterService::Impl::RefreshGauges() {
   const PoolTotals t = pool.Totals();
   m.capacity_bytes->Set(static_cast<double>(t.capacity_bytes));
   m.allocated_bytes->Set(static_cast<double>(t.used_bytes));
   m.segments->Set(static_cast<double>(t.segments));
   m.keys->Set(static_cast<double>(shards.keys()));
+  m.under_replicated->Set(static_cast<double>(repairs.waiting()));
+  m.repairs_pending->Set(static_cast<double>(repairs.pending()));
 }
 
 void MasterService::Tick() {
@@ -149,8 +164,10 @@ void MasterService::Tick() {
   // 2. Discarded replicas (preempted, revoked, forced removes) nobody can touch any more.
   s.pool.FreeAll(s.discarded.TakeDue(now));
 
-  // 3. Puts unfinished for put_start_release_timeout: their writer is gone.
+  // 3. Puts unfinished for put_start_release_timeout: their writer is gone. Repairs likewise,
+  // and those whose copier's segment went away.
   s.ReleaseAbandonedPuts(now);
+  s.ExpireRepairs(now);
 
   // 4. Above the high watermark: evict down to (watermark - ratio) of capacity.
   const PoolTotals t = s.pool.Totals();
@@ -175,6 +192,8 @@ nlohmann::json MasterService::StatusJson() const {
   j["keys"] = s.shards.keys();
   j["unfinished_puts"] = s.shards.unfinished();
   j["discarded_bytes"] = s.discarded.bytes();
+  j["under_replicated"] = s.repairs.waiting();
+  j["repairs_pending"] = s.repairs.pending();
   nlohmann::json segments = nlohmann::json::array();
   for (const SegmentSnapshot& seg : s.pool.Snapshot()) {
     segments.push_back({{"id", seg.id},
@@ -217,6 +236,10 @@ nlohmann::json MasterService::StatusJson() const {
       {"put_released", n(m.put_released)},
       {"node_expirations", n(m.node_expirations)},
       {"node_replacements", n(m.node_replacements)},
+      {"repairs_done", n(m.repairs_done)},
+      {"repairs_failed", n(m.repairs_failed)},
+      {"repairs_dropped", n(m.repairs_dropped)},
+      {"repaired_bytes", n(m.repaired_bytes)},
   };
   return j;
 }

@@ -53,6 +53,11 @@ class MasterService final : public MasterApi {
                                   bool force = false) override;
   StoreResult<uint64_t> RemoveAll(bool force = false) override;
   StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
+  StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                                   uint64_t max_bytes) override;
+  std::vector<StoreStatus> EndRepairs(const std::string& node_id,
+                                      const std::vector<std::string>& keys,
+                                      const std::vector<bool>& copied) override;
   // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h);
   // the keys under it that were left (unfinished, or leased without `force`) go to `*kept`.
   uint64_t RemoveByPrefix(const std::string& prefix, bool force = false, uint64_t* kept = nullptr);

@@ -1,9 +1,9 @@
 // MasterService's state, shared by its two source files: master_service.cc (membership, Tick,
 // status) and master_service_objects.cc (puts, gets, removes). Private to this folder.
 //
-// Locks: one per object shard, the segment pool's, the discarded list's, the evictor's pass
-// mutex and membership_mu (node liveness + mount decisions). Orders: shard -> discarded -> pool;
-// membership -> pool; evictor -> shard -> pool. Membership and shard locks are never nested, and
+// Locks: one per object shard, the segment pool's, the discarded list's, the repair queue's, the
+// evictor's pass mutex and membership_mu (node liveness + mount decisions). Orders: shard ->
+// discarded -> pool; shard -> repairs; membership -> pool; evictor -> shard -> pool. Membership and shard locks are never nested, and
 // no lock is held across I/O (there is none here).
 #pragma once
 
@@ -23,6 +23,7 @@
 #include "store/master/master_service.h"
 #include "store/master/node_liveness.h"
 #include "store/master/object_shards.h"
+#include "store/master/repairs.h"
 #include "store/master/segment_pool.h"
 #include "store/protocol/store_key.h"
 
@@ -43,15 +44,18 @@ struct MasterService::Impl {
                                                     const std::string& key, uint64_t size,
                                                     uint32_t replicas, const PutConfig& config,
                                                     int64_t now);
-  // Drops every replica on these (now unmounted) mounts; erases objects left with none.
+  // Drops every replica on these (now unmounted) mounts; erases objects left with none and
+  // queues those left with fewer than they want for re-replication.
   void DropMounts(const std::vector<MountRef>& gone);
   // Tick step: frees unfinished puts older than put_start_release_timeout.
   void ReleaseAbandonedPuts(int64_t now);
+  // Tick step: ends the pending repairs whose copier's segment is gone, or that ran past
+  // put_start_release_timeout (a copier that stalled may still write into the target until
+  // then, as a writer may into an abandoned put's space); their objects wait for another copy.
+  void ExpireRepairs(int64_t now);
   // A removed object's space: freed now, or, while a (forced-over) read lease is live, when it
   // ends, because the reader may still be copying the bytes. Counts the remove.
   void FreeRemoved(ObjectMeta& meta, int64_t now);
-  // RemoveAll / RemoveByRegex: erases the finished objects whose key `match` accepts, leased
-  // ones only with `force`; how many.
   // Removes the complete objects `match` accepts (leased ones only with `force`); the matches
   // left (unfinished or leased) are added to `*kept` when given.
   uint64_t RemoveMatching(const std::function<bool(const std::string&)>& match, bool force,
@@ -66,6 +70,7 @@ struct MasterService::Impl {
   ObjectShards shards;
   SegmentPool pool;
   DiscardedReplicas discarded;
+  RepairQueue repairs;
   Evictor evictor{&shards, &pool, options.allow_evict_soft_pinned_objects};
   std::atomic<uint64_t> next_serial{1};
 

@@ -94,6 +94,7 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
   meta.put_start_ns = now;
   meta.serial = next_serial.fetch_add(1);
   meta.hard_pin = config.hard_pin;
+  meta.want_replicas = static_cast<uint16_t>(std::min<uint32_t>(replicas, UINT16_MAX));
   if (config.soft_pin) {
     const auto asked = std::chrono::milliseconds(config.soft_pin_ttl_ms);
     const auto ttl = asked.count() == 0 ? options.default_kv_soft_pin_ttl
@@ -191,6 +192,8 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
         shard->MarkComplete(key, *meta);
         meta->lease_until_ns = s.Now();  // eviction order starts at publication
         meta->RenewSoftPin(meta->lease_until_ns);
+        // Too few nodes had room at PutStart: a node that joins (or frees space) copies it.
+        if (meta->replicas.size() < meta->want_replicas) s.repairs.Add(key);
       }
     }
     out.push_back(std::move(st));

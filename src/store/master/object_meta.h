@@ -24,6 +24,7 @@ struct ObjectMeta {
   int64_t lease_until_ns = 0;  // complete objects only; PutEnd sets it to "now"
   bool complete = false;
   bool hard_pin = false;  // never evicted (eviction.h)
+  uint16_t want_replicas = 1;  // what the put asked for; re-replication restores it (repairs.h)
   // Soft pin: evicted after every unpinned object, while soft_pin_until_ns lies ahead (PutEnd
   // and each read set it to now + soft_pin_ttl_ns); 0 ttl: not soft-pinned.
   int64_t soft_pin_ttl_ns = 0;

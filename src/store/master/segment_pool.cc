@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "store/master/placement.h"
 
 namespace kvtier::store {
@@ -110,6 +112,23 @@ std::vector<Replica> SegmentPool::Allocate(uint64_t size, uint32_t count,
     return true;
   });
   return out;
+}
+
+std::optional<Replica> SegmentPool::AllocateOn(const std::string& node_id, uint64_t size,
+                                               const std::vector<Replica>& existing) {
+  if (size == 0) return std::nullopt;
+  std::lock_guard lock(mu_);
+  for (auto& [id, seg] : segments_) {
+    if (seg.node_id != node_id) continue;
+    const bool taken = std::any_of(existing.begin(), existing.end(), [&](const Replica& r) {
+      return r.mount.segment_id == id || r.endpoint == seg.endpoint;
+    });
+    if (taken) continue;
+    if (auto offset = seg.allocator.Allocate(size)) {
+      return Replica{MountRef{id, seg.generation}, seg.endpoint, *offset, size};
+    }
+  }
+  return std::nullopt;
 }
 
 void SegmentPool::FreeLocked(const Replica& replica) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -78,6 +79,10 @@ class SegmentPool {
   // (placement.h). Empty when no segment has room.
   std::vector<Replica> Allocate(uint64_t size, uint32_t count, const std::string& writer_node,
                                 const std::string& preferred_endpoint);
+  // One more replica of `size` bytes for re-replication, on a segment of `node_id` that holds
+  // none of `existing` (and at an endpoint none of them is at); nullopt when none has room.
+  std::optional<Replica> AllocateOn(const std::string& node_id, uint64_t size,
+                                    const std::vector<Replica>& existing);
   // Returns the replica's range to its segment; a no-op when that mount is gone.
   void Free(const Replica& replica);
   void FreeAll(const std::vector<Replica>& replicas);

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/memfd.h"
 #include "store/client/master_client.h"
+#include "store/node/repairer.h"
 #include "store/transport/data_plane_server.h"
 #include "store/transport/segment_gate.h"
 #include "store/transport/transfer_engine.h"
@@ -56,6 +57,7 @@ struct StoreNode::Impl {
   std::condition_variable hb_cv;
   bool stopping = false;
   std::thread heartbeat;
+  std::unique_ptr<Repairer> repairer;
 
   Counter* put_keys_ok;
   Counter* put_keys_failed;
@@ -198,12 +200,19 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   if (StoreStatus s = impl->Beat(); s.code() == ErrorCode::ILLEGAL_CLIENT) return s;
   Impl* raw = impl.get();
   impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
+  impl->repairer = std::make_unique<Repairer>(
+      RepairerTarget{impl->master.get(), impl->engine.get(), impl->info.id, impl->info.endpoint,
+                     impl->memory.data(), options.segment_size, impl->gate,
+                     [raw] { return raw->mounted.load(); }},
+      RepairerOptions{options.repair_bytes_per_s, options.repair_interval}, *impl->metrics);
+  impl->repairer->Start();
   return std::unique_ptr<StoreNode>(new StoreNode(std::move(impl)));
 }
 
 StoreNode::StoreNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StoreNode::~StoreNode() {
+  impl_->repairer->Stop();
   {
     std::lock_guard lk(impl_->hb_mu);
     impl_->stopping = true;

@@ -9,6 +9,8 @@
 //  - PutEnd publishes; PutRevoke frees. Both only from the node that started the put.
 //  - GetReplicas grants (or extends) a read lease; a leased object is neither evicted nor removed.
 //  - Exist answers 1/0 and grants no lease.
+//  - TakeRepairs / EndRepairs give objects that lost replicas (their node died) new copies on
+//    other nodes, copied by those nodes, published only once whole.
 //  - Remove answers OBJECT_HAS_LEASE while a lease is live, REPLICA_IS_NOT_READY while unfinished.
 //    With `force` a live lease does not stop it: the object is gone at once, but its space stays
 //    out of use until the lease ends, because the reader holding it may still be copying.
@@ -53,6 +55,19 @@ class MasterApi {
   // The same for the finished objects whose key the ECMAScript `pattern` matches somewhere
   // (std::regex_search); INVALID_PARAMS when it does not compile.
   virtual StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) = 0;
+
+  // Re-replication (docs/store/master.md): complete objects with fewer replicas than their put
+  // asked for and none on this node, each with new space allocated in this node's segment, up to
+  // about `max_bytes` (at least one object). The node copies each source into its target and
+  // reports with EndRepairs; until then readers do not see the target.
+  virtual StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                                           uint64_t max_bytes) = 0;
+  // copied[i]: the target of keys[i] holds the bytes, publish it; false: free it. Per key:
+  // OBJECT_NOT_FOUND when no repair of it is pending for this node, or the object went away
+  // meanwhile (its target is freed).
+  virtual std::vector<StoreStatus> EndRepairs(const std::string& node_id,
+                                              const std::vector<std::string>& keys,
+                                              const std::vector<bool>& copied) = 0;
 };
 
 }  // namespace kvtier::store

@@ -1,6 +1,5 @@
-// Master RPC codecs. Columns: a list of byte strings is one str holding their concatenation
-// plus a "<name>_lens" bin of little-endian uint32; per-key codes are one bin of little-endian
-// int32; fixed-width per-key numbers are rows (arrays of equal-length uint arrays).
+// Master RPC codecs: the requests, and the replies of every op but the repairs'
+// (master_protocol_repairs.cc). The column helpers they share are in master_columns.h.
 #include "store/protocol/master_protocol.h"
 
 #include <fmt/format.h>
@@ -9,6 +8,7 @@
 #include <map>
 #include <string_view>
 
+#include "store/protocol/master_columns.h"
 #include "wire/body_codec.h"
 
 namespace kvtier::store {
@@ -16,210 +16,10 @@ namespace {
 
 using wire::BodyReader;
 using wire::BodyWriter;
+using namespace master_columns;
 
 StoreStatus BadRequest(std::string message) {
   return StoreStatus(ErrorCode::INVALID_PARAMS, std::move(message));
-}
-
-StoreStatus BadReply(const std::string& message) {
-  return StoreStatus(ErrorCode::RPC_FAIL, "malformed reply from the master: " + message);
-}
-
-// A list of byte strings: "<name>" = concatenation, "<name>_lens" = LE uint32 lengths.
-void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::string>& items) {
-  std::string all;
-  std::vector<uint32_t> lens;
-  size_t total = 0;
-  for (const auto& s : items) total += s.size();
-  all.reserve(total);
-  lens.reserve(items.size());
-  for (const auto& s : items) {
-    all.append(s);
-    lens.push_back(static_cast<uint32_t>(s.size()));
-  }
-  w.Put(name, std::string_view(all));
-  w.PutU32Bin(fmt::format("{}_lens", name), lens);
-}
-
-// Reads a list written by PutByteList; at most `max_items` items. Required fields.
-Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
-                   std::vector<std::string>& out) {
-  const std::string lens_name = fmt::format("{}_lens", name);
-  if (!r.Has(lens_name)) return Status(Code::kInvalidArgument, "missing field '" + lens_name + "'");
-  std::vector<uint32_t> lens;
-  if (Status s = r.GetOptional(lens_name, lens); !s.ok()) return s;
-  if (lens.size() > max_items) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field '{}' lists {} items, more than the limit of {}", lens_name,
-                              lens.size(), max_items));
-  }
-  std::string all;
-  if (Status s = r.Get(name, all); !s.ok()) return s;
-  uint64_t total = 0;
-  for (uint32_t n : lens) total += n;
-  if (total != all.size()) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field '{}' holds {} bytes but '{}' adds up to {}", name, all.size(),
-                              lens_name, total));
-  }
-  out.clear();
-  out.reserve(lens.size());
-  size_t off = 0;
-  for (uint32_t n : lens) {
-    out.emplace_back(all, off, n);
-    off += n;
-  }
-  return Status::Ok();
-}
-
-// "code": a signed integer. BodyReader has no signed getter; Numbers() reads every number.
-Status GetCode(const BodyReader& r, ErrorCode& out) {
-  for (const auto& [name, value] : r.Numbers()) {
-    if (name != "code") continue;
-    if (std::trunc(value) != value || value < INT32_MIN || value > INT32_MAX) {
-      return Status(Code::kInvalidArgument, "field 'code' must be a 32-bit integer");
-    }
-    out = ErrorCodeFromInt(static_cast<int64_t>(value));
-    return Status::Ok();
-  }
-  return Status(Code::kInvalidArgument, "missing field 'code' (or not a number)");
-}
-
-void PutStatus(BodyWriter& w, const StoreStatus& s) {
-  w.Put("code", int64_t{s.value()});
-  w.Put("message", std::string_view(s.message()));
-}
-
-// The whole-request status of a reply: an error result when "code" is not 0.
-StoreStatus ReadReplyStatus(const BodyReader& r) {
-  ErrorCode code = ErrorCode::OK;
-  if (Status s = GetCode(r, code); !s.ok()) return BadReply(s.message());
-  std::string message;
-  if (Status s = r.GetOptional("message", message); !s.ok()) return BadReply(s.message());
-  if (code == ErrorCode::OK) return StoreStatus::Ok();
-  return StoreStatus(code, std::move(message));
-}
-
-// Parses a reply body and reads its whole-request status.
-StoreResult<BodyReader> ParseReply(const void* body, size_t size) {
-  auto r = BodyReader::Parse(body, size);
-  if (!r.ok()) return BadReply(r.status().message());
-  if (StoreStatus s = ReadReplyStatus(*r); !s.ok()) return s;
-  return std::move(r).value();
-}
-
-// Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
-void PutKeyStatuses(BodyWriter& w, const std::vector<StoreStatus>& results) {
-  std::vector<uint32_t> codes;
-  std::vector<std::string> messages;
-  bool any_message = false;
-  codes.reserve(results.size());
-  messages.reserve(results.size());
-  for (const StoreStatus& s : results) {
-    codes.push_back(static_cast<uint32_t>(s.value()));
-    messages.push_back(s.message());
-    any_message = any_message || !s.message().empty();
-  }
-  w.PutU32Bin("codes", codes);
-  if (any_message) PutByteList(w, "messages", messages);
-}
-
-template <typename T>
-StoreStatus StatusOf(const StoreResult<T>& r) {
-  return r.ok() ? StoreStatus::Ok() : r.status();
-}
-
-Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys) {
-  std::vector<uint32_t> codes;
-  if (!r.Has("codes")) return Status(Code::kInvalidArgument, "missing field 'codes'");
-  if (Status s = r.GetOptional("codes", codes); !s.ok()) return s;
-  if (codes.size() != keys) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field 'codes' has {} results for {} keys", codes.size(), keys));
-  }
-  std::vector<std::string> messages;
-  if (r.Has("messages_lens")) {
-    if (Status s = GetByteList(r, "messages", keys, messages); !s.ok()) return s;
-    if (messages.size() != keys) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("field 'messages' has {} items for {} keys", messages.size(),
-                                keys));
-    }
-  }
-  std::vector<StoreStatus> out;
-  out.reserve(keys);
-  for (size_t i = 0; i < keys; ++i) {
-    const ErrorCode code = ErrorCodeFromInt(static_cast<int32_t>(codes[i]));
-    out.push_back(code == ErrorCode::OK ? StoreStatus::Ok()
-                                        : StoreStatus(code, messages.empty() ? "" : messages[i]));
-  }
-  return out;
-}
-
-// Replica columns: "replica_counts" per key, "replicas" rows [segment_id, offset, size,
-// endpoint index], "endpoints" the distinct endpoints those indexes name.
-class ReplicaColumns {
- public:
-  void Add(const std::vector<ReplicaDesc>* replicas) {
-    if (replicas == nullptr) {
-      counts_.push_back(0);
-      return;
-    }
-    counts_.push_back(static_cast<uint32_t>(replicas->size()));
-    for (const auto& d : *replicas) {
-      auto [it, fresh] = endpoint_index_.try_emplace(d.endpoint, endpoints_.size());
-      if (fresh) endpoints_.push_back(d.endpoint);
-      rows_.push_back({d.segment_id, d.offset, d.size, it->second});
-    }
-  }
-  void Write(BodyWriter& w) {
-    w.PutU32Bin("replica_counts", counts_);
-    w.PutRows("replicas", rows_);
-    PutByteList(w, "endpoints", endpoints_);
-  }
-
- private:
-  std::vector<uint32_t> counts_;
-  std::vector<std::vector<uint64_t>> rows_;
-  std::vector<std::string> endpoints_;
-  std::map<std::string, uint64_t> endpoint_index_;
-};
-
-Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader& r, size_t keys) {
-  std::vector<uint32_t> counts;
-  if (!r.Has("replica_counts")) return Status(Code::kInvalidArgument, "missing 'replica_counts'");
-  if (Status s = r.GetOptional("replica_counts", counts); !s.ok()) return s;
-  if (counts.size() != keys) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field 'replica_counts' has {} items for {} keys", counts.size(),
-                              keys));
-  }
-  std::vector<std::vector<uint64_t>> rows;
-  if (Status s = r.GetRows("replicas", 4, rows); !s.ok()) return s;
-  std::vector<std::string> endpoints;
-  if (Status s = GetByteList(r, "endpoints", rows.size(), endpoints); !s.ok()) return s;
-  uint64_t total = 0;
-  for (uint32_t c : counts) total += c;
-  if (total != rows.size()) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field 'replicas' has {} rows but 'replica_counts' adds up to {}",
-                              rows.size(), total));
-  }
-  std::vector<std::vector<ReplicaDesc>> out(keys);
-  size_t row = 0;
-  for (size_t k = 0; k < keys; ++k) {
-    out[k].reserve(counts[k]);
-    for (uint32_t i = 0; i < counts[k]; ++i, ++row) {
-      const auto& v = rows[row];
-      if (v[3] >= endpoints.size()) {
-        return Status(Code::kInvalidArgument,
-                      fmt::format("field 'replicas' row {} names endpoint {} of {}", row, v[3],
-                                  endpoints.size()));
-      }
-      out[k].push_back(ReplicaDesc{v[0], endpoints[v[3]], v[1], v[2]});
-    }
-  }
-  return out;
 }
 
 StoreStatus ToRequestError(const Status& s) { return BadRequest(s.message()); }
@@ -239,6 +39,8 @@ const char* MasterRpcOpName(uint64_t op) {
     case 9: return "remove";
     case 10: return "remove_all";
     case 11: return "remove_by_regex";
+    case 12: return "take_repairs";
+    case 13: return "end_repairs";
     default: return "unknown";
   }
 }
@@ -293,6 +95,15 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
     case MasterRpcOp::kRemoveByRegex:
       w.Put("pattern", std::string_view(q.pattern));
       if (q.force) w.Put("force", true);
+      break;
+    case MasterRpcOp::kTakeRepairs:
+      w.Put("node_id", std::string_view(q.node_id));
+      w.Put("max_bytes", q.max_bytes);
+      break;
+    case MasterRpcOp::kEndRepairs:
+      w.Put("node_id", std::string_view(q.node_id));
+      PutByteList(w, "keys", q.keys);
+      w.PutU32Bin("copied", std::vector<uint32_t>(q.copied.begin(), q.copied.end()));
       break;
   }
   return w.Finish();
@@ -377,6 +188,23 @@ StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, si
       }
       if (s.ok()) s = r.GetOptional("force", q.force);
       break;
+    case MasterRpcOp::kTakeRepairs:
+      s = r.Get("node_id", q.node_id);
+      if (s.ok()) s = r.Get("max_bytes", q.max_bytes);
+      break;
+    case MasterRpcOp::kEndRepairs: {
+      s = r.Get("node_id", q.node_id);
+      if (s.ok()) s = keys();
+      std::vector<uint32_t> copied;
+      if (s.ok() && !r.Has("copied")) s = Status(Code::kInvalidArgument, "missing field 'copied'");
+      if (s.ok()) s = r.GetOptional("copied", copied);
+      if (s.ok() && copied.size() != q.keys.size()) {
+        s = Status(Code::kInvalidArgument, fmt::format("field 'copied' has {} items for {} keys",
+                                                       copied.size(), q.keys.size()));
+      }
+      for (uint32_t c : copied) q.copied.push_back(c != 0);
+      break;
+    }
   }
   if (!s.ok()) return ToRequestError(s);
   return q;

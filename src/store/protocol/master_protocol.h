@@ -36,8 +36,10 @@ enum class MasterRpcOp : uint32_t {
   kRemove = 9,
   kRemoveAll = 10,
   kRemoveByRegex = 11,
+  kTakeRepairs = 12,
+  kEndRepairs = 13,
 };
-inline constexpr uint64_t kMaxMasterRpcOp = 11;
+inline constexpr uint64_t kMaxMasterRpcOp = 13;
 
 // "put_start", ...; "unknown" for a value that is not an op.
 const char* MasterRpcOpName(uint64_t op);
@@ -48,13 +50,15 @@ struct MasterRequest {
   uint32_t version = kMasterProtocolVersion;
   NodeInfo node;                   // mount_segment, ping
   SegmentInfo segment;             // mount_segment
-  std::string node_id;             // unmount_segment, put_start, put_end, put_revoke
+  std::string node_id;             // unmount_segment, put_start/end/revoke, take/end_repairs
   uint64_t segment_id = 0;         // unmount_segment
   std::vector<std::string> keys;   // batch ops
   std::vector<uint64_t> sizes;     // put_start, one per key
   PutConfig config;                // put_start
   bool force = false;              // remove, remove_all, remove_by_regex: override read leases
   std::string pattern;             // remove_by_regex: an ECMAScript regular expression
+  uint64_t max_bytes = 0;          // take_repairs
+  std::vector<bool> copied;        // end_repairs, one per key
 };
 
 std::string EncodeMasterRequest(const MasterRequest& request);  // the body frame
@@ -72,6 +76,7 @@ std::string EncodeStatusesReply(const std::vector<StoreStatus>& results);  // pu
 std::string EncodeGetReplicasReply(const std::vector<StoreResult<ObjectDesc>>& results);
 std::string EncodeExistReply(const std::vector<StoreResult<bool>>& results);
 std::string EncodeRemoveAllReply(const StoreResult<uint64_t>& removed);  // and remove_by_regex
+std::string EncodeRepairsReply(const StoreResult<std::vector<RepairTask>>& tasks);  // take_repairs
 
 // Reply decoders (client side). An error result is the master's whole-request error, or
 // RPC_FAIL when the reply does not parse. Batch decoders require exactly `keys` results.
@@ -86,5 +91,6 @@ StoreResult<std::vector<StoreResult<ObjectDesc>>> DecodeGetReplicasReply(const v
 StoreResult<std::vector<StoreResult<bool>>> DecodeExistReply(const void* body, size_t size,
                                                              size_t keys);
 StoreResult<uint64_t> DecodeRemoveAllReply(const void* body, size_t size);
+StoreResult<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t size);
 
 }  // namespace kvtier::store

@@ -55,6 +55,14 @@ struct PutConfig {
                                   // 0: the master's --default-kv-soft-pin-ttl-ms
 };
 
+// One re-replication job the master hands a node (MasterApi::TakeRepairs): copy the object's
+// bytes from `source` (a replica on another node) into `target` (space in this node's segment).
+struct RepairTask {
+  std::string key;
+  ReplicaDesc source;
+  ReplicaDesc target;
+};
+
 struct PingReply {
   bool need_remount = false;  // the master does not know this node (first contact, expiry, restart)
   uint64_t lease_ttl_ms = 0;  // the master's read lease, so clients need not be configured twice

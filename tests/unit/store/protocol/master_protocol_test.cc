@@ -218,6 +218,55 @@ TEST(MasterProtocol, ExistAndStatusesReplies) {
   EXPECT_EQ(whole.status().message(), "field 'keys': bad");
 }
 
+TEST(MasterProtocol, RepairRequestsAndRepliesRoundTrip) {
+  MasterRequest q;
+  q.op = MasterRpcOp::kTakeRepairs;
+  q.node_id = "n3";
+  q.max_bytes = 123456789;
+  MasterRequest m = RoundTrip(q);
+  EXPECT_EQ(m.node_id, "n3");
+  EXPECT_EQ(m.max_bytes, 123456789u);
+  q = {};
+  q.op = MasterRpcOp::kEndRepairs;
+  q.node_id = "n3";
+  q.keys = OddKeys();
+  q.copied = {true, false, true, true, false};
+  m = RoundTrip(q);
+  EXPECT_EQ(m.keys, q.keys);
+  EXPECT_EQ(m.copied, q.copied);
+  q.copied.pop_back();  // one result short: refused by name
+  const std::string body = EncodeMasterRequest(q);
+  auto short_one = DecodeMasterRequest(13, body.data(), body.size());
+  EXPECT_NE(short_one.status().message().find("'copied'"), std::string::npos);
+
+  const std::vector<RepairTask> tasks = {
+      {"a", {1, "h1:1", 0, 100}, {3, "h3:1", 4096, 100}},
+      {std::string(kMaxKeyBytes, 'k'), {2, "h2:1", 64, 7}, {3, "h3:1", 8192, 7}}};
+  std::string b = EncodeRepairsReply(tasks);
+  auto back = DecodeRepairsReply(b.data(), b.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*back)[i].key, tasks[i].key);
+    EXPECT_EQ((*back)[i].source.endpoint, tasks[i].source.endpoint);
+    EXPECT_EQ((*back)[i].source.offset, tasks[i].source.offset);
+    EXPECT_EQ((*back)[i].target.segment_id, tasks[i].target.segment_id);
+    EXPECT_EQ((*back)[i].target.offset, tasks[i].target.offset);
+    EXPECT_EQ((*back)[i].target.size, tasks[i].target.size);
+  }
+  b = EncodeRepairsReply(StoreStatus(ErrorCode::INVALID_PARAMS, "no node id"));
+  EXPECT_EQ(DecodeRepairsReply(b.data(), b.size()).status().code(), ErrorCode::INVALID_PARAMS);
+
+  wire::BodyWriter w;  // one replica where a source and a target belong
+  w.Put("code", 0).Put("message", "").Put("keys", "a").PutU32Bin("keys_lens", {1});
+  w.PutU32Bin("replica_counts", {1}).PutRows("replicas", {{1, 0, 8, 0}});
+  w.Put("endpoints", "h:1").PutU32Bin("endpoints_lens", {3});
+  b = w.Finish();
+  auto bad = DecodeRepairsReply(b.data(), b.size());
+  EXPECT_EQ(bad.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_NE(bad.status().message().find("source and a target"), std::string::npos);
+}
+
 TEST(MasterProtocol, UnknownOpAndVersionAreRefusedByName) {
   MasterRequest q;
   q.op = MasterRpcOp::kExist;
@@ -309,11 +358,12 @@ TEST(MasterProtocol, DamagedBodiesNeverCrash) {
   for (int i = 0; i < 2000; ++i) {
     std::string damaged = body;
     for (int k = 0; k < 3; ++k) damaged[rng() % damaged.size()] = static_cast<char>(rng());
-    (void)DecodeMasterRequest(1 + rng() % 10, damaged.data(), damaged.size());
+    (void)DecodeMasterRequest(1 + rng() % kMaxMasterRpcOp, damaged.data(), damaged.size());
     std::string noise(rng() % 64, '\0');
     for (char& c : noise) c = static_cast<char>(rng());
-    (void)DecodeMasterRequest(1 + rng() % 10, noise.data(), noise.size());
+    (void)DecodeMasterRequest(1 + rng() % kMaxMasterRpcOp, noise.data(), noise.size());
     (void)DecodeGetReplicasReply(noise.data(), noise.size(), 2);
+    (void)DecodeRepairsReply(damaged.data(), damaged.size());
     (void)DecodePutStartReply(damaged.data(), damaged.size(), 5);
   }
 }

@@ -1,0 +1,59 @@
+// The encodings the master RPC codecs (master_protocol.cc, master_protocol_repairs.cc) share.
+// A list of byte strings is one str holding their concatenation plus a "<name>_lens" bin of
+// little-endian uint32; per-key codes are one bin of little-endian int32; fixed-width per-key
+// numbers are rows (arrays of equal-length uint arrays). Private to the codecs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/protocol/store_status.h"
+#include "store/protocol/store_types.h"
+#include "wire/body_codec.h"
+
+namespace kvtier::store::master_columns {
+
+using wire::BodyReader;
+using wire::BodyWriter;
+
+// RPC_FAIL "malformed reply from the master: <message>".
+StoreStatus BadReply(const std::string& message);
+
+void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::string>& items);
+// Reads a list written by PutByteList; at most `max_items` items. Required fields.
+Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
+                   std::vector<std::string>& out);
+
+// A reply's "code" (0 or a negative ErrorCode) and "message".
+void PutStatus(BodyWriter& w, const StoreStatus& s);
+// Parses a reply body and reads its whole-request status (an error result when not 0).
+StoreResult<BodyReader> ParseReply(const void* body, size_t size);
+
+// Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
+void PutKeyStatuses(BodyWriter& w, const std::vector<StoreStatus>& results);
+Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys);
+
+template <typename T>
+StoreStatus StatusOf(const StoreResult<T>& r) {
+  return r.ok() ? StoreStatus::Ok() : r.status();
+}
+
+// Replica columns: "replica_counts" per key, "replicas" rows [segment_id, offset, size,
+// endpoint index], "endpoints" the distinct endpoints those indexes name.
+class ReplicaColumns {
+ public:
+  void Add(const std::vector<ReplicaDesc>* replicas);  // null: a key with none (failed)
+  void Write(BodyWriter& w);
+
+ private:
+  std::vector<uint32_t> counts_;
+  std::vector<std::vector<uint64_t>> rows_;
+  std::vector<std::string> endpoints_;
+  std::map<std::string, uint64_t> endpoint_index_;
+};
+Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader& r, size_t keys);
+
+}  // namespace kvtier::store::master_columns
