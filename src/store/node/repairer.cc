@@ -32,15 +32,23 @@ void Repairer::Stop() {
 }
 
 void Repairer::Loop() {
+  using Clock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, options_.interval, [this] { return stopping_; })) {
+  Clock::time_point next = Clock::now() + options_.interval;
+  while (!cv_.wait_until(lock, next, [this] { return stopping_; })) {
     lock.unlock();
-    if (t_.mounted()) RunOnce();
+    const Clock::time_point start = Clock::now();
+    const uint64_t bytes = t_.mounted() ? RunOnce() : 0;
+    next = bytes == 0 ? start + options_.interval
+                      : start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(
+                                        static_cast<double>(bytes) /
+                                        static_cast<double>(options_.bytes_per_s)));
     lock.lock();
   }
 }
 
-size_t Repairer::RunOnce() {
+uint64_t Repairer::RunOnce() {
   const double seconds = std::chrono::duration<double>(options_.interval).count();
   const auto budget = static_cast<uint64_t>(static_cast<double>(options_.bytes_per_s) * seconds);
   auto tasks = t_.master->TakeRepairs(t_.node_id, budget);
@@ -75,7 +83,7 @@ size_t Repairer::RunOnce() {
   }
   const std::vector<StoreStatus> read = t_.engine->Run(ops);
   passes.clear();
-  size_t ok = 0;
+  uint64_t ok_bytes = 0;
   for (size_t j = 0; j < ops.size(); ++j) {
     if (!read[j].ok()) {
       if (ShouldLog("node-repair-read")) {
@@ -90,12 +98,10 @@ size_t Repairer::RunOnce() {
   for (size_t i = 0; i < keys.size(); ++i) {
     const bool published = copied[i] && i < ended.size() && ended[i].ok();
     (published ? copied_ : failed_)->Inc();
-    if (published) {
-      bytes_->Inc(static_cast<double>((*tasks)[i].target.size));
-      ++ok;
-    }
+    if (published) ok_bytes += (*tasks)[i].target.size;
   }
-  return ok;
+  bytes_->Inc(static_cast<double>(ok_bytes));
+  return ok_bytes;
 }
 
 }  // namespace kvtier::store

@@ -1,8 +1,10 @@
-// A node's share of re-replication: a thread that, every `interval`, asks the master for
-// under-replicated objects to copy into this node's segment (MasterApi::TakeRepairs, up to
-// bytes_per_s * interval), reads each from a surviving replica over the data plane straight
-// into the target space, and reports which copies are whole (EndRepairs), so the master
-// publishes only those. A target outside the segment this node serves now is never written.
+// A node's share of re-replication: a thread that asks the master for under-replicated objects
+// to copy into this node's segment (MasterApi::TakeRepairs, up to bytes_per_s * interval per
+// round), reads each from a surviving replica over the data plane straight into the target
+// space, and reports which copies are whole (EndRepairs), so the master publishes only those.
+// An idle round waits `interval` before the next; a busy one waits until its bytes fit the rate
+// (at once when the copy itself took longer). A target outside the segment this node serves now
+// is never written.
 // Thread-safety: Start/Stop from the owner's thread.
 #pragma once
 
@@ -24,7 +26,7 @@ namespace kvtier::store {
 
 struct RepairerOptions {
   uint64_t bytes_per_s = 256ull << 20;  // 0: this node copies nothing
-  std::chrono::milliseconds interval{500};
+  std::chrono::milliseconds interval{200};
 };
 
 // What the repairer works on: the node's own, outliving it.
@@ -45,8 +47,8 @@ class Repairer {
   ~Repairer();  // Stop()
   void Start();
   void Stop();
-  // One round now (the thread runs these); returns the copies reported whole.
-  size_t RunOnce();
+  // One round now (the thread runs these); returns the bytes of the copies reported whole.
+  uint64_t RunOnce();
 
  private:
   void Loop();

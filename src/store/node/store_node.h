@@ -37,7 +37,7 @@ struct NodeOptions {
   // Re-replication (repairer.h): copies of objects that lost a replica, into this segment, at
   // most this many bytes per second; 0: none.
   uint64_t repair_bytes_per_s = 256ull << 20;
-  std::chrono::milliseconds repair_interval{500};
+  std::chrono::milliseconds repair_interval{200};
   // The store's shared secret: this node proves it to the master (CURVE), peers present it to
   // this node's data plane and this node to theirs. Empty: no authentication.
   std::string auth_token;
