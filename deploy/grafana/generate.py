@@ -118,6 +118,12 @@ ROWS = [
             (rate("kvtier_master_put_released_total", M), "puts released {{instance}}"),
             (rate("kvtier_master_node_expirations_total", M), "nodes expired {{instance}}"),
             (rate("kvtier_master_node_replacements_total", M), "nodes replaced {{instance}}")]),
+        ("Re-replication", "short", [
+            (f"kvtier_master_under_replicated_objects{{{M}}}", "waiting {{instance}}"),
+            (f"kvtier_master_repairs_pending{{{M}}}", "copying {{instance}}"),
+            (rate("kvtier_master_repairs_total", M, "result"), "copies/s {{result}}")]),
+        ("Re-replication bytes per node", "Bps", [
+            (rate("kvtier_node_repair_bytes_total", N, "instance"), "{{instance}}")]),
     ]),
     ("Store nodes", [
         ("Dummy clients", "short", [
