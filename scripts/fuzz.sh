@@ -56,8 +56,8 @@ cxxflags+=("${fmt_cflags[@]}")
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # Only what the decoders link against; hashing/logging are not needed and would pull in
 # xxhash, OpenSSL and spdlog.
-lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc
-          src/common/{status,printable}.cc src/store/protocol/master_protocol.cc
+lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc src/common/{status,printable}.cc
+          src/store/protocol/{master_protocol,master_protocol_repairs,master_columns}.cc
           src/store/protocol/dummy_protocol.cc src/store/protocol/store_status.cc
           src/store/transport/data_plane_protocol.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc

@@ -7,6 +7,7 @@
 
 #include "bench/gpu/gpu_bench.h"
 #include "bench/l2/l2_bench.h"
+#include "bench/master/master_scale.h"
 #include "bench/server/server_bench.h"
 #include "bench/server/ttft_model.h"
 #include "bench/store/store_bench.h"
@@ -181,6 +182,30 @@ RunFn AddBenchStore(CLI::App& bench) {
   };
 }
 
+RunFn AddBenchMaster(CLI::App& bench) {
+  auto o = std::make_shared<bench::BenchMasterOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "master", "The store master at cluster size: memory per object, batched key ops/s, p99");
+  cmd->add_option("--objects", o->objects, "Objects the master holds during the measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  cmd->add_option("--key-bytes", o->key_bytes, "Bytes per key")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{32}, uint32_t{4096}));
+  cmd->add_option("--batch", o->batch, "Keys per batch call in the mixed phase")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1}, uint32_t{65536}));
+  cmd->add_option("--threads", o->threads, "Client thread counts, one mixed phase each")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1}, uint32_t{256}));
+  cmd->add_option("--seconds", o->seconds, "Length of each mixed phase")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  return [o] { return bench::RunBenchMaster(*o); };
+}
+
 RunFn AddBenchGpu(CLI::App& bench) {
   auto o = std::make_shared<bench::BenchGpuOptions>();
   CLI::App* cmd = bench.add_subcommand(
@@ -223,11 +248,13 @@ RunFn AddBenchCommand(CLI::App& app) {
   RunFn server = AddBenchServer(*cmd);
   RunFn l2 = AddBenchL2(*cmd);
   RunFn store = AddBenchStore(*cmd);
+  RunFn master = AddBenchMaster(*cmd);
   RunFn gpu = AddBenchGpu(*cmd);
-  return [cmd, server, l2, store, gpu] {
+  return [cmd, server, l2, store, master, gpu] {
     if (cmd->got_subcommand("server")) return server();
     if (cmd->got_subcommand("l2")) return l2();
     if (cmd->got_subcommand("store")) return store();
+    if (cmd->got_subcommand("master")) return master();
     if (cmd->got_subcommand("gpu")) return gpu();
     return 2;
   };

@@ -1,0 +1,227 @@
+#include "bench/master/master_scale.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+#include "bench/common/child_process.h"
+#include "bench/common/stats.h"
+#include "bench/common/timing.h"
+#include "store/client/master_client.h"
+
+namespace kvtier::bench {
+namespace {
+
+using nlohmann::json;
+using store::MasterApi;
+
+constexpr uint32_t kFillBatch = 1024;
+constexpr uint32_t kFillThreads = 4;
+constexpr uint64_t kObjectBytes = 64;  // one segment alignment unit each
+const store::NodeInfo kNode{"bench-master-node", "127.0.0.1:1"};
+
+// The key of object `i`: `bytes` long, like "model@rank@group@<hash hex>".
+std::string Key(uint64_t i, uint32_t bytes) {
+  std::string k = fmt::format("bench-model@00010001@0@{:016x}", i * 0x9e3779b97f4a7c15ULL);
+  k.resize(std::max<size_t>(bytes, k.size()), 'k');
+  return k;
+}
+
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream statm(fmt::format("/proc/{}/statm", pid));
+  uint64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Puts keys [first, first + n) in batches; false (with `error`) on the first failure.
+bool PutRange(MasterApi& m, uint64_t first, uint64_t n, uint32_t key_bytes, uint32_t batch,
+              std::string& error) {
+  std::vector<std::string> keys;
+  for (uint64_t i = first; i < first + n; i += batch) {
+    keys.clear();
+    for (uint64_t j = i; j < std::min(first + n, i + batch); ++j) keys.push_back(Key(j, key_bytes));
+    const auto started = m.PutStart(kNode.id, keys, std::vector<uint64_t>(keys.size(), kObjectBytes),
+                                    store::PutConfig{});
+    for (const auto& s : started) {
+      if (!s.ok()) return error = "put_start: " + s.status().ToString(), false;
+    }
+    for (const auto& s : m.PutEnd(kNode.id, keys)) {
+      if (!s.ok()) return error = "put_end: " + s.ToString(), false;
+    }
+  }
+  return true;
+}
+
+struct MixTally {
+  std::vector<double> us;
+  uint64_t keys = 0;
+  uint64_t wrong = 0;
+  std::string error;
+};
+
+// One thread of the mixed phase until `deadline`: reads of filled keys must all hit.
+void Mix(MasterApi& m, const BenchMasterOptions& o, uint32_t thread, std::atomic<uint64_t>& next,
+         BenchClock::time_point deadline, MixTally& t) {
+  std::mt19937_64 rng(thread + 1);
+  std::vector<std::string> keys(o.batch);
+  for (uint64_t call = 0; BenchClock::now() < deadline && t.error.empty(); ++call) {
+    const uint32_t kind = call % 10;  // 0: put, 1-4: exist, 5-9: get_replicas
+    const auto t0 = BenchClock::now();
+    if (kind == 0) {
+      const uint64_t first = next.fetch_add(o.batch);
+      if (!PutRange(m, first, o.batch, o.key_bytes, o.batch, t.error)) break;
+    } else {
+      for (auto& k : keys) k = Key(rng() % o.objects, o.key_bytes);
+      if (kind <= 4) {
+        for (const auto& r : m.Exist(keys)) t.wrong += !(r.ok() && *r);
+      } else {
+        for (const auto& r : m.GetReplicas(keys)) t.wrong += !r.ok();
+      }
+    }
+    t.us.push_back(MicrosSince(t0));
+    t.keys += o.batch;
+  }
+}
+
+json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
+  const std::string address = fmt::format("127.0.0.1:{}", master.port());
+  auto client = store::ConnectMaster({address, std::chrono::milliseconds(30000)});
+  json out;
+  std::vector<double> ping_us;
+  for (int i = 0; i < 2000; ++i) {
+    const auto t0 = BenchClock::now();
+    if (!client->Ping(kNode).ok()) return {{"error", "ping failed"}};
+    if (i >= 200) ping_us.push_back(MicrosSince(t0));
+  }
+  const Distribution ping = DistributionOf(std::move(ping_us));
+  out["ping_p50_us"] = ping.p50;
+  out["ping_p99_us"] = ping.p99;
+  if (auto s = client->MountSegment(kNode, {1, 1ULL << 44, kNode.endpoint}); !s.ok()) {
+    return {{"error", "mount: " + s.ToString()}};
+  }
+  const uint64_t rss_before = RssBytes(master.pid());
+  const auto fill_start = BenchClock::now();
+  std::vector<std::string> errors(kFillThreads);
+  std::vector<std::thread> pool;
+  const uint64_t share = (o.objects + kFillThreads - 1) / kFillThreads;
+  for (uint32_t t = 0; t < kFillThreads; ++t) {
+    pool.emplace_back([&, t] {
+      const uint64_t first = t * share;
+      const uint64_t n = first >= o.objects ? 0 : std::min(share, o.objects - first);
+      PutRange(*client, first, n, o.key_bytes, kFillBatch, errors[t]);
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) return {{"error", "fill: " + e}};
+  }
+  const double fill_s = SecondsSince(fill_start);
+  const uint64_t rss_after = RssBytes(master.pid());
+  out["objects"] = o.objects;
+  out["key_bytes"] = o.key_bytes;
+  out["fill_seconds"] = fill_s;
+  out["fill_key_ops_per_s"] = 2.0 * static_cast<double>(o.objects) / fill_s;  // start + end
+  out["rss_before_bytes"] = rss_before;
+  out["rss_after_bytes"] = rss_after;
+  out["bytes_per_object"] =
+      static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(o.objects);
+
+  std::atomic<uint64_t> next{o.objects};
+  json mixes = json::array();
+  uint64_t wrong = 0;
+  for (uint32_t threads : o.threads) {
+    std::vector<MixTally> tallies(threads);
+    const auto start = BenchClock::now();
+    const auto deadline = start + std::chrono::duration_cast<BenchClock::duration>(
+                                      std::chrono::duration<double>(o.seconds));
+    pool.clear();
+    for (uint32_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] { Mix(*client, o, t, next, deadline, tallies[t]); });
+    }
+    for (auto& th : pool) th.join();
+    const double seconds = SecondsSince(start);
+    std::vector<double> all;
+    uint64_t keys = 0;
+    for (MixTally& t : tallies) {
+      if (!t.error.empty()) return {{"error", "mixed: " + t.error}};
+      all.insert(all.end(), t.us.begin(), t.us.end());
+      keys += t.keys;
+      wrong += t.wrong;
+    }
+    const Distribution d = DistributionOf(std::move(all));
+    mixes.push_back({{"threads", threads},
+                     {"batches", d.count},
+                     {"key_ops_per_s", static_cast<double>(keys) / seconds},
+                     {"p50_us", d.p50},
+                     {"p99_us", d.p99}});
+  }
+  out["mixed"] = mixes;
+  out["wrong_answers"] = wrong;
+  out["rss_end_bytes"] = RssBytes(master.pid());
+  return out;
+}
+
+void Print(const json& r, std::ostream& os) {
+  os << fmt::format("master ping round trip (the floor): p50 {:.0f} us, p99 {:.0f} us\n",
+                    r["ping_p50_us"].get<double>(), r["ping_p99_us"].get<double>());
+  os << fmt::format(
+      "fill: {} objects ({}-byte keys) in {:.1f} s, {:.0f} key ops/s; master RSS {:.0f} -> "
+      "{:.0f} MiB: {:.0f} bytes per object\n",
+      r["objects"].get<uint64_t>(), r["key_bytes"].get<uint32_t>(), r["fill_seconds"].get<double>(),
+      r["fill_key_ops_per_s"].get<double>(), r["rss_before_bytes"].get<double>() / (1 << 20),
+      r["rss_after_bytes"].get<double>() / (1 << 20), r["bytes_per_object"].get<double>());
+  os << fmt::format("{:>8} {:>9} {:>14} {:>9} {:>9} {:>12}\n", "threads", "batches",
+                    "key ops/s", "p50 us", "p99 us", "p50 / ping");
+  for (const json& m : r["mixed"]) {
+    os << fmt::format("{:>8} {:>9} {:>14.0f} {:>9.0f} {:>9.0f} {:>12.2f}\n",
+                      m["threads"].get<uint32_t>(), m["batches"].get<uint64_t>(),
+                      m["key_ops_per_s"].get<double>(), m["p50_us"].get<double>(),
+                      m["p99_us"].get<double>(),
+                      m["p50_us"].get<double>() / r["ping_p50_us"].get<double>());
+  }
+  os << fmt::format("wrong answers: {} (reads of filled keys that did not hit)\n",
+                    r["wrong_answers"].get<uint64_t>());
+}
+
+}  // namespace
+
+int RunBenchMaster(const BenchMasterOptions& o) {
+  SpawnedProcess::Spec spec;
+  spec.name = "kvtier master";
+  spec.binary = "/proc/self/exe";
+  spec.args = [](uint16_t port) {
+    // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
+    return std::vector<std::string>{"kvtier", "master", "--port", std::to_string(port),
+                                    "--client-ttl-s", "86400", "--log-level", "warn"};
+  };
+  spec.ready = [](const SpawnedProcess& p) {
+    return p.Log().find("kvtier master listening") != std::string::npos;
+  };
+  auto master = SpawnedProcess::Start(spec);
+  if (!master.ok()) {
+    std::cerr << "error: " << master.status().ToString() << "\n";
+    return 1;
+  }
+  const json r = Run(o, **master);
+  (*master)->Stop();
+  if (r.contains("error")) {
+    std::cerr << "error: " << r["error"].get<std::string>() << "\n" << (*master)->Log();
+    return 1;
+  }
+  if (o.json) {
+    std::cout << r.dump() << "\n";
+  } else {
+    Print(r, std::cout);
+  }
+  return r["wrong_answers"].get<uint64_t>() == 0 ? 0 : 1;
+}
+
+}  // namespace kvtier::bench

@@ -1,0 +1,26 @@
+// `kvtier bench master`: the store master at cluster size. A `kvtier master` child is filled with
+// --objects objects (keys of --key-bytes, the length engines' chunk keys have) through the RPC
+// clients nodes use, by several threads in batches of 1024, against one huge virtual segment (the
+// master never touches bytes); then, for each thread count, threads send batches of --batch keys
+// for --seconds: 50% get_replicas, 40% exist, 10% put (start + end) of new keys. Printed: master
+// memory per object (its RSS growth over the fill), key operations per second and each batch's
+// p50/p99, beside the master's ping round trip measured in the same run (the transport floor).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvtier::bench {
+
+struct BenchMasterOptions {
+  uint64_t objects = 1'000'000;
+  uint32_t key_bytes = 80;
+  uint32_t batch = 32;
+  std::vector<uint32_t> threads = {1, 4};
+  double seconds = 3;
+  bool json = false;
+};
+
+int RunBenchMaster(const BenchMasterOptions& options);
+
+}  // namespace kvtier::bench
