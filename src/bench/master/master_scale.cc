@@ -60,8 +60,10 @@ bool PutRange(MasterApi& m, uint64_t first, uint64_t n, uint32_t key_bytes, uint
   return true;
 }
 
+constexpr const char* kKinds[] = {"put", "exist", "get_replicas"};
+
 struct MixTally {
-  std::vector<double> us;
+  std::vector<double> us[3];  // per batch, by kKinds
   uint64_t keys = 0;
   uint64_t wrong = 0;
   std::string error;
@@ -86,7 +88,7 @@ void Mix(MasterApi& m, const BenchMasterOptions& o, uint32_t thread, std::atomic
         for (const auto& r : m.GetReplicas(keys)) t.wrong += !r.ok();
       }
     }
-    t.us.push_back(MicrosSince(t0));
+    t.us[kind == 0 ? 0 : kind <= 4 ? 1 : 2].push_back(MicrosSince(t0));
     t.keys += o.batch;
   }
 }
@@ -148,20 +150,28 @@ json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
     }
     for (auto& th : pool) th.join();
     const double seconds = SecondsSince(start);
-    std::vector<double> all;
+    std::vector<double> all, by_kind[3];
     uint64_t keys = 0;
     for (MixTally& t : tallies) {
       if (!t.error.empty()) return {{"error", "mixed: " + t.error}};
-      all.insert(all.end(), t.us.begin(), t.us.end());
+      for (int k = 0; k < 3; ++k) {
+        all.insert(all.end(), t.us[k].begin(), t.us[k].end());
+        by_kind[k].insert(by_kind[k].end(), t.us[k].begin(), t.us[k].end());
+      }
       keys += t.keys;
       wrong += t.wrong;
     }
     const Distribution d = DistributionOf(std::move(all));
-    mixes.push_back({{"threads", threads},
-                     {"batches", d.count},
-                     {"key_ops_per_s", static_cast<double>(keys) / seconds},
-                     {"p50_us", d.p50},
-                     {"p99_us", d.p99}});
+    json mix = {{"threads", threads},
+                {"batches", d.count},
+                {"key_ops_per_s", static_cast<double>(keys) / seconds},
+                {"p50_us", d.p50},
+                {"p99_us", d.p99}};
+    for (int k = 0; k < 3; ++k) {
+      const Distribution dk = DistributionOf(std::move(by_kind[k]));
+      mix[kKinds[k]] = {{"p50_us", dk.p50}, {"p99_us", dk.p99}};
+    }
+    mixes.push_back(std::move(mix));
   }
   out["mixed"] = mixes;
   out["wrong_answers"] = wrong;
@@ -178,15 +188,20 @@ void Print(const json& r, std::ostream& os) {
       r["objects"].get<uint64_t>(), r["key_bytes"].get<uint32_t>(), r["fill_seconds"].get<double>(),
       r["fill_key_ops_per_s"].get<double>(), r["rss_before_bytes"].get<double>() / (1 << 20),
       r["rss_after_bytes"].get<double>() / (1 << 20), r["bytes_per_object"].get<double>());
-  os << fmt::format("{:>8} {:>9} {:>14} {:>9} {:>9} {:>12}\n", "threads", "batches",
-                    "key ops/s", "p50 us", "p99 us", "p50 / ping");
+  os << fmt::format("{:>8} {:>9} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "threads",
+                    "batches", "key ops/s", "all p50/99", "p50 / ping", "get p50/99",
+                    "exist p50/99", "put p50/99");
+  auto pair = [](const json& d) {
+    return fmt::format("{:.0f}/{:.0f}", d["p50_us"].get<double>(), d["p99_us"].get<double>());
+  };
   for (const json& m : r["mixed"]) {
-    os << fmt::format("{:>8} {:>9} {:>14.0f} {:>9.0f} {:>9.0f} {:>12.2f}\n",
+    os << fmt::format("{:>8} {:>9} {:>12.0f} {:>11} {:>11.2f} {:>11} {:>11} {:>11}\n",
                       m["threads"].get<uint32_t>(), m["batches"].get<uint64_t>(),
-                      m["key_ops_per_s"].get<double>(), m["p50_us"].get<double>(),
-                      m["p99_us"].get<double>(),
-                      m["p50_us"].get<double>() / r["ping_p50_us"].get<double>());
+                      m["key_ops_per_s"].get<double>(), pair(m),
+                      m["p50_us"].get<double>() / r["ping_p50_us"].get<double>(),
+                      pair(m["get_replicas"]), pair(m["exist"]), pair(m["put"]));
   }
+  os << "(latencies in us per batch call; a put batch is put_start + put_end)\n";
   os << fmt::format("wrong answers: {} (reads of filled keys that did not hit)\n",
                     r["wrong_answers"].get<uint64_t>());
 }
