@@ -6,7 +6,8 @@ A master with --replicas 2 and three nodes A, B, C; a dummy client of a fourth n
 segment (so the pairs spread over A, B and C) puts `--mib` MiB of values. Then C is SIGKILLed:
 once the master has dropped it (client TTL), A and B copy every object that had a replica on C.
 Reported: the bytes copied over the time from the drop until nothing is below two replicas,
-for each `--repair-mb-s` given (1000000: no cap in effect; 256: the default). Afterwards every value is read back and compared.
+for each `--repair-mb-s` given (1000000: no cap in effect; 256: the default). Afterwards every
+value is read back and compared.
 
 Usage (from the repository root):
   PYTHONPATH=build/python KVTIER_BIN=build/kvtier /usr/bin/python3 bench/store_rereplication.py
@@ -63,7 +64,8 @@ def run(args, repair_mb_s):
             procs.append(p)
             _wait_for(f"node {name}", p, lambda: "kvtier node " in p.log_text(), 20)
             nodes[name] = (p, port)
-        _wait_for("cluster", master, lambda: status(mhttp)["nodes_alive"] == 3, 20)  # D mounts nothing
+        # D mounts nothing, so it is not counted.
+        _wait_for("cluster", master, lambda: status(mhttp)["nodes_alive"] == 3, 20)
 
         store = DistributedStore()
         assert store.setup_dummy(0, 64 << 20, f"127.0.0.1:{nodes['d'][1]}") == 0
@@ -78,7 +80,8 @@ def run(args, repair_mb_s):
             time.sleep(0.01)
         dropped = time.monotonic()
         s = status(mhttp)
-        waiting, before = s["under_replicated"] + s["repairs_pending"], s["counters"]["repaired_bytes"]
+        waiting = s["under_replicated"] + s["repairs_pending"]
+        before = s["counters"]["repaired_bytes"]
         while True:
             s = status(mhttp)
             if s["under_replicated"] == 0 and s["repairs_pending"] == 0:

@@ -44,7 +44,8 @@ CtlHttpResult Classify(const CtlOptions& options, const httplib::Result& res,
 }  // namespace
 
 CtlHttpResult CtlHttpGet(const CtlOptions& options, const HostPort& target,
-                         const std::string& path, const std::multimap<std::string, std::string>& query) {
+                         const std::string& path,
+                         const std::multimap<std::string, std::string>& query) {
   httplib::Client client = MakeClient(options, target);
   const httplib::Params params(query.begin(), query.end());
   return Classify(options, client.Get(path, params, httplib::Headers{}), "GET " + path);

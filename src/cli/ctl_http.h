@@ -20,7 +20,8 @@ struct CtlHttpResult {
 
 // GET http://target/path?query (the query values are URL-encoded here).
 CtlHttpResult CtlHttpGet(const CtlOptions& options, const HostPort& target,
-                         const std::string& path, const std::multimap<std::string, std::string>& query = {});
+                         const std::string& path,
+                         const std::multimap<std::string, std::string>& query = {});
 
 // POST http://target/path with a JSON body (the master's /remove).
 CtlHttpResult CtlHttpPost(const CtlOptions& options, const HostPort& target,

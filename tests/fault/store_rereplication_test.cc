@@ -78,9 +78,9 @@ TEST(StoreReReplication, ObjectsThatLostAReplicaGetANewOneAndSurviveASecondLoss)
 
   const auto killed_at = steady_clock::now();
   c.process().Kill();
-  const bool dropped = WaitFor(
-      [&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 2; },
-      seconds(10));
+  const bool dropped =
+      WaitFor([&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 2; },
+              seconds(10));
   const double dropped_s = SecondsSince(killed_at);
   const nlohmann::json at_drop = HttpJson(master.http_port(), "/status");
   const double under =
@@ -99,8 +99,8 @@ TEST(StoreReReplication, ObjectsThatLostAReplicaGetANewOneAndSurviveASecondLoss)
                         << HttpJson(master.http_port(), "/status").dump();
   EXPECT_TRUE(tally.corrupt.empty()) << tally.corrupt.front();
   EXPECT_TRUE(tally.unexpected.empty())
-      << tally.unexpected.size() << " reads failed during the repair, first: "
-      << tally.unexpected.front();
+      << tally.unexpected.size()
+      << " reads failed during the repair, first: " << tally.unexpected.front();
 
   for (int n : ReplicaCounts(master.http_port(), keys)) EXPECT_EQ(n, 2);
   const double done =
@@ -110,15 +110,14 @@ TEST(StoreReReplication, ObjectsThatLostAReplicaGetANewOneAndSurviveASecondLoss)
   EXPECT_EQ(bytes, done * kSize);
   EXPECT_EQ(Sum({&a, &b}, "kvtier_node_repair_bytes_total"), bytes);  // the nodes copied it all
   std::cout << "[ re-replication ] C dropped after " << dropped_s << " s with " << under
-            << " objects below two replicas; all back at two after " << repaired_s << " s ("
-            << done << " copies, " << bytes / (1 << 20) << " MiB); load: " << tally.Summary()
-            << "\n";
+            << " objects below two replicas; all back at two after " << repaired_s << " s (" << done
+            << " copies, " << bytes / (1 << 20) << " MiB); load: " << tally.Summary() << "\n";
 
   // Every object now has a copy on A or on two nodes: B's loss loses nothing.
   b.process().Kill();
-  ASSERT_TRUE(WaitFor(
-      [&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 1; },
-      seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 1; },
+              seconds(10)));
   for (const std::string& key : written) {
     const Read r = ReadChecked(*on_d, key);
     EXPECT_EQ(r.kind, Read::kIntact) << key << ": " << KindName(r.kind) << " " << r.detail;

@@ -1,6 +1,7 @@
 #include "bench/master/master_scale.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-#include <unistd.h>
 
 #include "bench/common/child_process.h"
 #include "bench/common/stats.h"
@@ -48,8 +48,8 @@ bool PutRange(MasterApi& m, uint64_t first, uint64_t n, uint32_t key_bytes, uint
   for (uint64_t i = first; i < first + n; i += batch) {
     keys.clear();
     for (uint64_t j = i; j < std::min(first + n, i + batch); ++j) keys.push_back(Key(j, key_bytes));
-    const auto started = m.PutStart(kNode.id, keys, std::vector<uint64_t>(keys.size(), kObjectBytes),
-                                    store::PutConfig{});
+    const auto started = m.PutStart(
+        kNode.id, keys, std::vector<uint64_t>(keys.size(), kObjectBytes), store::PutConfig{});
     for (const auto& s : started) {
       if (!s.ok()) return error = "put_start: " + s.status().ToString(), false;
     }
@@ -133,8 +133,8 @@ json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
   out["fill_key_ops_per_s"] = 2.0 * static_cast<double>(o.objects) / fill_s;  // start + end
   out["rss_before_bytes"] = rss_before;
   out["rss_after_bytes"] = rss_after;
-  out["bytes_per_object"] =
-      static_cast<double>(rss_after - std::min(rss_after, rss_before)) / static_cast<double>(o.objects);
+  out["bytes_per_object"] = static_cast<double>(rss_after - std::min(rss_after, rss_before)) /
+                            static_cast<double>(o.objects);
 
   std::atomic<uint64_t> next{o.objects};
   json mixes = json::array();
@@ -188,9 +188,9 @@ void Print(const json& r, std::ostream& os) {
       r["objects"].get<uint64_t>(), r["key_bytes"].get<uint32_t>(), r["fill_seconds"].get<double>(),
       r["fill_key_ops_per_s"].get<double>(), r["rss_before_bytes"].get<double>() / (1 << 20),
       r["rss_after_bytes"].get<double>() / (1 << 20), r["bytes_per_object"].get<double>());
-  os << fmt::format("{:>8} {:>9} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "threads",
-                    "batches", "key ops/s", "all p50/99", "p50 / ping", "get p50/99",
-                    "exist p50/99", "put p50/99");
+  os << fmt::format("{:>8} {:>9} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "threads", "batches",
+                    "key ops/s", "all p50/99", "p50 / ping", "get p50/99", "exist p50/99",
+                    "put p50/99");
   auto pair = [](const json& d) {
     return fmt::format("{:.0f}/{:.0f}", d["p50_us"].get<double>(), d["p99_us"].get<double>());
   };
@@ -214,8 +214,8 @@ int RunBenchMaster(const BenchMasterOptions& o) {
   spec.binary = "/proc/self/exe";
   spec.args = [](uint16_t port) {
     // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
-    return std::vector<std::string>{"kvtier", "master", "--port", std::to_string(port),
-                                    "--client-ttl-s", "86400", "--log-level", "warn"};
+    return std::vector<std::string>{"kvtier",         "master", "--port",      std::to_string(port),
+                                    "--client-ttl-s", "86400",  "--log-level", "warn"};
   };
   spec.ready = [](const SpawnedProcess& p) {
     return p.Log().find("kvtier master listening") != std::string::npos;

@@ -3,8 +3,8 @@
 //
 // Locks: one per object shard, the segment pool's, the discarded list's, the repair queue's, the
 // evictor's pass mutex and membership_mu (node liveness + mount decisions). Orders: shard ->
-// discarded -> pool; shard -> repairs; membership -> pool; evictor -> shard -> pool. Membership and shard locks are never nested, and
-// no lock is held across I/O (there is none here).
+// discarded -> pool; shard -> repairs; membership -> pool; evictor -> shard -> pool. Membership
+// and shard locks are never nested, and no lock is held across I/O (there is none here).
 #pragma once
 
 #include <atomic>

@@ -57,9 +57,9 @@ std::vector<StoreStatus> MasterService::EndRepairs(const std::string& node_id,
   Impl& s = *impl_;
   if (keys.size() != copied.size()) {
     return std::vector<StoreStatus>(
-        keys.size(), StoreStatus(ErrorCode::INVALID_PARAMS,
-                                 fmt::format("end_repairs: {} keys but {} results", keys.size(),
-                                             copied.size())));
+        keys.size(),
+        StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("end_repairs: {} keys but {} results",
+                                                           keys.size(), copied.size())));
   }
   std::vector<StoreStatus> out;
   out.reserve(keys.size());

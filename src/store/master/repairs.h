@@ -20,9 +20,9 @@
 namespace kvtier::store {
 
 struct PendingRepair {
-  std::string node_id;   // the node copying
-  uint64_t serial = 0;   // of the object when the copy began (ObjectMeta::serial)
-  Replica target;        // allocated in that node's segment
+  std::string node_id;  // the node copying
+  uint64_t serial = 0;  // of the object when the copy began (ObjectMeta::serial)
+  Replica target;       // allocated in that node's segment
   int64_t started_ns = 0;
 };
 

@@ -39,11 +39,11 @@ void Repairer::Loop() {
     lock.unlock();
     const Clock::time_point start = Clock::now();
     const uint64_t bytes = t_.mounted() ? RunOnce() : 0;
-    next = bytes == 0 ? start + options_.interval
-                      : start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(
-                                        static_cast<double>(bytes) /
-                                        static_cast<double>(options_.bytes_per_s)));
+    next =
+        bytes == 0
+            ? start + options_.interval
+            : start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                          static_cast<double>(bytes) / static_cast<double>(options_.bytes_per_s)));
     lock.lock();
   }
 }

@@ -125,9 +125,8 @@ Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys
   if (r.Has("messages_lens")) {
     if (Status s = GetByteList(r, "messages", keys, messages); !s.ok()) return s;
     if (messages.size() != keys) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("field 'messages' has {} items for {} keys", messages.size(),
-                                keys));
+      return Status(Code::kInvalidArgument, fmt::format("field 'messages' has {} items for {} keys",
+                                                        messages.size(), keys));
     }
   }
   std::vector<StoreStatus> out;
@@ -164,9 +163,9 @@ Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader
   if (!r.Has("replica_counts")) return Status(Code::kInvalidArgument, "missing 'replica_counts'");
   if (Status s = r.GetOptional("replica_counts", counts); !s.ok()) return s;
   if (counts.size() != keys) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("field 'replica_counts' has {} items for {} keys", counts.size(),
-                              keys));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("field 'replica_counts' has {} items for {} keys", counts.size(), keys));
   }
   std::vector<std::vector<uint64_t>> rows;
   if (Status s = r.GetRows("replicas", 4, rows); !s.ok()) return s;

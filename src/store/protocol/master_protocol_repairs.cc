@@ -39,8 +39,8 @@ StoreResult<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t
   for (size_t i = 0; i < keys.size(); ++i) {
     std::vector<ReplicaDesc>& pair = (*replicas)[i];
     if (pair.size() != 2) {
-      return BadReply(fmt::format("repair {} has {} replicas, not a source and a target", i,
-                                  pair.size()));
+      return BadReply(
+          fmt::format("repair {} has {} replicas, not a source and a target", i, pair.size()));
     }
     out.push_back({std::move(keys[i]), std::move(pair[0]), std::move(pair[1])});
   }
