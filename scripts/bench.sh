@@ -18,6 +18,8 @@
 # calls through kvtier.store against the same run's memcpy, and bench/sglang_backend.py: the
 # SGLang HiCache backend's page backup and prefetch, and bench/vllm_connector.py: the vLLM
 # connector's saves and loads through a kvtier server, each against the same run's memcpy.
+# Then `bench master` (the master holding 1M objects: memory per object, batched key ops/s) and
+# bench/store_rereplication.py (copies after a node kill, against raw TCP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +47,10 @@ echo "wrote $build/bench-store.json" >&2
 PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_python_api.py
 PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/sglang_backend.py
 PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/vllm_connector.py
+
+# --- the store master at size, and re-replication --------------------------------------------
+"$bin" bench master --objects 1000000
+PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_rereplication.py
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"
