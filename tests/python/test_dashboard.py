@@ -192,7 +192,7 @@ def load_page(url, tmp_path, screenshot=None, budget_ms=BUDGET_MS):
     proc = subprocess.Popen(args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # its own session: Chromium and its children only
         proc.communicate()
