@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import warnings
 import time
 import urllib.error
 import urllib.request
@@ -181,7 +182,22 @@ class Page(HTMLParser):
 
 
 def load_page(url, tmp_path, screenshot=None, budget_ms=BUDGET_MS):
-    """Runs Chromium on `url` for `budget_ms` of virtual time; returns the Page of its DOM."""
+    """Runs Chromium on `url` for `budget_ms` of virtual time; returns the Page of its DOM.
+
+    Now and then headless Chromium never ends a virtual-time run of this page (seen under load:
+    the server answered /status, /metrics and the page in ~1 ms meanwhile), so a run that takes
+    over 40 s is killed and tried again, up to three times."""
+    for attempt in range(3):
+        try:
+            return _load_page_once(url, tmp_path, screenshot, budget_ms)
+        except subprocess.TimeoutExpired:
+            if attempt == 2:
+                raise
+            warnings.warn(f"headless Chromium did not finish {url} in 40 s; trying again")
+    raise AssertionError("unreachable")
+
+
+def _load_page_once(url, tmp_path, screenshot, budget_ms):
     profile = tmp_path / f"chromium-profile-{next(_runs)}"
     args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-extensions", "--mute-audio",
@@ -192,7 +208,7 @@ def load_page(url, tmp_path, screenshot=None, budget_ms=BUDGET_MS):
     proc = subprocess.Popen(args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=40)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # its own session: Chromium and its children only
         proc.communicate()
