@@ -200,21 +200,6 @@ StoreStatus DummyContext::FreeStaging(uint64_t offset) {
   return StoreStatus::Ok();
 }
 
-size_t DummyContext::region_count() const {
-  std::lock_guard lock(mu_);
-  return regions_.size();
-}
-
-size_t DummyContext::buffer_count() const {
-  std::lock_guard lock(mu_);
-  return buffers_.size();
-}
-
-uint64_t DummyContext::staging_used() const {
-  std::lock_guard lock(mu_);
-  return staging_ ? staging_->used_bytes() : 0;
-}
-
 void DummyContext::SetPeer(int64_t pid, int64_t hello_ns) {
   pid_ = pid;
   hello_ns_ = hello_ns;

@@ -51,7 +51,7 @@ struct DummySummary {
   uint64_t put_bytes = 0;  // stored from its buffers
   uint64_t get_bytes = 0;  // loaded into them
   double connected_s = 0;  // since its HELLO
-  double idle_s = 0;       // since its last request began
+  double idle_s = 0;       // since its last answer (what the TTL cut-off measures)
 };
 
 class DummyContext {
@@ -85,13 +85,9 @@ class DummyContext {
   StoreResult<dummy::Range> AllocStaging(uint64_t size);
   StoreStatus FreeStaging(uint64_t offset);
 
-  size_t region_count() const;
-  size_t buffer_count() const;
-  uint64_t staging_used() const;
-
   // Before Attach: the peer's pid (SO_PEERCRED) and the time of its HELLO on the service clock.
   void SetPeer(int64_t pid, int64_t hello_ns);
-  // A request began at `now_ns`; `put`/`get` bytes were moved for it.
+  // A request was answered at `now_ns`; `put`/`get` bytes were moved for it.
   void CountRequest(int64_t now_ns);
   void CountBytes(uint64_t put, uint64_t get);
   DummySummary Summary(int64_t now_ns) const;

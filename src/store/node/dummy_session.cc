@@ -126,7 +126,9 @@ DummySession::End DummySession::Run() {
     f.fds.clear();  // closes any fd a request brought that was not taken
     const Status sent =
         dummy::SendFrame(fd_, dummy::EncodeFrame(f.type, EncodeReply(Op(f.type), reply)));
-    state_.last_seen_ns = clock_.NowNs();
+    const int64_t now = clock_.NowNs();
+    state_.last_seen_ns = now;
+    if (context_) context_->CountRequest(now);
     state_.busy = false;
     if (!sent.ok()) return End::kError;
   }
@@ -149,7 +151,6 @@ Reply DummySession::Handle(uint32_t type, const std::string& body,
                            std::vector<wire::UniqueFd>& fds) {
   const bool known = type >= dummy::kMinOp && type <= dummy::kMaxOp;
   metrics_.requests[known ? type : 0]->Inc();
-  if (context_) context_->CountRequest(clock_.NowNs());
   auto req = dummy::DecodeRequest(type, body.data(), body.size());
   if (!req.ok()) {
     if (ShouldLog("dummy-decode")) {

@@ -50,12 +50,12 @@ TEST(DummyContextTest, RegionNeedsSealedMemfdOfTheDeclaredSize) {
   Memfd m = MakeMemfd(4096);
   s = ctx.AddRegion(1, 8192, RegionKind::kMemPool, m.Dup());
   EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(ctx.region_count(), 0u);
+  EXPECT_EQ(ctx.Summary(0).regions, 0u);
   // The real thing.
   EXPECT_TRUE(ctx.AddRegion(1, 4096, RegionKind::kMemPool, m.Dup()).ok());
   EXPECT_EQ(ctx.AddRegion(1, 4096, RegionKind::kMemPool, m.Dup()).code(),
             ErrorCode::INVALID_PARAMS);  // same id twice
-  EXPECT_EQ(ctx.region_count(), 1u);
+  EXPECT_EQ(ctx.Summary(0).regions, 1u);
 }
 
 TEST(DummyContextTest, GpuRegionWithoutAGpuIsRefusedAndLeavesNothing) {
@@ -65,8 +65,8 @@ TEST(DummyContextTest, GpuRegionWithoutAGpuIsRefusedAndLeavesNothing) {
       ctx.AddGpuRegion(3, {std::string(dummy::kGpuHandleBytes, '\0'), 0, 1 << 20, "GPU-0"});
   EXPECT_EQ(s.code(), ErrorCode::UNAVAILABLE_IN_CURRENT_MODE) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("GPU region 3"));
-  EXPECT_EQ(ctx.region_count(), 0u);
-  EXPECT_EQ(ctx.buffer_count(), 0u);
+  EXPECT_EQ(ctx.Summary(0).regions, 0u);
+  EXPECT_EQ(ctx.Summary(0).buffers, 0u);
   EXPECT_FALSE(ctx.ResolveBuffer(Range{3, 0, 16}).ok());
 }
 
@@ -96,7 +96,7 @@ TEST(DummyContextTest, BuffersLieInsideOneMemPoolRegionAndDoNotOverlap) {
   EXPECT_THAT(ctx.RegisterBuffer(9, 0, 64).message(), HasSubstr("unknown region 9"));
   EXPECT_EQ(ctx.RegisterBuffer(1, 20000, 0).code(), ErrorCode::INVALID_PARAMS);
   EXPECT_TRUE(ctx.RegisterBuffer(1, 4096, 4096).ok());  // exactly between two
-  EXPECT_EQ(ctx.buffer_count(), 3u);
+  EXPECT_EQ(ctx.Summary(0).buffers, 3u);
 
   auto size = ctx.UnregisterBuffer(1, 4096);
   ASSERT_TRUE(size.ok());
@@ -164,7 +164,7 @@ TEST(DummyContextTest, StagingAllocationsAreTrackedExactly) {
   EXPECT_FALSE(ctx.FreeStaging(12345).ok());
   EXPECT_FALSE(ctx.ResolveStaging(*a).ok());
   EXPECT_TRUE(ctx.FreeStaging(b->offset).ok());
-  EXPECT_EQ(ctx.staging_used(), 0u);
+  EXPECT_EQ(ctx.Summary(0).staging_used_bytes, 0u);
   EXPECT_TRUE(ctx.AllocStaging(4096).ok());
 }
 
