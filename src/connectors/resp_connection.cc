@@ -62,7 +62,7 @@ std::string RespEndpoint::Name() const {
 class RespConnection::Pipeline {
  public:
   Pipeline(RespConnection& c, std::span<Command> cmds)
-      : c_(c), cmds_(cmds), reader_(cmds, c.name_) {}
+      : c_(c), cmds_(cmds), reader_(cmds, c.name_, c.ep_.cluster) {}
 
   Status Run(Deadline d, bool& stale) {
     stale = false;
@@ -363,18 +363,26 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
                            Deadline d) {
   const size_t n = keys.size();
   headers_.clear();
-  cmds_.assign(n, Command{});
-  std::vector<size_t> ends(n);
+  cmds_.assign(asking_ ? 2 * n : n, Command{});
+  std::vector<size_t> ends(cmds_.size());
   Status refused;
   const int args = src.empty() ? 2 : (ep_.ttl_s > 0 ? 6 : 4);
   const std::string head = fmt::format("*{}\r\n${}\r\n{}\r\n", args, verb.size(), verb);
   for (size_t i = 0; i < n; ++i) {
-    Command& cmd = cmds_[i];
+    Command& cmd = cmds_[At(i)];
     cmd.kind = kind;
     cmd.key = &keys[i];
     if (!dst.empty()) cmd.dst = dst[i];
     const uint64_t vlen = src.empty() ? 0 : src[i].size;
-    if (keys[i].size() > kMaxBulk || vlen > kMaxBulk) {
+    const bool too_large = keys[i].size() > kMaxBulk || vlen > kMaxBulk;
+    if (asking_) {
+      Command& ask = cmds_[At(i) - 1];  // a status reply (+OK) of its own
+      ask.key = &keys[i];
+      ask.skip = too_large;
+      if (!too_large) headers_ += "*1\r\n$6\r\nASKING\r\n";
+      ends[At(i) - 1] = headers_.size();
+    }
+    if (too_large) {
       cmd.skip = true;
       cmd.answer = Answer::kError;
       if (refused.ok()) {
@@ -391,11 +399,11 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
         cmd.parts[2] = iovec{set_trailer_.data(), set_trailer_.size()};
       }
     }
-    ends[i] = headers_.size();
+    ends[At(i)] = headers_.size();
   }
   // headers_ is complete, so pointers into it are stable now.
   size_t begin = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < cmds_.size(); ++i) {
     cmds_[i].parts[0] = iovec{headers_.data() + begin, ends[i] - begin};
     begin = ends[i];
   }
@@ -411,6 +419,7 @@ Status RespConnection::Run(Kind kind, std::string_view verb, std::span<const std
       // reads or deletes), so run once more on a fresh connection.
       for (Command& cmd : cmds_) {
         if (!cmd.skip) cmd.answer = Answer::kNone;
+        cmd.redirect.clear();
       }
       s = EnsureConnected(d);
       if (s.ok()) s = RunOnce(cmds_, d, stale);
@@ -427,7 +436,7 @@ Status RespConnection::Get(std::span<const std::string> keys, std::span<const Mu
                            Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
   Status s = Run(Kind::kGet, "GET", keys, {}, dst, d);
   for (size_t i = 0; i < keys.size(); ++i) {
-    out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+    out[i] = cmds_[At(i)].answer == Answer::kYes ? 1 : 0;
     if (out[i]) bytes += dst[i].size;
   }
   return s;
@@ -437,7 +446,7 @@ Status RespConnection::Set(std::span<const std::string> keys, std::span<const Co
                            Deadline d, std::span<uint8_t> out, uint64_t& bytes) {
   Status s = Run(Kind::kSetNx, "SET", keys, src, {}, d);
   for (size_t i = 0; i < keys.size(); ++i) {
-    const Answer a = cmds_[i].answer;
+    const Answer a = cmds_[At(i)].answer;
     out[i] = (a == Answer::kYes || a == Answer::kNo) ? 1 : 0;  // kNo: kept the first value
     if (a == Answer::kYes) bytes += src[i].size;
   }
@@ -447,14 +456,14 @@ Status RespConnection::Set(std::span<const std::string> keys, std::span<const Co
 Status RespConnection::Exists(std::span<const std::string> keys, Deadline d,
                               std::span<uint8_t> out) {
   Status s = Run(Kind::kInteger, "EXISTS", keys, {}, {}, d);
-  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[At(i)].answer == Answer::kYes ? 1 : 0;
   return s;
 }
 
 Status RespConnection::Del(std::span<const std::string> keys, Deadline d,
                            std::span<uint8_t> out) {
   Status s = Run(Kind::kInteger, "DEL", keys, {}, {}, d);
-  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[i].answer == Answer::kYes ? 1 : 0;
+  for (size_t i = 0; i < keys.size(); ++i) out[i] = cmds_[At(i)].answer == Answer::kYes ? 1 : 0;
   return s;
 }
 

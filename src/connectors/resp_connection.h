@@ -34,6 +34,9 @@ struct RespEndpoint {
   int64_t db = 0;        // SELECT db when not 0
   std::chrono::milliseconds connect_timeout{1000};
   uint32_t ttl_s = 0;  // > 0: stored keys expire after this many seconds (SET ... EX)
+  // A node of a Redis Cluster (resp_cluster.h routes): a -MOVED / -ASK reply fails nothing; its
+  // text is left in the command's `redirect` for the router to follow.
+  bool cluster = false;
 
   // "resp 127.0.0.1:6379", the prefix of every error message.
   std::string Name() const;
@@ -59,6 +62,13 @@ class RespConnection {
   Status Exists(std::span<const std::string> keys, Deadline d, std::span<uint8_t> out);
   Status Del(std::span<const std::string> keys, Deadline d, std::span<uint8_t> out);
 
+  // Cluster: every command of the following calls is sent after an ASKING (the target of an
+  // -ASK redirection serves a key of a slot it is importing only then).
+  void set_asking(bool on) { asking_ = on; }
+  // Cluster: the -MOVED / -ASK reply text ("MOVED 3999 127.0.0.1:6381") that key i of the last
+  // call got; empty when it got another answer.
+  const std::string& redirect(size_t i) const { return cmds_[At(i)].redirect; }
+
   bool connected() const { return fd_ >= 0; }
   // Times the connection was opened, for tests of the recovery path.
   uint64_t connects() const { return connects_; }
@@ -73,6 +83,7 @@ class RespConnection {
     const std::string* key = nullptr;  // for error messages
     MutableBuffer dst;              // GET: where the value goes
     Answer answer = Answer::kNone;
+    std::string redirect;  // cluster: a -MOVED / -ASK reply's text (answer is kError)
   };
 
  private:
@@ -85,6 +96,9 @@ class RespConnection {
   // came, so running again on a new connection is safe.
   Status RunOnce(std::span<Command> cmds, Deadline d, bool& stale);
 
+  // Where key i's command is in cmds_ (after its ASKING when asking_).
+  size_t At(size_t i) const { return asking_ ? 2 * i + 1 : i; }
+
   Status EnsureConnected(Deadline d);
   Status OpenSocket(Deadline d);
   Status Handshake(Deadline d);
@@ -94,6 +108,7 @@ class RespConnection {
   std::string name_;
   int fd_ = -1;
   uint64_t connects_ = 0;
+  bool asking_ = false;
 
   // Reply headers and small replies are read through this buffer; GET values bypass it.
   std::unique_ptr<char[]> rbuf_;

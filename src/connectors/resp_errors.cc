@@ -25,10 +25,15 @@ Status RespErrorStatus(const std::string& name, std::string_view text, const std
     what = "server out of memory";
   } else if (text.starts_with("MOVED") || text.starts_with("ASK")) {
     code = Code::kUnavailable;
-    what = "cluster redirection (not supported; point 'host' at a standalone server)";
+    what = "cluster redirection (set 'cluster': true, or point 'host' at a standalone server)";
+  } else if (text.starts_with("CLUSTERDOWN")) {
+    code = Code::kUnavailable;
+    what = "cluster down (a slot has no reachable master)";
+  } else if (text.starts_with("TRYAGAIN")) {
+    code = Code::kUnavailable;
+    what = "cluster slot being resharded (try again)";
   } else if (text.starts_with("LOADING") || text.starts_with("BUSY") ||
-             text.starts_with("TRYAGAIN") || text.starts_with("MASTERDOWN") ||
-             text.starts_with("CLUSTERDOWN") || text.starts_with("READONLY")) {
+             text.starts_with("MASTERDOWN") || text.starts_with("READONLY")) {
     code = Code::kUnavailable;
     what = "server not available";
   } else if (text.starts_with("WRONGTYPE")) {

@@ -25,8 +25,8 @@ Status Desync(const std::string& what) {
 
 }  // namespace
 
-RespReplyReader::RespReplyReader(std::span<Command> cmds, std::string_view name)
-    : cmds_(cmds), name_(name) {
+RespReplyReader::RespReplyReader(std::span<Command> cmds, std::string_view name, bool cluster)
+    : cmds_(cmds), name_(name), cluster_(cluster) {
   while (next_ < cmds_.size() && cmds_[next_].skip) ++next_;  // refused: expect no reply
 }
 
@@ -94,6 +94,11 @@ Status RespReplyReader::OnLine(Command& cmd, char type, std::string_view text) {
       }
       break;
     case '-':
+      if (cluster_ && (text.starts_with("MOVED ") || text.starts_with("ASK "))) {
+        cmd.redirect.assign(text);  // the router follows it (resp_cluster.h)
+        Answered(A::kError);
+        return Status::Ok();
+      }
       if (first_error_.ok()) first_error_ = RespErrorStatus(std::string(name_), text, cmd.key);
       Answered(A::kError);
       return Status::Ok();

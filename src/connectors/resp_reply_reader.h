@@ -20,8 +20,9 @@ class RespReplyReader {
  public:
   using Command = RespConnection::Command;
 
-  // `name` prefixes error replies' messages ("resp 127.0.0.1:6379").
-  RespReplyReader(std::span<Command> cmds, std::string_view name);
+  // `name` prefixes error replies' messages ("resp 127.0.0.1:6379"). With `cluster`, a -MOVED or
+  // -ASK reply goes to its command's `redirect` and is not an error of the call.
+  RespReplyReader(std::span<Command> cmds, std::string_view name, bool cluster = false);
 
   // Consumes what it can of `data` (sets `used`); stops when it needs more bytes or every
   // command is answered. A desync returns PROTOCOL_ERROR ("protocol error: ...").
@@ -51,6 +52,7 @@ class RespReplyReader {
   uint8_t* into_ = nullptr;
   uint64_t left_ = 0;
   bool got_reply_ = false;
+  bool cluster_ = false;
   Status first_error_;
 };
 

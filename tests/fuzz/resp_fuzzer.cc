@@ -1,5 +1,6 @@
 // libFuzzer target: RESP replies as the resp connector reads them from Redis (RespReplyReader).
-// Input: byte 0 = number of commands (1-8); one byte per command = kind (2 bits), refused-before-
+// Input: byte 0 = number of commands (1-8, low 3 bits) and cluster mode (bit 3: -MOVED/-ASK go
+// to the command's redirect); one byte per command = kind (2 bits), refused-before-
 // sending flag (1 bit), GET buffer size (5 bits, x3); one byte seeding how the rest is cut; the
 // rest = the reply stream. The stream is parsed twice, whole and in pieces (using the direct
 // path into GET buffers as the connection does); both must end in the same answers, buffer bytes
@@ -45,16 +46,16 @@ struct Outcome {
   bool done = false;
 };
 
-Outcome ParseWhole(Batch& b, const char* data, size_t size) {
-  RespReplyReader r(b.cmds, "fuzz");
+Outcome ParseWhole(Batch& b, const char* data, size_t size, bool cluster) {
+  RespReplyReader r(b.cmds, "fuzz", cluster);
   size_t used = 0;
   const auto s = r.Feed(data, size, used);
   if (used > size) std::abort();
   return {s.ok(), static_cast<int>(s.code()), r.done()};
 }
 
-Outcome ParseInPieces(Batch& b, const char* data, size_t size, uint8_t seed) {
-  RespReplyReader r(b.cmds, "fuzz");
+Outcome ParseInPieces(Batch& b, const char* data, size_t size, uint8_t seed, bool cluster) {
+  RespReplyReader r(b.cmds, "fuzz", cluster);
   std::string pending;  // the connection's read buffer
   size_t pos = 0;
   uint32_t x = seed | 1u;
@@ -85,6 +86,7 @@ Outcome ParseInPieces(Batch& b, const char* data, size_t size, uint8_t seed) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const size_t n = 1 + (data[0] & 7);
+  const bool cluster = (data[0] & 8) != 0;
   if (size < 2 + n) return 0;
   const uint8_t seed = data[1 + n];
   const char* stream = reinterpret_cast<const char*>(data + 2 + n);
@@ -92,11 +94,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Batch whole = MakeBatch(data + 1, n);
   Batch pieces = MakeBatch(data + 1, n);
-  const Outcome a = ParseWhole(whole, stream, len);
-  const Outcome b = ParseInPieces(pieces, stream, len, seed);
+  const Outcome a = ParseWhole(whole, stream, len, cluster);
+  const Outcome b = ParseInPieces(pieces, stream, len, seed, cluster);
   if (a.ok != b.ok || a.code != b.code || a.done != b.done) std::abort();
   for (size_t i = 0; i < n; ++i) {
     if (whole.cmds[i].answer != pieces.cmds[i].answer) std::abort();
+    if (whole.cmds[i].redirect != pieces.cmds[i].redirect) std::abort();
     if (whole.buffers[i] != pieces.buffers[i]) std::abort();
   }
   return 0;
