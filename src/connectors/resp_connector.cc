@@ -1,20 +1,25 @@
 // "type":"resp": a Redis/Valkey server over TCP. Each worker thread owns one RespConnection
 // (opened lazily, reopened after any failure, so a restarted server is picked up by itself), and
 // every tile of a batch is one pipeline on it. Values move between the caller's buffers and the
-// socket without an intermediate copy (resp_connection.cc).
+// socket without an intermediate copy (resp_connection.cc). With "cluster": true each worker owns
+// one connection per master of a Redis Cluster instead, and a tile is split by slot owner
+// (resp_cluster.h).
 //
 // Store is `SET key value NX` (with `EX ttl_s` when set): the first writer wins, and an existing
 // key counts as stored with 0 bytes. Redis applies a command only once it has received all of it,
 // so a connection dropped mid-value never leaves a partial value readable.
 //
 // Backend keys: host [127.0.0.1], port [6379], password, username, db [0],
-// connect_timeout_ms [1000], ttl_s [none] (docs/connectors/resp.md).
+// connect_timeout_ms [1000], ttl_s [none], cluster [false], nodes [none]
+// (docs/connectors/resp.md).
 #include <fmt/format.h>
 
 #include "connectors/builtin_connectors.h"
 #include "connectors/connector_base.h"
+#include "connectors/resp_cluster.h"
 #include "connectors/resp_connection.h"
 #include "connectors/resp_listing.h"
+#include "connectors/resp_slots.h"
 
 namespace kvtier {
 namespace {
@@ -23,18 +28,22 @@ namespace {
 // smaller batches stay on one connection instead of waking several threads.
 constexpr size_t kSmallOpKeysPerTile = 256;
 
-class RespConnector final : public ConnectorBase<RespConnector> {
+// C is what one worker thread owns: RespConnection (one server) or RespClusterConn (one
+// connection per master); S is what every worker's C is made from: the server's endpoint, or the
+// cluster's shared slot map. Both C have the same batch calls.
+template <class C, class S>
+class RespConnector final : public ConnectorBase<RespConnector<C, S>> {
  public:
-  using Conn = RespConnection;
+  using Conn = C;
 
-  RespConnector(const ConnectorOptions& options, RespEndpoint endpoint)
-      : ConnectorBase(options), endpoint_(std::move(endpoint)) {
-    StartWorkers();
+  RespConnector(const ConnectorOptions& options, S shared)
+      : ConnectorBase<RespConnector>(options), shared_(std::move(shared)) {
+    this->StartWorkers();
   }
-  ~RespConnector() override { Close(); }
+  ~RespConnector() override { this->Close(); }
 
   // Connects lazily (at the first call, bounded by its deadline), so this cannot fail.
-  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(endpoint_); }
+  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(shared_); }
 
   size_t TilesFor(ConnectorOp op, size_t keys, size_t threads) const {
     if (op == ConnectorOp::kLookup || op == ConnectorOp::kRemove) {
@@ -61,11 +70,20 @@ class RespConnector final : public ConnectorBase<RespConnector> {
     return c.Del(keys, d, out);
   }
 
-  Result<std::vector<StoredObject>> ListStored() override { return ListRespObjects(endpoint_); }
+  Result<std::vector<StoredObject>> ListStored() override {
+    if constexpr (std::is_same_v<S, RespEndpoint>) {
+      return ListRespObjects(shared_);
+    } else {
+      return ListRespClusterObjects(*shared_);
+    }
+  }
 
  private:
-  const RespEndpoint endpoint_;
+  const S shared_;
 };
+
+using RespServerConnector = RespConnector<RespConnection, RespEndpoint>;
+using RespClusterConnector = RespConnector<RespClusterConn, std::shared_ptr<RespSlotCache>>;
 
 Status BadValue(const std::string& key, const char* want) {
   return Status(Code::kInvalidArgument, fmt::format("resp: '{}' must be {}", key, want));
@@ -76,6 +94,8 @@ Status BadValue(const std::string& key, const char* want) {
 ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohmann::json& backend) {
   RespEndpoint ep;
   bool has_username = false;
+  bool cluster = false, has_nodes = false;
+  std::vector<RespNode> nodes;
   for (const auto& [key, v] : backend.items()) {
     if (key == "host") {
       if (!v.is_string() || v.get<std::string>().empty()) return BadValue(key, "a non-empty string");
@@ -107,6 +127,23 @@ ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohm
         return BadValue(key, "an integer of seconds >= 1");
       }
       ep.ttl_s = v.get<uint32_t>();
+    } else if (key == "cluster") {
+      if (!v.is_boolean()) return BadValue(key, "true or false");
+      cluster = v.get<bool>();
+    } else if (key == "nodes") {
+      if (!v.is_array()) return BadValue(key, "an array of \"host:port\" strings");
+      for (const auto& n : v) {
+        std::optional<RespNode> node = n.is_string() ? ParseRespNode(n.get<std::string>())
+                                                     : std::nullopt;
+        if (!node || node->host.empty()) {
+          return Status(Code::kInvalidArgument,
+                        fmt::format("resp: 'nodes' entries must be \"host:port\" strings with a "
+                                    "port in 1..65535, got {}",
+                                    n.dump()));
+        }
+        nodes.push_back(std::move(*node));
+      }
+      has_nodes = true;
     } else {
       return Status(Code::kInvalidArgument, fmt::format("unknown key '{}' for type resp", key));
     }
@@ -114,7 +151,19 @@ ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohm
   if (has_username && ep.password.empty()) {
     return Status(Code::kInvalidArgument, "resp: 'username' needs 'password' (AUTH user pass)");
   }
-  return std::unique_ptr<Connector>(std::make_unique<RespConnector>(options, std::move(ep)));
+  if (has_nodes && !cluster) {
+    return Status(Code::kInvalidArgument, "resp: 'nodes' needs \"cluster\": true");
+  }
+  if (!cluster) {
+    return std::unique_ptr<Connector>(std::make_unique<RespServerConnector>(options, std::move(ep)));
+  }
+  if (ep.db != 0) {
+    return Status(Code::kInvalidArgument,
+                  "resp: 'db' must be 0 with \"cluster\": true (a Redis Cluster has only db 0)");
+  }
+  auto cache = std::make_shared<RespSlotCache>(std::move(ep), std::move(nodes));
+  return std::unique_ptr<Connector>(
+      std::make_unique<RespClusterConnector>(options, std::move(cache)));
 }
 
 }  // namespace kvtier

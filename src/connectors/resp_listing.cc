@@ -12,6 +12,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "connectors/resp_cluster.h"
+
 namespace kvtier {
 namespace {
 
@@ -92,19 +94,14 @@ Status Describe(redisContext* c, const RespEndpoint& ep, const std::vector<std::
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::vector<StoredObject>> ListRespObjects(const RespEndpoint& ep) {
+// Appends what one server holds to `out`.
+Status ScanInto(const RespEndpoint& ep, int64_t now_ns, std::vector<StoredObject>& out) {
   const auto ms = ep.connect_timeout.count();
   const timeval timeout{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
   Context c(redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
   if (!c) return Status(Code::kUnavailable, ep.Name() + ": listing: out of memory");
   if (c->err != 0) return Failed(ep, "connect", c.get(), nullptr);
   KVT_RETURN_IF_ERROR(Handshake(c.get(), ep));
-  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  std::vector<StoredObject> out;
   std::string cursor = "0";
   do {
     Reply r = Call(c.get(), {"SCAN", cursor, "MATCH", kKeyPattern, "COUNT", kScanCount});
@@ -120,13 +117,44 @@ Result<std::vector<StoredObject>> ListRespObjects(const RespEndpoint& ep) {
     }
     KVT_RETURN_IF_ERROR(Describe(c.get(), ep, keys, now_ns, out));
   } while (cursor != "0");
-  // SCAN may return a key twice (keep the first); oldest first, as ListStored promises.
+  return Status::Ok();
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// SCAN may return a key twice (keep the first); oldest first, as ListStored promises.
+std::vector<StoredObject> Finish(std::vector<StoredObject> out) {
   std::unordered_set<std::string> seen;  // copies: erase_if moves the elements
   std::erase_if(out, [&](const StoredObject& o) { return !seen.insert(o.key).second; });
   std::stable_sort(out.begin(), out.end(), [](const StoredObject& a, const StoredObject& b) {
     return a.mtime_ns < b.mtime_ns;
   });
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<StoredObject>> ListRespObjects(const RespEndpoint& ep) {
+  std::vector<StoredObject> out;
+  KVT_RETURN_IF_ERROR(ScanInto(ep, NowNs(), out));
+  return Finish(std::move(out));
+}
+
+Result<std::vector<StoredObject>> ListRespClusterObjects(RespSlotCache& cache) {
+  // Each node read is bounded by connect_timeout_ms; this only caps the whole search.
+  const Deadline d = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  auto map = cache.Refresh(d, /*force=*/true);
+  if (!map.ok()) return map.status();
+  const int64_t now_ns = NowNs();
+  std::vector<StoredObject> out;
+  for (const RespNode& m : (*map)->masters) {
+    KVT_RETURN_IF_ERROR(ScanInto(cache.EndpointFor(m), now_ns, out));
+  }
+  return Finish(std::move(out));
 }
 
 }  // namespace kvtier

@@ -40,10 +40,13 @@ class RedisProcess {
   static constexpr const char* kBinary = "/usr/bin/redis-server";
 
   // Starts redis-server on `port` (a free one when 0), with `--requirepass password` when not
-  // empty, and waits (at most 10 s) until it answers. Returns nullptr on failure, after printing
+  // empty and `extra_args` last (e.g. cluster options; relative paths are in the server's temp
+  // dir), and waits (at most 10 s) until it answers. Returns nullptr on failure, after printing
   // the reason and the tail of redis's log to stderr.
-  static std::unique_ptr<RedisProcess> Start(uint16_t port = 0, const std::string& password = "") {
+  static std::unique_ptr<RedisProcess> Start(uint16_t port = 0, const std::string& password = "",
+                                             std::vector<std::string> extra_args = {}) {
     std::unique_ptr<RedisProcess> r(new RedisProcess(password));
+    r->extra_args_ = std::move(extra_args);
     if (!r->MakeTempDir()) return nullptr;
     // An automatically chosen port can be taken by someone else between our probe and redis's
     // bind; then redis exits at once and we try another one.
@@ -144,6 +147,7 @@ class RedisProcess {
       args.push_back("--requirepass");
       args.push_back(password_);
     }
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -241,6 +245,7 @@ class RedisProcess {
   }
 
   std::string password_;
+  std::vector<std::string> extra_args_;
   std::string dir_;
   uint16_t port_ = 0;
   pid_t pid_ = 0;
