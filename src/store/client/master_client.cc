@@ -190,7 +190,16 @@ class MasterClient final : public MasterApi {
   std::atomic<uint64_t> next_id_{1};
   std::mutex mu_;
   std::vector<Socket> idle_;
+  // When the last ping went unanswered (steady-clock ns; 0 once any call gets a reply). While
+  // set, calls other than pings fail at once: a node's heartbeat pings every second, so an
+  // unreachable master costs the node's callers one timeout in all, not one each.
+  std::atomic<int64_t> unanswered_ping_at_{0};
 };
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
 
 StoreResult<Socket> MasterClient::Checkout() {
   {
@@ -226,6 +235,15 @@ void MasterClient::Return(Socket socket) {
 }
 
 StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
+  const char* op_name = MasterRpcOpName(static_cast<uint64_t>(q.op));
+  if (const int64_t at = unanswered_ping_at_.load(std::memory_order_relaxed);
+      at != 0 && q.op != MasterRpcOp::kPing) {
+    return StoreStatus(ErrorCode::RPC_TIMEOUT,
+                       fmt::format("{}: the master at {} is unreachable (a ping {} ms ago got no "
+                                   "reply within {} ms; calls fail at once until one is answered)",
+                                   op_name, endpoint_, (NowNs() - at) / 1000000,
+                                   options_.timeout.count()));
+  }
   auto socket = Checkout();
   if (!socket.ok()) return socket.status();
   zmq::socket_t& s = *(*socket)->socket;
@@ -234,7 +252,6 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   const std::string id_frame = wire::EncodeUintFrame(id);
   const std::string op_frame = wire::EncodeUintFrame(static_cast<uint64_t>(q.op));
   const std::string body = EncodeMasterRequest(q);
-  const char* op_name = MasterRpcOpName(static_cast<uint64_t>(q.op));
   try {
     // A fresh DEALER queues the request until the connection is up (ZMQ_IMMEDIATE is off), so
     // a master that starts within the timeout still answers it.
@@ -262,6 +279,10 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
                            fmt::format("{}: {}", op_name, refused.message()));
       }
       if (ready == 0) {
+        if (q.op == MasterRpcOp::kPing) {
+          int64_t none = 0;
+          unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
+        }
         return StoreStatus(ErrorCode::RPC_TIMEOUT,
                            fmt::format("{}: no reply from the master at {} within {} ms", op_name,
                                        endpoint_, options_.timeout.count()));
@@ -277,6 +298,7 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
       auto reply_id = wire::DecodeUintFrame(parts[0].data(), parts[0].size());
       if (!reply_id.ok() || *reply_id != id) continue;  // stale: cannot happen on a fresh socket
       std::string reply = parts[2].to_string();
+      unanswered_ping_at_.store(0, std::memory_order_relaxed);
       Return(std::move(socket).value());
       return reply;
     }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include "common/logging.h"
 #include "store/protocol/store_status.h"
 #include "store/transport/data_plane_protocol.h"
 
@@ -16,10 +17,21 @@ bool LooksAlive(int fd) {
   return ::poll(&p, 1, 0) == 0;
 }
 
+// A connect that fails sooner than this was answered (refused), or had too little of its
+// caller's deadline left to say anything about the peer.
+constexpr auto kSlowFailure = std::chrono::milliseconds(100);
+
+int64_t MillisSince(tcp::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(tcp::Clock::now() - t).count();
+}
+
 }  // namespace
 
-ConnectionPool::ConnectionPool(size_t max_idle_per_peer, std::string auth_token)
-    : max_idle_(max_idle_per_peer), token_(std::move(auth_token)) {}
+ConnectionPool::ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
+                               std::chrono::milliseconds redial_interval)
+    : max_idle_(max_idle_per_peer),
+      token_(std::move(auth_token)),
+      redial_interval_(redial_interval) {}
 
 Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoint,
                                                       tcp::Deadline deadline) {
@@ -36,8 +48,22 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoin
         return lease;
       }
     }
+    if (peer.unreachable) {
+      if (peer.redialling || tcp::Clock::now() < peer.redial_at) {
+        return Status(peer.last_error.code(),
+                      fmt::format("{} (unreachable since {} ms ago: not dialled again yet)",
+                                  peer.last_error.message(), MillisSince(peer.failed_at)));
+      }
+      peer.redialling = true;
+    }
   }
+  const auto start = tcp::Clock::now();
   auto fd = Dial(endpoint, deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    NoteDial(endpoint, peers_[endpoint], fd.ok() ? Status::Ok() : fd.status(),
+             tcp::Clock::now() - start);
+  }
   if (!fd.ok()) return fd.status();
   lease.fd = std::move(fd).value();
   return lease;
@@ -70,6 +96,28 @@ Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::De
   }
   if (reply->length != 0) return fail(Status(Code::kProtocolError, "AUTH reply carries a payload"));
   return fd;
+}
+
+void ConnectionPool::NoteDial(const std::string& endpoint, Peer& peer, const Status& result,
+                              tcp::Clock::duration took) {
+  peer.redialling = false;
+  const bool down = (result.code() == Code::kIoError || result.code() == Code::kTimeout) &&
+                    took >= kSlowFailure;
+  if (down) {
+    if (!peer.unreachable) {
+      KVT_LOG_WARN("data plane: {} unreachable ({}): calls to it fail at once, redialling every "
+                   "{} ms",
+                   endpoint, result.message(), redial_interval_.count());
+      peer.failed_at = tcp::Clock::now();
+    }
+    peer.unreachable = true;
+    peer.last_error = result;
+    peer.redial_at = tcp::Clock::now() + redial_interval_;
+  } else if (peer.unreachable && result.code() != Code::kTimeout) {  // it answered
+    KVT_LOG_WARN("data plane: {} answers again after {} ms", endpoint,
+                 MillisSince(peer.failed_at));
+    peer.unreachable = false;
+  }
 }
 
 void ConnectionPool::Release(const std::string& endpoint, Lease lease) {

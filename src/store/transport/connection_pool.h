@@ -2,10 +2,15 @@
 // an AUTH round trip) per op. A connection is handed out to one batch at a time and comes back
 // only if that batch left it in sync; a broken one is simply closed. A pooled connection whose
 // peer has gone (FIN or RST already received) is noticed at Acquire and replaced.
+// A peer whose connect failed slowly (no route or no answer: its host or a link is down; a refusal
+// is immediate anyway) is taken as unreachable: one caller at a time redials it, at most every
+// redial_interval, and the others fail at once with its last error instead of each waiting out
+// their deadline. A connect that succeeds, or is refused, ends that.
 // Thread-safety: every method may be called concurrently; the mutex guards the idle lists only,
 // never a connect.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -26,11 +31,12 @@ class ConnectionPool {
     uint64_t generation = 0;  // of the endpoint when handed out (Forget bumps it)
   };
 
-  ConnectionPool(size_t max_idle_per_peer, std::string auth_token);
+  ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
+                 std::chrono::milliseconds redial_interval = std::chrono::seconds(2));
 
   // A pooled connection that is still alive, or a new one (connect, then AUTH when a token is set).
-  // kIoError: refused/reset; kTimeout: no answer before the deadline; kPermissionDenied: the peer
-  // rejected the token.
+  // kIoError: refused/reset/unreachable; kTimeout: no answer before the deadline;
+  // kPermissionDenied: the peer rejected the token.
   Result<Lease> Acquire(const std::string& endpoint, tcp::Deadline deadline);
 
   // Gives back a connection that is in sync (no request outstanding). Closed instead when the
@@ -41,15 +47,25 @@ class ConnectionPool {
   size_t IdleCount(const std::string& endpoint) const;
 
  private:
-  Result<wire::UniqueFd> Dial(const std::string& endpoint, tcp::Deadline deadline);
-
-  const size_t max_idle_;
-  const std::string token_;
-  mutable std::mutex mu_;
   struct Peer {
     uint64_t generation = 0;
     std::vector<wire::UniqueFd> idle;
+    bool unreachable = false;
+    bool redialling = false;       // a caller is dialling it now
+    tcp::Clock::time_point redial_at;  // when unreachable: the next dial, not before
+    tcp::Clock::time_point failed_at;
+    Status last_error;
   };
+
+  Result<wire::UniqueFd> Dial(const std::string& endpoint, tcp::Deadline deadline);
+  // Records how a dial ended; under mu_.
+  void NoteDial(const std::string& endpoint, Peer& peer, const Status& result,
+                tcp::Clock::duration took);
+
+  const size_t max_idle_;
+  const std::string token_;
+  const std::chrono::milliseconds redial_interval_;
+  mutable std::mutex mu_;
   std::map<std::string, Peer> peers_;
 };
 
