@@ -8,8 +8,10 @@ FUZZ_SECONDS ?= 60
 SOAK_MINUTES ?= 30
 # Sanitizer runs of `make test` (scripts/sanitize.sh): all, asan, tsan or none.
 SANITIZERS ?= all
+# The ctest names `make test-long` runs (a regex).
+LONG_TESTS ?= ^store_multihost_tests$$
 
-.PHONY: all deps build test run bench soak fuzz clean
+.PHONY: all deps build test test-long run bench soak fuzz clean
 
 all: build
 
@@ -28,6 +30,11 @@ test: deps
 ifneq ($(SANITIZERS),none)
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
 endif
+
+# Not part of `make test`: the long variants (more and larger objects, longer faults) of the tests
+# that read KVTIER_LONG (docs/RELIABILITY.md).
+test-long: build
+	cd $(BUILD) && KVTIER_LONG=1 ctest --output-on-failure --timeout 3600 -R '$(LONG_TESTS)'
 
 # Only what the demo needs: the binary and the Python module (no test binaries).
 run: deps
