@@ -45,10 +45,23 @@ RespEndpoint RespSlotCache::EndpointFor(const RespNode& node) const {
 
 Result<std::shared_ptr<const RespSlotMap>> RespSlotCache::Refresh(Deadline d, bool force) {
   const uint64_t gen = refreshes_.load();
-  std::unique_lock lock(read_mu_, std::defer_lock);
-  if (!lock.try_lock_until(d)) {
-    return Status(Code::kTimeout, name_ + ": deadline passed waiting for the slot map");
+  {
+    std::unique_lock lock(read_mu_);
+    if (!read_cv_.wait_until(lock, d, [&] { return !reading_; })) {
+      return Status(Code::kTimeout, name_ + ": deadline passed waiting for the slot map");
+    }
+    reading_ = true;
   }
+  struct Release {
+    RespSlotCache& c;
+    ~Release() {
+      {
+        std::lock_guard lock(c.read_mu_);
+        c.reading_ = false;
+      }
+      c.read_cv_.notify_all();
+    }
+  } release{*this};
   std::shared_ptr<const RespSlotMap> cur = Current();
   if (cur != nullptr) {
     if (refreshes_.load() != gen) return cur;  // another worker read it while this one waited
@@ -167,8 +180,8 @@ Status RespClusterConn::Route(Call& call) {
         const Retry& r = retries.front();
         call.first_error = Status(
             Code::kUnavailable,
-            fmt::format("{}: key '{}' still redirected after {} redirections (last: {}){}",
-                        cache_->name(), PrintableText(call.keys[r.key]), kRespMaxRedirects, r.text,
+            fmt::format("{}: key '{}' redirected more than {} times (last: {}){}", cache_->name(),
+                        PrintableText(call.keys[r.key]), kRespMaxRedirects, r.text,
                         retries.size() > 1 ? fmt::format(", and {} more keys", retries.size() - 1)
                                            : std::string()));
       }

@@ -8,11 +8,12 @@
 // (after a failover the promoted replica must be found). RespClusterConn is one worker's view:
 // one connection per master, opened lazily, and the redirection logic: -MOVED retries the key on
 // the node named, -ASK sends ASKING and the command to that node for that key only, and a key
-// still redirected after kRespMaxRedirects fails with UNAVAILABLE.
+// redirected more than kRespMaxRedirects times in one call fails with UNAVAILABLE.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -68,8 +69,13 @@ class RespSlotCache {
 
   mutable std::mutex map_mu_;  // guards map_
   std::shared_ptr<const RespSlotMap> map_;
-  std::timed_mutex read_mu_;  // one reader of the map at a time; guards last_read_
-  std::chrono::steady_clock::time_point last_read_{};
+  // One reader of the map at a time: `reading_` (guarded by read_mu_) is set during a read, and
+  // callers wait on read_cv_ until their deadline. (Not a timed_mutex: TSan does not see its
+  // deadline lock and then reports every unlock.)
+  std::mutex read_mu_;
+  std::condition_variable read_cv_;
+  bool reading_ = false;
+  std::chrono::steady_clock::time_point last_read_{};  // used only by the reader
   std::atomic<bool> stale_{false};
   std::atomic<uint64_t> refreshes_{0};
 };

@@ -249,6 +249,33 @@ TEST(RespClusterTest, AskDuringAMigrationServesTheMovedKeyWithoutChangingTheMap)
   ExpectLoads(*c, {moved, stays, fresh}, {values[0], values[1], Values(1, 100)[0]});
 }
 
+TEST(RespClusterTest, AKeyRedirectedInALoopFailsAndTheOthersAreAnswered) {
+  auto rc = RedisCluster::Start();
+  ASSERT_TRUE(rc);
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":1)"));
+  ASSERT_TRUE(c);
+  auto keys = Keys(30);
+  ASSERT_EQ(StoreAll(*c, keys, Values(30, 100)).Hits(), 30u);
+  // The slot's owner hands it to another master that never takes it: each sends the key to the
+  // other.
+  const std::string looping = "m@{loop}@0@1";
+  const uint16_t slot = RespKeySlot("loop");
+  const size_t a = rc->OwnerOf(slot), b = (a + 1) % rc->masters();
+  ASSERT_EQ(rc->Text(a, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", rc->id(b)}), "OK");
+  ASSERT_EQ(rc->Text(a, {"EXISTS", looping}).substr(0, 6), "-MOVED");
+  ASSERT_EQ(rc->Text(b, {"EXISTS", looping}).substr(0, 6), "-MOVED");
+
+  std::vector<std::string> probe = keys;
+  probe.insert(probe.begin() + 7, looping);
+  auto lk = LookupAll(*c, probe);
+  EXPECT_EQ(lk.status.code(), Code::kUnavailable) << lk.status.ToString();
+  EXPECT_NE(lk.status.message().find("'" + looping + "' redirected more than 5 times (last: MOVED"),
+            std::string::npos)
+      << lk.status.message();
+  EXPECT_EQ(lk.Hits(), 30u);
+  EXPECT_EQ(lk.results[7], 0);
+}
+
 TEST(RespClusterTest, MasterFailoverKeysFailFastThenLoadFromThePromotedReplica) {
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
