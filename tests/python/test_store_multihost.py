@@ -86,7 +86,7 @@ class Stack:
                 "--port", str(NODE_PORT), "--http-port", str(NODE_HTTP_PORT),
                 "--global-segment-size", "64MB", "--no-prefault", "--log-level", "info"])
         for h in hosts.names:
-            self._wait_mounted(h)
+            self.wait_mounted(h)
         self.clients = {h: Client(hosts, h, log_dir) for h in hosts.names}
 
     def _start(self, name, host, args):
@@ -102,14 +102,16 @@ class Stack:
                              capture_output=True, text=True, timeout=timeout_s + 10)
         return run.returncode == 0, run.stdout
 
-    def _wait_mounted(self, host, timeout_s=30):
+    def wait_mounted(self, host, want=True, timeout_s=30):
+        """Waits until host's node says mounted == want: False once its heartbeat found the
+        master unreachable, True once it has it (again)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             ok, body = self.http(host, "/status")
-            if ok and json.loads(body).get("mounted") is True:
+            if ok and json.loads(body).get("mounted") is want:
                 return
             time.sleep(0.1)
-        raise AssertionError(f"node on {host} not mounted after {timeout_s} s\n{self.all_logs()}")
+        raise AssertionError(f"node on {host}: mounted never became {want}\n{self.all_logs()}")
 
     def endpoints_of(self, key):
         ok, body = self.http("a", f"/query_key?key={key}", port=MASTER_HTTP_PORT)
@@ -178,18 +180,6 @@ def test_objects_put_on_one_host_read_byte_for_byte_on_every_host(stack):
         assert served["write"] == (0 if h == "a" else object_bytes), (h, served)
 
 
-def wait_mounted_is(stack, host, want, timeout_s=30):
-    """Waits until host's node says mounted == want: False once its heartbeat found the master
-    unreachable, True once it has it back."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ok, body = stack.http(host, "/status")
-        if ok and json.loads(body).get("mounted") is want:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"node on {host}: mounted never became {want}\n{stack.all_logs()}")
-
-
 def test_a_cut_link_fails_fast_the_others_go_on_and_it_heals(stack):
     placed = put_spread(stack, "cut")
     a, b, c = (stack.clients[h] for h in "abc")
@@ -213,13 +203,13 @@ def test_a_cut_link_fails_fast_the_others_go_on_and_it_heals(stack):
 
     # On c: once its node's heartbeat has found the master unreachable, every call fails at once
     # with an error, instead of each waiting out the RPC timeout.
-    wait_mounted_is(stack, "c", False)
+    stack.wait_mounted("c", False)
     answer = c.get(placed["c"])
     assert all(isinstance(r, int) and r < 0 for r in answer["results"]), answer
     assert sum(answer["seconds"]) < 5, answer["seconds"]
 
     stack.hosts.restore("c")
-    wait_mounted_is(stack, "c", True)
+    stack.wait_mounted("c", True)
     # Everything works again, byte for byte, from every host: c's objects survived the cut.
     every_key = [k for keys in placed.values() for k in keys] + ["cut-during-b", "cut-during-a"]
     for h in "abc":
