@@ -4,7 +4,6 @@
 #include "connectors/resp_listing.h"
 
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <unordered_set>
 
 #include "connectors/resp_cluster.h"
+#include "connectors/resp_hiredis.h"
 
 namespace kvtier {
 namespace {
@@ -22,48 +22,7 @@ constexpr const char* kScanCount = "1000";
 // L2 keys are model@rank@group@hash[@salt]: anything else in the database is not ours.
 constexpr const char* kKeyPattern = "*@*@*@*";
 
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-Status Failed(const RespEndpoint& ep, std::string_view what, const redisContext* c,
-              const redisReply* r) {
-  std::string why = r != nullptr && r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
-                    : c->err != 0                                ? std::string(c->errstr)
-                                                                 : "unexpected reply";
-  return Status(Code::kUnavailable, fmt::format("{}: listing: {}: {}", ep.Name(), what, why));
-}
-
-// One command with its arguments passed as binary-safe strings.
-Reply Call(redisContext* c, std::initializer_list<std::string_view> words) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view w : words) {
-    argv.push_back(w.data());
-    lens.push_back(w.size());
-  }
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
-}
-
-Status Handshake(redisContext* c, const RespEndpoint& ep) {
-  if (!ep.password.empty()) {
-    Reply r = ep.username.empty() ? Call(c, {"AUTH", ep.password})
-                                  : Call(c, {"AUTH", ep.username, ep.password});
-    if (!r || r->type == REDIS_REPLY_ERROR) return Failed(ep, "AUTH", c, r.get());
-  }
-  if (ep.db != 0) {
-    const std::string db = std::to_string(ep.db);
-    Reply r = Call(c, {"SELECT", db});
-    if (!r || r->type == REDIS_REPLY_ERROR) return Failed(ep, "SELECT", c, r.get());
-  }
-  return Status::Ok();
-}
+std::string Prefix(const RespEndpoint& ep) { return ep.Name() + ": listing"; }
 
 // Sizes and idle times of one SCAN page, in one pipeline. A key gone since the SCAN (STRLEN 0)
 // or not a string is left out.
@@ -76,15 +35,16 @@ Status Describe(redisContext* c, const RespEndpoint& ep, const std::vector<std::
     const size_t idle_lens[] = {6, 8, k.size()};
     if (redisAppendCommandArgv(c, 2, strlen_argv, strlen_lens) != REDIS_OK ||
         redisAppendCommandArgv(c, 3, idle_argv, idle_lens) != REDIS_OK) {
-      return Failed(ep, "STRLEN", c, nullptr);
+      return RedisFailed(Prefix(ep), "STRLEN", c, nullptr);
     }
   }
   for (const std::string& k : keys) {
     void* raw = nullptr;
-    if (redisGetReply(c, &raw) != REDIS_OK) return Failed(ep, "STRLEN", c, nullptr);
-    Reply len(static_cast<redisReply*>(raw));
-    if (redisGetReply(c, &raw) != REDIS_OK) return Failed(ep, "OBJECT IDLETIME", c, nullptr);
-    Reply idle(static_cast<redisReply*>(raw));
+    if (redisGetReply(c, &raw) != REDIS_OK) return RedisFailed(Prefix(ep), "STRLEN", c, nullptr);
+    RedisReply len(static_cast<redisReply*>(raw));
+    if (redisGetReply(c, &raw) != REDIS_OK)
+      return RedisFailed(Prefix(ep), "OBJECT IDLETIME", c, nullptr);
+    RedisReply idle(static_cast<redisReply*>(raw));
     if (len->type != REDIS_REPLY_INTEGER || len->integer <= 0) continue;
     // IDLETIME is refused under an LFU maxmemory-policy: then the age is unknown (0).
     const int64_t idle_s = idle->type == REDIS_REPLY_INTEGER ? idle->integer : 0;
@@ -96,18 +56,15 @@ Status Describe(redisContext* c, const RespEndpoint& ep, const std::vector<std::
 
 // Appends what one server holds to `out`.
 Status ScanInto(const RespEndpoint& ep, int64_t now_ns, std::vector<StoredObject>& out) {
-  const auto ms = ep.connect_timeout.count();
-  const timeval timeout{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
-  Context c(redisConnectWithTimeout(ep.host.c_str(), ep.port, timeout));
-  if (!c) return Status(Code::kUnavailable, ep.Name() + ": listing: out of memory");
-  if (c->err != 0) return Failed(ep, "connect", c.get(), nullptr);
-  KVT_RETURN_IF_ERROR(Handshake(c.get(), ep));
+  auto opened = RedisOpen(ep, Prefix(ep), ep.connect_timeout, /*bound_commands=*/false);
+  if (!opened.ok()) return opened.status();
+  redisContext* c = opened->get();
   std::string cursor = "0";
   do {
-    Reply r = Call(c.get(), {"SCAN", cursor, "MATCH", kKeyPattern, "COUNT", kScanCount});
+    RedisReply r = RedisCall(c, {"SCAN", cursor, "MATCH", kKeyPattern, "COUNT", kScanCount});
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
-      return Failed(ep, "SCAN", c.get(), r.get());
+      return RedisFailed(Prefix(ep), "SCAN", c, r.get());
     }
     cursor.assign(r->element[0]->str, r->element[0]->len);
     std::vector<std::string> keys;
@@ -115,7 +72,7 @@ Status ScanInto(const RespEndpoint& ep, int64_t now_ns, std::vector<StoredObject
       const redisReply* k = r->element[1]->element[i];
       if (k->type == REDIS_REPLY_STRING) keys.emplace_back(k->str, k->len);
     }
-    KVT_RETURN_IF_ERROR(Describe(c.get(), ep, keys, now_ns, out));
+    KVT_RETURN_IF_ERROR(Describe(c, ep, keys, now_ns, out));
   } while (cursor != "0");
   return Status::Ok();
 }

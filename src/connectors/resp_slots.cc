@@ -3,8 +3,9 @@
 // map read is rare (startup, a MOVED, a lost master), so its copies do not matter.
 #include "connectors/resp_slots.h"
 
+#include "connectors/resp_hiredis.h"
+
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <charconv>
@@ -35,26 +36,6 @@ bool ParsePort(std::string_view s, uint16_t& port) {
   if (ec != std::errc() || p != s.data() + s.size() || v < 1 || v > 65535) return false;
   port = static_cast<uint16_t>(v);
   return true;
-}
-
-struct ContextFree {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyFree {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Context = std::unique_ptr<redisContext, ContextFree>;
-using Reply = std::unique_ptr<redisReply, ReplyFree>;
-
-Reply Call(redisContext* c, std::initializer_list<std::string_view> words) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (std::string_view w : words) {
-    argv.push_back(w.data());
-    lens.push_back(w.size());
-  }
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
 }
 
 // A node entry of CLUSTER SLOTS: [ip, port, id, ...]. An empty ip means "the address you asked";
@@ -171,29 +152,20 @@ std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespN
 Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespNode& node, Deadline d) {
   const std::string name = fmt::format("resp {}", node.Text());
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now());
-  const auto ms = std::min(left, ep.connect_timeout).count();
-  if (ms <= 0) return Status(Code::kTimeout, name + ": CLUSTER SLOTS: deadline passed");
-  const timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
-  Context c(redisConnectWithTimeout(node.host.c_str(), node.port, tv));
-  if (!c) return Status(Code::kUnavailable, name + ": CLUSTER SLOTS: out of memory");
-  auto failed = [&](std::string_view what, const redisReply* r) {
-    std::string why = r != nullptr && r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
-                      : c->err != 0                                ? std::string(c->errstr)
-                                                                   : "unexpected reply";
-    return Status(Code::kUnavailable, fmt::format("{}: {}: {}", name, what, why));
-  };
-  if (c->err != 0) return failed("connect", nullptr);
+  const auto limit = std::min(left, ep.connect_timeout);
+  if (limit.count() <= 0) return Status(Code::kTimeout, name + ": CLUSTER SLOTS: deadline passed");
+  RespEndpoint at = ep;
+  at.host = node.host;
+  at.port = node.port;
   // One limit for the whole exchange: the commands' reads are bounded by what is left of it.
-  if (redisSetTimeout(c.get(), tv) != REDIS_OK) return failed("connect", nullptr);
-  if (!ep.password.empty()) {
-    Reply r = ep.username.empty() ? Call(c.get(), {"AUTH", ep.password})
-                                  : Call(c.get(), {"AUTH", ep.username, ep.password});
-    if (!r || r->type == REDIS_REPLY_ERROR) return failed("AUTH", r.get());
-  }
-  Reply r = Call(c.get(), {"CLUSTER", "SLOTS"});
+  auto c = RedisOpen(at, name, limit, /*bound_commands=*/true);
+  if (!c.ok()) return c.status();
+  RedisReply r = RedisCall(c->get(), {"CLUSTER", "SLOTS"});
   RespSlotMap map;
   map.source = node.Text();
-  if (!r || !ParseSlots(r.get(), node, map)) return failed("CLUSTER SLOTS", r.get());
+  if (!r || !ParseSlots(r.get(), node, map)) {
+    return RedisFailed(name, "CLUSTER SLOTS", c->get(), r.get());
+  }
   if (map.masters.empty()) {
     return Status(Code::kUnavailable, name + ": CLUSTER SLOTS: no slot is served by any node");
   }

@@ -148,7 +148,7 @@ def stack(tmp_path):
         assert not dead, f"processes exited: {dead}\n{s.all_logs()}"
 
 
-def keys_on(stack, prefix, host):
+def keys_on(prefix, host):
     return [f"{prefix}-on-{host}-{i}" for i in range(KEYS_PER_HOST)]
 
 
@@ -156,7 +156,7 @@ def put_spread(stack, prefix, writer="a"):
     """Puts KEYS_PER_HOST objects into each host's node, all from `writer`; returns them by host."""
     placed = {}
     for h in stack.hosts.names:
-        keys = keys_on(stack, prefix, h)
+        keys = keys_on(prefix, h)
         answer = stack.clients[writer].put(keys, preferred=stack.node_address(h))
         assert answer["codes"] == [0] * len(keys), f"{answer}\n{stack.all_logs()}"
         for k in keys:

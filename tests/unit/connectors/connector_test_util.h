@@ -49,6 +49,17 @@ inline Completion LoadAll(Connector& c, const std::vector<std::string>& keys,
   return Await(c, ConnectorOp::kLoad, [&](Connector& x) { return x.SubmitLoad(keys, dst); });
 }
 
+// Every key loads back byte for byte.
+inline void ExpectLoads(Connector& c, const std::vector<std::string>& keys,
+                        const std::vector<std::vector<uint8_t>>& values) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& v : values) out.emplace_back(v.size(), 0xEE);
+  auto ld = LoadAll(c, keys, out);
+  EXPECT_TRUE(ld.status.ok()) << ld.status.ToString();
+  EXPECT_EQ(ld.Hits(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_TRUE(out[i] == values[i]) << "key " << i;
+}
+
 inline Completion LookupAll(Connector& c, const std::vector<std::string>& keys) {
   return Await(c, ConnectorOp::kLookup, [&](Connector& x) { return x.SubmitLookup(keys); });
 }

@@ -46,16 +46,6 @@ struct Router {
   std::unique_ptr<RespClusterConn> conn;
 };
 
-void ExpectLoads(Connector& c, const std::vector<std::string>& keys,
-                 const std::vector<std::vector<uint8_t>>& values) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const auto& v : values) out.emplace_back(v.size(), 0xEE);
-  auto ld = LoadAll(c, keys, out);
-  EXPECT_TRUE(ld.status.ok()) << ld.status.ToString();
-  EXPECT_EQ(ld.Hits(), keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) EXPECT_TRUE(out[i] == values[i]) << "key " << i;
-}
-
 TEST(RespSlotsTest, Crc16AndKeySlotsMatchTheSpec) {
   EXPECT_EQ(RespCrc16("123456789"), 0x31C3);  // the spec's check value
   EXPECT_EQ(RespCrc16(""), 0);

@@ -44,17 +44,6 @@ std::string RawCommand(uint16_t port, std::initializer_list<std::string> words) 
   return end == std::string::npos ? "" : got.substr(0, end);
 }
 
-// Every key loads back byte for byte.
-void ExpectLoads(Connector& c, const std::vector<std::string>& keys,
-                 const std::vector<std::vector<uint8_t>>& values) {
-  std::vector<std::vector<uint8_t>> out;
-  for (const auto& v : values) out.emplace_back(v.size(), 0xEE);
-  auto ld = LoadAll(c, keys, out);
-  EXPECT_TRUE(ld.status.ok()) << ld.status.ToString();
-  EXPECT_EQ(ld.Hits(), keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) EXPECT_TRUE(out[i] == values[i]) << "key " << i;
-}
-
 TEST(RespConnectorTest, RoundTripManyKeysIncluding1MiBValues) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
