@@ -193,14 +193,27 @@ class RedisCluster {
     words.insert(words.end(), keys.begin(), keys.end());
     return Text(from, words) == "OK";
   }
+  // Gossip carrying the old owner's claim can undo a SETSLOT on a node whose config epoch is not
+  // the highest (seen once in a clean-clone run: `to` answered MOVED to the old owner). So `to`
+  // first takes the highest epoch, and the SETSLOTs are repeated until every master agrees.
   bool FinishMigration(uint16_t slot, size_t to) const {
     const std::string s = std::to_string(slot);
-    if (Text(to, {"CLUSTER", "SETSLOT", s, "NODE", id(to)}) != "OK") return false;
-    for (size_t m = 0; m < nodes_.size(); ++m) {
-      if (m == to || !alive(m) || Role(m) != "master") continue;
-      if (Text(m, {"CLUSTER", "SETSLOT", s, "NODE", id(to)}) != "OK") return false;
+    (void)Text(to, {"CLUSTER", "BUMPEPOCH"});
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+      if (Text(to, {"CLUSTER", "SETSLOT", s, "NODE", id(to)}) != "OK") return false;
+      bool agreed = true;
+      for (size_t m = 0; m < nodes_.size(); ++m) {
+        if (m == to || !alive(m) || Role(m) != "master") continue;
+        if (Text(m, {"CLUSTER", "SETSLOT", s, "NODE", id(to)}) != "OK") return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a gossip round may undo it
+      for (size_t m = 0; m < nodes_.size(); ++m) {
+        if (alive(m) && Role(m) == "master" && OwnerOf(slot, m) != to) agreed = false;
+      }
+      if (agreed) return true;
     }
-    return true;
+    return false;
   }
 
   // "master" or "slave" (INFO replication); "" when the node does not answer.
