@@ -62,6 +62,8 @@ constexpr ErrorCode kAllCodes[] = {
     ErrorCode::TRANSFER_FAIL,
     ErrorCode::RPC_FAIL,
     ErrorCode::RPC_TIMEOUT,
+    ErrorCode::ETCD_OPERATION_ERROR,
+    ErrorCode::ETCD_TRANSACTION_FAIL,
     ErrorCode::UNAVAILABLE_IN_CURRENT_MODE,
 };
 

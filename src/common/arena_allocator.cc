@@ -30,6 +30,23 @@ std::optional<uint64_t> ArenaAllocator::Allocate(uint64_t size) {
   return offset;
 }
 
+bool ArenaAllocator::AllocateAt(uint64_t offset, uint64_t size) {
+  if (size == 0 || size > capacity_ || offset % alignment_ != 0) return false;
+  const uint64_t need = AlignedSize(size);
+  if (offset > capacity_ - need) return false;
+  // The free block that starts at or before `offset` must cover the whole range.
+  auto block = by_offset_.upper_bound(offset);
+  if (block == by_offset_.begin()) return false;
+  --block;
+  const auto [begin, len] = *block;
+  if (begin + len < offset + need) return false;
+  EraseFree(block);
+  if (begin < offset) InsertFree(begin, offset - begin);
+  if (begin + len > offset + need) InsertFree(offset + need, begin + len - offset - need);
+  used_ += need;
+  return true;
+}
+
 void ArenaAllocator::Free(uint64_t offset, uint64_t size) {
   uint64_t begin = offset;
   uint64_t len = AlignedSize(size);

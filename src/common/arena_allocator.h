@@ -23,6 +23,10 @@ class ArenaAllocator {
   // Returns the offset of a block of AlignedSize(size) bytes, or nullopt when no free block is
   // large enough (or size is 0).
   std::optional<uint64_t> Allocate(uint64_t size);
+  // Takes exactly [offset, offset + AlignedSize(size)) when it is free: a master that takes over
+  // re-creates the allocations its predecessor recorded. False when any of it is taken, or it
+  // is unaligned or out of range.
+  bool AllocateAt(uint64_t offset, uint64_t size);
   // Returns a block to the free list; `size` is the size passed to Allocate.
   void Free(uint64_t offset, uint64_t size);
 

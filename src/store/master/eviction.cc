@@ -97,7 +97,7 @@ EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
   uint64_t at_cutoff[2] = {0, 0};
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards_->LockShard(i);
-    shard->EraseIf([&](const std::string&, ObjectMeta& m) {
+    shard->EraseIf([&](const std::string& key, ObjectMeta& m) {
       if (!evictable(m)) return false;
       const bool soft = m.SoftPinned(now_ns);
       const std::optional<EvictionCutoff>& cutoff = cutoffs[soft];
@@ -108,7 +108,11 @@ EvictionResult Evictor::EvictLocked(uint64_t bytes_needed, int64_t now_ns) {
       }
       result.objects += 1;
       result.bytes += m.ChargedTotal();
-      pool_->FreeAll(m.replicas);
+      if (release_) {
+        release_(key, m);
+      } else {
+        pool_->FreeAll(m.replicas);
+      }
       return true;
     });
   }

@@ -19,8 +19,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "store/master/object_shards.h"
@@ -69,6 +71,10 @@ class Evictor {
   EvictionResult EvictIfNoPassSince(uint64_t passes_seen, uint64_t bytes_needed, int64_t now_ns);
   // Passes finished so far.
   uint64_t passes() const { return passes_.load(); }
+  // What happens to an evicted object's replicas (under its shard lock); by default they are
+  // freed at once. Set before the first pass.
+  using Release = std::function<void(const std::string& key, ObjectMeta& meta)>;
+  void SetRelease(Release release) { release_ = std::move(release); }
 
  private:
   EvictionResult EvictLocked(uint64_t bytes_needed, int64_t now_ns);
@@ -76,6 +82,7 @@ class Evictor {
   ObjectShards* shards_;
   SegmentPool* pool_;
   const bool evict_soft_pinned_;
+  Release release_;
   std::mutex mu_;
   std::atomic<uint64_t> passes_{0};
 };

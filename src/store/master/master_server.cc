@@ -1,16 +1,22 @@
 // MasterServer: composes MasterService with its RPC listener, the monitor thread that calls
 // Tick() every 100 ms, and the HTTP admin endpoints. Start() fails cleanly (nothing left
-// running) when a port is taken.
+// running) when a port is taken. Under etcd, the campaign thread runs Lead() once elected.
 #include "store/master/master_server.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
-#include "common/clock.h"
-#include "common/metrics.h"
 #include "common/admin_http.h"
+#include "common/clock.h"
+#include "common/etcd_client.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "store/master/etcd_journal.h"
+#include "store/master/journal_records.h"
+#include "store/master/leader_election.h"
 #include "store/master/master_admin_api.h"
 #include "store/master/master_http_api.h"
 #include "store/master/master_rpc_server.h"
@@ -42,6 +48,47 @@ struct MasterServer::Impl {
     AddMasterAdminApi(http, service);
   }
 
+  // Listens and starts the monitor; on failure nothing is left running.
+  Status Serve() {
+    if (Status s = rpc.Start(options.host, options.port, options.auth_token); !s.ok()) return s;
+    if (options.http_port != 0) {
+      http.RequireToken(options.auth_token);
+      if (Status s = http.Start(options.host, options.http_port); !s.ok()) {
+        rpc.Stop();
+        return s;
+      }
+    }
+    serving = true;
+    monitor = std::thread([this] { Monitor(); });
+    return Status::Ok();
+  }
+
+  // The campaign thread: waits for the leadership, takes over the journal, then serves.
+  void Campaign() {
+    auto term = election->Campaign([this] {
+      std::lock_guard lock(mu);
+      return stopping;
+    });
+    if (!term.ok()) return;  // stopped first
+    auto lost = [this](const std::string& why) {
+      leading = false;
+      options.on_leadership_lost(why);
+    };
+    auto state = EtcdJournal::Load(etcd.get(), options.etcd_prefix);
+    if (!state.ok()) return lost(state.status().ToString());
+    const auto give_up = std::chrono::seconds(options.etcd_lease_ttl_s);
+    journal = std::make_unique<EtcdJournal>(
+        etcd.get(), options.etcd_prefix, EtcdCompare{election->key(), *term}, give_up, lost);
+    service.SetJournal(journal.get());
+    // Mount generations of this term start above every earlier term's (segment_pool.h).
+    service.Restore(*state, static_cast<uint64_t>(*term) << 32);
+    std::lock_guard lock(mu);
+    if (stopping) return;
+    if (Status s = Serve(); !s.ok()) return lost("cannot listen: " + s.ToString());
+    leading = true;
+    election->Hold(lost);
+  }
+
   void Monitor() {
     std::unique_lock lock(mu);
     while (!stopping) {
@@ -61,8 +108,16 @@ struct MasterServer::Impl {
   std::condition_variable cv;
   bool stopping = false;
   bool started = false;
+  bool serving = false;  // the RPC and HTTP listeners and the monitor run
+  std::atomic<bool> leading{false};
   const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;
+  // Under etcd. Destroyed in reverse: the journal writes what it holds before the election
+  // revokes the lease that fences it.
+  std::unique_ptr<EtcdClient> etcd;
+  std::unique_ptr<LeaderElection> election;
+  std::unique_ptr<EtcdJournal> journal;
+  std::thread campaign;
 };
 
 MasterServer::MasterServer(MasterServerOptions options)
@@ -73,20 +128,27 @@ MasterServer::~MasterServer() { Stop(); }
 Status MasterServer::Start() {
   Impl& m = *impl_;
   if (m.started) return Status(Code::kInvalidArgument, "master already started");
-  if (Status s = m.rpc.Start(m.options.host, m.options.port, m.options.auth_token); !s.ok()) {
-    return s;
+  if (m.options.etcd_endpoints.empty()) {
+    KVT_RETURN_IF_ERROR(m.Serve());
+    m.started = true;
+    return Status::Ok();
   }
-  if (m.options.http_port != 0) {
-    m.http.RequireToken(m.options.auth_token);
-    if (Status s = m.http.Start(m.options.host, m.options.http_port); !s.ok()) {
-      m.rpc.Stop();
-      return s;
-    }
+  if (!m.options.on_leadership_lost || m.options.etcd_lease_ttl_s < 2) {
+    return Status(Code::kInvalidArgument,
+                  "a master under etcd needs on_leadership_lost and a lease TTL of 2 s or more");
   }
+  const std::string advertise = m.options.advertise.empty()
+                                    ? m.options.host + ":" + std::to_string(m.options.port)
+                                    : m.options.advertise;
+  m.etcd = std::make_unique<EtcdClient>(m.options.etcd_endpoints);
+  m.election = std::make_unique<LeaderElection>(m.etcd.get(), LeaderKey(m.options.etcd_prefix),
+                                                advertise, m.options.etcd_lease_ttl_s);
   m.started = true;
-  m.monitor = std::thread([&m] { m.Monitor(); });
+  m.campaign = std::thread([&m] { m.Campaign(); });
   return Status::Ok();
 }
+
+bool MasterServer::leading() const { return impl_->leading; }
 
 void MasterServer::Stop() {
   Impl& m = *impl_;
@@ -96,9 +158,16 @@ void MasterServer::Stop() {
     m.stopping = true;
   }
   m.cv.notify_all();
-  m.monitor.join();
-  m.http.Stop();
-  m.rpc.Stop();
+  if (m.election) m.election->Interrupt();
+  if (m.campaign.joinable()) m.campaign.join();
+  if (m.serving) {
+    m.monitor.join();
+    m.http.Stop();
+    m.rpc.Stop();
+    m.serving = false;
+  }
+  m.journal.reset();
+  m.election.reset();
   m.started = false;
 }
 

@@ -1,9 +1,12 @@
 // The master process: MasterService behind the RPC listener (ZMQ ROUTER on host:port), a monitor
 // thread calling Tick(), and HTTP /healthz /status /metrics. `kvtier master` is this plus flags.
+// Under etcd (docs/store/failover.md) it is a candidate: Start returns at once, and a thread
+// campaigns for the leadership; the one that wins restores the journal and only then listens.
 // Thread-safety: Start and Stop belong to one thread, the owner's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +24,15 @@ struct MasterServerOptions {
   // a bearer token. Empty: no authentication.
   std::string auth_token;
   MasterOptions service;
+  // Under etcd: its endpoints and the cluster's prefix (common/etcd_address.h); empty
+  // endpoints: a lone master that forgets everything when it restarts.
+  std::string etcd_endpoints;
+  std::string etcd_prefix;
+  std::string advertise;       // the RPC address the leader key names; empty: host:port
+  int64_t etcd_lease_ttl_s = 3;  // a dead leader's standby takes over after about this
+  // Runs once when this leader loses its leadership (or its journal fails): it must stop
+  // serving at once; `kvtier master` exits. Required under etcd.
+  std::function<void(const std::string& why)> on_leadership_lost;
   Clock* clock = nullptr;  // node TTLs, leases, put timeouts; nullptr = Clock::Real()
 };
 
@@ -30,6 +42,8 @@ class MasterServer {
   ~MasterServer();  // Stop()
   Status Start();
   void Stop();
+  // Under etcd: whether this candidate leads (and serves) now.
+  bool leading() const;
 
  private:
   struct Impl;

@@ -43,6 +43,8 @@ StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo&
       gone.insert(gone.end(), mounts.begin(), mounts.end());
       s.nodes.Forget(old_id);
     }
+    s.RecordUnmounts(gone);
+    s.RecordMount(node, segment, endpoint);
     s.nodes.Register(node, s.Now());
     s.m.nodes_alive->Set(static_cast<double>(s.nodes.size()));
   }
@@ -65,6 +67,7 @@ StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t s
     return s.pool.Unmount(node_id, segment_id);
   }();
   if (!gone.ok()) return gone.status();
+  s.RecordUnmounts({*gone});
   s.DropMounts({*gone});
   s.RefreshGauges();
   return StoreStatus::Ok();
@@ -90,7 +93,10 @@ void MasterService::Impl::DropMounts(const std::vector<MountRef>& gone) {
     auto shard = shards.LockShard(i);
     lost += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
       if (std::erase_if(meta.replicas, on_gone) == 0) return false;
-      if (meta.replicas.empty()) return true;
+      if (meta.replicas.empty()) {
+        RecordRemoval(key);
+        return true;
+      }
       if (meta.complete && meta.replicas.size() < meta.want_replicas) repairs.Add(key);
       return false;
     });
@@ -152,6 +158,7 @@ void MasterService::Tick() {
       std::vector<MountRef> mounts = s.pool.UnmountNode(id);
       gone.insert(gone.end(), mounts.begin(), mounts.end());
     }
+    s.RecordUnmounts(gone);
     s.m.nodes_alive->Set(static_cast<double>(s.nodes.size()));
   }
   for (const std::string& id : expired) {

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "store/master/metadata_journal.h"
 #include "store/master/segment_pool.h"
 #include "store/protocol/master_api.h"
 
@@ -30,6 +31,14 @@ struct MasterOptions {
   std::chrono::milliseconds put_start_discard_timeout{30000};   // another put may take the key
   std::chrono::milliseconds put_start_release_timeout{600000};  // the space is freed
   uint32_t replicas = 1;
+};
+
+// What Restore made of a predecessor's records.
+struct RestoreStats {
+  uint64_t segments = 0;
+  uint64_t objects = 0;
+  uint64_t objects_dropped = 0;   // no replica left on a recorded mount
+  uint64_t replicas_dropped = 0;  // on a mount not recorded, or over another replica's range
 };
 
 class MasterService final : public MasterApi {
@@ -61,6 +70,13 @@ class MasterService final : public MasterApi {
   // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h);
   // the keys under it that were left (unfinished, or leased without `force`) go to `*kept`.
   uint64_t RemoveByPrefix(const std::string& prefix, bool force = false, uint64_t* kept = nullptr);
+
+  // A master under etcd (docs/store/failover.md), before it serves: Restore takes over its
+  // predecessor's recorded segments and objects (generation_base: where this term's mount
+  // generations start, above every earlier term's); SetJournal makes every later change be
+  // recorded in `journal` (which must outlive the service), and puts end only once recorded.
+  RestoreStats Restore(const JournalState& state, uint64_t generation_base);
+  void SetJournal(MetadataJournal* journal);
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
   // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.

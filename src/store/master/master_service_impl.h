@@ -55,12 +55,23 @@ struct MasterService::Impl {
   void ExpireRepairs(int64_t now);
   // A removed object's space: freed now, or, while a (forced-over) read lease is live, when it
   // ends, because the reader may still be copying the bytes. Counts the remove.
-  void FreeRemoved(ObjectMeta& meta, int64_t now);
+  void FreeRemoved(ObjectMeta& meta, int64_t now, MetadataJournal::Ticket removal = 0);
   // Removes the complete objects `match` accepts (leased ones only with `force`); the matches
   // left (unfinished or leased) are added to `*kept` when given.
   uint64_t RemoveMatching(const std::function<bool(const std::string&)>& match, bool force,
                           uint64_t* kept = nullptr);
   void RefreshGauges();
+
+  // Journaling (master_journaling.cc); each a no-op (ticket 0) without a journal. Called under
+  // the key's shard lock, so a key's records keep its order.
+  MetadataJournal::Ticket RecordObject(const std::string& key, const ObjectMeta& meta);
+  MetadataJournal::Ticket RecordRemoval(const std::string& key);
+  void RecordMount(const NodeInfo& node, const SegmentInfo& segment, const std::string& endpoint);
+  void RecordUnmounts(const std::vector<MountRef>& gone);
+  // Frees a removed object's replicas once its removal is recorded (metadata_journal.h).
+  void FreeAfterRecorded(std::vector<Replica> replicas, MetadataJournal::Ticket ticket);
+  // OK, or why the changes up to `ticket` may not survive a failover.
+  StoreStatus WaitRecorded(MetadataJournal::Ticket ticket);
 
   const MasterOptions options;
   Clock* const clock;
@@ -73,6 +84,7 @@ struct MasterService::Impl {
   RepairQueue repairs;
   Evictor evictor{&shards, &pool, options.allow_evict_soft_pinned_objects};
   std::atomic<uint64_t> next_serial{1};
+  MetadataJournal* journal = nullptr;  // set before serving (SetJournal), then constant
 
   mutable std::mutex membership_mu;
   NodeLiveness nodes;  // guarded by membership_mu

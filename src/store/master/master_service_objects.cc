@@ -157,6 +157,7 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
         if (ev.bytes == 0 && !ev.skipped) {
           may_evict = false;
         } else {
+          if (s.journal != nullptr) (void)s.journal->Flush();  // the evicted space is freed then
           r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config, now);
         }
       }
@@ -179,6 +180,8 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
   std::vector<StoreStatus> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
+  std::vector<size_t> published;  // their ends must be recorded before they are answered
+  MetadataJournal::Ticket last = 0;
   for (const std::string& key : keys) {
     StoreStatus st = CheckKey(key);
     if (st.ok()) {
@@ -194,9 +197,19 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
         meta->RenewSoftPin(meta->lease_until_ns);
         // Too few nodes had room at PutStart: a node that joins (or frees space) copies it.
         if (meta->replicas.size() < meta->want_replicas) s.repairs.Add(key);
+        last = s.RecordObject(key, *meta);
+        published.push_back(out.size());
       }
     }
     out.push_back(std::move(st));
+  }
+  if (StoreStatus recorded = s.WaitRecorded(last); !recorded.ok()) {
+    for (size_t i : published) {
+      out[i] = {recorded.code(),
+                fmt::format("put_end: key {} could not be recorded, so it may be gone after a "
+                            "master failover: {}",
+                            KeyForMessage(keys[i]), recorded.message())};
+    }
   }
   return out;
 }
@@ -300,6 +313,7 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
     return out;
   }
   out.reserve(keys.size());
+  MetadataJournal::Ticket last = 0;
   for (const std::string& key : keys) {
     StoreStatus st = CheckKey(key);
     if (!st.ok()) {
@@ -322,11 +336,13 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
             fmt::format("key {} has a read lease for {} more ms (remove with force to override)",
                         KeyForMessage(key), (meta->lease_until_ns - now + 999999) / 1000000)};
     } else {
-      s.FreeRemoved(*meta, now);
+      last = s.RecordRemoval(key);
+      s.FreeRemoved(*meta, now, last);
       shard->Erase(key);
     }
     out.push_back(std::move(st));
   }
+  (void)s.WaitRecorded(last);  // the removes are done here; the record only follows them
   return out;
 }
 
@@ -353,13 +369,14 @@ uint64_t MasterService::RemoveByPrefix(const std::string& prefix, bool force, ui
                                force, kept);
 }
 
-void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now) {
+void MasterService::Impl::FreeRemoved(ObjectMeta& meta, int64_t now,
+                                      MetadataJournal::Ticket removal) {
   if (LeaseLive(meta.lease_until_ns, now)) {
     m.removes_forced->Inc();
     discarded.Add(std::move(meta.replicas), meta.lease_until_ns);
   } else {
     m.removes_ok->Inc();
-    pool.FreeAll(meta.replicas);
+    FreeAfterRecorded(std::move(meta.replicas), removal);
   }
 }
 
@@ -367,6 +384,7 @@ uint64_t MasterService::Impl::RemoveMatching(const std::function<bool(const std:
                                              bool force, uint64_t* kept) {
   const int64_t now = Now();
   uint64_t removed = 0;
+  MetadataJournal::Ticket last = 0;
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards.LockShard(i);
     removed += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
@@ -375,10 +393,12 @@ uint64_t MasterService::Impl::RemoveMatching(const std::function<bool(const std:
         return false;
       }
       if (!match(key)) return false;
-      FreeRemoved(meta, now);
+      last = RecordRemoval(key);
+      FreeRemoved(meta, now, last);
       return true;
     });
   }
+  (void)WaitRecorded(last);
   RefreshGauges();
   return removed;
 }

@@ -91,6 +91,7 @@ std::vector<StoreStatus> MasterService::EndRepairs(const std::string& node_id,
       continue;
     }
     meta->replicas.push_back(repair->target);
+    s.RecordObject(key, *meta);
     s.m.repairs_done->Inc();
     s.m.repaired_bytes->Inc(static_cast<double>(meta->size));
     if (meta->replicas.size() < meta->want_replicas) s.repairs.Add(key);

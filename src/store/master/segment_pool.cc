@@ -47,6 +47,33 @@ StoreStatus SegmentPool::Mount(const std::string& node_id, const std::string& en
   return StoreStatus::Ok();
 }
 
+StoreStatus SegmentPool::Restore(const std::string& node_id, const std::string& endpoint,
+                                 const SegmentInfo& segment, uint64_t generation) {
+  KVT_STORE_RETURN_IF_ERROR(Mount(node_id, endpoint, segment));
+  std::lock_guard lock(mu_);
+  segments_.at(segment.id).generation = generation;
+  next_generation_ = std::max(next_generation_, generation + 1);
+  return StoreStatus::Ok();
+}
+
+bool SegmentPool::Reserve(const Replica& replica) {
+  std::lock_guard lock(mu_);
+  auto it = segments_.find(replica.mount.segment_id);
+  if (it == segments_.end() || it->second.generation != replica.mount.generation) return false;
+  return it->second.allocator.AllocateAt(replica.offset, replica.size);
+}
+
+void SegmentPool::SetGenerationBase(uint64_t base) {
+  std::lock_guard lock(mu_);
+  next_generation_ = std::max(next_generation_, base);
+}
+
+uint64_t SegmentPool::GenerationOf(uint64_t segment_id) const {
+  std::lock_guard lock(mu_);
+  auto it = segments_.find(segment_id);
+  return it == segments_.end() ? 0 : it->second.generation;
+}
+
 StoreResult<MountRef> SegmentPool::Unmount(const std::string& node_id, uint64_t segment_id) {
   std::lock_guard lock(mu_);
   auto it = segments_.find(segment_id);

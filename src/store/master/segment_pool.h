@@ -65,6 +65,18 @@ class SegmentPool {
   // SEGMENT_ALREADY_EXISTS when another node owns the id; INVALID_PARAMS for a bad size/endpoint.
   StoreStatus Mount(const std::string& node_id, const std::string& endpoint,
                     const SegmentInfo& segment);
+  // A mount its predecessor recorded, re-created by a master that takes over (master_restore.cc)
+  // with the same generation, so the recorded replicas name it. Fails like Mount.
+  StoreStatus Restore(const std::string& node_id, const std::string& endpoint,
+                      const SegmentInfo& segment, uint64_t generation);
+  // Takes a recorded replica's range again; false when its mount is not here or the range is
+  // not free (two records claim it: the caller drops the replica).
+  bool Reserve(const Replica& replica);
+  // Generations of later mounts start here (a master under etcd passes its term, so no two
+  // terms hand out the same one: a record of an unmounted segment can never match a new mount).
+  void SetGenerationBase(uint64_t base);
+  // The mount's generation; 0 when the segment is not mounted.
+  uint64_t GenerationOf(uint64_t segment_id) const;
   // SEGMENT_NOT_FOUND when the id is not mounted, or mounted by another node.
   StoreResult<MountRef> Unmount(const std::string& node_id, uint64_t segment_id);
   // Every segment of the node; what was unmounted.

@@ -28,6 +28,8 @@ const char* ErrorName(ErrorCode code) {
     case ErrorCode::TRANSFER_FAIL: return "TRANSFER_FAIL";
     case ErrorCode::RPC_FAIL: return "RPC_FAIL";
     case ErrorCode::RPC_TIMEOUT: return "RPC_TIMEOUT";
+    case ErrorCode::ETCD_OPERATION_ERROR: return "ETCD_OPERATION_ERROR";
+    case ErrorCode::ETCD_TRANSACTION_FAIL: return "ETCD_TRANSACTION_FAIL";
     case ErrorCode::UNAVAILABLE_IN_CURRENT_MODE: return "UNAVAILABLE_IN_CURRENT_MODE";
   }
   return "UNKNOWN";

@@ -33,6 +33,9 @@ enum class ErrorCode : int32_t {
   TRANSFER_FAIL = -800,
   RPC_FAIL = -900,              // the master or the node cannot be reached
   RPC_TIMEOUT = -901,
+  // Master failover under etcd (docs/store/failover.md).
+  ETCD_OPERATION_ERROR = -1000,   // etcd did not answer, or the master's journal failed
+  ETCD_TRANSACTION_FAIL = -1002,  // a master's write lost to its successor's leadership
   // A Mooncake call that needs hardware kvtier does not drive (RDMA, GPU, SSD, NVMe-oF).
   UNAVAILABLE_IN_CURRENT_MODE = -1011,
 };

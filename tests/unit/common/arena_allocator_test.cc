@@ -120,3 +120,23 @@ TEST(ArenaAllocatorTest, BestFitPrefersTheSmallestHole) {
 
 }  // namespace
 }  // namespace kvtier
+
+TEST(ArenaAllocatorTest, AllocateAtTakesExactlyThatRangeOnce) {
+  ArenaAllocator a(1024, 64);
+  EXPECT_TRUE(a.AllocateAt(128, 100));   // [128, 256)
+  EXPECT_FALSE(a.AllocateAt(192, 64));   // inside it
+  EXPECT_FALSE(a.AllocateAt(64, 128));   // overlaps its start
+  EXPECT_FALSE(a.AllocateAt(100, 64));   // unaligned
+  EXPECT_FALSE(a.AllocateAt(1024, 64));  // past the end
+  EXPECT_FALSE(a.AllocateAt(960, 128));  // runs past the end
+  EXPECT_TRUE(a.AllocateAt(960, 64));    // the last block
+  EXPECT_EQ(a.used_bytes(), 192u);
+  // The free space left around them is whole: [0,128) and [256,960).
+  EXPECT_EQ(a.largest_free_block(), 704u);
+  EXPECT_EQ(a.Allocate(128), std::optional<uint64_t>(0));
+  a.Free(128, 100);
+  a.Free(960, 64);
+  a.Free(0, 128);
+  EXPECT_EQ(a.free_blocks(), 1u);
+  EXPECT_EQ(a.used_bytes(), 0u);
+}
