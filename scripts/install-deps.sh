@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq python3-msgpack
   python3-pip python3-setuptools python3-wheel python3-venv python3-build python3-torch
-  redis-server clang-14 libclang-rt-14-dev curl iproute2 nftables util-linux ccache
+  redis-server etcd-server clang-14 libclang-rt-14-dev curl iproute2 nftables util-linux ccache
   gnuplot-nox fonts-dejavu-core chromium prometheus python3-yaml
 )
 
