@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/config_sources.h"
 #include "cli/store_commands_common.h"
+#include "common/etcd_address.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"
 #include "store/master/master_server.h"
@@ -35,6 +37,12 @@ struct MasterFlags {
   uint32_t replicas = 1;
   std::string log_level = "warn";
   std::string auth_token_file;
+  // Failover under etcd (docs/store/failover.md).
+  std::string etcd_endpoints;
+  std::string cluster_id = "default";
+  std::string advertise;
+  int64_t etcd_lease_ttl_s = 3;
+  bool enable_ha = false;
   // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
   std::vector<std::string> ignored;
 };
@@ -74,6 +82,15 @@ std::string CheckFlags(const MasterFlags& f) {
     return "--default-kv-soft-pin-ttl-ms must be in [1, --max-kv-soft-pin-ttl-ms]";
   }
   if (f.replicas < 1 || f.replicas > 64) return "--replicas must be in [1, 64]";
+  if (f.enable_ha && f.etcd_endpoints.empty()) return "--enable_ha needs --etcd-endpoints";
+  if (f.etcd_lease_ttl_s < 2 || f.etcd_lease_ttl_s > 3600) {
+    return "--etcd-lease-ttl-s must be in [2, 3600] seconds";
+  }
+  if (!f.etcd_endpoints.empty() && f.advertise.empty() &&
+      (f.host == "0.0.0.0" || f.host == "::")) {
+    return "--host " + f.host + " under etcd needs --advertise HOST:PORT: the address nodes "
+           "are told to reach the leader at";
+  }
   return "";
 }
 
@@ -104,6 +121,24 @@ int RunMaster(const MasterFlags& f) {
   options.service.put_start_discard_timeout = Seconds(f.put_start_discard_timeout_s);
   options.service.put_start_release_timeout = Seconds(f.put_start_release_timeout_s);
   options.service.replicas = f.replicas;
+  if (!f.etcd_endpoints.empty()) {
+    auto etcd = ParseEtcdEndpoints(f.etcd_endpoints, f.cluster_id);
+    if (!etcd.ok()) {
+      std::cerr << "error: --etcd-endpoints: " << etcd.status().message() << "\n";
+      return 2;
+    }
+    options.etcd_endpoints = etcd->endpoints;
+    options.etcd_prefix = etcd->prefix();
+    options.advertise = f.advertise;
+    options.etcd_lease_ttl_s = f.etcd_lease_ttl_s;
+    // A leader that lost its lease may not serve another moment: a standby has (or soon will
+    // have) taken over. The supervisor restarts this one, as a standby.
+    options.on_leadership_lost = [](const std::string& why) {
+      KVT_LOG_ERROR("master: stepping down: {}", why);
+      std::cerr << "kvtier master: leadership lost (" << why << "); exiting" << std::endl;
+      std::_Exit(3);
+    };
+  }
   store::MasterServer server(options);
   if (Status s = server.Start(); !s.ok()) {
     std::cerr << "error: " << s.ToString() << "\n";
@@ -114,10 +149,17 @@ int RunMaster(const MasterFlags& f) {
                     ? fmt::format("RPC port {} and HTTP port {}", f.port, f.http_port)
                     : fmt::format("RPC port {}", f.port),
                 "mount segments, read where every object lives and remove keys");
-  std::cerr << "kvtier master listening on tcp://" << f.host << ":" << f.port << " (http "
-            << (f.http_port != 0 ? std::to_string(f.http_port) : std::string("off"))
-            << ", replicas " << f.replicas << ", lease " << f.default_kv_lease_ttl_ms
-            << " ms, client ttl " << f.client_ttl_s << " s)" << std::endl;
+  if (!f.etcd_endpoints.empty()) {
+    std::cerr << "kvtier master: candidate for cluster '" << f.cluster_id << "' under etcd "
+              << options.etcd_endpoints << " (lease " << f.etcd_lease_ttl_s
+              << " s); listens on tcp://" << f.host << ":" << f.port << " once it leads"
+              << std::endl;
+  } else {
+    std::cerr << "kvtier master listening on tcp://" << f.host << ":" << f.port << " (http "
+              << (f.http_port != 0 ? std::to_string(f.http_port) : std::string("off"))
+              << ", replicas " << f.replicas << ", lease " << f.default_kv_lease_ttl_ms
+              << " ms, client ttl " << f.client_ttl_s << " s)" << std::endl;
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "kvtier master stopping" << std::endl;
@@ -179,6 +221,20 @@ RunFn AddMasterCommand(CLI::App& app) {
                   "File holding the store's shared secret: nodes and clients must prove it "
                   "(CURVE on the RPC port, 'Authorization: Bearer' on HTTP); see "
                   "docs/security.md");
+  cmd->add_option("--etcd-endpoints,--etcd_endpoints", f->etcd_endpoints,
+                  "etcd HOST:PORT[;HOST:PORT...]: masters elect a leader there and record "
+                  "every object, so a standby takes over (docs/store/failover.md)");
+  cmd->add_option("--cluster-id,--cluster_id", f->cluster_id,
+                  "Under etcd: the cluster's name; its keys lie under /kvtier/CLUSTER_ID")
+      ->capture_default_str();
+  cmd->add_option("--advertise", f->advertise,
+                  "Under etcd: the RPC HOST:PORT nodes reach this master at (default --host:--port)");
+  cmd->add_option("--etcd-lease-ttl-s", f->etcd_lease_ttl_s,
+                  "Under etcd: the leader's lease; a standby takes over this long after the "
+                  "leader dies")
+      ->capture_default_str();
+  cmd->add_option("--enable_ha,--enable-ha", f->enable_ha,
+                  "Mooncake's switch for failover; here --etcd-endpoints alone turns it on");
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -188,7 +244,7 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--rpc_enable_tcp_no_delay", "--enable_metric_reporting", "--metrics_host",
        "--enable_http_metadata_server", "--http_metadata_server_port",
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
-       "--memory_allocator", "--allocation_strategy", "--cluster_id"},
+       "--memory_allocator", "--allocation_strategy", "--ha_backend_type"},
       &f->ignored);
   return WithConfigSources(cmd, [f] { return RunMaster(*f); });
 }

@@ -138,7 +138,9 @@ int RunNode(const NodeFlags& f) {
 RunFn AddNodeCommand(CLI::App& app) {
   auto f = std::make_shared<NodeFlags>();
   CLI::App* cmd = app.add_subcommand("node", "Run a store node: a segment, data plane, dummies");
-  cmd->add_option("--master,--master_server_address", f->master, "The master's host:port")
+  cmd->add_option("--master,--master_server_address", f->master,
+                  "The master's host:port, or etcd://HOST:PORT[;HOST:PORT][/CLUSTER_ID] to follow "
+                  "whichever master leads (docs/store/failover.md)")
       ->capture_default_str();
   cmd->add_option("--host", f->host, "Address every listener binds to")->capture_default_str();
   cmd->add_option("--port", f->port, "Data-plane TCP port; also names the dummy socket")

@@ -138,7 +138,7 @@ void EtcdJournal::Run() {
     lock.unlock();
     const StoreStatus st = Commit(batch);
     if (!st.ok()) {
-      Fail(st.message());
+      Fail(st);
       return;
     }
     lock.lock();
@@ -184,15 +184,15 @@ StoreStatus EtcdJournal::Commit(const std::map<std::string, std::optional<std::s
   }
 }
 
-void EtcdJournal::Fail(const std::string& why) {
+void EtcdJournal::Fail(const StoreStatus& why) {
   {
     std::lock_guard lock(mu_);
-    failed_ = StoreStatus(ErrorCode::ETCD_OPERATION_ERROR, why);
+    failed_ = why;
     after_.clear();
   }
+  KVT_LOG_ERROR("master: the metadata journal failed: {}", why.message());
+  if (on_failed_) on_failed_(why.message());  // the master steps down before anyone is answered
   recorded_cv_.notify_all();
-  KVT_LOG_ERROR("master: the metadata journal failed: {}", why);
-  if (on_failed_) on_failed_(why);
 }
 
 }  // namespace kvtier::store

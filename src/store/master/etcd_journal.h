@@ -61,7 +61,7 @@ class EtcdJournal final : public MetadataJournal {
   void Run();
   // One transaction of `batch` (already coalesced); retries while etcd is unreachable.
   StoreStatus Commit(const std::map<std::string, std::optional<std::string>>& batch);
-  void Fail(const std::string& why);
+  void Fail(const StoreStatus& why);
 
   EtcdClient* const etcd_;
   const std::string prefix_;

@@ -50,6 +50,13 @@ Result<int64_t> LeaderElection::Campaign(const std::function<bool()>& stop,
         KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_, r->revision);
         return r->revision;  // the put's revision is the key's create revision
       }
+      // A create that etcd applied but whose answer was lost looks, retried, like someone
+      // else's key: it is ours when it carries our lease.
+      if (r.ok() && !r->kvs.empty() && r->kvs[0].lease == lease_ && r->kvs[0].value == value_) {
+        KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_,
+                     r->kvs[0].create_revision);
+        return r->kvs[0].create_revision;
+      }
       if (r.ok()) {
         const std::string holder = r->kvs.empty() ? "" : r->kvs[0].value;
         if (holder != last_holder) {

@@ -12,6 +12,8 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/memfd.h"
+#include "common/etcd_address.h"
+#include "store/client/leader_master_client.h"
 #include "store/client/master_client.h"
 #include "store/node/repairer.h"
 #include "store/transport/data_plane_server.h"
@@ -155,8 +157,13 @@ struct StoreNode::Impl {
 
 StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
                                                          MetricsRegistry* metrics) {
-  return Start(options,
-               ConnectMaster({options.master, options.rpc_timeout, options.auth_token}), metrics);
+  const MasterClientOptions master{options.master, options.rpc_timeout, options.auth_token};
+  if (IsEtcdAddress(options.master)) {  // masters that fail over (docs/store/failover.md)
+    auto leader = ConnectLeader(master);
+    if (!leader.ok()) return leader.status();
+    return Start(options, std::move(*leader), metrics);
+  }
+  return Start(options, ConnectMaster(master), metrics);
 }
 
 StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,

@@ -118,9 +118,6 @@ TEST(ArenaAllocatorTest, BestFitPrefersTheSmallestHole) {
   EXPECT_EQ(*medium, *a1);
 }
 
-}  // namespace
-}  // namespace kvtier
-
 TEST(ArenaAllocatorTest, AllocateAtTakesExactlyThatRangeOnce) {
   ArenaAllocator a(1024, 64);
   EXPECT_TRUE(a.AllocateAt(128, 100));   // [128, 256)
@@ -140,3 +137,6 @@ TEST(ArenaAllocatorTest, AllocateAtTakesExactlyThatRangeOnce) {
   EXPECT_EQ(a.free_blocks(), 1u);
   EXPECT_EQ(a.used_bytes(), 0u);
 }
+
+}  // namespace
+}  // namespace kvtier
