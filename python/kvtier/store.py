@@ -132,9 +132,11 @@ class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
         """Makes this process a store node: it mounts a segment of ``global_segment_size`` bytes.
 
         ``local_hostname`` is "host" or "host:port": the node's data plane binds there (no port:
-        a free one). ``master_server_addr`` is the master's "host:port". ``metadata_server``,
-        ``rdma_devices``, ``engine`` and ``enable_client_http_server`` are accepted and ignored;
-        any ``protocol`` but "tcp" (vLLM's default "rdma") runs over TCP with one warning.
+        a free one). ``master_server_addr`` is the master's "host:port", or, for masters that fail
+        over, "etcd://HOST:PORT[;HOST:PORT][/CLUSTER_ID]" (docs/store/failover.md).
+        ``metadata_server``, ``rdma_devices``, ``engine`` and ``enable_client_http_server`` are
+        accepted and ignored; any ``protocol`` but "tcp" (vLLM's default "rdma") runs over TCP
+        with one warning.
         Sizes are ints or strings ("4GB"). ``auth_token_file`` (a kvtier addition): the store's
         shared secret, the file of the master's ``--auth-token-file`` (docs/security.md). Also
         ``setup(dict)`` with those keys. Returns 0, or a negative ErrorCode (INVALID_PARAMS for bad
@@ -155,9 +157,10 @@ class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
                            "--http-port` for a node with metrics")
             if tenant_id not in (None, "", "default"):
                 raise ValueError(f"tenant_id {tenant_id!r}: tenants are not supported")
-            if not isinstance(master_server_addr, str) or "://" in master_server_addr:
+            if not isinstance(master_server_addr, str) or (
+                    "://" in master_server_addr and not master_server_addr.startswith("etcd://")):
                 raise ValueError(f"master_server_addr {master_server_addr!r} must be the "
-                                 "master's host:port (HA master addresses are not supported)")
+                                 "master's host:port, or etcd://HOST:PORT[;HOST:PORT][/CLUSTER]")
             if not isinstance(local_hostname, str):
                 raise ValueError("local_hostname must be a str")
             host, port = _split_hostname(local_hostname)

@@ -203,6 +203,9 @@ RunFn AddBenchMaster(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  cmd->add_option("--etcd", o->etcd,
+                  "HOST:PORT of an etcd: the master journals every object there, as masters that "
+                  "fail over do (a scratch cluster id, deleted afterwards)");
   return [o] { return bench::RunBenchMaster(*o); };
 }
 

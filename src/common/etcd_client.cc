@@ -238,6 +238,13 @@ Status EtcdClient::Delete(const std::string& key) {
   return Call("/v3/kv/deleterange", {{"key", Base64(key)}}, true).status();
 }
 
+Status EtcdClient::DeletePrefix(const std::string& prefix) {
+  const std::string from = prefix.empty() ? std::string(1, '\0') : prefix;
+  return Call("/v3/kv/deleterange", {{"key", Base64(from)}, {"range_end", Base64(PrefixEnd(prefix))}},
+              true)
+      .status();
+}
+
 Status EtcdClient::RangePrefix(const std::string& prefix,
                                const std::function<void(const EtcdKv&)>& fn, size_t page_size) {
   // etcd has no empty key: "\0" is the first possible one.

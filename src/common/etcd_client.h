@@ -72,6 +72,8 @@ class EtcdClient {
   Result<std::optional<EtcdKv>> Get(const std::string& key);
   Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
   Status Delete(const std::string& key);
+  // Every key starting with `prefix` (a scratch cluster's records, say).
+  Status DeletePrefix(const std::string& prefix);
 
   // Every key starting with `prefix` (empty: all keys), in key order, read in pages of
   // `page_size` (0: one page) and each passed to fn. All pages are read at the first page's

@@ -207,7 +207,8 @@ def test_setup_refuses_what_it_cannot_do(cluster):
     assert s.setup("127.0.0.1", "", "sixteen", "16MB", "tcp", "", master) == -600
     assert s.setup("127.0.0.1", "", -1, "16MB", "tcp", "", master) == -600
     assert s.setup("127.0.0.1:99999", "", "16MB", "16MB", "tcp", "", master) == -600
-    assert s.setup("127.0.0.1", "", "16MB", "16MB", "tcp", "", "etcd://h:2379") == -600
+    assert s.setup("127.0.0.1", "", "16MB", "16MB", "tcp", "", "redis://h:2379") == -600
+    assert s.setup("127.0.0.1", "", "16MB", "16MB", "tcp", "", "etcd://no-port") == -600
     assert s.setup({"metadata_server": "x"}) == -600  # no local_hostname
     assert s.setup_dummy("1GB?", 0, cluster.node_address) == -600
     # No node listens on this port's socket.

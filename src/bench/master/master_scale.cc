@@ -14,6 +14,7 @@
 #include "bench/common/child_process.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
+#include "common/etcd_client.h"
 #include "store/client/master_client.h"
 
 namespace kvtier::bench {
@@ -106,6 +107,20 @@ json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
   const Distribution ping = DistributionOf(std::move(ping_us));
   out["ping_p50_us"] = ping.p50;
   out["ping_p99_us"] = ping.p99;
+  if (!o.etcd.empty()) {  // the floor of a journaled put_end: one etcd transaction
+    EtcdClient etcd(o.etcd);
+    std::vector<double> txn_us;
+    const std::string key = fmt::format("/kvtier/bench-{}-rtt", ::getpid());
+    for (int i = 0; i < 300; ++i) {
+      const auto t0 = BenchClock::now();
+      if (!etcd.Txn({}, {EtcdOp::Put(key, "x")}).ok()) return {{"error", "etcd txn failed"}};
+      if (i >= 30) txn_us.push_back(MicrosSince(t0));
+    }
+    (void)etcd.Delete(key);
+    const Distribution txn = DistributionOf(std::move(txn_us));
+    out["etcd_txn_p50_us"] = txn.p50;
+    out["etcd_txn_p99_us"] = txn.p99;
+  }
   if (auto s = client->MountSegment(kNode, {1, 1ULL << 44, kNode.endpoint}); !s.ok()) {
     return {{"error", "mount: " + s.ToString()}};
   }
@@ -182,6 +197,11 @@ json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
 void Print(const json& r, std::ostream& os) {
   os << fmt::format("master ping round trip (the floor): p50 {:.0f} us, p99 {:.0f} us\n",
                     r["ping_p50_us"].get<double>(), r["ping_p99_us"].get<double>());
+  if (r.contains("etcd_txn_p50_us")) {
+    os << fmt::format("etcd transaction round trip (a journaled put_end's floor): p50 {:.0f} us, "
+                      "p99 {:.0f} us\n",
+                      r["etcd_txn_p50_us"].get<double>(), r["etcd_txn_p99_us"].get<double>());
+  }
   os << fmt::format(
       "fill: {} objects ({}-byte keys) in {:.1f} s, {:.0f} key ops/s; master RSS {:.0f} -> "
       "{:.0f} MiB: {:.0f} bytes per object\n",
@@ -212,13 +232,21 @@ int RunBenchMaster(const BenchMasterOptions& o) {
   SpawnedProcess::Spec spec;
   spec.name = "kvtier master";
   spec.binary = "/proc/self/exe";
-  spec.args = [](uint16_t port) {
+  const std::string cluster = fmt::format("bench-{}", ::getpid());
+  spec.args = [&o, cluster](uint16_t port) {
     // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
-    return std::vector<std::string>{"kvtier",         "master", "--port",      std::to_string(port),
-                                    "--client-ttl-s", "86400",  "--log-level", "warn"};
+    std::vector<std::string> args{"kvtier",         "master", "--port",      std::to_string(port),
+                                  "--client-ttl-s", "86400",  "--log-level",
+                                  o.etcd.empty() ? "warn" : "info"};  // under etcd: "restored"
+    if (!o.etcd.empty()) {
+      args.insert(args.end(), {"--etcd-endpoints", o.etcd, "--cluster-id", cluster});
+    }
+    return args;
   };
   spec.ready = [](const SpawnedProcess& p) {
-    return p.Log().find("kvtier master listening") != std::string::npos;
+    const std::string log = p.Log();
+    return log.find("kvtier master listening") != std::string::npos ||
+           log.find("from the journal") != std::string::npos;  // under etcd: it leads
   };
   auto master = SpawnedProcess::Start(spec);
   if (!master.ok()) {
@@ -227,6 +255,7 @@ int RunBenchMaster(const BenchMasterOptions& o) {
   }
   const json r = Run(o, **master);
   (*master)->Stop();
+  if (!o.etcd.empty()) (void)EtcdClient(o.etcd).DeletePrefix("/kvtier/" + cluster + "/");
   if (r.contains("error")) {
     std::cerr << "error: " << r["error"].get<std::string>() << "\n" << (*master)->Log();
     return 1;

@@ -5,9 +5,13 @@
 // for --seconds: 50% get_replicas, 40% exist, 10% put (start + end) of new keys. Printed: master
 // memory per object (its RSS growth over the fill), key operations per second and each batch's
 // p50/p99, beside the master's ping round trip measured in the same run (the transport floor).
+// With --etcd the master records every object there (docs/store/failover.md), under a cluster id
+// of its own that the bench deletes afterwards; etcd's own transaction round trip is measured
+// beside it.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace kvtier::bench {
@@ -19,6 +23,7 @@ struct BenchMasterOptions {
   std::vector<uint32_t> threads = {1, 4};
   double seconds = 3;
   bool json = false;
+  std::string etcd;  // HOST:PORT of an etcd the master journals to; empty: a lone master
 };
 
 int RunBenchMaster(const BenchMasterOptions& options);
