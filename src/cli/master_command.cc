@@ -228,7 +228,8 @@ RunFn AddMasterCommand(CLI::App& app) {
                   "Under etcd: the cluster's name; its keys lie under /kvtier/CLUSTER_ID")
       ->capture_default_str();
   cmd->add_option("--advertise", f->advertise,
-                  "Under etcd: the RPC HOST:PORT nodes reach this master at (default --host:--port)");
+                  "Under etcd: the RPC HOST:PORT nodes reach this master at (default "
+                  "--host:--port)");
   cmd->add_option("--etcd-lease-ttl-s", f->etcd_lease_ttl_s,
                   "Under etcd: the leader's lease; a standby takes over this long after the "
                   "leader dies")

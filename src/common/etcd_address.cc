@@ -40,9 +40,10 @@ Result<EtcdAddress> ParseEtcdEndpoints(const std::string& endpoints,
 
 Result<EtcdAddress> ParseEtcdAddress(const std::string& address) {
   if (!IsEtcdAddress(address)) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("'{}' is not an etcd address (etcd://HOST:PORT[;HOST:PORT][/CLUSTER])",
-                              address));
+    return Status(
+        Code::kInvalidArgument,
+        fmt::format("'{}' is not an etcd address (etcd://HOST:PORT[;HOST:PORT][/CLUSTER])",
+                    address));
   }
   const std::string rest = address.substr(kScheme.size());
   const size_t slash = rest.find('/');

@@ -240,9 +240,8 @@ Status EtcdClient::Delete(const std::string& key) {
 
 Status EtcdClient::DeletePrefix(const std::string& prefix) {
   const std::string from = prefix.empty() ? std::string(1, '\0') : prefix;
-  return Call("/v3/kv/deleterange", {{"key", Base64(from)}, {"range_end", Base64(PrefixEnd(prefix))}},
-              true)
-      .status();
+  const json req = {{"key", Base64(from)}, {"range_end", Base64(PrefixEnd(prefix))}};
+  return Call("/v3/kv/deleterange", req, true).status();
 }
 
 Status EtcdClient::RangePrefix(const std::string& prefix,

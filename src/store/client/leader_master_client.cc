@@ -56,9 +56,10 @@ class LeaderMasterClient final : public MasterApi {
     if (!m.ok()) return m.status();
     return (*m)->Ping(node);
   }
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
-      const std::string& node_id, const std::vector<std::string>& keys,
-      const std::vector<uint64_t>& sizes, const PutConfig& config) override {
+  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(const std::string& node_id,
+                                                              const std::vector<std::string>& keys,
+                                                              const std::vector<uint64_t>& sizes,
+                                                              const PutConfig& config) override {
     auto m = Leader();
     if (!m.ok()) return FailAll<StoreResult<std::vector<ReplicaDesc>>>(keys.size(), m.status());
     return (*m)->PutStart(node_id, keys, sizes, config);
@@ -71,8 +72,7 @@ class LeaderMasterClient final : public MasterApi {
   std::vector<StoreStatus> PutRevoke(const std::string& node_id,
                                      const std::vector<std::string>& keys) override {
     auto m = Leader();
-    return m.ok() ? (*m)->PutRevoke(node_id, keys)
-                  : FailAll<StoreStatus>(keys.size(), m.status());
+    return m.ok() ? (*m)->PutRevoke(node_id, keys) : FailAll<StoreStatus>(keys.size(), m.status());
   }
   std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
     auto m = Leader();
@@ -128,8 +128,8 @@ class LeaderMasterClient final : public MasterApi {
     auto kv = etcd_.Get(leader_key_);
     std::lock_guard lock(mu_);
     if (!kv.ok()) {
-      return {ErrorCode::RPC_FAIL, fmt::format("cannot read {} from etcd: {}", leader_key_,
-                                               kv.status().ToString())};
+      return {ErrorCode::RPC_FAIL,
+              fmt::format("cannot read {} from etcd: {}", leader_key_, kv.status().ToString())};
     }
     if (!kv->has_value() || (*kv)->value.empty()) {
       if (current_) KVT_LOG_WARN("master: {} leads no more; waiting for a standby", endpoint_);

@@ -173,8 +173,8 @@ StoreStatus EtcdJournal::Commit(const std::map<std::string, std::optional<std::s
                           "(create revision {})",
                           fence_.key, fence_.create_revision)};
     }
-    const bool retry = r.status().code() == Code::kUnavailable ||
-                       r.status().code() == Code::kTimeout;
+    const bool retry =
+        r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
     if (!retry || std::chrono::steady_clock::now() + kRetryInterval > deadline) {
       return {ErrorCode::ETCD_OPERATION_ERROR,
               fmt::format("recording {} change(s) in etcd failed: {}", batch.size(),

@@ -28,7 +28,8 @@ std::string ToMsgpack(const nlohmann::json& j) {
 
 // nullopt unless the value is a MessagePack array of at least `fields` elements.
 std::optional<nlohmann::json> FromMsgpack(const std::string& value, size_t fields) {
-  nlohmann::json j = nlohmann::json::from_msgpack(value, /*strict=*/true, /*allow_exceptions=*/false);
+  nlohmann::json j =
+      nlohmann::json::from_msgpack(value, /*strict=*/true, /*allow_exceptions=*/false);
   if (!j.is_array() || j.size() < fields) return std::nullopt;
   return j;
 }
@@ -87,8 +88,7 @@ JournalObject ToJournal(const ObjectMeta& meta) {
   o.soft_pin_ttl_ns = meta.soft_pin_ttl_ns;
   o.replicas.reserve(meta.replicas.size());
   for (const Replica& r : meta.replicas) {
-    o.replicas.push_back(
-        JournalReplica{r.mount.segment_id, r.mount.generation, r.offset, r.size});
+    o.replicas.push_back(JournalReplica{r.mount.segment_id, r.mount.generation, r.offset, r.size});
   }
   return o;
 }

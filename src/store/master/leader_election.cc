@@ -7,8 +7,7 @@
 
 namespace kvtier::store {
 
-LeaderElection::LeaderElection(EtcdClient* etcd, std::string key, std::string value,
-                               int64_t ttl_s)
+LeaderElection::LeaderElection(EtcdClient* etcd, std::string key, std::string value, int64_t ttl_s)
     : etcd_(etcd), key_(std::move(key)), value_(std::move(value)), ttl_s_(ttl_s) {}
 
 LeaderElection::~LeaderElection() {
@@ -53,8 +52,7 @@ Result<int64_t> LeaderElection::Campaign(const std::function<bool()>& stop,
       // A create that etcd applied but whose answer was lost looks, retried, like someone
       // else's key: it is ours when it carries our lease.
       if (r.ok() && !r->kvs.empty() && r->kvs[0].lease == lease_ && r->kvs[0].value == value_) {
-        KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_,
-                     r->kvs[0].create_revision);
+        KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_, r->kvs[0].create_revision);
         return r->kvs[0].create_revision;
       }
       if (r.ok()) {

@@ -32,8 +32,8 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
       StoreStatus st = s.pool.Restore(seg.node_id, seg.endpoint,
                                       SegmentInfo{seg.id, seg.size, seg.endpoint}, seg.generation);
       if (!st.ok()) {
-        KVT_LOG_WARN("master: recorded segment {} of node {} not restored: {}", seg.id,
-                     seg.node_id, st.ToString());
+        KVT_LOG_WARN("master: recorded segment {} of node {} not restored: {}", seg.id, seg.node_id,
+                     st.ToString());
         continue;
       }
       // Its node is taken as alive from now: its next ping is answered without NEED_REMOUNT, or
@@ -78,9 +78,10 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
     ++stats.objects;
   }
   s.RefreshGauges();
-  KVT_LOG_INFO("master: restored {} segment(s) and {} object(s) from the journal ({} object(s) "
-               "and {} replica(s) dropped: their segment is gone)",
-               stats.segments, stats.objects, stats.objects_dropped, stats.replicas_dropped);
+  KVT_LOG_INFO(
+      "master: restored {} segment(s) and {} object(s) from the journal ({} object(s) "
+      "and {} replica(s) dropped: their segment is gone)",
+      stats.segments, stats.objects, stats.objects_dropped, stats.replicas_dropped);
   return stats;
 }
 

@@ -36,6 +36,12 @@ struct MasterServer::Impl {
             [this] {
               nlohmann::json j = service.StatusJson();
               if (j.is_object()) {
+                if (journal) {
+                  j["failover"] = {{"etcd", options.etcd_endpoints},
+                                   {"prefix", options.etcd_prefix},
+                                   {"term", term.load()},
+                                   {"journal_transactions", journal->transactions()}};
+                }
                 j["version"] = KVTIER_VERSION;
                 j["uptime_s"] =
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time)
@@ -80,6 +86,9 @@ struct MasterServer::Impl {
     journal = std::make_unique<EtcdJournal>(
         etcd.get(), options.etcd_prefix, EtcdCompare{election->key(), *term}, give_up, lost);
     service.SetJournal(journal.get());
+    this->term = *term;
+    metrics.GetGauge("kvtier_master_term", "Under etcd: this leader's term (its key's revision)")
+        ->Set(static_cast<double>(*term));
     // Mount generations of this term start above every earlier term's (segment_pool.h).
     service.Restore(*state, static_cast<uint64_t>(*term) << 32);
     std::lock_guard lock(mu);
@@ -110,6 +119,7 @@ struct MasterServer::Impl {
   bool started = false;
   bool serving = false;  // the RPC and HTTP listeners and the monitor run
   std::atomic<bool> leading{false};
+  std::atomic<int64_t> term{0};
   const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;
   // Under etcd. Destroyed in reverse: the journal writes what it holds before the election

@@ -28,7 +28,8 @@ class EtcdFailoverTest : public ::testing::Test {
     if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
     ASSERT_NE(etcd_, nullptr) << "etcd did not start (see its log above)";
     client_ = std::make_unique<EtcdClient>(etcd_->endpoint());
-    prefix_ = "/kvtier/" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    prefix_ =
+        "/kvtier/" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   // Takes the leader key for a term, as an elected master holds it.
   EtcdCompare Lead(const std::string& value = "m1:1") {

@@ -189,7 +189,7 @@ TEST(JournalRecordsTest, RoundTripAndDamage) {
   EXPECT_EQ(SegmentRecordKey("/kvtier/x", s.id), "/kvtier/x/seg/fedcba9876543210");
 
   EXPECT_FALSE(DecodeObjectRecord(""));
-  EXPECT_FALSE(DecodeObjectRecord("\x93\x01\x02\x03"));  // too few fields
+  EXPECT_FALSE(DecodeObjectRecord("\x93\x01\x02\x03"));      // too few fields
   EXPECT_FALSE(DecodeSegmentRecord(EncodeObjectRecord(o)));  // wrong types
   std::string truncated = EncodeObjectRecord(o);
   truncated.pop_back();

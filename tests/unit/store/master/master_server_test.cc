@@ -112,6 +112,11 @@ TEST_F(MasterCommand, BadFlagsAreRefusedByName) {
       {"--default-kv-lease-ttl-ms 0", "--default-kv-lease-ttl-ms"},
       {"--put-start-discard-timeout-s 60 --put-start-release-timeout-s 30",
        "--put-start-release-timeout-s"},
+      {"--enable_ha true", "--etcd-endpoints"},
+      {"--etcd-endpoints 127.0.0.1:2379 --etcd-lease-ttl-s 1", "--etcd-lease-ttl-s"},
+      {"--etcd-endpoints 127.0.0.1:2379 --host 0.0.0.0", "--advertise"},
+      {"--etcd-endpoints 127.0.0.1", "HOST:PORT"},
+      {"--etcd-endpoints 127.0.0.1:2379 --cluster-id a/b", "cluster id"},
   };
   for (const auto& [args, name] : cases) {
     std::string out;

@@ -26,7 +26,9 @@ class MemoryJournal final : public MetadataJournal {
   Ticket PutSegment(const JournalSegment& s) override {
     return Add("seg/" + std::to_string(s.id), EncodeSegmentRecord(s));
   }
-  Ticket RemoveSegment(uint64_t id) override { return Add("seg/" + std::to_string(id), std::nullopt); }
+  Ticket RemoveSegment(uint64_t id) override {
+    return Add("seg/" + std::to_string(id), std::nullopt);
+  }
   StoreStatus Wait(Ticket ticket) override {
     std::lock_guard lock(mu_);
     return ticket <= committed_ ? StoreStatus::Ok()
@@ -69,7 +71,8 @@ class MemoryJournal final : public MetadataJournal {
     JournalState s;
     for (const auto& [key, value] : records_) {
       if (key.starts_with("seg/")) s.segments.push_back(*DecodeSegmentRecord(value));
-      if (key.starts_with("obj/")) s.objects.emplace_back(key.substr(4), *DecodeObjectRecord(value));
+      if (key.starts_with("obj/"))
+        s.objects.emplace_back(key.substr(4), *DecodeObjectRecord(value));
     }
     return s;
   }
