@@ -1,4 +1,4 @@
-"""A real single-member etcd for Python tests (stdlib only), like tests/support/etcd_process.h:
+"""A real single-member etcd for Python tests, like tests/support/etcd_process.h:
 client and peer ports on 127.0.0.1, data in its own temp dir, stopped by pid.
 
     with EtcdProcess() as etcd:
@@ -12,46 +12,20 @@ import base64
 import ctypes
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
 
+from kvtier.server import free_port
+
 ETCD_BINARY = "/usr/bin/etcd"
 _PR_SET_PDEATHSIG = 1
-_recent_ports = []
 
 
-def _free_port():
-    """A free loopback port drawn at random from below the ephemeral range (a port that bind(0)
-    hands out comes from the range client sockets take theirs from, so another test's
-    connection may hold it by the time etcd binds; kvtier.server.free_port does the same)."""
-    low, ephemeral_low = 10000, 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral_low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    high = ephemeral_low - 1 if ephemeral_low > low + 1000 else 65535
-    for _ in range(200):
-        port = random.randint(low, high)
-        if port in _recent_ports:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _recent_ports.append(port)
-        del _recent_ports[:-64]
-        return port
-    raise OSError("no free loopback port found")
 
 
 def _die_with_parent():
@@ -95,7 +69,7 @@ class EtcdProcess:
         self.proc = None
         try:
             for _ in range(attempts):
-                self.port, self.peer_port = _free_port(), _free_port()
+                self.port, self.peer_port = free_port(), free_port()
                 self.endpoint = f"127.0.0.1:{self.port}"
                 self._spawn()
                 if self._wait_ready(start_timeout):

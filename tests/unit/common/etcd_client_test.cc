@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/common/free_port.h"
+#include "support/silent_listener.h"
 #include "support/etcd_process.h"
 
 namespace kvtier {
@@ -261,16 +262,9 @@ TEST_F(EtcdClientTest, FailsOverToTheNextEndpoint) {
 // An endpoint that takes the connection (the kernel's backlog does) and never answers: a request
 // sent there may have been applied, so only idempotent ones go on to the next endpoint.
 TEST_F(EtcdClientTest, SilentEndpointTimesOutAndOnlyIdempotentRequestsMoveOn) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 16), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string silent = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  testing::SilentListener listener;
+  ASSERT_NE(listener.port(), 0);
+  const std::string silent = "127.0.0.1:" + std::to_string(listener.port());
   EtcdClient c(silent + "," + etcd_->endpoint(), 300ms);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -284,7 +278,6 @@ TEST_F(EtcdClientTest, SilentEndpointTimesOutAndOnlyIdempotentRequestsMoveOn) {
   auto again = c.Txn({{"silent/t", 0}}, {EtcdOp::Put("silent/t", "1")});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->succeeded);
-  ::close(fd);
 }
 
 TEST(EtcdClientNoServerTest, AllEndpointsDeadIsUnavailable) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/common/free_port.h"
+#include "support/silent_listener.h"
 
 namespace kvtier {
 namespace {
@@ -59,22 +60,14 @@ TEST(HttpPostTest, RefusedIsNotSentAndSilenceIsSent) {
   EXPECT_NE(refused.error.find("connect"), std::string::npos) << refused.error;
 
   // A listener that never accepts: the kernel completes the connection, nobody answers.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  testing::SilentListener listener;
+  ASSERT_NE(listener.port(), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  auto silent = HttpPost("127.0.0.1", ntohs(addr.sin_port), "/", "{}", "application/json", 200ms);
+  auto silent = HttpPost("127.0.0.1", listener.port(), "/", "{}", "application/json", 200ms);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   EXPECT_FALSE(silent.answered);
   EXPECT_TRUE(silent.sent);
   EXPECT_NE(silent.error.find("no answer within 200 ms"), std::string::npos) << silent.error;
-  ::close(fd);
 }
 
 }  // namespace
