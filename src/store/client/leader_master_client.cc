@@ -1,5 +1,5 @@
 // LeaderMasterClient (see leader_master_client.h): a watcher thread follows the leader key and
-// swaps the MasterClient the calls go to; calls in flight keep the old one until they return.
+// swaps the MasterClient the calls go to; calls still waiting for the old one end at once.
 #include "store/client/leader_master_client.h"
 
 #include <fmt/format.h>
@@ -133,8 +133,7 @@ class LeaderMasterClient final : public MasterApi {
     }
     if (!kv->has_value() || (*kv)->value.empty()) {
       if (current_) KVT_LOG_WARN("master: {} leads no more; waiting for a standby", endpoint_);
-      current_.reset();
-      endpoint_.clear();
+      AbandonCurrent();
       return {ErrorCode::RPC_FAIL,
               fmt::format("no master leads: {} is absent in etcd at {} (a standby takes over "
                           "within the leader's lease TTL)",
@@ -144,12 +143,23 @@ class LeaderMasterClient final : public MasterApi {
     if (leader != endpoint_) {
       KVT_LOG_INFO("master: following the leader at {}{}", leader,
                    endpoint_.empty() ? "" : " (was " + endpoint_ + ")");
+      AbandonCurrent();
       MasterClientOptions o = options_;
       o.address = leader;
+      abandoned_ = std::make_shared<std::atomic<bool>>(false);
+      o.abandoned = abandoned_;
       current_ = ConnectMaster(o);
       endpoint_ = leader;
     }
     return StoreStatus::Ok();
+  }
+
+  // Under mu_: calls still waiting for the old leader give up (master_client.h).
+  void AbandonCurrent() {
+    if (abandoned_) abandoned_->store(true);
+    abandoned_.reset();
+    current_.reset();
+    endpoint_.clear();
   }
 
   void Watch() {
@@ -168,6 +178,7 @@ class LeaderMasterClient final : public MasterApi {
   std::condition_variable cv_;
   std::shared_ptr<MasterApi> current_;  // the leader's client; null while none leads
   std::string endpoint_;
+  std::shared_ptr<std::atomic<bool>> abandoned_;  // current_'s
   bool stopping_ = false;
   std::thread watcher_;
 };

@@ -31,6 +31,7 @@ struct Connection {
 using Socket = std::unique_ptr<Connection>;
 
 constexpr size_t kMaxIdleSockets = 16;
+constexpr std::chrono::milliseconds kAbandonCheck{100};
 
 class MasterClient final : public MasterApi {
  public:
@@ -263,8 +264,16 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
     }
     const auto deadline = Clock::now() + options_.timeout;
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                               Clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (options_.abandoned) {
+        if (options_.abandoned->load()) {
+          return StoreStatus(ErrorCode::RPC_FAIL,
+                             fmt::format("{}: the master at {} no longer leads; its answer, if "
+                                         "any, is not waited for",
+                                         op_name, endpoint_));
+        }
+        left = std::min(left, kAbandonCheck);
+      }
       // Until a handshake succeeds, a refusal ends the call at once instead of at the timeout.
       zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, auth.PollItem()};
       int ready = 0;
@@ -278,6 +287,7 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
         return StoreStatus(ErrorCode::ILLEGAL_CLIENT,
                            fmt::format("{}: {}", op_name, refused.message()));
       }
+      if (ready == 0 && Clock::now() < deadline) continue;  // a slice to check `abandoned`
       if (ready == 0) {
         if (q.op == MasterRpcOp::kPing) {
           int64_t none = 0;

@@ -6,6 +6,7 @@
 // each call checks a socket out of a small pool.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,6 +25,9 @@ struct MasterClientOptions {
   std::string address = "127.0.0.1:50051";  // "host:port"
   std::chrono::milliseconds timeout{5000};
   std::string auth_token;  // the master's --auth-token-file secret; empty: none
+  // Set by the owner once this master no longer leads (leader_master_client.h): calls waiting
+  // for it end within 100 ms with RPC_FAIL instead of at the timeout. Null: never.
+  std::shared_ptr<const std::atomic<bool>> abandoned;
 };
 
 std::unique_ptr<MasterApi> ConnectMaster(const MasterClientOptions& options);

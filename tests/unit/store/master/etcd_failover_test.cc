@@ -6,11 +6,17 @@
 #include <chrono>
 #include <thread>
 
+#include "bench/common/free_port.h"
 #include "common/etcd_client.h"
+#include "common/metrics.h"
+#include "store/client/leader_master_client.h"
 #include "store/master/etcd_journal.h"
 #include "store/master/journal_records.h"
 #include "store/master/leader_election.h"
+#include "store/master/master_rpc_server.h"
+#include "store/master/master_service.h"
 #include "support/etcd_process.h"
+#include "support/silent_listener.h"
 
 namespace kvtier::store {
 namespace {
@@ -172,6 +178,78 @@ TEST_F(EtcdFailoverTest, ACandidateWithoutEtcdKeepsTryingUntilStopped) {
   auto term = election.Campaign([&] { return stop.load(); }, milliseconds(50));
   stopper.join();
   EXPECT_FALSE(term.ok());
+}
+
+// An in-process master on a free port.
+struct LoneMaster {
+  LoneMaster() {
+    for (int attempt = 0; attempt < 20 && !rpc.Start("127.0.0.1", port).ok(); ++attempt) {
+      port = bench::FreeLoopbackPort();
+    }
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  MetricsRegistry metrics;
+  MasterService service{MasterOptions{}, Clock::Real(), &metrics};
+  MasterRpcServer rpc{service, metrics};
+  uint16_t port = bench::FreeLoopbackPort();
+};
+
+// Polls `pred` for up to 5 s.
+bool Eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return pred();
+}
+
+TEST_F(EtcdFailoverTest, ALeaderClientFollowsTheLeaderKey) {
+  const std::string cluster = prefix_.substr(std::string("/kvtier/").size());
+  auto client = ConnectLeader({"etcd://" + etcd_->endpoint() + "/" + cluster, milliseconds(2000)});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  MasterApi& m = **client;
+  // No master leads yet: calls fail at once, naming the key.
+  auto none = m.Exist({"a"}).at(0);
+  EXPECT_EQ(none.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_NE(none.status().message().find(LeaderKey(prefix_)), std::string::npos)
+      << none.status().message();
+
+  LoneMaster m1, m2;
+  const NodeInfo node{"n1", "127.0.0.1:1"};
+  ASSERT_TRUE(m1.service.MountSegment(node, {1, 1 << 20, node.endpoint}).ok());
+  ASSERT_TRUE(m1.service.PutStart(node.id, {"a"}, {100}, {}).at(0).ok());
+  ASSERT_TRUE(m1.service.PutEnd(node.id, {"a"}).at(0).ok());
+  auto exists = [&m] {
+    auto r = m.Exist({"a"}).at(0);
+    return r.ok() && *r;
+  };
+  ASSERT_TRUE(client_->Put(LeaderKey(prefix_), m1.address()).ok());
+  EXPECT_TRUE(Eventually(exists));
+  ASSERT_TRUE(client_->Put(LeaderKey(prefix_), m2.address()).ok());  // m2 has no "a"
+  EXPECT_TRUE(Eventually([&] { return !exists(); }));
+}
+
+TEST_F(EtcdFailoverTest, ACallWaitingForALeaderThatIsGoneEndsWhenTheKeyMoves) {
+  const std::string cluster = prefix_.substr(std::string("/kvtier/").size());
+  auto client = ConnectLeader({"etcd://" + etcd_->endpoint() + "/" + cluster, milliseconds(20000)});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  testing::SilentListener hung;  // takes the connection, never answers
+  ASSERT_TRUE(client_->Put(LeaderKey(prefix_), "127.0.0.1:" + std::to_string(hung.port())).ok());
+  std::this_thread::sleep_for(milliseconds(400));  // the client follows it
+  LoneMaster next;
+  std::thread mover([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    ASSERT_TRUE(client_->Put(LeaderKey(prefix_), next.address()).ok());
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = (*client)->Exist({"a"}).at(0);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  mover.join();
+  EXPECT_EQ(r.status().code(), ErrorCode::RPC_FAIL) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("no longer leads"), std::string::npos);
+  EXPECT_LT(waited, std::chrono::seconds(10));  // not the 20 s timeout
+  EXPECT_TRUE(Eventually([&] { return (*client)->Exist({"a"}).at(0).ok(); }));
 }
 
 }  // namespace
