@@ -12,6 +12,9 @@ namespace kvtier::store {
 
 namespace {
 constexpr std::chrono::milliseconds kRetryInterval{100};
+// How long a queued change may wait for more to share its transaction while nobody waits for it
+// (a PutEnd records its keys one by one and then waits: they go in one transaction).
+constexpr std::chrono::milliseconds kGather{2};
 }  // namespace
 
 StoreResult<JournalState> EtcdJournal::Load(EtcdClient* etcd, const std::string& prefix) {
@@ -91,7 +94,12 @@ MetadataJournal::Ticket EtcdJournal::RemoveSegment(uint64_t segment_id) {
 
 StoreStatus EtcdJournal::Wait(Ticket ticket) {
   std::unique_lock lock(mu_);
-  recorded_cv_.wait(lock, [&] { return recorded_ >= ticket || failed_; });
+  if (recorded_ < ticket && !failed_) {
+    ++waiting_;
+    queued_cv_.notify_one();  // someone waits: the writer need not gather more
+    recorded_cv_.wait(lock, [&] { return recorded_ >= ticket || failed_; });
+    --waiting_;
+  }
   return recorded_ >= ticket ? StoreStatus::Ok() : *failed_;
 }
 
@@ -126,6 +134,9 @@ void EtcdJournal::Run() {
   while (true) {
     queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty() || failed_) return;  // stopping with nothing left, or failed
+    queued_cv_.wait_for(lock, kGather, [&] {
+      return stopping_ || waiting_ > 0 || queue_.size() >= kMaxOpsPerTxn;
+    });
     // The last change per key wins; a transaction may not name a key twice.
     std::map<std::string, std::optional<std::string>> batch;
     Ticket upto = 0;

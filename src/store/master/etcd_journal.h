@@ -4,7 +4,8 @@
 // --auto-compaction-* flags).
 //
 // One writer thread group-commits: it takes every queued change (up to kMaxOpsPerTxn, etcd's
-// default --max-txn-ops), keeps the last change per key, and writes them in one transaction
+// default --max-txn-ops; once someone waits for one, or 2 ms after the first was queued), keeps
+// the last change per key, and writes them in one transaction
 // guarded by the leader key still having this term's create revision, so a master that lost
 // its leadership can never write over its successor. A transaction etcd refuses that way, or one
 // that cannot reach etcd for `give_up_after`, fails the journal: every waiter gets the error and
@@ -79,6 +80,7 @@ class EtcdJournal final : public MetadataJournal {
   std::multimap<Ticket, std::function<void()>> after_;
   std::optional<StoreStatus> failed_;
   bool stopping_ = false;
+  int waiting_ = 0;  // threads in Wait
   uint64_t transactions_ = 0;
   std::thread writer_;
 };
