@@ -7,8 +7,8 @@
 #         (ASAN_TESTS below), and every fault test (kill -9, floods, stuck peers, full disks); the
 #         kvtier processes those tests start are sanitized too.
 #   tsan: TSan build of the concurrency-heavy unit tests (thread pool, L1 locks, connector lanes,
-#         the server's sessions and registries, the store node's dummy contexts and the store
-#         connector), run directly.
+#         the server's sessions and registries, the master with its etcd journal and election,
+#         the store node's dummy contexts and the store connector), run directly.
 # The CLI, benchmark and store-cluster behaviour tests run once, in the plain build.
 # Usage: scripts/sanitize.sh [asan|tsan|all] (default all). Builds in $BUILD/asan and
 # $BUILD/tsan (BUILD defaults to build; -O1, line tables; through ccache like the plain build).
@@ -35,7 +35,8 @@ fault_suites='ChecksummedValue|ServerFlood|ServerInflightLimit|ServerCrash|Serve
 # run); the plain ctest run covers it.
 fault_suites+='|ServerRedisOutage|StoreDummyKill|StoreMasterRestart'
 fault_suites+='|StoreNodeKill|StoreNodePause'
-tsan_tests=(unit_common unit_l1 unit_connectors unit_server unit_store_node unit_store_connector)
+tsan_tests=(unit_common unit_l1 unit_connectors unit_server unit_store_master unit_store_node
+            unit_store_connector)
 
 configure_and_build() {  # configure_and_build KIND TARGET...
   # CUDA off: ASan's shadow memory and the CUDA driver's address reservations collide (the plain
