@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
 #include <string_view>
 
 namespace kvtier {
@@ -13,6 +15,31 @@ constexpr std::string_view kScheme = "etcd://";
 
 bool IsEtcdAddress(const std::string& address) { return address.starts_with(kScheme); }
 
+Result<std::vector<EtcdEndpoint>> ParseEtcdEndpointList(const std::string& endpoints) {
+  std::vector<EtcdEndpoint> out;
+  size_t start = 0;
+  while (start <= endpoints.size()) {
+    size_t end = endpoints.find_first_of(",;", start);
+    if (end == std::string::npos) end = endpoints.size();
+    std::string one = endpoints.substr(start, end - start);
+    start = end + 1;
+    std::erase(one, ' ');  // "a:1, b:2" is fine too
+    if (one.starts_with("http://")) one.erase(0, 7);
+    const size_t colon = one.rfind(':');
+    int port = 0;
+    if (colon != std::string::npos && colon > 0) {
+      auto [at, ec] = std::from_chars(one.data() + colon + 1, one.data() + one.size(), port);
+      if (ec != std::errc() || at != one.data() + one.size()) port = 0;
+    }
+    if (port <= 0 || port > 65535) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("etcd endpoint '{}' in '{}' is not HOST:PORT", one, endpoints));
+    }
+    out.push_back(EtcdEndpoint{one.substr(0, colon), port});
+  }
+  return out;
+}
+
 Result<EtcdAddress> ParseEtcdEndpoints(const std::string& endpoints,
                                        const std::string& cluster_id) {
   EtcdAddress out;
@@ -21,20 +48,8 @@ Result<EtcdAddress> ParseEtcdEndpoints(const std::string& endpoints,
     return Status(Code::kInvalidArgument,
                   fmt::format("cluster id '{}' may not contain '/'", out.cluster_id));
   }
-  size_t start = 0;
-  while (start <= endpoints.size()) {
-    size_t end = endpoints.find_first_of(",;", start);
-    if (end == std::string::npos) end = endpoints.size();
-    const std::string one = endpoints.substr(start, end - start);
-    const size_t colon = one.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == one.size() ||
-        one.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
-      return Status(Code::kInvalidArgument,
-                    fmt::format("etcd endpoint '{}' in '{}' is not HOST:PORT", one, endpoints));
-    }
-    out.endpoints += (out.endpoints.empty() ? "" : ",") + one;
-    start = end + 1;
-  }
+  if (auto list = ParseEtcdEndpointList(endpoints); !list.ok()) return list.status();
+  out.endpoints = endpoints;
   return out;
 }
 

@@ -5,13 +5,23 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
 namespace kvtier {
 
+struct EtcdEndpoint {
+  std::string host;
+  int port = 0;
+};
+
+// "HOST:PORT[;HOST:PORT...]" (';' or ',' between them; spaces and an "http://" prefix are
+// ignored). kInvalidArgument naming the first one that is not HOST:PORT.
+Result<std::vector<EtcdEndpoint>> ParseEtcdEndpointList(const std::string& endpoints);
+
 struct EtcdAddress {
-  std::string endpoints;  // "HOST:PORT,HOST:PORT" (EtcdClient's form)
+  std::string endpoints;  // as given (EtcdClient takes this form)
   std::string cluster_id = "default";
   std::string prefix() const { return "/kvtier/" + cluster_id; }
 };

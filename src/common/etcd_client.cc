@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/etcd_address.h"
 #include "common/http_post.h"
 
 namespace kvtier {
@@ -126,25 +127,11 @@ EtcdOp EtcdOp::Get(std::string key) { return EtcdOp{Kind::kGet, std::move(key), 
 
 EtcdClient::EtcdClient(std::string endpoints, std::chrono::milliseconds timeout)
     : endpoints_(std::move(endpoints)), timeout_(timeout) {
-  size_t start = 0;
-  while (start <= endpoints_.size()) {
-    size_t comma = endpoints_.find(',', start);
-    if (comma == std::string::npos) comma = endpoints_.size();
-    std::string ep = endpoints_.substr(start, comma - start);
-    start = comma + 1;
-    ep.erase(std::remove(ep.begin(), ep.end(), ' '), ep.end());  // "a:1, b:2" is fine too
-    if (ep.rfind("http://", 0) == 0) ep.erase(0, 7);
-    const size_t colon = ep.rfind(':');
-    int port = 0;
-    if (colon != std::string::npos && colon > 0) {
-      auto [end, ec] = std::from_chars(ep.data() + colon + 1, ep.data() + ep.size(), port);
-      if (ec != std::errc() || end != ep.data() + ep.size()) port = 0;
-    }
-    if (port <= 0 || port > 65535) {
-      parse_error_ = "etcd endpoints \"" + endpoints_ + "\": \"" + ep + "\" is not host:port";
-      return;
-    }
-    parsed_.push_back(Endpoint{ep.substr(0, colon), port});
+  auto parsed = ParseEtcdEndpointList(endpoints_);
+  if (parsed.ok()) {
+    parsed_ = std::move(*parsed);
+  } else {
+    parse_error_ = parsed.status().message();
   }
 }
 
@@ -157,7 +144,7 @@ Result<json> EtcdClient::Call(const std::string& path, const json& body, bool re
   std::string errors;
   for (size_t i = 0; i < parsed_.size(); ++i) {
     const size_t index = (first + i) % parsed_.size();
-    const Endpoint& ep = parsed_[index];
+    const EtcdEndpoint& ep = parsed_[index];
     const std::string where = ep.host + ":" + std::to_string(ep.port);
     const HttpPostResult res =
         HttpPost(ep.host, ep.port, path, request, "application/json", timeout_);

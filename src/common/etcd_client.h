@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/etcd_address.h"
 #include "common/status.h"
 
 namespace kvtier {
@@ -52,7 +53,7 @@ struct EtcdTxnResult {
 
 class EtcdClient {
  public:
-  // endpoints: "host:port[,host:port...]" (plain http; an "http://" prefix is accepted).
+  // endpoints: "host:port[,host:port...]" (ParseEtcdEndpointList's forms; plain http).
   // `timeout` bounds connecting to and waiting for one endpoint.
   explicit EtcdClient(std::string endpoints,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
@@ -86,18 +87,13 @@ class EtcdClient {
                             const std::vector<EtcdOp>& failure = {});
 
  private:
-  struct Endpoint {
-    std::string host;
-    int port = 0;
-  };
-
   // POSTs `body` to `path` and answers the parsed JSON of a 2xx answer. `resend_safe`: the
   // request may go to the next endpoint even after it was sent (it is idempotent).
   Result<nlohmann::json> Call(const std::string& path, const nlohmann::json& body,
                               bool resend_safe);
 
   std::string endpoints_;
-  std::vector<Endpoint> parsed_;
+  std::vector<EtcdEndpoint> parsed_;
   std::string parse_error_;  // non-empty when `endpoints_` is malformed
   std::chrono::milliseconds timeout_;
   std::atomic<size_t> preferred_{0};

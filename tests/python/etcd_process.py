@@ -26,8 +26,6 @@ ETCD_BINARY = "/usr/bin/etcd"
 _PR_SET_PDEATHSIG = 1
 
 
-
-
 def _die_with_parent():
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

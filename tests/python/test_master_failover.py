@@ -124,7 +124,7 @@ def _check_inflight(store, results):
     return landed, failed_absent, failed_whole
 
 
-def test_standby_takes_over_and_serves_every_object(tmp_path):
+def test_standby_takes_over_and_serves_every_object():
     with EtcdProcess() as etcd:
         masters = Masters(etcd)
         node = writer = store = None

@@ -30,7 +30,7 @@ class LeaderMasterClient final : public MasterApi {
       : options_(options),
         etcd_(address.endpoints, std::min(options.timeout, std::chrono::milliseconds(2000))),
         leader_key_(address.prefix() + "/leader") {
-    (void)Resolve();
+    Resolve();
     watcher_ = std::thread([this] { Watch(); });
   }
 
@@ -112,32 +112,32 @@ class LeaderMasterClient final : public MasterApi {
   }
 
  private:
+  // The leader's client, or why there is none as of the watcher's last read: a call never
+  // waits for etcd itself.
   StoreResult<std::shared_ptr<MasterApi>> Leader() {
-    {
-      std::lock_guard lock(mu_);
-      if (current_) return current_;
-    }
-    StoreStatus st = Resolve();
     std::lock_guard lock(mu_);
     if (current_) return current_;
-    return st;
+    return no_leader_;
   }
 
-  // Reads the leader key; follows a new leader. OK when one leads.
-  StoreStatus Resolve() {
+  // Reads the leader key; follows a new leader.
+  void Resolve() {
     auto kv = etcd_.Get(leader_key_);
     std::lock_guard lock(mu_);
     if (!kv.ok()) {
-      return {ErrorCode::RPC_FAIL,
-              fmt::format("cannot read {} from etcd: {}", leader_key_, kv.status().ToString())};
+      // etcd unreachable: keep following the leader we know; it may well still lead.
+      no_leader_ = {ErrorCode::RPC_FAIL, fmt::format("cannot read {} from etcd: {}", leader_key_,
+                                                     kv.status().ToString())};
+      return;
     }
     if (!kv->has_value() || (*kv)->value.empty()) {
       if (current_) KVT_LOG_WARN("master: {} leads no more; waiting for a standby", endpoint_);
       AbandonCurrent();
-      return {ErrorCode::RPC_FAIL,
-              fmt::format("no master leads: {} is absent in etcd at {} (a standby takes over "
-                          "within the leader's lease TTL)",
-                          leader_key_, etcd_.endpoints())};
+      no_leader_ = {ErrorCode::RPC_FAIL,
+                    fmt::format("no master leads: {} is absent in etcd at {} (a standby takes "
+                                "over within the leader's lease TTL)",
+                                leader_key_, etcd_.endpoints())};
+      return;
     }
     const std::string& leader = (*kv)->value;
     if (leader != endpoint_) {
@@ -151,7 +151,6 @@ class LeaderMasterClient final : public MasterApi {
       current_ = ConnectMaster(o);
       endpoint_ = leader;
     }
-    return StoreStatus::Ok();
   }
 
   // Under mu_: calls still waiting for the old leader give up (master_client.h).
@@ -166,7 +165,7 @@ class LeaderMasterClient final : public MasterApi {
     std::unique_lock lock(mu_);
     while (!cv_.wait_for(lock, kPollInterval, [this] { return stopping_; })) {
       lock.unlock();
-      (void)Resolve();
+      Resolve();
       lock.lock();
     }
   }
@@ -179,6 +178,8 @@ class LeaderMasterClient final : public MasterApi {
   std::shared_ptr<MasterApi> current_;  // the leader's client; null while none leads
   std::string endpoint_;
   std::shared_ptr<std::atomic<bool>> abandoned_;  // current_'s
+  // What calls get while current_ is null (set by every Resolve that leaves it null).
+  StoreStatus no_leader_{ErrorCode::RPC_FAIL, "the leader was not looked up yet"};
   bool stopping_ = false;
   std::thread watcher_;
 };

@@ -77,7 +77,6 @@ struct MasterServer::Impl {
     });
     if (!term.ok()) return;  // stopped first
     auto lost = [this](const std::string& why) {
-      leading = false;
       options.on_leadership_lost(why);
     };
     auto state = EtcdJournal::Load(etcd.get(), options.etcd_prefix);
@@ -94,7 +93,6 @@ struct MasterServer::Impl {
     std::lock_guard lock(mu);
     if (stopping) return;
     if (Status s = Serve(); !s.ok()) return lost("cannot listen: " + s.ToString());
-    leading = true;
     election->Hold(lost);
   }
 
@@ -118,7 +116,6 @@ struct MasterServer::Impl {
   bool stopping = false;
   bool started = false;
   bool serving = false;  // the RPC and HTTP listeners and the monitor run
-  std::atomic<bool> leading{false};
   std::atomic<int64_t> term{0};
   const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;
@@ -158,7 +155,7 @@ Status MasterServer::Start() {
   return Status::Ok();
 }
 
-bool MasterServer::leading() const { return impl_->leading; }
+
 
 void MasterServer::Stop() {
   Impl& m = *impl_;

@@ -42,8 +42,6 @@ class MasterServer {
   ~MasterServer();  // Stop()
   Status Start();
   void Stop();
-  // Under etcd: whether this candidate leads (and serves) now.
-  bool leading() const;
 
  private:
   struct Impl;

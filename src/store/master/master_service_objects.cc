@@ -342,7 +342,9 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
     }
     out.push_back(std::move(st));
   }
-  (void)s.WaitRecorded(last);  // the removes are done here; the record only follows them
+  // Answered once recorded, so an acknowledged remove stays done after a failover (a journal
+  // that fails stops this master; the removes themselves are done either way).
+  (void)s.WaitRecorded(last);
   return out;
 }
 

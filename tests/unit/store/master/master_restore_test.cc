@@ -17,9 +17,9 @@ class MasterRestoreTest : public MasterServiceTest {
     master_->SetJournal(&journal_);
   }
   // The successor: a fresh master (same clock) restored from what was recorded.
-  RestoreStats TakeOver(uint64_t term = 2) {
+  RestoreStats TakeOver(uint64_t term = 2, MasterOptions options = {}) {
     const JournalState state = journal_.State();
-    Restart(MasterOptions{});
+    Restart(options);
     next_journal_ = std::make_unique<MemoryJournal>();
     master_->SetJournal(next_journal_.get());
     return master_->Restore(state, term << 32);
@@ -125,13 +125,22 @@ TEST_F(MasterRestoreTest, ARestoredObjectHasAReadLeaseAndItsPins) {
   pinned.hard_pin = true;
   Put("n1", "pinned", 1000, pinned);
   Put("n1", "plain", 1000);
+  Put("n1", "evictable", 1000);
   Advance(std::chrono::seconds(60));
-  TakeOver();
-  // Readers of the old master may still be copying: no remove until the new lease ends.
+  MasterOptions evict_all;  // every unpinned, unleased object is over the watermark
+  evict_all.eviction_high_watermark_ratio = 0;
+  evict_all.eviction_ratio = 0;
+  TakeOver(2, evict_all);
+  // Readers of the old master may still be copying: no remove or eviction until the new lease
+  // ends.
   EXPECT_EQ(RemoveCode("plain"), ErrorCode::OBJECT_HAS_LEASE);
+  master_->Tick();
+  EXPECT_TRUE(Exists("evictable"));
   Advance(std::chrono::seconds(6));
   EXPECT_EQ(RemoveCode("plain"), ErrorCode::OK);
-  EXPECT_TRUE(master_->Describe("pinned").ok());
+  master_->Tick();
+  EXPECT_FALSE(Exists("evictable"));
+  EXPECT_TRUE(Exists("pinned"));  // its hard pin came through the journal
 }
 
 TEST_F(MasterRestoreTest, APutEndsOnlyOnceRecorded) {
