@@ -54,16 +54,17 @@ read -ra fmt_cflags <<< "$(pkg-config --cflags fmt)"
 cxxflags+=("${fmt_cflags[@]}")
 # shellcheck disable=SC2054  # the commas belong to the flag
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
-# Only what the decoders link against; hashing/logging are not needed and would pull in
-# xxhash, OpenSSL and spdlog.
+# Only what the decoders link against; hashing/logging are not needed and would pull in xxhash
+# and spdlog (OpenSSL is needed: the master port's records are sealed with AES-GCM).
 lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc src/common/{status,printable}.cc
           src/store/protocol/{master_protocol,master_protocol_repairs,master_columns}.cc
           src/store/protocol/dummy_protocol.cc src/store/protocol/store_status.cc
-          src/store/transport/data_plane_protocol.cc src/connectors/fs_object_file.cc
+          src/store/transport/data_plane_protocol.cc src/store/transport/rpc_records.cc
+          src/wire/secret_channel.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc
           src/connectors/resp_errors.cc src/bench/server/trace_file.cc
           src/bench/server/trace_prompts.cc src/bench/common/data_pattern.cc)
-read -ra libs <<< "$(pkg-config --libs fmt libxxhash)"
+read -ra libs <<< "$(pkg-config --libs fmt libxxhash libcrypto)"
 mkdir -p "$out/obj"
 
 if [[ "$mode" == corpus ]]; then

@@ -14,6 +14,7 @@
 #include "store/protocol/dummy_protocol.h"
 #include "store/protocol/master_protocol.h"
 #include "store/transport/data_plane_protocol.h"
+#include "store/transport/rpc_records.h"
 #include "wire/frames.h"
 #include "wire/messages.h"
 
@@ -169,7 +170,8 @@ int main(int argc, char** argv) {
   Write(hdir, "request_many_fds", handoff(1, 64));
   Write(hdir, "request_bad_version", handoff(2, 1));
 
-  // Store seeds; the first byte is store_fuzzer's selector (0 master, 1 dummy, 2 data plane).
+  // Store seeds; the first byte is store_fuzzer's selector (0 master, 1 dummy, 2 data plane,
+  // 3 the master port's record stream).
   const std::string sdir = argv[3];
   namespace st = kvtier::store;
   const std::vector<std::string> keys = {"model@00000001@0@abc", "model@00000001@0@def"};
@@ -219,6 +221,18 @@ int main(int argc, char** argv) {
     const uint64_t segment_size = 1 << 20;
     std::memcpy(bytes.data() + st::dp::kRequestHeaderBytes, &segment_size, 8);
     Write(sdir, "data_plane_write", std::string(1, '\2') + bytes);
+  }
+  {
+    // The master port's stream: selector 3, a chunk-size byte, then two records in the clear.
+    st::MasterRequest m;
+    m.op = st::MasterRpcOp::kExist;
+    m.keys = keys;
+    std::string stream;
+    for (uint64_t id : {1, 2}) {
+      (void)st::rpc::AppendRecord(stream, id, static_cast<uint32_t>(m.op),
+                                  st::EncodeMasterRequest(m), nullptr);
+    }
+    Write(sdir, "rpc_records_exist", std::string(1, '\3') + std::string(1, '\7') + stream);
   }
 
   // Connector seeds; the first byte is connectors_fuzzer's selector (0 fs header, 1 key, 2 JSON).

@@ -1,47 +1,40 @@
-// MasterApi over ZMQ (docs/store/master_rpc.md). Each call checks a DEALER socket out of a
-// small pool, sends [id][op][body] and waits for the reply with the same id. A call that times
-// out or fails closes its socket (linger 0), so nothing it queued is sent later and no late reply
-// can reach another call; the next call opens a fresh one. ZMQ reconnects every 100 ms, so a
-// restarted master is found without recreating the client.
+// MasterApi over the master's plain-socket RPC (docs/store/master_rpc.md). Each call checks a
+// connection out of a small pool, sends one record and reads the reply with the same id. A call
+// that times out or fails closes its connection, so no late reply can reach another call; the
+// next call dials a fresh one. A refused dial is retried every 100 ms until the call's deadline,
+// so a master that starts (or restarts) within the timeout still answers it.
 #include "store/client/master_client.h"
 
 #include <fmt/format.h>
 
-#include <zmq.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "store/protocol/master_protocol.h"
-#include "wire/frames.h"
-#include "wire/zmq_auth.h"
+#include "store/transport/rpc_channel.h"
 
 namespace kvtier::store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A DEALER and the watch on its handshakes (destroyed first).
-struct Connection {
-  std::unique_ptr<zmq::socket_t> socket;
-  std::unique_ptr<wire::ClientAuth> auth;
-};
-using Socket = std::unique_ptr<Connection>;
+using Socket = std::unique_ptr<rpc::Channel>;
 
 constexpr size_t kMaxIdleSockets = 16;
-constexpr std::chrono::milliseconds kAbandonCheck{100};
+constexpr std::chrono::milliseconds kRedial{100};
+// The largest reply record: a reply to the largest valid batch, its envelope and GCM tag.
+constexpr size_t kMaxReplyRecordBytes = kMaxMasterBodyBytes + 64;
 
 class MasterClient final : public MasterApi {
  public:
   explicit MasterClient(const MasterClientOptions& options)
-      : options_(options), endpoint_("tcp://" + options.address), context_(1) {}
-
-  ~MasterClient() override {
-    std::lock_guard lock(mu_);
-    idle_.clear();  // before the context, which waits for its sockets
-  }
+      : options_(options),
+        endpoint_(options.address),
+        channel_{options.address, options.auth_token, "the master at " + options.address,
+                 kMaxReplyRecordBytes} {}
 
   StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
     MasterRequest q;
@@ -182,12 +175,18 @@ class MasterClient final : public MasterApi {
   }
 
   StoreResult<std::string> Call(const MasterRequest& q);
-  StoreResult<Socket> Checkout();
+  StoreResult<Socket> Checkout(Clock::time_point deadline, const char* op_name);
+  StoreStatus NoLongerLeads(const char* op_name) const {
+    return StoreStatus(ErrorCode::RPC_FAIL,
+                       fmt::format("{}: the master at {} no longer leads; its answer, if any, is "
+                                   "not waited for",
+                                   op_name, endpoint_));
+  }
   void Return(Socket socket);
 
   const MasterClientOptions options_;
   const std::string endpoint_;
-  zmq::context_t context_;
+  const rpc::ChannelOptions channel_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex mu_;
   std::vector<Socket> idle_;
@@ -202,31 +201,37 @@ int64_t NowNs() {
       .count();
 }
 
-StoreResult<Socket> MasterClient::Checkout() {
+// An idle connection the master has not closed meanwhile, or a fresh one. A refused dial is
+// retried until the deadline: the master may be starting or restarting.
+StoreResult<Socket> MasterClient::Checkout(Clock::time_point deadline, const char* op_name) {
   {
     std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
+    while (!idle_.empty()) {
       Socket s = std::move(idle_.back());
       idle_.pop_back();
-      return s;
+      if (!s->Stale()) return s;
     }
   }
-  try {
-    auto c = std::make_unique<Connection>();
-    c->socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-    zmq::socket_t& s = *c->socket;
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::reconnect_ivl, 100);
-    s.set(zmq::sockopt::reconnect_ivl_max, 100);
-    auto auth = wire::ClientAuth::Attach(context_, s, options_.auth_token,
-                                         "the master at " + options_.address);
-    if (!auth.ok()) return StoreStatus(ErrorCode::RPC_FAIL, auth.status().message());
-    c->auth = std::move(auth).value();
-    s.connect(endpoint_);
-    return c;
-  } catch (const zmq::error_t& e) {
-    return StoreStatus(ErrorCode::RPC_FAIL,
-                       fmt::format("cannot connect to the master at {}: {}", endpoint_, e.what()));
+  while (true) {
+    auto channel = rpc::Channel::Open(channel_, deadline, options_.abandoned.get());
+    if (channel.ok()) return std::move(channel).value();
+    const Status& e = channel.status();
+    if (e.code() == Code::kUnavailable) return NoLongerLeads(op_name);
+    if (e.code() == Code::kPermissionDenied) {
+      return StoreStatus(ErrorCode::ILLEGAL_CLIENT, fmt::format("{}: {}", op_name, e.message()));
+    }
+    if (e.code() == Code::kInvalidArgument || e.code() == Code::kProtocolError) {
+      return StoreStatus(ErrorCode::RPC_FAIL,
+                         fmt::format("{}: cannot talk to the master at {}: {}", op_name,
+                                     endpoint_, e.message()));
+    }
+    if (options_.abandoned && options_.abandoned->load()) return NoLongerLeads(op_name);
+    if (e.code() != Code::kIoError || Clock::now() + kRedial >= deadline) {
+      return StoreStatus(ErrorCode::RPC_TIMEOUT,
+                         fmt::format("{}: no reply from the master at {} within {} ms ({})",
+                                     op_name, endpoint_, options_.timeout.count(), e.message()));
+    }
+    std::this_thread::sleep_for(kRedial);
   }
 }
 
@@ -245,78 +250,38 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
                                    op_name, endpoint_, (NowNs() - at) / 1000000,
                                    options_.timeout.count()));
   }
-  auto socket = Checkout();
-  if (!socket.ok()) return socket.status();
-  zmq::socket_t& s = *(*socket)->socket;
-  wire::ClientAuth& auth = *(*socket)->auth;
-  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  const std::string id_frame = wire::EncodeUintFrame(id);
-  const std::string op_frame = wire::EncodeUintFrame(static_cast<uint64_t>(q.op));
+  const auto deadline = Clock::now() + options_.timeout;
   const std::string body = EncodeMasterRequest(q);
-  try {
-    // A fresh DEALER queues the request until the connection is up (ZMQ_IMMEDIATE is off), so
-    // a master that starts within the timeout still answers it.
-    if (!s.send(zmq::buffer(id_frame), zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
-        !s.send(zmq::buffer(op_frame), zmq::send_flags::sndmore) ||
-        !s.send(zmq::buffer(body), zmq::send_flags::none)) {
-      return StoreStatus(ErrorCode::RPC_FAIL,
-                         fmt::format("{}: cannot queue the request to {}", op_name, endpoint_));
+  auto socket = Checkout(deadline, op_name);
+  if (!socket.ok()) {
+    if (q.op == MasterRpcOp::kPing && socket.status().code() == ErrorCode::RPC_TIMEOUT) {
+      int64_t none = 0;
+      unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
     }
-    const auto deadline = Clock::now() + options_.timeout;
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (options_.abandoned) {
-        if (options_.abandoned->load()) {
-          return StoreStatus(ErrorCode::RPC_FAIL,
-                             fmt::format("{}: the master at {} no longer leads; its answer, if "
-                                         "any, is not waited for",
-                                         op_name, endpoint_));
-        }
-        left = std::min(left, kAbandonCheck);
-      }
-      // Until a handshake succeeds, a refusal ends the call at once instead of at the timeout.
-      zmq::pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, auth.PollItem()};
-      int ready = 0;
-      try {
-        if (left.count() > 0) ready = zmq::poll(items, auth.watching() ? 2 : 1, left);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;  // a signal handler ran: wait out the rest
-        throw;
-      }
-      if (Status refused = auth.Check(); !refused.ok()) {
-        return StoreStatus(ErrorCode::ILLEGAL_CLIENT,
-                           fmt::format("{}: {}", op_name, refused.message()));
-      }
-      if (ready == 0 && Clock::now() < deadline) continue;  // a slice to check `abandoned`
-      if (ready == 0) {
-        if (q.op == MasterRpcOp::kPing) {
-          int64_t none = 0;
-          unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
-        }
-        return StoreStatus(ErrorCode::RPC_TIMEOUT,
-                           fmt::format("{}: no reply from the master at {} within {} ms", op_name,
-                                       endpoint_, options_.timeout.count()));
-      }
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      std::vector<zmq::message_t> parts;
-      do {
-        zmq::message_t m;
-        if (!s.recv(m, zmq::recv_flags::dontwait)) break;
-        parts.push_back(std::move(m));
-      } while (parts.back().more());
-      if (parts.size() != wire::kRequestFrames) continue;  // not a reply of ours
-      auto reply_id = wire::DecodeUintFrame(parts[0].data(), parts[0].size());
-      if (!reply_id.ok() || *reply_id != id) continue;  // stale: cannot happen on a fresh socket
-      std::string reply = parts[2].to_string();
-      unanswered_ping_at_.store(0, std::memory_order_relaxed);
-      Return(std::move(socket).value());
-      return reply;
-    }
-  } catch (const zmq::error_t& e) {
-    return StoreStatus(ErrorCode::RPC_FAIL,
-                       fmt::format("{}: talking to the master at {}: {}", op_name, endpoint_,
-                                   e.what()));
+    return socket.status();
   }
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  auto reply = (*socket)->Call(id, static_cast<uint32_t>(q.op), body, deadline,
+                               options_.abandoned.get());
+  if (reply.ok()) {
+    unanswered_ping_at_.store(0, std::memory_order_relaxed);
+    Return(std::move(socket).value());
+    return std::move(reply).value();
+  }
+  // The connection is dropped with the error: a late reply can never be read by another call.
+  const Status& e = reply.status();
+  if (e.code() == Code::kUnavailable) return NoLongerLeads(op_name);
+  if (e.code() == Code::kTimeout) {
+    if (q.op == MasterRpcOp::kPing) {
+      int64_t none = 0;
+      unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
+    }
+    return StoreStatus(ErrorCode::RPC_TIMEOUT,
+                       fmt::format("{}: no reply from the master at {} within {} ms", op_name,
+                                   endpoint_, options_.timeout.count()));
+  }
+  return StoreStatus(ErrorCode::RPC_FAIL, fmt::format("{}: talking to the master at {}: {}",
+                                                      op_name, endpoint_, e.message()));
 }
 
 }  // namespace

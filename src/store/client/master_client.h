@@ -1,9 +1,10 @@
-// MasterApi over the network: msgpack requests on a ZMQ DEALER to the master's ROUTER
-// (docs/store.md "Master RPC"). Connecting is lazy and survives master restarts (ZMQ reconnects);
-// a call that gets no answer within the timeout returns RPC_TIMEOUT for every key and its socket
-// is replaced, so a late reply can never be taken for the next call's. A master that refuses this
-// client's secret (or its lack of one) is ILLEGAL_CLIENT at once, naming the cause. Thread-safe:
-// each call checks a socket out of a small pool.
+// MasterApi over the network: msgpack requests as records on a plain TCP connection to the
+// master (docs/store/master_rpc.md). Connecting is lazy and survives master restarts (a refused
+// dial is retried until the call's timeout); a call that gets no answer within the timeout
+// returns RPC_TIMEOUT for every key and its connection is closed, so a late reply can never be
+// taken for the next call's. A master that refuses this client's secret (or its lack of one) is
+// ILLEGAL_CLIENT at once, naming the cause. Thread-safe: each call checks a connection out of a
+// small pool.
 #pragma once
 
 #include <atomic>

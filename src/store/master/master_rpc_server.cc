@@ -1,24 +1,25 @@
-// The master RPC socket thread and the decode/execute/encode step it runs per request.
+// The master RPC's decode/execute/encode step per request, served by an rpc::Listener.
 #include "store/master/master_rpc_server.h"
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <exception>
 
 #include "common/clock.h"
 #include "common/logging.h"
 #include "store/protocol/master_protocol.h"
-#include "wire/frames.h"
+#include "common/secret_file.h"
 
 namespace kvtier::store {
 namespace {
 
-// The most frames read of one message; a longer one is drained and answered with an error.
-constexpr size_t kMaxFrames = 8;
+// A record holds an id, an op, the body and (with a secret) a GCM tag.
+constexpr size_t kMaxMasterRecordBytes = kMaxMasterBodyBytes + 64;
+constexpr const char* kHandshakeRefusals[] = {"no_token", "wrong_token", "bad_handshake",
+                                              "incomplete_handshake"};
 constexpr const char* kBadRequestsHelp =
-    "Master RPC messages that were malformed (answered with an error, or dropped when not even "
-    "the request id could be read)";
+    "Master RPC requests that were malformed (answered with an error, or the connection closed "
+    "when the record itself could not be read)";
 
 std::string Execute(MasterApi& api, const MasterRequest& q, ErrorCode* code) {
   auto single = [&](const StoreStatus& s) {
@@ -99,10 +100,13 @@ std::string ServeMasterRequest(MasterApi& api, uint64_t op, const void* body, si
 }
 
 MasterRpcServer::MasterRpcServer(MasterApi& api, MetricsRegistry& metrics)
-    : api_(api), metrics_(metrics), router_(context_, zmq::socket_type::router) {
-  // ZMQ drops a connection that sends a bigger frame before buffering it.
-  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMasterBodyBytes));
-  router_.set(zmq::sockopt::linger, 0);
+    : api_(api),
+      metrics_(metrics),
+      listener_(kMaxMasterRecordBytes,
+                {[this](uint32_t op, std::string_view body) { return Serve(op, body); },
+                 [this](const char* reason, const std::string& detail) {
+                   Rejected(reason, detail);
+                 }}) {
   // Registered up front so /metrics shows the family (at 0) before anything goes wrong.
   metrics_.GetCounter("kvtier_master_bad_requests_total", kBadRequestsHelp,
                       {{"reason", "envelope"}});
@@ -112,126 +116,52 @@ MasterRpcServer::~MasterRpcServer() { Stop(); }
 
 Status MasterRpcServer::Start(const std::string& host, uint16_t port,
                               const std::string& auth_token) {
-  endpoint_ = fmt::format("tcp://{}:{}", host, port);
-  if (!auth_token.empty()) {
-    auto auth = wire::ZmqAuthServer::Start(context_, router_, auth_token, "rpc", metrics_);
-    if (!auth.ok()) return Status(auth.status().code(), "master rpc: " + auth.status().message());
-    auth_ = std::move(auth).value();
+  auth_ = !auth_token.empty();
+  if (auth_) {
+    for (const char* reason : kHandshakeRefusals) {
+      metrics_.GetCounter(kAuthFailuresMetric, kAuthFailuresHelp,
+                          {{"listener", "rpc"}, {"reason", reason}});
+    }
   }
-  try {
-    router_.bind(endpoint_);
-  } catch (const zmq::error_t& e) {
-    return Status(Code::kIoError, fmt::format("master rpc: cannot bind {}: {}", endpoint_,
-                                              e.what()));
+  Status s = listener_.Start(host, port, auth_token);
+  if (!s.ok()) {
+    return Status(s.code(), fmt::format("master rpc: cannot bind {}:{}: {}", host, port,
+                                        s.message()));
   }
-  thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
 
-void MasterRpcServer::Stop() {
-  if (!thread_.joinable()) return;
-  stop_.Notify();
-  thread_.join();
-  router_.close();
-  auth_.reset();
-  // ZMQ closes the listener in its I/O thread; terminating the context waits for that, so the
-  // port is free when Stop() returns (a restart on the same port cannot race it).
-  context_.close();
-}
+void MasterRpcServer::Stop() { listener_.Stop(); }
 
-void MasterRpcServer::Run() {
-  zmq::pollitem_t items[] = {
-      {router_.handle(), 0, ZMQ_POLLIN, 0},
-      {nullptr, stop_.Fd(), ZMQ_POLLIN, 0},
-  };
-  while (true) {
-    try {
-      zmq::poll(items, 2, std::chrono::milliseconds(-1));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      KVT_LOG_ERROR("master rpc: poll failed: {}", e.what());
-      return;
-    }
-    if (items[1].revents & ZMQ_POLLIN) return;
-    if (items[0].revents & ZMQ_POLLIN) ReceiveAll();
-  }
-}
-
-void MasterRpcServer::ReceiveAll() {
-  // A bounded batch, so Stop() is noticed even under a flood; poll reports the rest at once.
-  for (int n = 0; n < 256; ++n) {
-    std::vector<zmq::message_t> parts;
-    size_t frames = 0;
-    try {
-      zmq::message_t m;
-      if (!router_.recv(m, zmq::recv_flags::dontwait)) return;
-      bool more = m.more();
-      parts.push_back(std::move(m));
-      frames = 1;
-      while (more) {  // the rest of a multipart message is already here
-        zmq::message_t next;
-        if (!router_.recv(next, zmq::recv_flags::dontwait)) break;
-        more = next.more();
-        ++frames;
-        if (parts.size() < kMaxFrames) parts.push_back(std::move(next));
-      }
-    } catch (const zmq::error_t& e) {
-      KVT_LOG_ERROR("master rpc: recv failed: {}", e.what());
-      return;
-    }
-    Handle(parts, frames);
-  }
-}
-
-void MasterRpcServer::Handle(std::vector<zmq::message_t>& parts, size_t frames) {
+std::string MasterRpcServer::Serve(uint32_t op, std::string_view body) {
   const int64_t start_ns = Clock::Real()->NowNs();
-  // parts[0] is the peer's routing id, added by the ROUTER; then id, op, body.
-  if (parts.size() < 2) return CountBad("envelope", "a message with no request id frame");
-  auto id = wire::DecodeUintFrame(parts[1].data(), parts[1].size());
-  if (!id.ok()) return CountBad("envelope", "a request id frame that is not a msgpack uint");
-  uint64_t op = 0;
-  if (parts.size() > 2) {
-    if (auto o = wire::DecodeUintFrame(parts[2].data(), parts[2].size()); o.ok()) op = *o;
-  }
-  if (frames != 1 + wire::kRequestFrames) {
-    const std::string msg = fmt::format("expected {} frames (id, op, body), got {}",
-                                        wire::kRequestFrames, frames - 1);
-    CountBad("frames", msg);
-    return Reply(parts[0], *id, op, EncodeStatusReply({ErrorCode::INVALID_PARAMS, msg}));
-  }
-  auto op_frame = wire::DecodeUintFrame(parts[2].data(), parts[2].size());
-  if (!op_frame.ok()) {
-    CountBad("op", "an op frame that is not a msgpack uint");
-    return Reply(parts[0], *id, 0,
-                 EncodeStatusReply({ErrorCode::INVALID_PARAMS,
-                                    "the op frame must be one msgpack unsigned integer"}));
-  }
-  auto q = DecodeMasterRequest(op, parts[3].data(), parts[3].size());
+  auto q = DecodeMasterRequest(op, body.data(), body.size());
   if (!q.ok()) {
     CountBad(std::string_view(MasterRpcOpName(op)) == "unknown" ? "op" : "body",
              fmt::format("{}: {}", MasterRpcOpName(op), q.status().ToString()));
     CountDone(op, q.status().code(), 0);
-    return Reply(parts[0], *id, op, EncodeStatusReply(q.status()));
+    return EncodeStatusReply(q.status());
   }
   ErrorCode code = ErrorCode::OK;
-  const std::string reply = ExecuteGuarded(api_, *q, &code);
+  std::string reply = ExecuteGuarded(api_, *q, &code);
   // Counted before the reply leaves: a client that reads /metrics after its answer sees it.
   CountDone(op, code, static_cast<double>(Clock::Real()->NowNs() - start_ns) * 1e-9);
-  Reply(parts[0], *id, op, reply);
+  return reply;
 }
 
-void MasterRpcServer::Reply(const zmq::message_t& peer, uint64_t id, uint64_t op,
-                            const std::string& body) {
-  const std::string id_frame = wire::EncodeUintFrame(id);
-  const std::string op_frame = wire::EncodeUintFrame(op);
-  try {
-    // A ROUTER drops what it cannot route (peer gone, or its queue full); it never blocks.
-    router_.send(zmq::buffer(peer.data(), peer.size()), zmq::send_flags::sndmore);
-    router_.send(zmq::buffer(id_frame), zmq::send_flags::sndmore);
-    router_.send(zmq::buffer(op_frame), zmq::send_flags::sndmore);
-    router_.send(zmq::buffer(body), zmq::send_flags::none);
-  } catch (const zmq::error_t& e) {
-    if (ShouldLog("master-rpc-send")) KVT_LOG_WARN("master rpc: reply not sent: {}", e.what());
+void MasterRpcServer::Rejected(const char* reason, const std::string& detail) {
+  // Without a secret a failed handshake is just a malformed stream.
+  if (!auth_ || std::string_view(reason) == "envelope") return CountBad("envelope", detail);
+  metrics_.GetCounter(kAuthFailuresMetric, kAuthFailuresHelp,
+                      {{"listener", "rpc"}, {"reason", reason}})
+      ->Inc();
+  uint64_t suppressed = 0;
+  // Not logged: a TCP probe that connects and hangs up ends the same way.
+  if (std::string_view(reason) == "incomplete_handshake") return;
+  if (ShouldLog("master-rpc-auth", 10.0, &suppressed)) {
+    KVT_LOG_WARN("master rpc: refused a connection ({}, {}): it did not prove the shared secret "
+                 "of --auth-token-file ({} similar suppressed)",
+                 reason, detail, suppressed);
   }
 }
 

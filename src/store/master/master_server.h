@@ -1,4 +1,4 @@
-// The master process: MasterService behind the RPC listener (ZMQ ROUTER on host:port), a monitor
+// The master process: MasterService behind the RPC listener (a TCP socket on host:port), a monitor
 // thread calling Tick(), and HTTP /healthz /status /metrics. `kvtier master` is this plus flags.
 // Under etcd (docs/store/failover.md) it is a candidate: Start returns at once, and a thread
 // campaigns for the leadership; the one that wins restores the journal and only then listens.

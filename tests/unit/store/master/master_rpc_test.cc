@@ -1,24 +1,27 @@
 // The master RPC end to end in one process: a real MasterService behind a real MasterRpcServer
-// on a loopback port, driven through ConnectMaster() and through a raw ZMQ DEALER that sends
-// what a broken or hostile client would.
+// on a loopback port, driven through ConnectMaster() and through a raw TCP peer that sends what
+// a broken or hostile client would.
 #include <gtest/gtest.h>
-#include <zmq.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/clock.h"
 #include "bench/common/free_port.h"
+#include "common/clock.h"
+#include "common/endian.h"
 #include "common/metrics.h"
 #include "store/client/master_client.h"
 #include "store/protocol/master_protocol.h"
 #include "store/master/master_rpc_server.h"
 #include "store/master/master_service.h"
-#include "wire/frames.h"
+#include "store/transport/rpc_records.h"
+#include "store/transport/tcp_io.h"
+#include "wire/secret_channel.h"
 
 namespace kvtier::store {
 namespace {
@@ -170,49 +173,62 @@ TEST_F(MasterRpcTest, OversizedBatchIsRefusedAndTheMasterKeepsServing) {
   EXPECT_TRUE(client_->Exist({"k"})[0].ok());
 }
 
-// A DEALER that sends raw frames.
+// A raw TCP peer that does the handshake (no secret) and then sends whatever records it likes.
 class RawPeer {
  public:
-  explicit RawPeer(uint16_t port) : socket_(context_, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.connect("tcp://127.0.0.1:" + std::to_string(port));
+  explicit RawPeer(uint16_t port) {
+    const auto deadline = tcp::Clock::now() + milliseconds(10'000);
+    auto fd = tcp::Connect("127.0.0.1:" + std::to_string(port), deadline);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    if (!fd.ok()) return;
+    fd_ = std::move(fd).value();
+    wire::Hello hello;
+    hello.nonce = wire::RandomNonce();
+    const std::string h = wire::EncodeHello(hello);
+    EXPECT_TRUE(tcp::SendAll(fd_.get(), h.data(), h.size(), deadline).ok());
+    char answer[wire::kServerHelloBytes];
+    EXPECT_TRUE(tcp::RecvAll(fd_.get(), answer, sizeof(answer), deadline).ok());
   }
-  void Send(const std::vector<std::string>& frames) {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      socket_.send(zmq::buffer(frames[i]),
-                   i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  void SendBytes(const std::string& bytes) {
+    EXPECT_TRUE(tcp::SendAll(fd_.get(), bytes.data(), bytes.size(),
+                             tcp::Clock::now() + milliseconds(10'000))
+                    .ok());
+  }
+  void Send(uint64_t id, uint32_t op, const std::string& body) {
+    std::string record;
+    ASSERT_TRUE(rpc::AppendRecord(record, id, op, body, nullptr).ok());
+    SendBytes(record);
+  }
+  // The next reply; nullopt when the master closed the connection or 10 s passed.
+  std::optional<std::pair<rpc::Message, std::string>> Receive() {
+    const auto deadline = tcp::Clock::now() + milliseconds(10'000);
+    char head[rpc::kLengthBytes];
+    if (!tcp::RecvAll(fd_.get(), head, sizeof(head), deadline).ok()) return std::nullopt;
+    std::string payload(LoadLE<uint32_t>(head), '\0');
+    if (!tcp::RecvAll(fd_.get(), payload.data(), payload.size(), deadline).ok()) {
+      return std::nullopt;
     }
-  }
-  // The next message's frames; empty after 10 s without one.
-  std::vector<std::string> Receive() {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, milliseconds(10'000)) == 0) return {};
-    std::vector<std::string> frames;
-    do {
-      zmq::message_t m;
-      (void)socket_.recv(m);
-      frames.push_back(m.to_string());
-    } while (socket_.get(zmq::sockopt::rcvmore));
-    return frames;
+    rpc::Message m;
+    m.id = LoadLE<uint64_t>(payload.data());
+    m.op = LoadLE<uint32_t>(payload.data() + 8);
+    return std::make_pair(m, payload.substr(rpc::kEnvelopeBytes));
   }
   // Sends and expects an error reply with this id; returns its status.
-  StoreStatus ExpectError(const std::vector<std::string>& frames, uint64_t id) {
-    Send(frames);
+  StoreStatus ExpectError(uint64_t id, uint32_t op, const std::string& body) {
+    Send(id, op, body);
     auto reply = Receive();
-    EXPECT_EQ(reply.size(), 3u);
-    if (reply.size() != 3) return StoreStatus::Ok();
-    EXPECT_EQ(*wire::DecodeUintFrame(reply[0].data(), reply[0].size()), id);
-    StoreStatus s = DecodeStatusReply(reply[2].data(), reply[2].size());
+    EXPECT_TRUE(reply.has_value());
+    if (!reply) return StoreStatus::Ok();
+    EXPECT_EQ(reply->first.id, id);
+    EXPECT_EQ(reply->first.op, op);
+    StoreStatus s = DecodeStatusReply(reply->second.data(), reply->second.size());
     EXPECT_FALSE(s.ok());
     return s;
   }
 
  private:
-  zmq::context_t context_{1};
-  zmq::socket_t socket_;
+  wire::UniqueFd fd_;
 };
-
-std::string Id(uint64_t v) { return wire::EncodeUintFrame(v); }
 
 std::string ExistBody(uint32_t version = kMasterProtocolVersion) {
   MasterRequest q;
@@ -222,42 +238,54 @@ std::string ExistBody(uint32_t version = kMasterProtocolVersion) {
   return EncodeMasterRequest(q);
 }
 
-TEST_F(MasterRpcTest, BadFramesGetErrorRepliesOrAreCountedAndServingGoesOn) {
+TEST_F(MasterRpcTest, BadRequestsGetErrorRepliesAndServingGoesOn) {
   RawPeer peer(port_);
-  const std::string exist_op = Id(static_cast<uint64_t>(MasterRpcOp::kExist));
-  StoreStatus s = peer.ExpectError({Id(5)}, 5);
-  EXPECT_NE(s.message().find("expected 3 frames"), std::string::npos) << s.message();
-  EXPECT_EQ(peer.ExpectError({Id(6), exist_op}, 6).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(peer.ExpectError({Id(7), exist_op, ExistBody(), "extra"}, 7).code(),
-            ErrorCode::INVALID_PARAMS);
-  s = peer.ExpectError({Id(8), Id(99), ExistBody()}, 8);
+  const auto exist = static_cast<uint32_t>(MasterRpcOp::kExist);
+  StoreStatus s = peer.ExpectError(8, 99, ExistBody());
   EXPECT_NE(s.message().find("unknown op 99"), std::string::npos) << s.message();
-  s = peer.ExpectError({Id(9), exist_op, ExistBody(7)}, 9);
+  s = peer.ExpectError(9, exist, ExistBody(7));
   EXPECT_NE(s.message().find("version 7"), std::string::npos) << s.message();
-  s = peer.ExpectError({Id(10), exist_op, "\xc1 not msgpack"}, 10);
+  s = peer.ExpectError(10, exist, "\xc1 not msgpack");
   EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
-  s = peer.ExpectError({Id(11), "op?", ExistBody()}, 11);
-  EXPECT_NE(s.message().find("op frame"), std::string::npos) << s.message();
   // A huge claimed container in a tiny body: refused, not allocated.
-  s = peer.ExpectError({Id(12), exist_op, std::string("\xdf\xff\xff\xff\xff", 5)}, 12);
+  s = peer.ExpectError(12, exist, std::string("\xdf\xff\xff\xff\xff", 5));
   EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(BadRequests("frames"), 3);
-  EXPECT_EQ(BadRequests("op"), 2);
+  EXPECT_EQ(BadRequests("op"), 1);
   EXPECT_EQ(BadRequests("body"), 3);
-
-  // No readable request id: nothing to answer with. The next reply is the valid request's,
-  // so the garbage produced none.
-  peer.Send({"garbage id"});
-  peer.Send({std::string(1, '\xcf')});
-  peer.Send({Id(13), exist_op, ExistBody()});
+  // The same connection still serves a valid request.
+  peer.Send(13, exist, ExistBody());
   auto reply = peer.Receive();
-  ASSERT_EQ(reply.size(), 3u);
-  EXPECT_EQ(*wire::DecodeUintFrame(reply[0].data(), reply[0].size()), 13u);
-  EXPECT_EQ(*wire::DecodeUintFrame(reply[1].data(), reply[1].size()), 8u);
-  auto exist = DecodeExistReply(reply[2].data(), reply[2].size(), 1);
-  ASSERT_TRUE(exist.ok()) << exist.status().ToString();
-  EXPECT_TRUE((*exist)[0].ok() && !*(*exist)[0]);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->first.id, 13u);
+  auto answer = DecodeExistReply(reply->second.data(), reply->second.size(), 1);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_TRUE((*answer)[0].ok() && !*(*answer)[0]);
+}
+
+TEST_F(MasterRpcTest, BrokenStreamsAreClosedAndCountedAndOthersAreServed) {
+  // A length over the limit: closed before anything is buffered.
+  RawPeer huge(port_);
+  std::string head;
+  AppendLE<uint32_t>(head, 0xfffffff0u);
+  huge.SendBytes(head);
+  EXPECT_FALSE(huge.Receive().has_value());
+  // A record too short to hold its id and op.
+  RawPeer tiny(port_);
+  std::string shorty;
+  AppendLE<uint32_t>(shorty, 3);
+  tiny.SendBytes(shorty + "abc");
+  EXPECT_FALSE(tiny.Receive().has_value());
   EXPECT_EQ(BadRequests("envelope"), 2);
+  // Bytes that are no hello: closed at the handshake, counted too.
+  auto fd = tcp::Connect(Address(), tcp::Clock::now() + milliseconds(10'000));
+  ASSERT_TRUE(fd.ok());
+  const std::string junk(wire::kHelloBytes, 'x');
+  ASSERT_TRUE(tcp::SendAll(fd->get(), junk.data(), junk.size(),
+                           tcp::Clock::now() + milliseconds(10'000))
+                  .ok());
+  char c;
+  EXPECT_FALSE(tcp::RecvAll(fd->get(), &c, 1, tcp::Clock::now() + milliseconds(10'000)).ok());
+  EXPECT_EQ(BadRequests("envelope"), 3);
   EXPECT_TRUE(client_->Exist({"k"})[0].ok());
 }
 
@@ -270,7 +298,7 @@ TEST(MasterRpcNoMaster, UnreachableMasterTimesOutForEveryKey) {
   EXPECT_EQ(r[1].status().code(), ErrorCode::RPC_TIMEOUT);
   EXPECT_EQ(client->Ping(kNode).status().code(), ErrorCode::RPC_TIMEOUT);
   EXPECT_EQ(client->RemoveAll().status().code(), ErrorCode::RPC_TIMEOUT);
-  // An address ZMQ cannot use is a failure, not a hang.
+  // An address that is no host:port is a failure, not a hang.
   auto bad = ConnectMaster({"no port here", milliseconds(200)});
   EXPECT_EQ(bad->Ping(kNode).status().code(), ErrorCode::RPC_FAIL);
 }
@@ -330,6 +358,51 @@ TEST_F(MasterRpcTest, EightThreadsShareOneClient) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(MasterRpcAuth, OnlyClientsThatProveTheSecretGetIn) {
+  MetricsRegistry metrics;
+  MasterService service(MasterOptions{}, Clock::Real(), &metrics);
+  MasterRpcServer rpc(service, metrics);
+  const uint16_t port = bench::FreeLoopbackPort();
+  ASSERT_TRUE(rpc.Start("127.0.0.1", port, "the-secret").ok());
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto refusals = [&](const char* reason) {
+    return metrics
+        .GetCounter("kvtier_auth_failures_total", "", {{"listener", "rpc"}, {"reason", reason}})
+        ->Value();
+  };
+  auto good = ConnectMaster({address, milliseconds(10'000), "the-secret"});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(good->Exist({"k"})[0].ok());  // sealed both ways
+  struct Case {
+    std::string secret;
+    const char* says;
+    const char* counted;
+  };
+  for (const Case& c : {Case{"another-secret", "refused authentication", "wrong_token"},
+                        Case{"", "requires authentication", "no_token"}}) {
+    SCOPED_TRACE(c.says);
+    auto client = ConnectMaster({address, milliseconds(10'000), c.secret});
+    const auto start = std::chrono::steady_clock::now();
+    auto r = client->Exist({"k"});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));  // not a timeout
+    EXPECT_EQ(r[0].status().code(), ErrorCode::ILLEGAL_CLIENT);
+    EXPECT_NE(r[0].status().message().find(c.says), std::string::npos) << r[0].status().message();
+    EXPECT_EQ(refusals(c.counted), 1);
+  }
+  EXPECT_TRUE(good->Exist({"k"})[0].ok());
+
+  // A client with a secret and a master without one.
+  MetricsRegistry open_metrics;
+  MasterRpcServer open(service, open_metrics);
+  const uint16_t open_port = bench::FreeLoopbackPort();
+  ASSERT_TRUE(open.Start("127.0.0.1", open_port).ok());
+  auto r = ConnectMaster({"127.0.0.1:" + std::to_string(open_port), milliseconds(10'000),
+                          "the-secret"})
+               ->Exist({"k"});
+  EXPECT_EQ(r[0].status().code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_NE(r[0].status().message().find("does not use authentication"), std::string::npos)
+      << r[0].status().message();
 }
 
 TEST_F(MasterRpcTest, TakenPortIsAClearError) {

@@ -1,0 +1,92 @@
+// Authentication and encryption for kvtier's plain-socket RPC (the store master's port, docs/
+// security.md), keyed by the shared secret of `--auth-token-file`: what CURVE gives a ZMQ port,
+// without ZMQ's I/O threads.
+//
+// The handshake, right after connect, fixed sizes, in the clear:
+//   client -> server  hello   "KVTR" | version u8 | auth u8 (1: has a secret) | 0 u16 | nonce[32]
+//   server -> client  hello   the same layout with the server's nonce, then proof[32]
+//   client -> server  proof[32]        (only when both sides have a secret)
+//   server -> client  verdict u8       (only then: 0 admitted, 1 refused)
+// Each proof is HMAC-SHA256 over both nonces, keyed by the secret, with a label per side, so each
+// side proves it holds the secret (the client also learns it reached a real master), the secret
+// never crosses the wire, and a recorded handshake is worth nothing on the next connection (fresh
+// nonces). The session keys (one per direction) are HMACs of the same nonces under other labels.
+// Afterwards every record is sealed with AES-256-GCM (RecordCipher): encrypted, authenticated,
+// numbered by a per-direction counter, so a record cannot be altered, replayed, dropped or
+// reordered unnoticed. Unlike CURVE there is no ephemeral key exchange: someone who later learns
+// the secret can decrypt recorded traffic (no forward secrecy).
+// Thread-safety: a RecordCipher belongs to one connection's reader or writer.
+#pragma once
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace kvtier::wire {
+
+inline constexpr uint8_t kSecretChannelVersion = 1;
+inline constexpr size_t kHelloBytes = 40;          // magic, version, auth, reserved, nonce
+inline constexpr size_t kServerHelloBytes = 72;    // hello + the server's proof
+inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kSealOverheadBytes = 16;   // the GCM tag at the end of each record
+
+using Nonce = std::array<uint8_t, 32>;
+using Proof = std::array<uint8_t, kProofBytes>;
+
+struct Hello {
+  uint8_t version = kSecretChannelVersion;
+  bool auth = false;
+  Nonce nonce{};
+};
+
+Nonce RandomNonce();
+std::string EncodeHello(const Hello& h);
+// kProtocolError naming what is wrong ("not a kvtier rpc peer" when the magic differs). `data`
+// must hold kHelloBytes.
+Result<Hello> DecodeHello(const void* data, size_t size);
+
+// The proofs and keys of one connection: both nonces and the secret.
+struct HandshakeKeys {
+  Proof client_proof{};
+  Proof server_proof{};
+  std::array<uint8_t, 32> client_to_server{};
+  std::array<uint8_t, 32> server_to_client{};
+};
+HandshakeKeys DeriveHandshakeKeys(std::string_view secret, const Nonce& client,
+                                  const Nonce& server);
+// Constant time.
+bool SameProof(const Proof& a, const void* b);
+
+// AES-256-GCM for one direction of one connection. Seal/Open take the record's length prefix as
+// associated data and number records by a counter, so both sides must seal and open the same
+// sequence.
+class RecordCipher {
+ public:
+  explicit RecordCipher(const std::array<uint8_t, 32>& key);
+  ~RecordCipher();
+  RecordCipher(const RecordCipher&) = delete;
+  RecordCipher& operator=(const RecordCipher&) = delete;
+
+  // Encrypts `out[from, end)` in place and appends the tag; `aad` is the record's header.
+  Status Seal(std::string& out, size_t from, std::string_view aad);
+  // Decrypts `data` (ciphertext then tag) in place; returns the plaintext's size. A wrong tag is
+  // kPermissionDenied: the record was altered, replayed, reordered, or sealed with another key.
+  Result<size_t> Open(uint8_t* data, size_t size, std::string_view aad);
+
+ private:
+  void Nonce12(uint8_t* iv) const;
+
+  EVP_CIPHER_CTX* ctx_;
+  bool initialised_ = false;
+  std::array<uint8_t, 32> key_;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace kvtier::wire
