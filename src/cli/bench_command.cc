@@ -138,7 +138,9 @@ RunFn AddBenchL2(CLI::App& bench) {
 RunFn AddBenchStore(CLI::App& bench) {
   auto o = std::make_shared<bench::BenchStoreOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "store", "The kvtier store: dummy put/get same-node and over TCP, redis, master, scaling");
+      "store",
+      "The kvtier store: dummy put/get same-node and over TCP, redis, master, scaling, metadata "
+      "call latency");
   auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
   CLI::Option* values = cmd->add_option("--values", o->values, "Values per trial and process")
                             ->capture_default_str()
@@ -160,9 +162,15 @@ RunFn AddBenchStore(CLI::App& bench) {
       cmd->add_option("--exist-seconds", o->exist_seconds, "Exist calls per thread count, s")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
+  CLI::Option* metadata_calls =
+      cmd->add_option("--metadata-calls", o->metadata_calls,
+                      "Timed calls per metadata row (exists, get-size, put, remove x 1 and 32 "
+                      "keys, dummy and embedded client)")
+          ->capture_default_str()
+          ->check(positive);
   cmd->add_option("--sections", o->sections,
                   "Sections to run, in this order (comma-separated): same-node (also measures "
-                  "the master), cross-node, redis, scaling")
+                  "the master), cross-node, redis, scaling, metadata")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick,
@@ -177,6 +185,7 @@ RunFn AddBenchStore(CLI::App& bench) {
       if (batch->count() == 0) o->batch = bench::kQuickBatch;
       if (trials->count() == 0) o->trials = bench::kQuickTrials;
       if (exist_seconds->count() == 0) o->exist_seconds = bench::kQuickExistSeconds;
+      if (metadata_calls->count() == 0) o->metadata_calls = bench::kQuickMetadataCalls;
     }
     return bench::RunBenchStore(*o);
   };

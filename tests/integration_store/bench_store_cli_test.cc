@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "support/kvtier_cli.h"
@@ -48,6 +49,48 @@ void ExpectSection(const json& s, const std::string& name, const json& config) {
     EXPECT_GT(Num(s["ratios"]["put_over_limit"]), 0);
     EXPECT_GT(Num(s["ratios"]["get_over_limit"]), 0);
   }
+}
+
+// The metadata section: every row of both clients and the master measured `metadata_calls` times,
+// next to both raw round trips, every answer right.
+void ExpectMetadata(const json& m, const json& config) {
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m["unavailable"], "");
+  EXPECT_TRUE(m["verified"].get<bool>()) << m["errors"];
+  EXPECT_TRUE(m["errors"].empty()) << m["errors"];
+  EXPECT_EQ(m["wrong_answers"], 0);
+  EXPECT_GT(m["checked_answers"].get<uint64_t>(), 0u);
+  EXPECT_EQ(m["calls"], config["metadata_calls"]);
+  EXPECT_EQ(m["value_bytes"], 64);
+  for (const char* raw : {"tcp", "unix"}) {
+    SCOPED_TRACE(raw);
+    EXPECT_GT(Num(m["raw"][raw]["p50_us"]), 0);
+    EXPECT_GE(Num(m["raw"][raw]["p99_us"]), Num(m["raw"][raw]["p50_us"]));
+    EXPECT_EQ(m["raw"][raw]["run_p50_us"].size(), 2u);  // before and after the clients
+  }
+  std::set<std::string> rows;
+  for (const json& r : m["rows"]) {
+    const std::string name = r["client"].get<std::string>() + " " + r["op"].get<std::string>() +
+                             " " + std::to_string(r["keys"].get<uint32_t>());
+    SCOPED_TRACE(name);
+    rows.insert(name);
+    EXPECT_EQ(r["calls"], config["metadata_calls"]);
+    EXPECT_GT(Num(r["p50_us"]), 0);
+    EXPECT_GE(Num(r["p99_us"]), Num(r["p50_us"]));
+    EXPECT_GT(Num(r["p50_over_raw_tcp"]), 0);
+  }
+  std::set<std::string> want;
+  for (const char* client : {"dummy", "embedded"}) {
+    for (const char* row :
+         {"exists 1", "exists 32", "get-size 1", "put 1", "put 32", "remove 1", "remove 32"}) {
+      want.insert(std::string(client) + " " + row);
+    }
+  }
+  for (const char* row : {"put-start 1", "put-start 32", "put-end 1", "put-end 32"}) {
+    want.insert(std::string("master ") + row);
+  }
+  EXPECT_EQ(rows, want);
+  EXPECT_EQ(m["rows"].size(), want.size());
 }
 
 TEST(BenchStoreCli, QuickRunReportsEverySectionVerified) {
@@ -97,8 +140,11 @@ TEST(BenchStoreCli, QuickRunReportsEverySectionVerified) {
     EXPECT_GT(Num(r["keys_per_s"]), Num(r["calls_per_s"]));
     EXPECT_GT(Num(r["p50_us"]), 0);
   }
-  // Every goal is judged (a number and a verdict), whether met or not.
-  ASSERT_GE(j["goals"].size(), 4u);
+  ExpectMetadata(j["metadata"], c);
+  EXPECT_EQ(c["metadata_calls"], 100);  // kQuickMetadataCalls
+  // Every goal is judged (a number and a verdict), whether met or not: 4 against the limits,
+  // 4 against redis when it ran, 2 of the metadata section.
+  ASSERT_GE(j["goals"].size(), 6u);
   for (const json& g : j["goals"]) {
     EXPECT_GT(Num(g["value"]), 0) << g;
     EXPECT_TRUE(g["met"].is_boolean()) << g;
@@ -108,8 +154,10 @@ TEST(BenchStoreCli, QuickRunReportsEverySectionVerified) {
 TEST(BenchStoreCli, TextReportShowsTheTableAndGoals) {
   Output o = BenchStore("--quick --values 8 --trials 1 --exist-seconds 0.1");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
-  for (const char* want : {"same-node dummy (A)", "cross-node dummy (P->A)", "4 dummies on A",
-                           "master Exist", "goals:", "verified: every byte"}) {
+  for (const char* want :
+       {"same-node dummy (A)", "cross-node dummy (P->A)", "4 dummies on A", "master Exist",
+        "metadata calls", "tcp ping", "embedded  exists", "exists(32) p50 <= 2.5x raw TCP RTT",
+        "goals:", "verified: every byte"}) {
     EXPECT_NE(o.out.find(want), std::string::npos) << want << "\n" << o.out;
   }
 }
@@ -121,11 +169,33 @@ TEST(BenchStoreCli, SectionsRunOnlyWhatIsSelected) {
   ASSERT_FALSE(j.is_discarded()) << o.out;
   EXPECT_TRUE(j["ok"].get<bool>());
   ExpectSection(j["cross_node"], "cross_node", j["config"]);
-  for (const char* s : {"same_node", "redis", "redis_unpipelined", "master_exist"}) {
+  for (const char* s : {"same_node", "redis", "redis_unpipelined", "master_exist", "metadata"}) {
     EXPECT_EQ(j[s]["unavailable"], "not selected (--sections)") << s;
   }
   EXPECT_TRUE(j["scaling"].empty());
   ASSERT_EQ(j["goals"].size(), 2u);  // cross-node put and get against raw TCP
+}
+
+// Only the metadata section: no throughput limits, no segment warm-up, a small segment.
+TEST(BenchStoreCli, MetadataSectionAlone) {
+  Output o = BenchStore("--quick --sections metadata --metadata-calls 20 --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_TRUE(j["verified"].get<bool>());
+  ExpectMetadata(j["metadata"], j["config"]);
+  EXPECT_EQ(Num(j["limits"]["memcpy_1mib_gbps"]["median"]), 0);
+  EXPECT_EQ(j["segment_warmup"]["bytes"], 0);
+  EXPECT_FALSE(j["wall_s"].contains("segment_warmup"));
+  for (const char* s : {"same_node", "cross_node", "redis", "master_exist"}) {
+    EXPECT_EQ(j[s]["unavailable"], "not selected (--sections)") << s;
+  }
+  ASSERT_EQ(j["goals"].size(), 2u);  // embedded and dummy exists(32) against raw TCP
+  for (const json& g : j["goals"]) {
+    EXPECT_GT(Num(g["value"]), 0) << g;
+    EXPECT_TRUE(g["met"].is_boolean()) << g;
+  }
 }
 
 TEST(BenchStoreCli, BadOptionsAreClearErrors) {

@@ -1,53 +1,22 @@
 // Raw loopback TCP throughput (see raw_tcp_probe.h).
 #include "bench/common/raw_tcp_probe.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "bench/common/blocking_socket.h"
 #include "bench/common/timing.h"
 #include "store/transport/tcp_io.h"
 
 namespace kvtier::bench {
-namespace {
 
 namespace tcp = store::tcp;
-
-bool SendBlocking(int fd, const uint8_t* p, size_t len) {
-  while (len > 0) {
-    const ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool RecvBlocking(int fd, uint8_t* p, size_t len) {
-  while (len > 0) {
-    const ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void MakeBlocking(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL);
-  (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-}
-
-}  // namespace
 
 Result<RawTcpThroughput> MeasureRawLoopbackTcp(size_t message_bytes, size_t count,
                                                size_t pool_bytes) {

@@ -21,6 +21,7 @@
 #include "bench/common/timing.h"
 #include "bench/store/dummy_fleet.h"
 #include "bench/store/master_exist.h"
+#include "bench/store/metadata_rtt.h"
 #include "bench/store/store_cluster.h"
 #include "bench/store/store_redis.h"
 #include "bench/store/store_report.h"
@@ -38,6 +39,22 @@ constexpr uint64_t kMinLeaseTtlMs = 500;
 constexpr uint64_t kLeaseMsPerBatchMiB = 50;
 constexpr int kRawTcpTrials = 5;
 constexpr uint64_t kRawTcpBytes = 256ULL << 20;  // per raw TCP trial
+constexpr uint32_t kMaxMetadataCalls = 1000000;
+constexpr uint64_t kMetadataValueBytes = 64;
+// Node A's segment when only the metadata section runs (it stores a few small values).
+constexpr uint64_t kMetadataOnlySegmentBytes = 64ULL << 20;
+
+const char* const kSectionNames[] = {"same-node", "cross-node", "redis", "scaling", "metadata"};
+
+bool Selected(const BenchStoreOptions& o, const char* name) {
+  return std::find(o.sections.begin(), o.sections.end(), name) != o.sections.end();
+}
+
+// Any section that puts and gets values (and so needs the throughput limits and a warm segment).
+bool MovesValues(const BenchStoreOptions& o) {
+  return Selected(o, "same-node") || Selected(o, "cross-node") || Selected(o, "redis") ||
+         Selected(o, "scaling");
+}
 
 Result<uint64_t> Validate(const BenchStoreOptions& o) {
   auto bad = [](std::string m) { return Status(Code::kInvalidArgument, std::move(m)); };
@@ -57,12 +74,16 @@ Result<uint64_t> Validate(const BenchStoreOptions& o) {
     return bad(fmt::format("--exist-batch must be from 1 to {}", store::kMaxBatchKeys));
   }
   if (!(o.exist_seconds > 0)) return bad("--exist-seconds must be positive");
+  if (o.metadata_calls == 0 || o.metadata_calls > kMaxMetadataCalls) {
+    return bad(fmt::format("--metadata-calls must be from 1 to {}", kMaxMetadataCalls));
+  }
   if (o.sections.empty()) return bad("--sections names no section");
   for (size_t i = 0; i < o.sections.size(); ++i) {
     const std::string& name = o.sections[i];
-    if (name != "same-node" && name != "cross-node" && name != "redis" && name != "scaling") {
+    if (std::find(std::begin(kSectionNames), std::end(kSectionNames), name) ==
+        std::end(kSectionNames)) {
       return bad(fmt::format("--sections: unknown section '{}' (same-node, cross-node, redis, "
-                             "scaling)",
+                             "scaling, metadata)",
                              name));
     }
     if (std::find(o.sections.begin(), o.sections.begin() + i, name) != o.sections.begin() + i) {
@@ -177,6 +198,18 @@ class Bench {
     if (Status s = (*fleet)->Stop(); !s.ok()) run_.same_node.errors.push_back(s.ToString());
   }
 
+  // Small calls from a dummy client on A and an embedded client, next to raw round trips.
+  void RunMetadata(StoreCluster& c) {
+    MetadataJob job;
+    job.master_address = c.master_address();
+    job.node_address = c.node_a_address();
+    job.calls = o_.metadata_calls;
+    job.warmup_calls = std::max<uint32_t>(10, o_.metadata_calls / 10);
+    job.raw_round_trips = std::max<uint32_t>(500, 4 * std::min(o_.metadata_calls, 250000u));
+    job.value_bytes = kMetadataValueBytes;
+    run_.metadata = MeasureMetadata(job, [&](const std::string& s) { progress_.Show(s); });
+  }
+
   // Runs `fn` and records its wall time under `name`.
   template <typename Fn>
   void Timed(const std::string& name, Fn&& fn) {
@@ -206,6 +239,15 @@ class Bench {
   }
 
   void Run() {
+    if (MovesValues(o_)) {
+      MeasureLimits();
+      if (!run_.errors.empty()) return;
+    }
+    RunSections();
+  }
+
+  // The memcpy and raw TCP throughput limits (the put/get sections' yardsticks).
+  void MeasureLimits() {
     const auto t0 = BenchClock::now();
     progress_.Show("measuring memcpy");
     auto memcpy_gbps = MeasureMemcpy();
@@ -223,7 +265,9 @@ class Bench {
     progress_.Show("measuring raw loopback TCP");
     MeasureRawTcpLimit(run_);
     run_.wall_s.emplace_back("limits", SecondsSince(t0));
+  }
 
+  void RunSections() {
     progress_.Show(fmt::format("starting the master and two nodes (segment {} MiB)",
                                run_.segment_bytes >> 20));
     Result<std::unique_ptr<StoreCluster>> cluster = Status(Code::kInternal, "not started");
@@ -262,9 +306,10 @@ class Bench {
             run_.scaling.emplace_back();
             RunDummies(jobs, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
           }
-        }}};
-    std::vector<std::pair<std::string, std::function<void()>>> steps = {
-        {"segment_warmup", [&] { WarmSegment(c); }}};
+        }},
+        {"metadata", [&] { RunMetadata(c); }}};
+    std::vector<std::pair<std::string, std::function<void()>>> steps;
+    if (MovesValues(o_)) steps.emplace_back("segment_warmup", [&] { WarmSegment(c); });
     for (const std::string& name : o_.sections) steps.emplace_back(name, sections.at(name));
     for (auto& [name, step] : steps) {
       Timed(name, step);
@@ -299,13 +344,16 @@ int RunBench(const BenchStoreOptions& o) {
   // segment, well under the master's eviction watermark, plus room for allocation overhead.
   run.section_bytes = uint64_t{o.trials + 1} * (o.values + kMaxProcesses - 1) * *value_bytes;
   run.segment_bytes = ((run.section_bytes * 5 / 4 + (64ULL << 20)) + (1 << 20) - 1) >> 20 << 20;
-  auto selected = [&](const char* name) {
-    return std::find(o.sections.begin(), o.sections.end(), name) != o.sections.end();
-  };
+  if (!MovesValues(o)) {
+    run.section_bytes = 0;
+    run.segment_bytes = kMetadataOnlySegmentBytes;
+  }
+  auto selected = [&](const char* name) { return Selected(o, name); };
   const std::string skipped = "not selected (--sections)";
   if (!selected("same-node")) run.same_node.unavailable = run.master.unavailable = skipped;
   if (!selected("cross-node")) run.cross_node.unavailable = skipped;
   if (!selected("redis")) run.redis.unavailable = run.redis_unpipelined.unavailable = skipped;
+  if (!selected("metadata")) run.metadata.unavailable = skipped;
   Progress progress("[bench store]");
   Bench(run, progress).Run();
   progress.Done();

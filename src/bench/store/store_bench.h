@@ -8,7 +8,10 @@
 //  - redis: a private redis-server, SET/GET of the same values in pipelined batches (hiredis);
 //  - master: batch Exist calls per second through ConnectMaster, from 1 and 4 threads;
 //  - scaling: 1, 2 and 4 dummies on A at once, each with its own keys and its share of the
-//    values (aggregate GB/s for the same total).
+//    values (aggregate GB/s for the same total);
+//  - metadata: p50/p99 per call of exists, get-size, put and remove of small values, 1 and 32
+//    keys per call, from a dummy and an embedded client, against a raw 64-byte TCP (and Unix
+//    socket) round trip (metadata_rtt.h).
 // Every byte read back is verified after the timed part. Each section runs one untimed warm-up
 // trial first; every trial has keys of its own, a section's keys are removed when it ends, and
 // segment A holds a whole section with room to spare, so nothing is ever evicted.
@@ -27,8 +30,10 @@ struct BenchStoreOptions {
   uint32_t trials = 3;               // measured trials per section (after one warm-up)
   uint32_t exist_batch = 128;        // keys per master Exist call
   double exist_seconds = 1.0;        // per thread count
-  // Which sections run, in this order: same-node (with the master's), cross-node, redis, scaling.
-  std::vector<std::string> sections = {"same-node", "cross-node", "redis", "scaling"};
+  uint32_t metadata_calls = 500;     // timed calls per metadata row (after a tenth as warm-up)
+  // Which sections run, in this order: same-node (with the master's), cross-node, redis, scaling,
+  // metadata.
+  std::vector<std::string> sections = {"same-node", "cross-node", "redis", "scaling", "metadata"};
   bool quick = false;                // CI smoke sizes (set by the CLI for options not given)
   bool json = false;
   std::string json_out;              // also write the JSON report to this file (when not empty)
@@ -41,6 +46,7 @@ inline constexpr const char* kQuickValueSize = "256KiB";
 inline constexpr uint32_t kQuickBatch = 8;
 inline constexpr uint32_t kQuickTrials = 1;
 inline constexpr double kQuickExistSeconds = 0.2;
+inline constexpr uint32_t kQuickMetadataCalls = 100;
 
 // Returns the process exit code: 0 ok, 1 failure (error or data mismatch), 2 bad options.
 int RunBenchStore(const BenchStoreOptions& options);

@@ -10,6 +10,7 @@
 
 #include "bench/common/report_json.h"
 #include "bench/common/stats.h"
+#include "bench/store/metadata_report.h"
 
 namespace kvtier::bench {
 
@@ -83,6 +84,7 @@ json SummarizeStore(const StoreBenchRun& run) {
                    {"lease_ttl_ms", run.lease_ttl_ms},
                    {"exist_batch", o.exist_batch},
                    {"exist_seconds", o.exist_seconds},
+                   {"metadata_calls", o.metadata_calls},
                    {"sections", o.sections},
                    {"seed", o.seed}};
   out["machine"] = MachineJson();
@@ -132,6 +134,7 @@ json SummarizeStore(const StoreBenchRun& run) {
                          {"wrong_answers", m.wrong_answers}, {"verified", master_verified},
                          {"errors", m.errors}};
 
+  out["metadata"] = MetadataJson(run.metadata);
   out["redis_unpipelined"] = SectionJson(run.redis_unpipelined, "", 0, 0);
   // The store is judged against redis's better mode for each op.
   const bool redis_ran = run.redis.unavailable.empty();
@@ -178,15 +181,17 @@ json SummarizeStore(const StoreBenchRun& run) {
       }
     }
   }
+  for (const json& g : MetadataGoals(out["metadata"])) goals.push_back(g);
   out["goals"] = goals;
 
   const bool scaling_selected =
       std::find(o.sections.begin(), o.sections.end(), "scaling") != o.sections.end();
+  const bool metadata_ran = run.metadata.unavailable.empty();
   bool verified = (!same_ran || run.same_node.verified()) &&
                   (!cross_ran || run.cross_node.verified()) && master_verified &&
                   (!redis_ran || (run.redis.verified() && run.redis_unpipelined.verified())) &&
-                  (!scaling_selected || !run.scaling.empty()) &&
-                  (same_ran || cross_ran || !run.scaling.empty());
+                  (!scaling_selected || !run.scaling.empty()) && MetadataVerified(run.metadata) &&
+                  (same_ran || cross_ran || !run.scaling.empty() || metadata_ran);
   for (const TransferSection& s : run.scaling) verified = verified && s.verified();
   out["verified"] = verified;
   json wall = json::object();
@@ -241,14 +246,19 @@ void PrintStoreReport(const json& s, std::ostream& os) {
   const json& l = s["limits"];
   const double memcpy_gbps = l["memcpy_1mib_gbps"]["median"].get<double>();
   const double tcp_gbps = l["raw_tcp_gbps"]["median"].get<double>();
-  os << fmt::format(
-      "limits (same run, medians): memcpy {:.2f} GB/s ({:.2f} GB per CPU-s); raw loopback TCP "
-      "{:.2f} GB/s ({:.2f} GB per CPU-s)\n",
-      memcpy_gbps, l["memcpy_gb_per_cpu_s"]["median"].get<double>(), tcp_gbps,
-      l["raw_tcp_gb_per_cpu_s"]["median"].get<double>());
   const json& w = s["segment_warmup"];
-  os << fmt::format("segment A warmed over TCP first: {} MiB put from P at {:.2f} GB/s (untimed)\n\n",
-                    w["bytes"].get<uint64_t>() >> 20, w["gbps"].get<double>());
+  if (memcpy_gbps > 0 || tcp_gbps > 0 || !l["raw_tcp_error"].get<std::string>().empty()) {
+    os << fmt::format(
+        "limits (same run, medians): memcpy {:.2f} GB/s ({:.2f} GB per CPU-s); raw loopback TCP "
+        "{:.2f} GB/s ({:.2f} GB per CPU-s)\n",
+        memcpy_gbps, l["memcpy_gb_per_cpu_s"]["median"].get<double>(), tcp_gbps,
+        l["raw_tcp_gb_per_cpu_s"]["median"].get<double>());
+    os << fmt::format(
+        "segment A warmed over TCP first: {} MiB put from P at {:.2f} GB/s (untimed)\n\n",
+        w["bytes"].get<uint64_t>() >> 20, w["gbps"].get<double>());
+  } else {
+    os << "no put/get section selected: throughput limits not measured, segment A not warmed\n\n";
+  }
   os << fmt::format("{:<24} {:<4} {:<22} {:>7} {:>7}  {:<15} {:>5}  {:>8} {:>5}\n", "section", "op",
                     "GB/s median (min-max)", "p50 ms", "p99 ms", "limit GB/s", "ratio",
                     "GB/CPU-s", "ratio");
@@ -289,6 +299,7 @@ void PrintStoreReport(const json& s, std::ostream& os) {
                       r["keys_per_s"].get<double>() / 1e6, r["p50_us"].get<double>(),
                       r["p99_us"].get<double>());
   }
+  PrintMetadataTable(s["metadata"], os);
   if (redis["unavailable"].get<std::string>().empty()) {
     const json& v = s["vs_redis"];
     const json& b = s["redis_best"];
@@ -309,8 +320,10 @@ void PrintStoreReport(const json& s, std::ostream& os) {
   }
   for (const json& step : s["scaling"]) Errors(os, "scaling", step["errors"]);
   Errors(os, "master", m["errors"]);
+  Errors(os, "metadata", s["metadata"]["errors"]);
   Errors(os, "run", s["errors"]);
-  os << (s["verified"].get<bool>() ? "\nverified: every byte of every get, every Exist answer\n"
+  os << (s["verified"].get<bool>() ? "\nverified: every byte of every get, every Exist answer, "
+                                     "every metadata call\n"
                                    : "\nNOT VERIFIED: see the errors above\n");
 }
 

@@ -84,6 +84,30 @@ struct ExistSection {
   std::vector<std::string> errors;
 };
 
+// One row of the metadata section: `op` calls with `keys` keys each, from one client.
+struct LatencyRow {
+  std::string client;  // "dummy", "embedded" or "master"
+  std::string op;      // "exists", "get-size", "put", "put-start", "put-end", "remove"
+  uint32_t keys = 0;
+  Distribution us;  // per call
+};
+
+struct MetadataSection {
+  std::string unavailable;  // why it did not run, else empty
+  uint32_t calls = 0;       // timed calls per row (after warmup_calls untimed ones)
+  uint32_t warmup_calls = 0;
+  uint64_t value_bytes = 0;      // of each put, and of each raw round trip's message
+  uint32_t raw_round_trips = 0;  // timed per probe run (each socket is probed twice)
+  // The raw yardsticks by socket ("tcp", "unix"): both probe runs' round trips pooled, and each
+  // run's own p50 (one before the clients' rows, one after).
+  std::map<std::string, Distribution> raw;
+  std::map<std::string, std::vector<double>> raw_run_p50_us;
+  std::vector<LatencyRow> rows;
+  uint64_t checked_answers = 0;  // exists and get-size answers compared with what they should be
+  uint64_t wrong_answers = 0;
+  std::vector<std::string> errors;
+};
+
 struct StoreBenchRun {
   BenchStoreOptions options;
   uint64_t value_bytes = 0;
@@ -101,6 +125,7 @@ struct StoreBenchRun {
   TransferSection redis;               // pipelined batches of options.batch
   TransferSection redis_unpipelined;   // one command at a time (context)
   ExistSection master;
+  MetadataSection metadata;
   std::vector<TransferSection> scaling;
   std::vector<std::pair<std::string, double>> wall_s;  // where the bench's own time went
   std::vector<std::string> errors;  // cluster start and the like
