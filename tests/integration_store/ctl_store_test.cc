@@ -184,12 +184,13 @@ TEST_F(CtlStoreTest, TheMastersRemoveEndpointRefusesBadBodies) {
 }
 
 TEST_F(CtlStoreTest, NodeStatusShowsTheNodesFigures) {
-  // Drops the figures that move with time.
+  // Drops the figures that move with time (the dummy's heartbeat adds to its requests).
   auto still = [](nlohmann::json j) {
     j.erase("uptime_s");
     for (nlohmann::json& d : j["dummies"]) {
       d.erase("connected_s");
       d.erase("idle_s");
+      d.erase("requests");
     }
     return j;
   };

@@ -48,6 +48,13 @@ TEST(StoreAuth, OnlyHoldersOfTheSharedSecretMoveBytes) {
     EXPECT_TRUE(*got == v) << key;
   }
 
+  // Exist goes from the dummy straight to the master, with the secret its node handed over.
+  auto exist = c->BatchIsExist({"auth-0", "auth-missing"});
+  ASSERT_TRUE(exist[0].ok()) << exist[0].status().ToString();
+  EXPECT_TRUE(*exist[0]);
+  EXPECT_FALSE(*exist[1]);
+  EXPECT_EQ(friendly.Metric("kvtier_node_dummy_requests_total{op=\"exist\"}"), 0);
+
   // An embedded client (a cache server's `store` connector in embedded mode) reads the same file.
   for (const std::string& token : {good, bad}) {
     nlohmann::json config = {{"master_server_addr", master.address()},

@@ -93,6 +93,46 @@ TEST(StoreCluster, DummiesOnTwoNodesShareEveryKey) {
   EXPECT_GT(b.Metric("kvtier_transfer_bytes_total{direction=\"read\",path=\"tcp\"}"), 0);
 }
 
+// Exist, get-size and remove: one hop, the dummy to the master, which its node names in HELLO.
+int MetadataStraightToTheMaster(const std::string& node) {
+  auto c = Dummy(node);
+  const std::vector<std::string> keys = Keys("meta", 3);
+  for (const auto& k : keys) {
+    const std::string v = ValueFor(k, 1000);
+    if (!c->Put(k, v.data(), v.size()).ok()) return 10;
+  }
+  auto exist = c->BatchIsExist({keys[0], "meta-missing", keys[2]});
+  if (exist.size() != 3 || !exist[0].ok() || !*exist[0] || !exist[1].ok() || *exist[1] ||
+      !*exist[2]) {
+    return 11;
+  }
+  auto size = c->GetSize(keys[1]);
+  if (!size.ok() || *size != 1000) return 12;
+  if (c->GetSize("meta-missing").status().code() != ErrorCode::OBJECT_NOT_FOUND) return 13;
+  auto removed = c->BatchRemove({keys[0], "meta-missing"}, /*force=*/true);
+  if (!removed[0].ok() || removed[1].code() != ErrorCode::OBJECT_NOT_FOUND) return 14;
+  if (*c->BatchIsExist({keys[0]})[0]) return 15;
+  // Bad keys are refused here, as the node would.
+  if (c->BatchIsExist({""})[0].ok()) return 16;
+  return 0;
+}
+
+TEST(StoreCluster, DummyMetadataCallsGoStraightToTheMaster) {
+  MasterProcess master;
+  NodeProcess node(master.address(), "16MB");
+  auto child = ChildProcess::Fork([&] { return MetadataStraightToTheMaster(node.address()); });
+  EXPECT_EQ(child.Wait(std::chrono::seconds(60)), 0);
+  for (const char* op : {"exist", "get_size", "remove"}) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(node.Metric(std::string("kvtier_node_dummy_requests_total{op=\"") + op + "\"}"), 0);
+  }
+  EXPECT_GE(node.Metric("kvtier_node_dummy_requests_total{op=\"put_from\"}") +
+                node.Metric("kvtier_node_dummy_requests_total{op=\"alloc_staging\"}"),
+            3);  // puts still go through the node
+  EXPECT_GE(Metric(master.http_port(), "kvtier_master_rpc_requests_total{code=\"OK\",op=\"exist\"}"),
+            2);
+}
+
 TEST(StoreCluster, KilledDummyIsFreedAndOthersCarryOn) {
   MasterProcess master;
   NodeProcess node(master.address(), "64MB");

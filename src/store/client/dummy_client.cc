@@ -7,6 +7,8 @@
 // registered buffer. A request whose send fails before its first byte left (the node was gone,
 // so it surely did not run it) is retried once on a new connection. Any other failure returns
 // RPC_FAIL (or RPC_TIMEOUT) and drops the connection; the next call or heartbeat reconnects.
+// Exist, get-size and remove go straight to the master when the node's HELLO allows it
+// (dummy_metadata.h), and through the node otherwise.
 #include "store/client/dummy_client.h"
 
 #include <fmt/format.h>
@@ -26,6 +28,7 @@
 #include "cuda/gpu_memory.h"
 #include "store/client/dummy_batch.h"
 #include "store/client/dummy_memory.h"
+#include "store/client/dummy_metadata.h"
 #include "store/protocol/dummy_socket.h"
 #include "store/protocol/store_key.h"
 
@@ -350,6 +353,12 @@ class DummyClient final : public StoreClient {
       }
     }
     if (sent.empty()) return out;
+    if (!Forked()) {
+      if (auto direct = metadata_.Call(op, req.keys, force)) {
+        for (size_t j = 0; j < sent.size(); ++j) out[sent[j]] = std::move((*direct)[j]);
+        return out;
+      }
+    }
     auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) {
@@ -466,6 +475,7 @@ class DummyClient final : public StoreClient {
       std::lock_guard lock(host_mu_);
       hostname_ = reply->endpoint;
     }
+    metadata_.Route(reply->master, reply->master_token, options_.timeout);
     for (const auto& region : memory_.Regions()) KVT_STORE_RETURN_IF_ERROR(SetupRegion(region));
     for (const auto& [ptr, size] : buffers_) {
       auto range = memory_.TranslateMemPool(ptr, size);
@@ -567,6 +577,7 @@ class DummyClient final : public StoreClient {
 
   mutable std::mutex host_mu_;
   std::string hostname_;
+  DummyMetadata metadata_;  // exist, get-size, remove straight to the master when the node allows
 
   std::mutex hb_mu_;
   std::condition_variable hb_cv_;

@@ -285,6 +285,11 @@ Reply DummySession::Hello(const Request& req) {
   Reply reply;
   reply.endpoint = node_.info().endpoint;
   reply.node_id = node_.info().id;
+  if (auto master = node_.MasterForClients()) {
+    // The socket admits only this node's uid, which may read the secret's file anyway.
+    reply.master = master->address;
+    reply.master_token = master->auth_token;
+  }
   reply.version = dummy::kProtocolVersion;
   return reply;
 }

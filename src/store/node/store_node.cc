@@ -46,6 +46,7 @@ struct StoreNode::Impl {
   SegmentInfo segment;
   MappedFile memory;
   std::unique_ptr<MasterApi> master;
+  std::optional<MasterClientOptions> master_for_clients;
   std::unique_ptr<DataPlaneServer> data_plane;
   std::unique_ptr<TransferEngine> engine;
   std::shared_ptr<SegmentGate> gate;  // the segment id served, shared by both
@@ -163,7 +164,9 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
     if (!leader.ok()) return leader.status();
     return Start(options, std::move(*leader), metrics);
   }
-  return Start(options, ConnectMaster(master), metrics);
+  auto node = Start(options, ConnectMaster(master), metrics);
+  if (node.ok()) (*node)->impl_->master_for_clients = master;
+  return node;
 }
 
 StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
@@ -379,6 +382,10 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
     }
   }
   return results;
+}
+
+std::optional<MasterClientOptions> StoreNode::MasterForClients() const {
+  return impl_->master_for_clients;
 }
 
 std::vector<StoreResult<uint64_t>> StoreNode::GetSize(const std::vector<std::string>& keys) {

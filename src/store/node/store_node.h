@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "common/buffer_span.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "store/client/master_client.h"
 #include "store/protocol/master_api.h"
 #include "store/protocol/store_status.h"
 
@@ -38,7 +40,7 @@ struct NodeOptions {
   // most this many bytes per second; 0: none.
   uint64_t repair_bytes_per_s = 256ull << 20;
   std::chrono::milliseconds repair_interval{200};
-  // The store's shared secret: this node proves it to the master (CURVE), peers present it to
+  // The store's shared secret: this node proves it to the master (RPC handshake), peers present it to
   // this node's data plane and this node to theirs. Empty: no authentication.
   std::string auth_token;
   Clock* clock = nullptr;  // what read leases are measured on; nullptr = Clock::Real()
@@ -58,6 +60,9 @@ class StoreNode {
   ~StoreNode();  // unmounts (best effort) and stops
 
   const NodeInfo& info() const;
+  // The master's address and the secret, for clients on this host that may ask it directly for
+  // metadata (dummy_session.cc); nullopt when the master fails over or is in this process.
+  std::optional<MasterClientOptions> MasterForClients() const;
   uint16_t port() const;
   bool mounted() const;  // the master has acknowledged the segment since the last NEED_REMOUNT
 

@@ -390,6 +390,8 @@ std::string EncodeReply(Op op, const Reply& reply) {
     case Op::kHello:
       w.Put("endpoint", std::string_view(reply.endpoint))
           .Put("node_id", std::string_view(reply.node_id))
+          .Put("master", std::string_view(reply.master))
+          .Put("master_token", std::string_view(reply.master_token))
           .Put("version", reply.version);
       break;
     case Op::kHostname:
@@ -459,6 +461,8 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
     case Op::kHello:
       KVT_RETURN_IF_ERROR(r.Get("endpoint", reply.endpoint));
       KVT_RETURN_IF_ERROR(r.GetOptional("node_id", reply.node_id));
+      KVT_RETURN_IF_ERROR(r.GetOptional("master", reply.master));
+      KVT_RETURN_IF_ERROR(r.GetOptional("master_token", reply.master_token));
       KVT_RETURN_IF_ERROR(r.Get("version", reply.version));
       break;
     case Op::kHostname:

@@ -28,7 +28,8 @@ inline constexpr size_t kMaxBuffersPerDummy = 65536;
 inline constexpr size_t kMaxClientIdBytes = 128;
 
 enum class Op : uint32_t {
-  kHello = 1,             // client_id (printable ASCII), version -> endpoint, node_id, version
+  kHello = 1,             // client_id (printable ASCII), version -> endpoint, node_id, version,
+                          // master, master_token
   kRegisterRegion = 2,    // region, size, kind + exactly one memfd (SCM_RIGHTS)
   kRegisterBuffer = 3,    // region, offset, size
   kUnregisterBuffer = 4,  // region, offset -> size
@@ -97,6 +98,11 @@ struct Reply {
   std::vector<uint64_t> values;
   std::string endpoint;
   std::string node_id;
+  // HELLO: the node's master ("host:port") and the store's secret, when the dummy may ask the
+  // master itself for metadata-only calls (exist, get-size, remove): one hop instead of two. Empty
+  // when it may not (a master that fails over, or one inside the node's process).
+  std::string master;
+  std::string master_token;
   uint32_t version = 0;
   uint64_t region = 0;
   uint64_t offset = 0;
