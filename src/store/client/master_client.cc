@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -175,7 +176,8 @@ class MasterClient final : public MasterApi {
   }
 
   StoreResult<std::string> Call(const MasterRequest& q);
-  StoreResult<Socket> Checkout(Clock::time_point deadline, const char* op_name);
+  Socket TakeIdle(bool check);
+  StoreResult<Socket> Dial(Clock::time_point deadline, const char* op_name);
   StoreStatus NoLongerLeads(const char* op_name) const {
     return StoreStatus(ErrorCode::RPC_FAIL,
                        fmt::format("{}: the master at {} no longer leads; its answer, if any, is "
@@ -196,22 +198,31 @@ class MasterClient final : public MasterApi {
   std::atomic<int64_t> unanswered_ping_at_{0};
 };
 
+// Calls that change nothing (or nothing twice), so a resend is safe.
+bool IsRead(MasterRpcOp op) {
+  return op == MasterRpcOp::kPing || op == MasterRpcOp::kExist ||
+         op == MasterRpcOp::kGetReplicas || op == MasterRpcOp::kMountSegment;
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
 }
 
-// An idle connection the master has not closed meanwhile, or a fresh one. A refused dial is
-// retried until the deadline: the master may be starting or restarting.
-StoreResult<Socket> MasterClient::Checkout(Clock::time_point deadline, const char* op_name) {
-  {
-    std::lock_guard lock(mu_);
-    while (!idle_.empty()) {
-      Socket s = std::move(idle_.back());
-      idle_.pop_back();
-      if (!s->Stale()) return s;
-    }
+// An idle connection, or null. With `check`, one the master has closed meanwhile is dropped.
+Socket MasterClient::TakeIdle(bool check) {
+  std::lock_guard lock(mu_);
+  while (!idle_.empty()) {
+    Socket s = std::move(idle_.back());
+    idle_.pop_back();
+    if (!check || !s->Stale()) return s;
   }
+  return nullptr;
+}
+
+// A fresh connection. A refused dial is retried until the deadline: the master may be starting
+// or restarting.
+StoreResult<Socket> MasterClient::Dial(Clock::time_point deadline, const char* op_name) {
   while (true) {
     auto channel = rpc::Channel::Open(channel_, deadline, options_.abandoned.get());
     if (channel.ok()) return std::move(channel).value();
@@ -252,24 +263,40 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   }
   const auto deadline = Clock::now() + options_.timeout;
   const std::string body = EncodeMasterRequest(q);
-  auto socket = Checkout(deadline, op_name);
-  if (!socket.ok()) {
-    if (q.op == MasterRpcOp::kPing && socket.status().code() == ErrorCode::RPC_TIMEOUT) {
-      int64_t none = 0;
-      unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
-    }
-    return socket.status();
+  // A pooled connection may have been closed by a master that restarted since. Reads are sent
+  // on it unchecked and, if it turns out closed, once more on a fresh one (sending a read twice
+  // is harmless); other calls check it first (one more system call).
+  const bool read = IsRead(q.op);
+  Socket socket = TakeIdle(/*check=*/!read);
+  std::optional<Result<std::string>> reply;
+  auto exchange = [&] {
+    const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    return socket->Call(id, static_cast<uint32_t>(q.op), body, deadline,
+                        options_.abandoned.get());
+  };
+  if (socket != nullptr) {
+    reply = exchange();
+    if (!reply->ok() && read && reply->status().code() == Code::kIoError) reply.reset();
   }
-  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  auto reply = (*socket)->Call(id, static_cast<uint32_t>(q.op), body, deadline,
-                               options_.abandoned.get());
-  if (reply.ok()) {
+  if (!reply) {
+    auto dialed = Dial(deadline, op_name);
+    if (!dialed.ok()) {
+      if (q.op == MasterRpcOp::kPing && dialed.status().code() == ErrorCode::RPC_TIMEOUT) {
+        int64_t none = 0;
+        unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
+      }
+      return dialed.status();
+    }
+    socket = std::move(dialed).value();
+    reply = exchange();
+  }
+  if (reply->ok()) {
     unanswered_ping_at_.store(0, std::memory_order_relaxed);
-    Return(std::move(socket).value());
-    return std::move(reply).value();
+    Return(std::move(socket));
+    return std::move(*reply).value();
   }
   // The connection is dropped with the error: a late reply can never be read by another call.
-  const Status& e = reply.status();
+  const Status& e = reply->status();
   if (e.code() == Code::kUnavailable) return NoLongerLeads(op_name);
   if (e.code() == Code::kTimeout) {
     if (q.op == MasterRpcOp::kPing) {

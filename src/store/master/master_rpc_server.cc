@@ -177,6 +177,7 @@ void MasterRpcServer::CountBad(const char* reason, const std::string& detail) {
 void MasterRpcServer::CountDone(uint64_t op, ErrorCode code, double seconds) {
   if (std::string_view(MasterRpcOpName(op)) == "unknown") op = 0;  // one series for all of them
   const uint64_t key = op << 32 | static_cast<uint32_t>(code);
+  std::lock_guard lock(metrics_mu_);
   Counter*& counter = requests_[key];
   if (counter == nullptr) {
     counter = metrics_.GetCounter(

@@ -1,6 +1,6 @@
-// The master's RPC listener: a plain TCP socket on host:port served by one thread
-// (store/transport/rpc_listener.h), which decodes each request, calls MasterApi inline (metadata
-// operations take microseconds, so a pool would cost more than it saves), encodes and replies.
+// The master's RPC listener: a plain TCP socket on host:port, one thread per connection
+// (store/transport/rpc_listener.h), which decodes each request, calls MasterApi (thread-safe)
+// directly, encodes and replies.
 // With a secret, clients must prove it in the handshake and every record is encrypted
 // (wire/secret_channel.h). Bad input gets an INVALID_PARAMS reply when the record can be read,
 // closes the connection when not, is counted either way (kvtier_master_bad_requests_total) and
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -51,8 +52,9 @@ class MasterRpcServer {
   MetricsRegistry& metrics_;
   bool auth_ = false;
   rpc::Listener listener_;
-  std::unordered_map<uint64_t, Histogram*> seconds_;    // by op; listener thread only
-  std::unordered_map<uint64_t, Counter*> requests_;     // by op << 32 | code; listener thread only
+  std::mutex metrics_mu_;                             // guards the two caches below
+  std::unordered_map<uint64_t, Histogram*> seconds_;  // by op
+  std::unordered_map<uint64_t, Counter*> requests_;   // by op << 32 | code
 };
 
 }  // namespace kvtier::store

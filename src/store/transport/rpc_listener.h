@@ -1,11 +1,12 @@
-// The server end of kvtier's plain-socket RPC (rpc_records.h): one thread, one epoll set over
-// the listening socket and every connection. It runs the secret channel's handshake
-// (wire/secret_channel.h), then calls `serve` inline for each request record and queues its reply
-// on the same connection, in order. Inline because the master's operations take microseconds: a
-// hand-off to another thread would cost more than the work (docs/store/master_rpc.md).
+// The server end of kvtier's plain-socket RPC (rpc_records.h): an accept thread and one thread per
+// connection. Each connection thread runs the secret channel's handshake (wire/secret_channel.h),
+// then blocks in recv, calls `serve` for every request that arrived and sends the replies, in
+// order. A request costs its connection one recv and one send and no hand-off between threads:
+// the fewest system calls per round trip, which is what a metadata call's latency is made of
+// (docs/store/master_rpc.md). Connections run in parallel, so `serve` must be thread-safe.
 // A connection that breaks the stream (a record over the limit, shorter than its envelope, or one
 // that fails authentication) is closed; one that has not finished its handshake within 10 s too.
-// Thread-safety: Start and Stop belong to the owner; the hooks run on the listener's thread.
+// Thread-safety: Start and Stop belong to the owner; the hooks run on the connection threads.
 #pragma once
 
 #include <cstdint>
