@@ -4,13 +4,15 @@
 //
 // The handshake, right after connect, fixed sizes, in the clear:
 //   client -> server  hello   "KVTR" | version u8 | auth u8 (1: has a secret) | 0 u16 | nonce[32]
-//   server -> client  hello   the same layout with the server's nonce, then proof[32]
-//   client -> server  proof[32]        (only when both sides have a secret)
-//   server -> client  verdict u8       (only then: 0 admitted, 1 refused)
+//   server -> client  hello   the same layout with the server's nonce
+//   client -> server  proof[32]                 (only when both sides have a secret)
+//   server -> client  verdict u8, proof[32]     (only then: 0 admitted with the server's proof,
+//                                                1 refused with zeros)
 // Each proof is HMAC-SHA256 over both nonces, keyed by the secret, with a label per side, so each
 // side proves it holds the secret (the client also learns it reached a real master), the secret
 // never crosses the wire, and a recorded handshake is worth nothing on the next connection (fresh
-// nonces). The session keys (one per direction) are HMACs of the same nonces under other labels.
+// nonces). The client proves first: a server hands its proof (something to guess the secret
+// against offline) only to clients that proved theirs. The session keys (one per direction) are HMACs of the same nonces under other labels.
 // Afterwards every record is sealed with AES-256-GCM (RecordCipher): encrypted, authenticated,
 // numbered by a per-direction counter, so a record cannot be altered, replayed, dropped or
 // reordered unnoticed. Unlike CURVE there is no ephemeral key exchange: someone who later learns
@@ -33,8 +35,8 @@ namespace kvtier::wire {
 
 inline constexpr uint8_t kSecretChannelVersion = 1;
 inline constexpr size_t kHelloBytes = 40;          // magic, version, auth, reserved, nonce
-inline constexpr size_t kServerHelloBytes = 72;    // hello + the server's proof
 inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kVerdictBytes = 1 + kProofBytes;
 inline constexpr size_t kSealOverheadBytes = 16;   // the GCM tag at the end of each record
 
 using Nonce = std::array<uint8_t, 32>;

@@ -6,10 +6,8 @@
 namespace kvtier::store {
 namespace {
 
-// Whether a whole call failed for want of the master itself (not a per-key answer).
-bool Unreachable(const StoreStatus& s) {
-  return s.code() == ErrorCode::RPC_FAIL || s.code() == ErrorCode::ILLEGAL_CLIENT;
-}
+// After a direct call fails for want of the master, the node is asked for this long.
+constexpr std::chrono::seconds kSuspend{5};
 
 const StoreStatus& StatusOf(const StoreStatus& s) { return s; }
 template <typename U>
@@ -18,12 +16,7 @@ StoreStatus StatusOf(const StoreResult<U>& r) {
 }
 
 template <typename T, typename F>
-std::optional<std::vector<StoreResult<uint64_t>>> Values(const std::vector<T>& results,
-                                                         size_t keys, F value_of) {
-  if (results.size() != keys) return std::nullopt;
-  if (!results.empty() && !results[0].ok() && Unreachable(StatusOf(results[0]))) {
-    return std::nullopt;
-  }
+std::vector<StoreResult<uint64_t>> Values(const std::vector<T>& results, F value_of) {
   std::vector<StoreResult<uint64_t>> out;
   out.reserve(results.size());
   for (const auto& r : results) {
@@ -36,6 +29,15 @@ std::optional<std::vector<StoreResult<uint64_t>>> Values(const std::vector<T>& r
   return out;
 }
 
+// The code of a call that failed as a whole for want of the master, or OK.
+ErrorCode CallFailure(const std::vector<StoreResult<uint64_t>>& out) {
+  if (out.empty() || out[0].ok()) return ErrorCode::OK;
+  const ErrorCode c = out[0].status().code();
+  const bool whole = c == ErrorCode::RPC_FAIL || c == ErrorCode::ILLEGAL_CLIENT ||
+                     c == ErrorCode::RPC_TIMEOUT;
+  return whole ? c : ErrorCode::OK;
+}
+
 }  // namespace
 
 void DummyMetadata::Route(const std::string& master, const std::string& token,
@@ -44,10 +46,12 @@ void DummyMetadata::Route(const std::string& master, const std::string& token,
   if (!master.empty()) next = ConnectMaster({master, timeout, token});
   std::lock_guard lock(mu_);
   master_ = std::move(next);
+  suspended_until_ = {};
 }
 
 std::shared_ptr<MasterApi> DummyMetadata::Master() {
   std::lock_guard lock(mu_);
+  if (std::chrono::steady_clock::now() < suspended_until_) return nullptr;
   return master_;
 }
 
@@ -55,28 +59,34 @@ std::optional<std::vector<StoreResult<uint64_t>>> DummyMetadata::Call(
     dummy::Op op, const std::vector<std::string>& keys, bool force) {
   std::shared_ptr<MasterApi> master = Master();
   if (!master) return std::nullopt;
-  std::optional<std::vector<StoreResult<uint64_t>>> out;
+  std::vector<StoreResult<uint64_t>> out;
   switch (op) {
     case dummy::Op::kExist:
-      out = Values(master->Exist(keys), keys.size(),
+      out = Values(master->Exist(keys),
                    [](const StoreResult<bool>& r) { return uint64_t{*r ? 1u : 0u}; });
       break;
     case dummy::Op::kGetSize:
-      out = Values(master->GetReplicas(keys), keys.size(),
+      out = Values(master->GetReplicas(keys),
                    [](const StoreResult<ObjectDesc>& r) { return r->size; });
       break;
     case dummy::Op::kRemove:
-      out = Values(master->Remove(keys, force), keys.size(),
-                   [](const StoreStatus&) { return uint64_t{0}; });
+      out = Values(master->Remove(keys, force), [](const StoreStatus&) { return uint64_t{0}; });
       break;
     default:
       return std::nullopt;
   }
-  if (!out) {
+  if (out.size() != keys.size()) return std::nullopt;
+  const ErrorCode failed = CallFailure(out);
+  if (failed == ErrorCode::OK) return out;
+  {
     std::lock_guard lock(mu_);
-    if (master_ == master) master_.reset();
+    suspended_until_ = std::chrono::steady_clock::now() + kSuspend;
   }
-  return out;
+  // A timeout is answered as it is (the node waits for the same master, and its own client
+  // fails fast once its pings go unanswered), and so is a remove, which the master may have run
+  // before the failure. Reads the master refused or could not take go to the node.
+  if (failed == ErrorCode::RPC_TIMEOUT || op == dummy::Op::kRemove) return out;
+  return std::nullopt;
 }
 
 }  // namespace kvtier::store

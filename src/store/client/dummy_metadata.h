@@ -24,8 +24,10 @@ class DummyMetadata {
   void Route(const std::string& master, const std::string& token,
              std::chrono::milliseconds timeout);
   // One value per key (exist: 1/0, get-size: bytes, remove: 0), or nullopt when the dummy must
-  // ask its node: no route, or the master could not be reached or refused the secret (then the
-  // route is dropped until the next HELLO, and the node answers, or explains the failure).
+  // ask its node: no route, or an exist or get-size the master refused or could not take
+  // (RPC_FAIL, ILLEGAL_CLIENT). After any such failure, and after a timeout, the node is asked
+  // for 5 s (its client fails fast while the master is unreachable); a timeout and a failed
+  // remove are answered as they are (the master may have run the remove).
   std::optional<std::vector<StoreResult<uint64_t>>> Call(dummy::Op op,
                                                          const std::vector<std::string>& keys,
                                                          bool force);
@@ -35,6 +37,7 @@ class DummyMetadata {
 
   std::mutex mu_;
   std::shared_ptr<MasterApi> master_;
+  std::chrono::steady_clock::time_point suspended_until_;
 };
 
 }  // namespace kvtier::store

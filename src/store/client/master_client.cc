@@ -224,6 +224,7 @@ Socket MasterClient::TakeIdle(bool check) {
 // or restarting.
 StoreResult<Socket> MasterClient::Dial(Clock::time_point deadline, const char* op_name) {
   while (true) {
+    if (options_.abandoned && options_.abandoned->load()) return NoLongerLeads(op_name);
     auto channel = rpc::Channel::Open(channel_, deadline, options_.abandoned.get());
     if (channel.ok()) return std::move(channel).value();
     const Status& e = channel.status();

@@ -119,7 +119,7 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
     return st;
   }
 
-  uint8_t answer[wire::kServerHelloBytes];
+  uint8_t answer[wire::kHelloBytes];
   Status got = RecvExact(s, answer, wire::kHelloBytes, deadline, abandoned);
   if (!got.ok()) {
     return Status(got.code(), fmt::format("handshake with {}: {}", options.peer, got.message()));
@@ -146,27 +146,27 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
                               "(--auth-token-file on one side only?)",
                               options.peer));
   }
-  if (Status st = RecvExact(s, answer + wire::kHelloBytes,
-                            wire::kServerHelloBytes - wire::kHelloBytes, deadline, abandoned);
-      !st.ok()) {
-    return Status(st.code(), fmt::format("handshake with {}: {}", options.peer, st.message()));
-  }
   std::optional<wire::HandshakeKeys> keys;
   if (auth) {
     keys = wire::DeriveHandshakeKeys(options.secret, mine.nonce, theirs->nonce);
-    // Our proof goes even when theirs is wrong, so the server counts the refusal too.
     if (Status st = SendExact(s, reinterpret_cast<const char*>(keys->client_proof.data()),
                               keys->client_proof.size(), deadline, abandoned);
         !st.ok()) {
       return st;
     }
-    uint8_t verdict = 1;
-    const Status v = RecvExact(s, &verdict, 1, deadline, abandoned);
-    if (v.code() == Code::kTimeout || v.code() == Code::kUnavailable) return v;
-    const bool server_proved = wire::SameProof(keys->server_proof, answer + wire::kHelloBytes);
-    if (!v.ok() || verdict != 0 || !server_proved) {
+    uint8_t verdict[wire::kVerdictBytes];
+    if (Status v = RecvExact(s, verdict, sizeof(verdict), deadline, abandoned); !v.ok()) {
+      return Status(v.code(), fmt::format("handshake with {}: {}", options.peer, v.message()));
+    }
+    if (verdict[0] != 0) {
       return Status(Code::kPermissionDenied,
                     fmt::format("{} refused authentication (wrong --auth-token-file?)",
+                                options.peer));
+    }
+    if (!wire::SameProof(keys->server_proof, verdict + 1)) {
+      return Status(Code::kPermissionDenied,
+                    fmt::format("{} admitted this client without proving the secret: not the "
+                                "master it claims to be",
                                 options.peer));
     }
   }

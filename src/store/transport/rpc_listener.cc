@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -15,6 +16,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "common/eventfd.h"
@@ -30,6 +32,8 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 constexpr size_t kReadChunk = 64 << 10;
 // Connections served at once; one more is closed at once (each holds a thread).
 constexpr size_t kMaxConnections = 4096;
+// A reply buffer larger than this is given back once sent.
+constexpr size_t kKeptBufferBytes = 1 << 20;
 
 std::string PeerName(int fd) {
   sockaddr_storage a{};
@@ -69,8 +73,13 @@ bool SendExact(int fd, const char* data, size_t len) {
   return true;
 }
 
-bool RecvExact(int fd, char* data, size_t len) {
+// The whole of `len` bytes before `deadline` (a peer that dribbles bytes gets no longer).
+bool RecvBefore(int fd, char* data, size_t len, std::chrono::steady_clock::time_point deadline) {
   for (size_t got = 0; got < len;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    SetRecvTimeout(fd, left);
     const ssize_t n = ::recv(fd, data + got, len - got, 0);
     if (n > 0) {
       got += static_cast<size_t>(n);
@@ -79,6 +88,15 @@ bool RecvExact(int fd, char* data, size_t len) {
     }
   }
   return true;
+}
+
+// A peer host that vanishes without a word is noticed within about two minutes.
+void KeepAlive(int fd) {
+  const int on = 1, idle_s = 60, interval_s = 10, probes = 6;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
 }  // namespace
@@ -126,13 +144,19 @@ void Listener::Impl::AcceptLoop() {
     if (!(fds[0].revents & POLLIN)) continue;
     const int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EINTR && errno != EAGAIN && ShouldLog("rpc-accept")) {
-        KVT_LOG_WARN("rpc listener: accept: {}", std::strerror(errno));
+      const int e = errno;
+      if (e != EINTR && e != EAGAIN && ShouldLog("rpc-accept")) {
+        KVT_LOG_WARN("rpc listener: accept: {}", std::strerror(e));
+      }
+      // Out of fds: the waiting connection stays queued; do not spin on it.
+      if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       continue;
     }
     wire::UniqueFd conn(fd);
     tcp::SetNoDelay(fd);
+    KeepAlive(fd);
     std::lock_guard lock(mu);
     if (conns.size() >= kMaxConnections) {
       if (ShouldLog("rpc-too-many")) {
@@ -144,11 +168,23 @@ void Listener::Impl::AcceptLoop() {
     Conn& c = conns.emplace_back();
     c.fd = std::move(conn);
     c.peer = PeerName(fd);
-    c.thread = std::thread([this, &c] {
-      Serve(c);
-      std::lock_guard done_lock(mu);
-      c.done = true;
-    });
+    try {
+      c.thread = std::thread([this, &c] {
+        try {
+          Serve(c);
+        } catch (const std::exception& e) {  // e.g. bad_alloc: this connection, not the process
+          KVT_LOG_ERROR("rpc listener: connection from {} failed: {}", c.peer, e.what());
+        }
+        ::shutdown(c.fd.get(), SHUT_RDWR);  // the peer learns now; the fd closes at the join
+        std::lock_guard done_lock(mu);
+        c.done = true;
+      });
+    } catch (const std::system_error& e) {  // no thread to be had (a pids limit)
+      if (ShouldLog("rpc-thread")) {
+        KVT_LOG_WARN("rpc listener: no thread for a connection from {}: {}", c.peer, e.what());
+      }
+      conns.pop_back();
+    }
   }
 }
 
@@ -169,9 +205,10 @@ bool Listener::Impl::Handshake(Conn& c, std::optional<RecordReader>& reader,
                                std::unique_ptr<wire::RecordCipher>& seal) {
   const int fd = c.fd.get();
   const bool auth = !secret.empty();
+  const auto deadline = std::chrono::steady_clock::now() + kHandshakeTimeout;
   char hello_bytes[wire::kHelloBytes];
-  if (!RecvExact(fd, hello_bytes, sizeof(hello_bytes))) {
-    if (auth) Reject(c, "incomplete_handshake", "no hello");
+  if (!RecvBefore(fd, hello_bytes, sizeof(hello_bytes), deadline)) {
+    if (auth) Reject(c, "incomplete_handshake", "no hello within 10 s");
     return false;
   }
   auto hello = wire::DecodeHello(hello_bytes, sizeof(hello_bytes));
@@ -182,36 +219,36 @@ bool Listener::Impl::Handshake(Conn& c, std::optional<RecordReader>& reader,
   wire::Hello mine;
   mine.auth = auth;
   mine.nonce = wire::RandomNonce();
-  std::string answer = wire::EncodeHello(mine);
-  std::optional<wire::HandshakeKeys> keys;
-  if (auth && hello->auth) keys = wire::DeriveHandshakeKeys(secret, hello->nonce, mine.nonce);
-  const wire::Proof proof = keys ? keys->server_proof : wire::Proof{};
-  answer.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+  const std::string answer = wire::EncodeHello(mine);
   // Refusals are counted before the answer leaves (a client that reads the metrics after its
   // refusal sees it), and our hello goes out in every case, so the client can say what is wrong.
+  // (A client with a secret and a master without one reports the mismatch itself.)
   const bool admissible = hello->version == wire::kSecretChannelVersion && auth == hello->auth;
   if (hello->version != wire::kSecretChannelVersion) {
     Reject(c, "bad_handshake", fmt::format("handshake version {}", hello->version));
   } else if (auth && !hello->auth) {
     Reject(c, "no_token", "it has no secret");
   }
-  // (A client with a secret and a master without one reports the mismatch itself.)
   if (!SendExact(fd, answer.data(), answer.size()) || !admissible) return false;
-  if (auth) {
-    char their_proof[wire::kProofBytes];
-    if (!RecvExact(fd, their_proof, sizeof(their_proof))) {
-      Reject(c, "incomplete_handshake", "no proof");
-      return false;
-    }
-    const bool proved = wire::SameProof(keys->client_proof, their_proof);
-    if (!proved) Reject(c, "wrong_token", "its proof does not match this secret");
-    const char verdict = proved ? 0 : 1;
-    if (!SendExact(fd, &verdict, 1) || !proved) return false;
-    seal = std::make_unique<wire::RecordCipher>(keys->server_to_client);
-    reader.emplace(max_payload, std::make_unique<wire::RecordCipher>(keys->client_to_server));
-  } else {
+  if (!auth) {
     reader.emplace(max_payload, nullptr);
+    return true;
   }
+  char their_proof[wire::kProofBytes];
+  if (!RecvBefore(fd, their_proof, sizeof(their_proof), deadline)) {
+    Reject(c, "incomplete_handshake", "no proof within 10 s");
+    return false;
+  }
+  const wire::HandshakeKeys keys = wire::DeriveHandshakeKeys(secret, hello->nonce, mine.nonce);
+  // Our proof only to a client that proved the secret.
+  const bool proved = wire::SameProof(keys.client_proof, their_proof);
+  if (!proved) Reject(c, "wrong_token", "its proof does not match this secret");
+  std::string verdict(1, proved ? 0 : 1);
+  const wire::Proof ours = proved ? keys.server_proof : wire::Proof{};
+  verdict.append(reinterpret_cast<const char*>(ours.data()), ours.size());
+  if (!SendExact(fd, verdict.data(), verdict.size()) || !proved) return false;
+  seal = std::make_unique<wire::RecordCipher>(keys.server_to_client);
+  reader.emplace(max_payload, std::make_unique<wire::RecordCipher>(keys.client_to_server));
   return true;
 }
 
@@ -219,7 +256,6 @@ void Listener::Impl::Serve(Conn& c) {
   const int fd = c.fd.get();
   std::optional<RecordReader> reader;
   std::unique_ptr<wire::RecordCipher> seal;
-  SetRecvTimeout(fd, std::chrono::duration_cast<std::chrono::milliseconds>(kHandshakeTimeout));
   if (!Handshake(c, reader, seal)) return;
   SetRecvTimeout(fd, std::chrono::milliseconds(0));  // 0: wait for requests for ever
   std::string out;
@@ -245,6 +281,7 @@ void Listener::Impl::Serve(Conn& c) {
       }
     }
     if (!out.empty() && !SendExact(fd, out.data(), out.size())) return;
+    if (out.capacity() > kKeptBufferBytes) std::string().swap(out);  // after a huge batch
   }
 }
 

@@ -8,6 +8,11 @@
 #include "common/endian.h"
 
 namespace kvtier::store::rpc {
+namespace {
+
+constexpr size_t kKeptBufferBytes = 1 << 20;
+
+}  // namespace
 
 Status AppendRecord(std::string& out, uint64_t id, uint32_t op, std::string_view body,
                     wire::RecordCipher* cipher) {
@@ -27,7 +32,11 @@ RecordReader::RecordReader(size_t max_payload, std::unique_ptr<wire::RecordCiphe
     : max_payload_(max_payload), cipher_(std::move(cipher)) {}
 
 char* RecordReader::Space(size_t n) {
-  if (begin_ == end_) begin_ = end_ = 0;
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+    // After a huge batch, the next small one does not keep its buffer alive.
+    if (buf_.size() > kKeptBufferBytes && n <= kKeptBufferBytes) std::string().swap(buf_);
+  }
   if (buf_.size() - end_ < n) {
     // Move the partial record to the front before growing, so the buffer stays about one record.
     if (begin_ > 0) {

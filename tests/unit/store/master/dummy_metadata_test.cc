@@ -49,9 +49,17 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
   // Ops that move bytes are never direct.
   EXPECT_FALSE(direct.Call(dummy::Op::kGetInto, {"k"}, false).has_value());
 
-  // A route the master refuses (another secret): the node is asked, and the route is dropped.
+  // A route the master refuses (another secret): the node is asked, now and for a while.
   direct.Route("127.0.0.1:" + std::to_string(port), "another", milliseconds(5000));
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
+  EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
+  // A master that does not answer: the timeout is the answer (the node would wait as long), and
+  // the node is asked for a while after it.
+  direct.Route("127.0.0.1:" + std::to_string(bench::FreeLoopbackPort()), "secret",
+               milliseconds(200));
+  auto timed_out = direct.Call(dummy::Op::kExist, {"k"}, false);
+  ASSERT_TRUE(timed_out.has_value());
+  EXPECT_EQ((*timed_out)[0].status().code(), ErrorCode::RPC_TIMEOUT);
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
   // An empty route (a node whose master fails over): the node is asked.
   direct.Route("", "", milliseconds(5000));

@@ -186,7 +186,7 @@ class RawPeer {
     hello.nonce = wire::RandomNonce();
     const std::string h = wire::EncodeHello(hello);
     EXPECT_TRUE(tcp::SendAll(fd_.get(), h.data(), h.size(), deadline).ok());
-    char answer[wire::kServerHelloBytes];
+    char answer[wire::kHelloBytes];
     EXPECT_TRUE(tcp::RecvAll(fd_.get(), answer, sizeof(answer), deadline).ok());
   }
   void SendBytes(const std::string& bytes) {
