@@ -20,6 +20,7 @@ using std::chrono::milliseconds;
 // How long one blocking send or recv waits before the deadline and `abandoned` are checked.
 constexpr milliseconds kSlice{100};
 constexpr size_t kReadChunk = 64 << 10;
+constexpr size_t kKeptBufferBytes = 1 << 20;
 
 std::string Errno(int e) { return std::strerror(e); }
 
@@ -181,6 +182,7 @@ Result<std::string> Channel::Call(uint64_t id, uint32_t op, std::string_view bod
   if (Status s = SendExact(fd_.get(), out_.data(), out_.size(), deadline, abandoned); !s.ok()) {
     return s;
   }
+  if (out_.capacity() > kKeptBufferBytes) std::string().swap(out_);  // after a huge batch
   while (true) {
     auto next = reader_.Next();
     if (!next.ok()) return next.status();
