@@ -35,7 +35,7 @@ std::string DummyKey(const std::string& prefix, uint32_t trial, uint32_t index);
 class DummyFleet {
  public:
   // Forks one process per job and waits until each is connected, with its buffers registered and
-  // filled. Must run while this process has no threads and no ZMQ context.
+  // filled. Must run while this process has no threads.
   static Result<std::unique_ptr<DummyFleet>> Start(const std::vector<DummyJob>& jobs);
   ~DummyFleet();
 

@@ -1,7 +1,7 @@
 // `bench store`'s metadata section: batch Exist calls per second against the master through
 // ConnectMaster (the client nodes use), from 1 and more threads sharing one client. It runs in a
-// forked child, so the bench process itself never creates a ZMQ context. Half of each batch's
-// keys exist (a previous section's objects), half do not; every answer is checked.
+// forked child, so the bench process itself holds no client threads or sockets. Half of each
+// batch's keys exist (a previous section's objects), half do not; every answer is checked.
 #pragma once
 
 #include <cstdint>

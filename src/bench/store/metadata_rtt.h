@@ -4,12 +4,13 @@
 //  - exists (BatchIsExist; half of a batch's keys exist), get-size (GetSize: StoreClient has no
 //    batch form, so 1 key only), put (BatchPutFrom of small values: the master's put-start, a
 //    copy into the segment, put-end) and remove (BatchRemove of the keys just put);
-//  - from a dummy client on node A (ConnectDummy: its node calls the master for it) and from an
-//    embedded client (StartEmbedded: its own node and segment, in its process, calls the master);
+//  - from a dummy client on node A (ConnectDummy: exists, get-size and remove go straight to the
+//    master, puts through its node) and from an embedded client (StartEmbedded: its own node and
+//    segment, in its process, calls the master);
 //  - and, from the embedded client's process, the master's put-start and put-end alone through
 //    ConnectMaster (the client every node uses), which the embedded client does not expose.
-// Each client runs in a forked child (the bench process holds no ZMQ context); the raw probes run
-// once before and once after the clients, so a load change during the section shows. Calls of
+// Each client runs in a forked child (the bench process holds no client threads); the raw probes
+// run once before and once after the clients, so a load change during the section shows. Calls of
 // every row are interleaved (one of each per round), so a load change hits every row alike. Every
 // exists and get-size answer is checked, and every put and remove must succeed.
 #pragma once

@@ -1,7 +1,7 @@
 // Orchestration of `kvtier bench store` (store_bench.h): validate the options, measure the
 // limits (memcpy, raw loopback TCP) while this process has no threads, start the cluster, run the
 // sections in order, report. This process only forks and coordinates: the dummy clients, the
-// master client (ZMQ) and redis-server all live in child processes.
+// master client and redis-server all live in child processes.
 #include "bench/store/store_bench.h"
 
 #include <fmt/format.h>
