@@ -16,12 +16,13 @@ namespace {
 constexpr char kMagic[4] = {'K', 'V', 'T', 'R'};
 constexpr size_t kIvBytes = 12;
 
-// HMAC-SHA256(secret, label || client nonce || server nonce).
+// HMAC-SHA256(secret, label || client nonce || server nonce [|| shared]).
 std::array<uint8_t, 32> Mac(std::string_view secret, std::string_view label, const Nonce& client,
-                            const Nonce& server) {
+                            const Nonce& server, const std::array<uint8_t, 32>* shared = nullptr) {
   std::string input(label);
   input.append(reinterpret_cast<const char*>(client.data()), client.size());
   input.append(reinterpret_cast<const char*>(server.data()), server.size());
+  if (shared != nullptr) input.append(reinterpret_cast<const char*>(shared->data()), 32);
   std::array<uint8_t, 32> out{};
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -64,13 +65,42 @@ Result<Hello> DecodeHello(const void* data, size_t size) {
 }
 
 HandshakeKeys DeriveHandshakeKeys(std::string_view secret, const Nonce& client,
-                                  const Nonce& server) {
+                                  const Nonce& server, const std::array<uint8_t, 32>& shared) {
   HandshakeKeys k;
   k.client_proof = Mac(secret, "kvtier rpc client proof v1", client, server);
   k.server_proof = Mac(secret, "kvtier rpc server proof v1", client, server);
-  k.client_to_server = Mac(secret, "kvtier rpc client-to-server key v1", client, server);
-  k.server_to_client = Mac(secret, "kvtier rpc server-to-client key v1", client, server);
+  k.client_to_server = Mac(secret, "kvtier rpc client-to-server key v1", client, server, &shared);
+  k.server_to_client = Mac(secret, "kvtier rpc server-to-client key v1", client, server, &shared);
   return k;
+}
+
+Result<EphemeralKey> EphemeralKey::Generate() {
+  EVP_PKEY* key = EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519");
+  if (key == nullptr) return Status(Code::kInternal, "cannot generate an X25519 key");
+  EphemeralKey out(key);
+  size_t len = out.public_key_.size();
+  if (EVP_PKEY_get_raw_public_key(key, out.public_key_.data(), &len) != 1 ||
+      len != out.public_key_.size()) {
+    return Status(Code::kInternal, "cannot read an X25519 public key");
+  }
+  return out;
+}
+
+EphemeralKey::~EphemeralKey() { EVP_PKEY_free(key_); }
+
+Result<std::array<uint8_t, 32>> EphemeralKey::Agree(const Nonce& peer) const {
+  std::array<uint8_t, 32> shared{};
+  EVP_PKEY* theirs = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, peer.data(), peer.size());
+  EVP_PKEY_CTX* ctx = theirs != nullptr ? EVP_PKEY_CTX_new(key_, nullptr) : nullptr;
+  size_t len = shared.size();
+  // OpenSSL refuses a peer key whose shared secret is all zeros (a low-order point).
+  const bool ok = ctx != nullptr && EVP_PKEY_derive_init(ctx) == 1 &&
+                  EVP_PKEY_derive_set_peer(ctx, theirs) == 1 &&
+                  EVP_PKEY_derive(ctx, shared.data(), &len) == 1 && len == shared.size();
+  EVP_PKEY_CTX_free(ctx);
+  EVP_PKEY_free(theirs);
+  if (!ok) return Status(Code::kPermissionDenied, "the peer's ephemeral key gives no shared secret");
+  return shared;
 }
 
 bool SameProof(const Proof& a, const void* b) {

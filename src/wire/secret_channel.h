@@ -13,10 +13,12 @@
 // never crosses the wire, and a recorded handshake is worth nothing on the next connection (fresh
 // nonces). The client proves first: a server hands its proof (something to guess the secret
 // against offline) only to clients that proved theirs. The session keys (one per direction) are HMACs of the same nonces under other labels.
+// With a secret, each side's nonce is a fresh X25519 public key (EphemeralKey), and the session
+// keys also cover the two keys' shared secret: someone who records the traffic and later learns
+// the secret still cannot decrypt it (forward secrecy, as CURVE's short-term keys give).
 // Afterwards every record is sealed with AES-256-GCM (RecordCipher): encrypted, authenticated,
 // numbered by a per-direction counter, so a record cannot be altered, replayed, dropped or
-// reordered unnoticed. Unlike CURVE there is no ephemeral key exchange: someone who later learns
-// the secret can decrypt recorded traffic (no forward secrecy).
+// reordered unnoticed.
 // Thread-safety: a RecordCipher belongs to one connection's reader or writer.
 #pragma once
 
@@ -54,7 +56,31 @@ std::string EncodeHello(const Hello& h);
 // must hold kHelloBytes.
 Result<Hello> DecodeHello(const void* data, size_t size);
 
-// The proofs and keys of one connection: both nonces and the secret.
+// A one-connection X25519 key pair; its public key is the hello's nonce.
+class EphemeralKey {
+ public:
+  static Result<EphemeralKey> Generate();
+  EphemeralKey(EphemeralKey&& o) noexcept : key_(o.key_), public_key_(o.public_key_) {
+    o.key_ = nullptr;
+  }
+  EphemeralKey(const EphemeralKey&) = delete;
+  EphemeralKey& operator=(const EphemeralKey&) = delete;
+  EphemeralKey& operator=(EphemeralKey&&) = delete;
+  ~EphemeralKey();
+
+  const Nonce& public_key() const { return public_key_; }
+  // The shared secret with the peer's public key; kPermissionDenied for a key that gives none
+  // (a low-order point: a peer trying to force a known result).
+  Result<std::array<uint8_t, 32>> Agree(const Nonce& peer) const;
+
+ private:
+  explicit EphemeralKey(EVP_PKEY* key) : key_(key) {}
+  EVP_PKEY* key_;
+  Nonce public_key_{};
+};
+
+// The proofs and keys of one connection: both nonces, the secret, and the ephemeral keys' shared
+// secret (zeros: none).
 struct HandshakeKeys {
   Proof client_proof{};
   Proof server_proof{};
@@ -62,7 +88,8 @@ struct HandshakeKeys {
   std::array<uint8_t, 32> server_to_client{};
 };
 HandshakeKeys DeriveHandshakeKeys(std::string_view secret, const Nonce& client,
-                                  const Nonce& server);
+                                  const Nonce& server,
+                                  const std::array<uint8_t, 32>& shared = {});
 // Constant time.
 bool SameProof(const Proof& a, const void* b);
 

@@ -114,7 +114,16 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
   const bool auth = !options.secret.empty();
   wire::Hello mine;
   mine.auth = auth;
-  mine.nonce = wire::RandomNonce();
+  // With a secret the nonce is an ephemeral X25519 public key (forward secrecy).
+  std::optional<wire::EphemeralKey> ephemeral;
+  if (auth) {
+    auto generated = wire::EphemeralKey::Generate();
+    if (!generated.ok()) return generated.status();
+    ephemeral.emplace(std::move(generated).value());
+    mine.nonce = ephemeral->public_key();
+  } else {
+    mine.nonce = wire::RandomNonce();
+  }
   const std::string hello = wire::EncodeHello(mine);
   if (Status st = SendExact(s, hello.data(), hello.size(), deadline, abandoned); !st.ok()) {
     return st;
@@ -149,7 +158,12 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
   }
   std::optional<wire::HandshakeKeys> keys;
   if (auth) {
-    keys = wire::DeriveHandshakeKeys(options.secret, mine.nonce, theirs->nonce);
+    auto shared = ephemeral->Agree(theirs->nonce);
+    if (!shared.ok()) {
+      return Status(Code::kProtocolError,
+                    fmt::format("{}: {}", options.peer, shared.status().message()));
+    }
+    keys = wire::DeriveHandshakeKeys(options.secret, mine.nonce, theirs->nonce, *shared);
     if (Status st = SendExact(s, reinterpret_cast<const char*>(keys->client_proof.data()),
                               keys->client_proof.size(), deadline, abandoned);
         !st.ok()) {

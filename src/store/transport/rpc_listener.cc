@@ -218,7 +218,19 @@ bool Listener::Impl::Handshake(Conn& c, std::optional<RecordReader>& reader,
   }
   wire::Hello mine;
   mine.auth = auth;
-  mine.nonce = wire::RandomNonce();
+  // With a secret the nonce is an ephemeral X25519 public key (forward secrecy).
+  std::optional<wire::EphemeralKey> ephemeral;
+  if (auth) {
+    auto generated = wire::EphemeralKey::Generate();
+    if (!generated.ok()) {
+      KVT_LOG_ERROR("rpc listener: {}", generated.status().message());
+      return false;
+    }
+    ephemeral.emplace(std::move(generated).value());
+    mine.nonce = ephemeral->public_key();
+  } else {
+    mine.nonce = wire::RandomNonce();
+  }
   const std::string answer = wire::EncodeHello(mine);
   // Refusals are counted before the answer leaves (a client that reads the metrics after its
   // refusal sees it), and our hello goes out in every case, so the client can say what is wrong.
@@ -239,7 +251,13 @@ bool Listener::Impl::Handshake(Conn& c, std::optional<RecordReader>& reader,
     Reject(c, "incomplete_handshake", "no proof within 10 s");
     return false;
   }
-  const wire::HandshakeKeys keys = wire::DeriveHandshakeKeys(secret, hello->nonce, mine.nonce);
+  auto shared = ephemeral->Agree(hello->nonce);
+  if (!shared.ok()) {
+    Reject(c, "bad_handshake", shared.status().message());
+    return false;
+  }
+  const wire::HandshakeKeys keys =
+      wire::DeriveHandshakeKeys(secret, hello->nonce, mine.nonce, *shared);
   // Our proof only to a client that proved the secret.
   const bool proved = wire::SameProof(keys.client_proof, their_proof);
   if (!proved) Reject(c, "wrong_token", "its proof does not match this secret");

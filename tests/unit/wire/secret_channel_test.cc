@@ -1,5 +1,6 @@
 // The secret channel's pieces without sockets: hello encoding, proofs and keys that depend on the
-// secret and both nonces, and AES-GCM records that refuse tampering, replay and the wrong key.
+// secret, both nonces and the ephemeral keys' agreement, and AES-GCM records that refuse
+// tampering, replay and the wrong key.
 #include "wire/secret_channel.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +40,27 @@ TEST(SecretChannel, ProofsAndKeysDependOnTheSecretAndBothNonces) {
   EXPECT_FALSE(SameProof(k.client_proof, DeriveHandshakeKeys("secret", b, a).client_proof.data()));
   EXPECT_FALSE(SameProof(k.client_proof, k.server_proof.data()));
   EXPECT_NE(k.client_to_server, k.server_to_client);
+}
+
+TEST(SecretChannel, EphemeralKeysAgreeAndTheSessionKeysDependOnThem) {
+  auto a = EphemeralKey::Generate();
+  auto b = EphemeralKey::Generate();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->public_key(), b->public_key());
+  auto ab = a->Agree(b->public_key());
+  auto ba = b->Agree(a->public_key());
+  ASSERT_TRUE(ab.ok() && ba.ok()) << ab.status().ToString();
+  EXPECT_EQ(*ab, *ba);
+  const Nonce& cn = a->public_key();
+  const Nonce& sn = b->public_key();
+  const HandshakeKeys with = DeriveHandshakeKeys("secret", cn, sn, *ab);
+  const HandshakeKeys without = DeriveHandshakeKeys("secret", cn, sn);
+  // The proofs need only the secret; the record keys also need the ephemeral keys.
+  EXPECT_TRUE(SameProof(with.client_proof, without.client_proof.data()));
+  EXPECT_NE(with.client_to_server, without.client_to_server);
+  EXPECT_NE(with.server_to_client, without.server_to_client);
+  // A low-order point (all zeros) gives no shared secret and is refused.
+  EXPECT_EQ(a->Agree(Nonce{}).status().code(), Code::kPermissionDenied);
 }
 
 TEST(SecretChannel, RecordsOpenOnceInOrderAndOnlyUnaltered) {
