@@ -26,8 +26,6 @@ using Socket = std::unique_ptr<rpc::Channel>;
 
 constexpr size_t kMaxIdleSockets = 16;
 constexpr std::chrono::milliseconds kRedial{100};
-// The largest reply record: a reply to the largest valid batch, its envelope and GCM tag.
-constexpr size_t kMaxReplyRecordBytes = kMaxMasterBodyBytes + 64;
 
 class MasterClient final : public MasterApi {
  public:
@@ -35,7 +33,7 @@ class MasterClient final : public MasterApi {
       : options_(options),
         endpoint_(options.address),
         channel_{options.address, options.auth_token, "the master at " + options.address,
-                 kMaxReplyRecordBytes} {}
+                 rpc::MaxPayloadFor(kMaxMasterBodyBytes)} {}
 
   StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
     MasterRequest q;
@@ -198,8 +196,8 @@ class MasterClient final : public MasterApi {
   std::atomic<int64_t> unanswered_ping_at_{0};
 };
 
-// Calls that change nothing (or nothing twice), so a resend is safe.
-bool IsRead(MasterRpcOp op) {
+// Calls whose second sending changes nothing the first did not (a mount is idempotent).
+bool SafeToResend(MasterRpcOp op) {
   return op == MasterRpcOp::kPing || op == MasterRpcOp::kExist ||
          op == MasterRpcOp::kGetReplicas || op == MasterRpcOp::kMountSegment;
 }
@@ -264,11 +262,11 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   }
   const auto deadline = Clock::now() + options_.timeout;
   const std::string body = EncodeMasterRequest(q);
-  // A pooled connection may have been closed by a master that restarted since. Reads are sent
-  // on it unchecked and, if it turns out closed, once more on a fresh one (sending a read twice
-  // is harmless); other calls check it first (one more system call).
-  const bool read = IsRead(q.op);
-  Socket socket = TakeIdle(/*check=*/!read);
+  // A pooled connection may have been closed by a master that restarted since. A call that is
+  // safe to resend goes out on it unchecked and, if it turns out closed, once more on a fresh
+  // one; other calls check it first (one more system call).
+  const bool resendable = SafeToResend(q.op);
+  Socket socket = TakeIdle(/*check=*/!resendable);
   std::optional<Result<std::string>> reply;
   auto exchange = [&] {
     const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
@@ -277,7 +275,7 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   };
   if (socket != nullptr) {
     reply = exchange();
-    if (!reply->ok() && read && reply->status().code() == Code::kIoError) reply.reset();
+    if (!reply->ok() && resendable && reply->status().code() == Code::kIoError) reply.reset();
   }
   if (!reply) {
     auto dialed = Dial(deadline, op_name);

@@ -9,12 +9,11 @@
 #include "common/logging.h"
 #include "store/protocol/master_protocol.h"
 #include "common/secret_file.h"
+#include "store/transport/rpc_records.h"
 
 namespace kvtier::store {
 namespace {
 
-// A record holds an id, an op, the body and (with a secret) a GCM tag.
-constexpr size_t kMaxMasterRecordBytes = kMaxMasterBodyBytes + 64;
 constexpr const char* kHandshakeRefusals[] = {"no_token", "wrong_token", "bad_handshake",
                                               "incomplete_handshake"};
 constexpr const char* kBadRequestsHelp =
@@ -102,7 +101,7 @@ std::string ServeMasterRequest(MasterApi& api, uint64_t op, const void* body, si
 MasterRpcServer::MasterRpcServer(MasterApi& api, MetricsRegistry& metrics)
     : api_(api),
       metrics_(metrics),
-      listener_(kMaxMasterRecordBytes,
+      listener_(rpc::MaxPayloadFor(kMaxMasterBodyBytes),
                 {[this](uint32_t op, std::string_view body) { return Serve(op, body); },
                  [this](const char* reason, const std::string& detail) {
                    Rejected(reason, detail);
@@ -110,6 +109,12 @@ MasterRpcServer::MasterRpcServer(MasterApi& api, MetricsRegistry& metrics)
   // Registered up front so /metrics shows the family (at 0) before anything goes wrong.
   metrics_.GetCounter("kvtier_master_bad_requests_total", kBadRequestsHelp,
                       {{"reason", "envelope"}});
+  for (uint64_t op = 0; op <= kMaxMasterRpcOp; ++op) {
+    ok_requests_[op] = Requests(op, ErrorCode::OK);
+    seconds_[op] = metrics_.GetHistogram("kvtier_master_rpc_seconds",
+                                         "Master RPC latency, request read to reply queued",
+                                         {{"op", MasterRpcOpName(op)}});
+  }
 }
 
 MasterRpcServer::~MasterRpcServer() { Stop(); }
@@ -174,27 +179,24 @@ void MasterRpcServer::CountBad(const char* reason, const std::string& detail) {
   }
 }
 
+Counter* MasterRpcServer::Requests(uint64_t op, ErrorCode code) {
+  return metrics_.GetCounter(
+      "kvtier_master_rpc_requests_total",
+      "Master RPC requests by op and whole-request result (per-key results are not counted here)",
+      {{"op", MasterRpcOpName(op)}, {"code", ErrorName(code)}});
+}
+
 void MasterRpcServer::CountDone(uint64_t op, ErrorCode code, double seconds) {
-  if (std::string_view(MasterRpcOpName(op)) == "unknown") op = 0;  // one series for all of them
-  const uint64_t key = op << 32 | static_cast<uint32_t>(code);
-  std::lock_guard lock(metrics_mu_);
-  Counter*& counter = requests_[key];
-  if (counter == nullptr) {
-    counter = metrics_.GetCounter(
-        "kvtier_master_rpc_requests_total",
-        "Master RPC requests by op and whole-request result (per-key results are not counted "
-        "here)",
-        {{"op", MasterRpcOpName(op)}, {"code", ErrorName(code)}});
+  if (op > kMaxMasterRpcOp) op = 0;  // one series for every unknown op
+  if (code == ErrorCode::OK) {
+    ok_requests_[op]->Inc();
+  } else {
+    std::lock_guard lock(others_mu_);
+    Counter*& counter = other_requests_[op << 32 | static_cast<uint32_t>(code)];
+    if (counter == nullptr) counter = Requests(op, code);
+    counter->Inc();
   }
-  counter->Inc();
-  if (seconds <= 0) return;
-  Histogram*& h = seconds_[op];
-  if (h == nullptr) {
-    h = metrics_.GetHistogram("kvtier_master_rpc_seconds",
-                              "Master RPC latency, request read to reply queued",
-                              {{"op", MasterRpcOpName(op)}});
-  }
-  h->Observe(seconds);
+  if (seconds > 0) seconds_[op]->Observe(seconds);
 }
 
 }  // namespace kvtier::store

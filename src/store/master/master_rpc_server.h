@@ -7,6 +7,7 @@
 // never stops the loop.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "store/protocol/master_api.h"
+#include "store/protocol/master_protocol.h"
 #include "store/transport/rpc_listener.h"
 
 namespace kvtier::store {
@@ -52,9 +54,13 @@ class MasterRpcServer {
   MetricsRegistry& metrics_;
   bool auth_ = false;
   rpc::Listener listener_;
-  std::mutex metrics_mu_;                             // guards the two caches below
-  std::unordered_map<uint64_t, Histogram*> seconds_;  // by op
-  std::unordered_map<uint64_t, Counter*> requests_;   // by op << 32 | code
+  Counter* Requests(uint64_t op, ErrorCode code);
+
+  // Indexed by op (0: unknown ops), filled before serving: the common path takes no lock.
+  std::array<Histogram*, kMaxMasterRpcOp + 1> seconds_{};
+  std::array<Counter*, kMaxMasterRpcOp + 1> ok_requests_{};
+  std::mutex others_mu_;                                  // guards other_requests_
+  std::unordered_map<uint64_t, Counter*> other_requests_;  // by op << 32 | code, code not OK
 };
 
 }  // namespace kvtier::store

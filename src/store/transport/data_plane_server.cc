@@ -17,7 +17,6 @@
 #include "store/transport/data_plane_server.h"
 
 #include <fmt/format.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -55,17 +54,6 @@ void LogBad(const std::string& peer, const std::string& what) {
   }
 }
 
-std::string PeerName(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  char host[NI_MAXHOST] = "?";
-  char port[NI_MAXSERV] = "?";
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    (void)getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port,
-                      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-  }
-  return fmt::format("{}:{}", host, port);
-}
 
 }  // namespace
 
@@ -179,7 +167,7 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
   timeval tv{kStallTimeoutS, 0};
   (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  const std::string peer = PeerName(fd);
+  const std::string peer = tcp::PeerName(fd);
   bool authed = opt.auth_token.empty();
   std::string close_reason;
 
@@ -351,7 +339,8 @@ void DataPlaneServer::Impl::AcceptLoop() {
     std::lock_guard<std::mutex> lock(mu);
     ReapDone();
     if (conns.size() >= kMaxConnections) {
-      LogBad(PeerName(fd), fmt::format("connection refused: {} connections open", conns.size()));
+      LogBad(tcp::PeerName(fd),
+             fmt::format("connection refused: {} connections open", conns.size()));
       ::close(fd);
       continue;
     }

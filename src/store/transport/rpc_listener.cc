@@ -1,7 +1,6 @@
 // The plain-socket RPC server: an accept thread and one thread per connection (rpc_listener.h).
 #include "store/transport/rpc_listener.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -34,24 +33,6 @@ constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kMaxConnections = 4096;
 // A reply buffer larger than this is given back once sent.
 constexpr size_t kKeptBufferBytes = 1 << 20;
-
-std::string PeerName(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (a.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&a);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    auto* in = reinterpret_cast<sockaddr_in6*>(&a);
-    ::inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
-    port = ntohs(in->sin6_port);
-  }
-  return fmt::format("{}:{}", host, port);
-}
 
 void SetRecvTimeout(int fd, std::chrono::milliseconds t) {
   timeval tv{static_cast<time_t>(t.count() / 1000),
@@ -161,13 +142,13 @@ void Listener::Impl::AcceptLoop() {
     if (conns.size() >= kMaxConnections) {
       if (ShouldLog("rpc-too-many")) {
         KVT_LOG_WARN("rpc listener: {} connections already; closing a new one from {}",
-                     conns.size(), PeerName(fd));
+                     conns.size(), tcp::PeerName(fd));
       }
       continue;
     }
     Conn& c = conns.emplace_back();
     c.fd = std::move(conn);
-    c.peer = PeerName(fd);
+    c.peer = tcp::PeerName(fd);
     try {
       c.thread = std::thread([this, &c] {
         try {

@@ -23,6 +23,11 @@ namespace kvtier::store::rpc {
 inline constexpr size_t kLengthBytes = 4;
 inline constexpr size_t kEnvelopeBytes = 12;  // id + op
 
+// The largest payload of a record whose body is at most `max_body` bytes, sealed or not.
+constexpr size_t MaxPayloadFor(size_t max_body) {
+  return kEnvelopeBytes + max_body + wire::kSealOverheadBytes;
+}
+
 struct Message {
   uint64_t id = 0;
   uint32_t op = 0;

@@ -196,4 +196,16 @@ Status RecvAll(int fd, void* data, size_t len, Deadline deadline) {
   return Status::Ok();
 }
 
+std::string PeerName(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST] = "?";
+  char port[NI_MAXSERV] = "?";
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    (void)getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), port,
+                      sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  }
+  return fmt::format("{}:{}", host, port);
+}
+
 }  // namespace kvtier::store::tcp

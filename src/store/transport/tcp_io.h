@@ -44,4 +44,7 @@ int PollTimeoutMs(Deadline deadline);
 
 void SetNoDelay(int fd);
 
+// "host:port" of a connected socket's peer, numeric ("?:?" when unknown); for logs and errors.
+std::string PeerName(int fd);
+
 }  // namespace kvtier::store::tcp

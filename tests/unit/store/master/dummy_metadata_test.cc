@@ -10,10 +10,7 @@
 #include <string>
 
 #include "bench/common/free_port.h"
-#include "common/clock.h"
-#include "common/metrics.h"
-#include "store/master/master_rpc_server.h"
-#include "store/master/master_service.h"
+#include "unit/store/master/loopback_master.h"
 
 namespace kvtier::store {
 namespace {
@@ -21,11 +18,9 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
-  MetricsRegistry metrics;
-  MasterService service(MasterOptions{}, Clock::Real(), &metrics);
-  MasterRpcServer rpc(service, metrics);
-  const uint16_t port = bench::FreeLoopbackPort();
-  ASSERT_TRUE(rpc.Start("127.0.0.1", port, "secret").ok());
+  LoopbackMaster master("secret");
+  ASSERT_TRUE(master.ok);
+  MasterService& service = master.service;
   const NodeInfo node{"n1", "127.0.0.1:7001"};
   ASSERT_TRUE(service.MountSegment(node, {1, 1 << 20, node.endpoint}).ok());
   ASSERT_TRUE(service.PutStart(node.id, {"k"}, {123}, {})[0].ok());
@@ -33,7 +28,7 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
 
   DummyMetadata direct;
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());  // no route yet
-  direct.Route("127.0.0.1:" + std::to_string(port), "secret", milliseconds(5000));
+  direct.Route(master.address(), "secret", milliseconds(5000));
   auto exist = direct.Call(dummy::Op::kExist, {"k", "missing"}, false);
   ASSERT_TRUE(exist.has_value());
   EXPECT_EQ(*(*exist)[0], 1u);
@@ -50,7 +45,7 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
   EXPECT_FALSE(direct.Call(dummy::Op::kGetInto, {"k"}, false).has_value());
 
   // A route the master refuses (another secret): the node is asked, now and for a while.
-  direct.Route("127.0.0.1:" + std::to_string(port), "another", milliseconds(5000));
+  direct.Route(master.address(), "another", milliseconds(5000));
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
   // A master that does not answer: the timeout is the answer (the node would wait as long), and

@@ -19,6 +19,7 @@
 #include "store/protocol/master_protocol.h"
 #include "store/master/master_rpc_server.h"
 #include "store/master/master_service.h"
+#include "unit/store/master/loopback_master.h"
 #include "store/transport/rpc_records.h"
 #include "store/transport/tcp_io.h"
 #include "wire/secret_channel.h"
@@ -361,14 +362,11 @@ TEST_F(MasterRpcTest, EightThreadsShareOneClient) {
 }
 
 TEST(MasterRpcAuth, OnlyClientsThatProveTheSecretGetIn) {
-  MetricsRegistry metrics;
-  MasterService service(MasterOptions{}, Clock::Real(), &metrics);
-  MasterRpcServer rpc(service, metrics);
-  const uint16_t port = bench::FreeLoopbackPort();
-  ASSERT_TRUE(rpc.Start("127.0.0.1", port, "the-secret").ok());
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+  LoopbackMaster master("the-secret");
+  ASSERT_TRUE(master.ok);
+  const std::string address = master.address();
   auto refusals = [&](const char* reason) {
-    return metrics
+    return master.metrics
         .GetCounter("kvtier_auth_failures_total", "", {{"listener", "rpc"}, {"reason", reason}})
         ->Value();
   };
@@ -393,13 +391,9 @@ TEST(MasterRpcAuth, OnlyClientsThatProveTheSecretGetIn) {
   EXPECT_TRUE(good->Exist({"k"})[0].ok());
 
   // A client with a secret and a master without one.
-  MetricsRegistry open_metrics;
-  MasterRpcServer open(service, open_metrics);
-  const uint16_t open_port = bench::FreeLoopbackPort();
-  ASSERT_TRUE(open.Start("127.0.0.1", open_port).ok());
-  auto r = ConnectMaster({"127.0.0.1:" + std::to_string(open_port), milliseconds(10'000),
-                          "the-secret"})
-               ->Exist({"k"});
+  LoopbackMaster open;
+  ASSERT_TRUE(open.ok);
+  auto r = ConnectMaster({open.address(), milliseconds(10'000), "the-secret"})->Exist({"k"});
   EXPECT_EQ(r[0].status().code(), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_NE(r[0].status().message().find("does not use authentication"), std::string::npos)
       << r[0].status().message();
