@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/parallel_copy.h"
 #include "store/transport/connection_pool.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/tcp_pipeline.h"
@@ -50,12 +51,15 @@ struct TransferEngine::Impl {
   std::mutex result_mu;
   std::map<ErrorCode, Counter*> result_counters;
   ConnectionPool pool;
+  ParallelCopier copier;  // this engine's local copies
 
   explicit Impl(TransferOptions o)
       : opt(std::move(o)),
         gate(opt.local_gate ? opt.local_gate
                             : std::make_shared<SegmentGate>(opt.local_segment_id)),
-        pool(opt.max_idle_connections_per_peer, opt.auth_token) {}
+        pool(opt.max_idle_connections_per_peer, opt.auth_token),
+        copier("kvt-copy", opt.copy_threads > 0 ? opt.copy_threads
+                                                : ParallelCopier::DefaultThreads()) {}
 
   Counter* ResultCounter(ErrorCode code) {
     std::lock_guard<std::mutex> lock(result_mu);
@@ -67,7 +71,9 @@ struct TransferEngine::Impl {
     return c;
   }
 
-  StoreStatus RunLocal(const TransferOp& op) const;
+  // Admits a local op: `pass` stays running until its copy is done.
+  StoreStatus AdmitLocal(const TransferOp& op, SegmentGate::Pass& pass) const;
+  MemCopy LocalCopy(const TransferOp& op) const;
   void RunPeers(const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
                 std::span<const TransferOp> ops, std::span<StoreStatus> results,
                 tcp::Deadline deadline);
@@ -75,8 +81,9 @@ struct TransferEngine::Impl {
                const std::vector<bool>& local);
 };
 
-StoreStatus TransferEngine::Impl::RunLocal(const TransferOp& op) const {
-  const SegmentGate::Pass pass = gate->Enter(op.segment_id);  // running until the copy is done
+StoreStatus TransferEngine::Impl::AdmitLocal(const TransferOp& op,
+                                             SegmentGate::Pass& pass) const {
+  pass = gate->Enter(op.segment_id);
   if (!pass) {
     return {ErrorCode::SEGMENT_NOT_FOUND,
             fmt::format("{}: segment {} is not served here: this node serves segment {}",
@@ -88,13 +95,13 @@ StoreStatus TransferEngine::Impl::RunLocal(const TransferOp& op) const {
             fmt::format("{}: offset {} length {} is outside the local segment ({} bytes)",
                         op.endpoint, op.offset, op.length, opt.local_segment_size)};
   }
-  uint8_t* seg = opt.local_segment + op.offset;
-  if (op.kind == TransferOp::Kind::kRead) {
-    std::memcpy(op.local, seg, static_cast<size_t>(op.length));
-  } else {
-    std::memcpy(seg, op.local, static_cast<size_t>(op.length));
-  }
   return StoreStatus::Ok();
+}
+
+MemCopy TransferEngine::Impl::LocalCopy(const TransferOp& op) const {
+  uint8_t* seg = opt.local_segment + op.offset;
+  if (op.kind == TransferOp::Kind::kRead) return {op.local, seg, op.length};
+  return {seg, op.local, op.length};
 }
 
 // Serves some endpoint groups on the calling thread: connections first, then one poll loop.
@@ -176,6 +183,8 @@ std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
   std::vector<bool> local(ops.size(), false);
   std::vector<std::pair<std::string, std::vector<size_t>>> groups;
   std::map<std::string_view, size_t> group_of;
+  std::vector<MemCopy> copies;  // the local ops admitted, copied together
+  std::vector<SegmentGate::Pass> passes;
 
   for (size_t i = 0; i < ops.size(); ++i) {
     const TransferOp& op = ops[i];
@@ -192,13 +201,20 @@ std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
     }
     if (!impl_->opt.local_endpoint.empty() && op.endpoint == impl_->opt.local_endpoint) {
       local[i] = true;
-      results[i] = impl_->RunLocal(op);
+      SegmentGate::Pass pass;
+      results[i] = impl_->AdmitLocal(op, pass);
+      if (results[i].ok()) {
+        copies.push_back(impl_->LocalCopy(op));
+        passes.push_back(std::move(pass));
+      }
       continue;
     }
     auto [it, inserted] = group_of.try_emplace(op.endpoint, groups.size());
     if (inserted) groups.push_back({op.endpoint, {}});
     groups[it->second].second.push_back(i);
   }
+  impl_->copier.Run(copies);
+  passes.clear();
 
   if (groups.size() <= 1) {
     impl_->RunPeers(groups, ops, results, deadline);

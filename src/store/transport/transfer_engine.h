@@ -2,7 +2,8 @@
 // A transfer names a segment by its node's data-plane endpoint, its id and an offset (a node
 // answers SEGMENT_NOT_FOUND for an id it does not serve: a stale descriptor); the local side is a
 // plain pointer (already translated by the caller, e.g. into a dummy client's mapped memfd).
-// Ops whose endpoint is this node's own are one memcpy; the others travel over pooled TCP
+// Ops whose endpoint is this node's own are memcpy, a large batch's spread over a few threads
+// (parallel_copy.h); the others travel over pooled TCP
 // connections to the peer's DataPlaneServer, pipelined per endpoint, endpoints in parallel, and
 // are read/written straight from/into the local pointer (no staging copy).
 //
@@ -43,6 +44,9 @@ struct TransferOptions {
   // The local segment id served now, shared with the node's data plane (segment_gate.h); null:
   // a gate of the engine's own over local_segment_id.
   std::shared_ptr<SegmentGate> local_gate;
+  // Threads that copy a batch's local ops, the caller included (parallel_copy.h); 0: the host's
+  // CPUs, at most 4.
+  size_t copy_threads = 0;
 };
 
 class TransferEngine {
