@@ -1,7 +1,8 @@
 // Large copies spread over the calling thread and a few helper threads. One thread's memcpy does
 // not use a host's memory bandwidth: on the 2-vCPU dev VM two threads copied 1.5-1.7x as fast
-// as one (docs/BENCHMARKS.md "Same-node copies on more than one thread"). The copies of one Run() are cut
-// into pieces of at most kPieceBytes; the caller and the helpers claim pieces until none is left.
+// as one (docs/BENCHMARKS.md "Same-node copies on more than one thread"). The copies of one Run()
+// are cut into pieces of at most kPieceBytes; the caller and the helpers claim pieces until none
+// is left.
 // Helpers are optional: a busy helper claims nothing, the caller copies whatever is left and
 // never waits for a helper that has not started a piece, so a loaded host costs no more than a
 // plain memcpy loop.
