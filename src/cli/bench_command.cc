@@ -140,7 +140,7 @@ RunFn AddBenchStore(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "store",
       "The kvtier store: dummy put/get same-node and over TCP, redis, master, scaling, metadata "
-      "call latency");
+      "call latency, a cache-server LOOKUP through the store L2");
   auto positive = CLI::Range(uint32_t{1}, uint32_t{1} << 30);
   CLI::Option* values = cmd->add_option("--values", o->values, "Values per trial and process")
                             ->capture_default_str()
@@ -168,9 +168,14 @@ RunFn AddBenchStore(CLI::App& bench) {
                       "keys, dummy and embedded client)")
           ->capture_default_str()
           ->check(positive);
+  CLI::Option* lookup_calls =
+      cmd->add_option("--lookup-calls", o->lookup_calls,
+                      "Timed rounds of the lookup-l2 section (one LOOKUP per row each)")
+          ->capture_default_str()
+          ->check(positive);
   cmd->add_option("--sections", o->sections,
                   "Sections to run, in this order (comma-separated): same-node (also measures "
-                  "the master), cross-node, redis, scaling, metadata")
+                  "the master), cross-node, redis, scaling, metadata, lookup-l2")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick,
@@ -186,6 +191,7 @@ RunFn AddBenchStore(CLI::App& bench) {
       if (trials->count() == 0) o->trials = bench::kQuickTrials;
       if (exist_seconds->count() == 0) o->exist_seconds = bench::kQuickExistSeconds;
       if (metadata_calls->count() == 0) o->metadata_calls = bench::kQuickMetadataCalls;
+      if (lookup_calls->count() == 0) o->lookup_calls = bench::kQuickLookupCalls;
     }
     return bench::RunBenchStore(*o);
   };

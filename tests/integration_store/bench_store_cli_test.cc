@@ -93,6 +93,49 @@ void ExpectMetadata(const json& m, const json& config) {
   EXPECT_EQ(m["rows"].size(), want.size());
 }
 
+// The lookup-l2 section: five rows of `lookup_calls` LOOKUPs with the right hits, and counters
+// showing that every absent-prompt LOOKUP on the store-L2 server was an L2 lookup that reached
+// the master (one exist call each: one L2 task per LOOKUP, one master call per task).
+void ExpectLookupL2(const json& m, const json& config) {
+  ASSERT_TRUE(m.is_object());
+  EXPECT_EQ(m["unavailable"], "");
+  EXPECT_TRUE(m["verified"].get<bool>()) << m["errors"];
+  EXPECT_TRUE(m["errors"].empty()) << m["errors"];
+  EXPECT_EQ(m["calls"], config["lookup_calls"]);
+  EXPECT_GT(Num(m["raw_tcp"]["p50_us"]), 0);
+  EXPECT_EQ(m["raw_tcp"]["run_p50_us"].size(), 2u);
+  std::set<std::string> ids;
+  for (const json& r : m["rows"]) {
+    const std::string id = r["id"].get<std::string>();
+    SCOPED_TRACE(id);
+    ids.insert(id);
+    EXPECT_EQ(r["calls"], config["lookup_calls"]);
+    EXPECT_EQ(r["wrong_hits"], 0);
+    EXPECT_EQ(r["hit_chunks"].get<uint64_t>(), id == "c" ? m["chunks"].get<uint64_t>() : 0u);
+    for (const char* t : {"ack_us", "total_us"}) {
+      EXPECT_GT(Num(r[t]["p50"]), 0) << t;
+      EXPECT_GE(Num(r[t]["p99"]), Num(r[t]["p50"])) << t;
+    }
+    EXPECT_GE(Num(r["total_us"]["p50"]), Num(r["ack_us"]["p50"]));
+    EXPECT_EQ(r["polls_per_call"].is_number(), id.ends_with("-spin"));
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"a", "b", "c", "a-spin", "b-spin"}));
+  EXPECT_TRUE(m["l2_extra"]["p50_us"].is_number());
+  EXPECT_TRUE(m["l2_extra"]["over_raw_tcp_p50"].is_number());
+  const json& e = m["evidence"];
+  const uint64_t lookups = e["absent_lookups_on_store_l2"].get<uint64_t>();
+  // Rows b and b-spin, warm-up rounds included.
+  EXPECT_EQ(lookups, 2 * (m["calls"].get<uint64_t>() + m["warmup_calls"].get<uint64_t>()));
+  EXPECT_EQ(e["l1_only_server_adapters"], 0);
+  EXPECT_EQ(e["l2_lookup_tasks"].get<double>(), static_cast<double>(lookups));
+  EXPECT_EQ(e["l2_lookup_failed_tasks"].get<double>(), 0);
+  EXPECT_EQ(e["l2_lookup_keys"].get<double>(),
+            static_cast<double>(lookups * m["chunks"].get<uint64_t>()));
+  EXPECT_EQ(e["master_exist_calls"].get<double>(), static_cast<double>(lookups));
+  EXPECT_GT(Num(e["l2_lookup_task_mean_us"]), 0);
+  EXPECT_GT(Num(e["master_exist_mean_us"]), 0);
+}
+
 TEST(BenchStoreCli, QuickRunReportsEverySectionVerified) {
   Output o = BenchStore("--quick --json");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
@@ -142,11 +185,18 @@ TEST(BenchStoreCli, QuickRunReportsEverySectionVerified) {
   }
   ExpectMetadata(j["metadata"], c);
   EXPECT_EQ(c["metadata_calls"], 100);  // kQuickMetadataCalls
+  ExpectLookupL2(j["lookup_l2"], c);
+  EXPECT_EQ(c["lookup_calls"], 100);  // kQuickLookupCalls
   // Every goal is judged (a number and a verdict), whether met or not: 4 against the limits,
-  // 4 against redis when it ran, 2 of the metadata section.
-  ASSERT_GE(j["goals"].size(), 6u);
+  // 4 against redis when it ran, 2 of the metadata section, 1 of lookup-l2 (a difference of two
+  // latencies over the raw round trip, so any number, even one below 0 on a noisy machine).
+  ASSERT_GE(j["goals"].size(), 7u);
   for (const json& g : j["goals"]) {
-    EXPECT_GT(Num(g["value"]), 0) << g;
+    if (g["goal"].get<std::string>().starts_with("LOOKUP via store L2")) {
+      EXPECT_TRUE(g["value"].is_number()) << g;
+    } else {
+      EXPECT_GT(Num(g["value"]), 0) << g;
+    }
     EXPECT_TRUE(g["met"].is_boolean()) << g;
   }
 }
@@ -157,7 +207,9 @@ TEST(BenchStoreCli, TextReportShowsTheTableAndGoals) {
   for (const char* want :
        {"same-node dummy (A)", "cross-node dummy (P->A)", "4 dummies on A", "master Exist",
         "metadata calls", "tcp ping", "embedded  exists", "exists(32) p50 <= 2.5x raw TCP RTT",
-        "goals:", "verified: every byte"}) {
+        "cache-server LOOKUP, L1-only vs store L2", "b-spin", "store L2 reached:",
+        "LOOKUP via store L2 - L1-only, p50 <= 1x raw TCP RTT", "goals:",
+        "verified: every byte"}) {
     EXPECT_NE(o.out.find(want), std::string::npos) << want << "\n" << o.out;
   }
 }
@@ -169,7 +221,8 @@ TEST(BenchStoreCli, SectionsRunOnlyWhatIsSelected) {
   ASSERT_FALSE(j.is_discarded()) << o.out;
   EXPECT_TRUE(j["ok"].get<bool>());
   ExpectSection(j["cross_node"], "cross_node", j["config"]);
-  for (const char* s : {"same_node", "redis", "redis_unpipelined", "master_exist", "metadata"}) {
+  for (const char* s :
+       {"same_node", "redis", "redis_unpipelined", "master_exist", "metadata", "lookup_l2"}) {
     EXPECT_EQ(j[s]["unavailable"], "not selected (--sections)") << s;
   }
   EXPECT_TRUE(j["scaling"].empty());
@@ -188,7 +241,7 @@ TEST(BenchStoreCli, MetadataSectionAlone) {
   EXPECT_EQ(Num(j["limits"]["memcpy_1mib_gbps"]["median"]), 0);
   EXPECT_EQ(j["segment_warmup"]["bytes"], 0);
   EXPECT_FALSE(j["wall_s"].contains("segment_warmup"));
-  for (const char* s : {"same_node", "cross_node", "redis", "master_exist"}) {
+  for (const char* s : {"same_node", "cross_node", "redis", "master_exist", "lookup_l2"}) {
     EXPECT_EQ(j[s]["unavailable"], "not selected (--sections)") << s;
   }
   ASSERT_EQ(j["goals"].size(), 2u);  // embedded and dummy exists(32) against raw TCP
@@ -196,6 +249,22 @@ TEST(BenchStoreCli, MetadataSectionAlone) {
     EXPECT_GT(Num(g["value"]), 0) << g;
     EXPECT_TRUE(g["met"].is_boolean()) << g;
   }
+}
+
+// Only the lookup-l2 section: two cache servers beside the store, a few rounds.
+TEST(BenchStoreCli, LookupL2SectionAlone) {
+  Output o = BenchStore("--quick --sections lookup-l2 --lookup-calls 20 --json");
+  ASSERT_EQ(o.status, 0) << o.err << o.out;
+  const json j = json::parse(o.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << o.out;
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_TRUE(j["verified"].get<bool>());
+  ExpectLookupL2(j["lookup_l2"], j["config"]);
+  EXPECT_EQ(j["config"]["lookup_calls"], 20);
+  EXPECT_EQ(j["metadata"]["unavailable"], "not selected (--sections)");
+  ASSERT_EQ(j["goals"].size(), 1u);
+  EXPECT_TRUE(j["goals"][0]["value"].is_number()) << j["goals"][0];
+  EXPECT_TRUE(j["goals"][0]["met"].is_boolean());
 }
 
 TEST(BenchStoreCli, BadOptionsAreClearErrors) {
@@ -209,6 +278,9 @@ TEST(BenchStoreCli, BadOptionsAreClearErrors) {
   o = BenchStore("--sections same-node,disk");
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("unknown section 'disk'"), std::string::npos) << o.err;
+  o = BenchStore("--lookup-calls 0");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("--lookup-calls"), std::string::npos) << o.err;
 }
 
 }  // namespace

@@ -296,6 +296,16 @@ int LinkedChild::Finish(std::chrono::milliseconds grace) {
   return exit_code_;
 }
 
+JsonChildResult RunJsonChild(const std::function<nlohmann::json()>& body,
+                             std::chrono::milliseconds limit, std::chrono::milliseconds grace) {
+  auto child = LinkedChild::Fork(
+      [&body](int, int out_fd) { return WriteLine(out_fd, body().dump()) ? 0 : 1; });
+  if (!child.ok()) return {Status(child.status().code(), "fork: " + child.status().message()), -1};
+  JsonChildResult out{(*child)->Receive(limit), -1};
+  out.exit_code = (*child)->Finish(grace);
+  return out;
+}
+
 bool WriteLine(int fd, const std::string& line) {
   const std::string out = line + "\n";
   return WriteAll(fd, out.data(), out.size());

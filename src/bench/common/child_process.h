@@ -111,6 +111,17 @@ class LinkedChild {
   std::string buffered_;
 };
 
+// The one-shot form of LinkedChild: forks a child that runs `body` and writes what it returns as
+// one JSON line, waits up to `limit` for that line, then for the child to exit (`grace`, then
+// SIGTERM). `exit_code` is -1 when the fork failed.
+struct JsonChildResult {
+  Result<nlohmann::json> reply;
+  int exit_code = -1;
+};
+JsonChildResult RunJsonChild(const std::function<nlohmann::json()>& body,
+                             std::chrono::milliseconds limit,
+                             std::chrono::milliseconds grace = std::chrono::seconds(10));
+
 // LinkedChild's child side: one line out (a newline is added), one line in (nullopt at EOF or
 // error).
 bool WriteLine(int fd, const std::string& line);

@@ -18,20 +18,25 @@ class SpawnedServer {
  public:
   // Runs /proc/self/exe server on a free port with `l1_size_gb` of L1 and `chunk_size`, plus
   // `extra_args`, and waits until it says it is listening (its output goes to a private log).
+  // Its admin HTTP listener is off unless `with_http` (then on a free port: http_port()).
   static Result<std::unique_ptr<SpawnedServer>> Start(uint32_t chunk_size, double l1_size_gb,
-                                                      const std::vector<std::string>& extra_args);
+                                                      const std::vector<std::string>& extra_args,
+                                                      bool with_http = false);
 
   // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
   int Stop() { return process_->Stop(); }
   // False once the process has exited (it is reaped; Stop() then returns its exit code).
   bool Alive() { return process_->Alive(); }
   uint16_t port() const { return process_->port(); }
+  uint16_t http_port() const { return *http_port_; }  // 0: off
   pid_t pid() const { return process_->pid(); }
   std::string Log() const { return process_->Log(); }
 
  private:
-  explicit SpawnedServer(std::unique_ptr<SpawnedProcess> p) : process_(std::move(p)) {}
+  SpawnedServer(std::unique_ptr<SpawnedProcess> p, std::shared_ptr<uint16_t> http_port)
+      : process_(std::move(p)), http_port_(std::move(http_port)) {}
   std::unique_ptr<SpawnedProcess> process_;
+  std::shared_ptr<uint16_t> http_port_;  // chosen anew at each start attempt
 };
 
 }  // namespace kvtier::bench

@@ -119,18 +119,12 @@ ExistSection MeasureMasterExist(const ExistJob& job) {
   ExistSection out;
   out.batch_keys = job.batch;
   out.present_keys = job.present.size();
-  auto child = LinkedChild::Fork([&job](int, int out_fd) {
-    return WriteLine(out_fd, Measure(job).dump()) ? 0 : 1;
-  });
-  if (!child.ok()) {
-    out.errors.push_back("fork: " + child.status().ToString());
-    return out;
-  }
   const auto limit = std::chrono::seconds(60) +
                      std::chrono::milliseconds(static_cast<int64_t>(
                          job.seconds * 1000 * static_cast<double>(job.threads.size())));
-  auto reply = (*child)->Receive(std::chrono::duration_cast<std::chrono::milliseconds>(limit));
-  if (const int code = (*child)->Finish(std::chrono::seconds(10)); code != 0 && reply.ok()) {
+  auto [reply, code] = RunJsonChild([&job] { return Measure(job); },
+                                    std::chrono::duration_cast<std::chrono::milliseconds>(limit));
+  if (code != 0 && reply.ok()) {
     out.errors.push_back(fmt::format("exist process exited with code {}", code));
   }
   if (!reply.ok()) {

@@ -79,14 +79,7 @@ json EmbeddedChild(const MetadataJob& job) {
 }
 
 void RunChild(const std::function<json()>& body, const std::string& name, MetadataSection& out) {
-  auto child = LinkedChild::Fork(
-      [&body](int, int out_fd) { return WriteLine(out_fd, body().dump()) ? 0 : 1; });
-  if (!child.ok()) {
-    out.errors.push_back(fmt::format("{}: fork: {}", name, child.status().ToString()));
-    return;
-  }
-  auto reply = (*child)->Receive(kChildLimit);
-  const int code = (*child)->Finish(std::chrono::seconds(10));
+  auto [reply, code] = RunJsonChild(body, kChildLimit);
   if (!reply.ok()) {
     out.errors.push_back(fmt::format("{}: {}", name, reply.status().ToString()));
     return;

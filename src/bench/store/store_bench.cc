@@ -20,6 +20,7 @@
 #include "bench/common/progress_line.h"
 #include "bench/common/timing.h"
 #include "bench/store/dummy_fleet.h"
+#include "bench/store/lookup_l2.h"
 #include "bench/store/master_exist.h"
 #include "bench/store/metadata_rtt.h"
 #include "bench/store/store_cluster.h"
@@ -44,7 +45,8 @@ constexpr uint64_t kMetadataValueBytes = 64;
 // Node A's segment when only the metadata section runs (it stores a few small values).
 constexpr uint64_t kMetadataOnlySegmentBytes = 64ULL << 20;
 
-const char* const kSectionNames[] = {"same-node", "cross-node", "redis", "scaling", "metadata"};
+const char* const kSectionNames[] = {"same-node", "cross-node", "redis",
+                                     "scaling",   "metadata",   "lookup-l2"};
 
 bool Selected(const BenchStoreOptions& o, const char* name) {
   return std::find(o.sections.begin(), o.sections.end(), name) != o.sections.end();
@@ -77,13 +79,16 @@ Result<uint64_t> Validate(const BenchStoreOptions& o) {
   if (o.metadata_calls == 0 || o.metadata_calls > kMaxMetadataCalls) {
     return bad(fmt::format("--metadata-calls must be from 1 to {}", kMaxMetadataCalls));
   }
+  if (o.lookup_calls == 0 || o.lookup_calls > kMaxMetadataCalls) {
+    return bad(fmt::format("--lookup-calls must be from 1 to {}", kMaxMetadataCalls));
+  }
   if (o.sections.empty()) return bad("--sections names no section");
   for (size_t i = 0; i < o.sections.size(); ++i) {
     const std::string& name = o.sections[i];
     if (std::find(std::begin(kSectionNames), std::end(kSectionNames), name) ==
         std::end(kSectionNames)) {
       return bad(fmt::format("--sections: unknown section '{}' (same-node, cross-node, redis, "
-                             "scaling, metadata)",
+                             "scaling, metadata, lookup-l2)",
                              name));
     }
     if (std::find(o.sections.begin(), o.sections.begin() + i, name) != o.sections.begin() + i) {
@@ -210,6 +215,17 @@ class Bench {
     run_.metadata = MeasureMetadata(job, [&](const std::string& s) { progress_.Show(s); });
   }
 
+  // A cache server's LOOKUP with and without the store as its L2, next to raw round trips.
+  void RunLookupL2(StoreCluster& c) {
+    LookupL2Job job;
+    job.node_address = c.node_a_address();
+    job.master_http_port = c.master_http_port();
+    job.calls = o_.lookup_calls;
+    job.warmup_calls = std::max<uint32_t>(10, o_.lookup_calls / 10);
+    job.raw_round_trips = std::max<uint32_t>(500, 2 * std::min(o_.lookup_calls, 250000u));
+    run_.lookup_l2 = MeasureLookupL2(job, [&](const std::string& s) { progress_.Show(s); });
+  }
+
   // Runs `fn` and records its wall time under `name`.
   template <typename Fn>
   void Timed(const std::string& name, Fn&& fn) {
@@ -307,7 +323,8 @@ class Bench {
             RunDummies(jobs, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
           }
         }},
-        {"metadata", [&] { RunMetadata(c); }}};
+        {"metadata", [&] { RunMetadata(c); }},
+        {"lookup-l2", [&] { RunLookupL2(c); }}};
     std::vector<std::pair<std::string, std::function<void()>>> steps;
     if (MovesValues(o_)) steps.emplace_back("segment_warmup", [&] { WarmSegment(c); });
     for (const std::string& name : o_.sections) steps.emplace_back(name, sections.at(name));
@@ -354,6 +371,7 @@ int RunBench(const BenchStoreOptions& o) {
   if (!selected("cross-node")) run.cross_node.unavailable = skipped;
   if (!selected("redis")) run.redis.unavailable = run.redis_unpipelined.unavailable = skipped;
   if (!selected("metadata")) run.metadata.unavailable = skipped;
+  if (!selected("lookup-l2")) run.lookup_l2.unavailable = skipped;
   Progress progress("[bench store]");
   Bench(run, progress).Run();
   progress.Done();

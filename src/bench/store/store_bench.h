@@ -11,7 +11,9 @@
 //    values (aggregate GB/s for the same total);
 //  - metadata: p50/p99 per call of exists, get-size, put and remove of small values, 1 and 32
 //    keys per call, from a dummy and an embedded client, against a raw 64-byte TCP (and Unix
-//    socket) round trip (metadata_rtt.h).
+//    socket) round trip (metadata_rtt.h);
+//  - lookup-l2: a cache server's LOOKUP + WaitPrefetch with the store as its L2 (the prefetch asks
+//    the store) against one without L2, next to a raw 64-byte TCP round trip (lookup_l2.h).
 // Every byte read back is verified after the timed part. Each section runs one untimed warm-up
 // trial first; every trial has keys of its own, a section's keys are removed when it ends, and
 // segment A holds a whole section with room to spare, so nothing is ever evicted.
@@ -31,9 +33,11 @@ struct BenchStoreOptions {
   uint32_t exist_batch = 128;        // keys per master Exist call
   double exist_seconds = 1.0;        // per thread count
   uint32_t metadata_calls = 500;     // timed calls per metadata row (after a tenth as warm-up)
+  uint32_t lookup_calls = 1000;      // timed lookup-l2 rounds (after a tenth as warm-up)
   // Which sections run, in this order: same-node (with the master's), cross-node, redis, scaling,
-  // metadata.
-  std::vector<std::string> sections = {"same-node", "cross-node", "redis", "scaling", "metadata"};
+  // metadata, lookup-l2.
+  std::vector<std::string> sections = {"same-node", "cross-node", "redis",
+                                       "scaling",   "metadata",   "lookup-l2"};
   bool quick = false;                // CI smoke sizes (set by the CLI for options not given)
   bool json = false;
   std::string json_out;              // also write the JSON report to this file (when not empty)
@@ -47,6 +51,7 @@ inline constexpr uint32_t kQuickBatch = 8;
 inline constexpr uint32_t kQuickTrials = 1;
 inline constexpr double kQuickExistSeconds = 0.2;
 inline constexpr uint32_t kQuickMetadataCalls = 100;
+inline constexpr uint32_t kQuickLookupCalls = 100;
 
 // Returns the process exit code: 0 ok, 1 failure (error or data mismatch), 2 bad options.
 int RunBenchStore(const BenchStoreOptions& options);

@@ -1,14 +1,12 @@
 // The master and two nodes `bench store` starts (store_cluster.h).
 #include "bench/store/store_cluster.h"
 
-#include <httplib.h>
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
 
 #include <chrono>
 #include <vector>
 
+#include "bench/common/admin_scrape.h"
 #include "bench/common/free_port.h"
 
 namespace kvtier::bench {
@@ -19,13 +17,8 @@ constexpr const char* kSelf = "/proc/self/exe";
 
 // The node's /status says mounted (a node without a segment: the master answered its ping).
 bool NodeMounted(uint16_t http_port) {
-  httplib::Client c("127.0.0.1", http_port);
-  c.set_connection_timeout(std::chrono::seconds(1));
-  c.set_read_timeout(std::chrono::seconds(2));
-  auto res = c.Get("/status");
-  if (!res || res->status != 200) return false;
-  auto j = nlohmann::json::parse(res->body, nullptr, false);
-  return j.is_object() && j.value("mounted", false);
+  auto status = AdminStatus(http_port);
+  return status.ok() && status->value("mounted", false);
 }
 
 Result<std::unique_ptr<SpawnedProcess>> StartNode(const std::string& master,
@@ -67,7 +60,8 @@ Result<std::unique_ptr<StoreCluster>> StoreCluster::Start(uint64_t segment_bytes
   SpawnedProcess::Spec spec;
   spec.name = "kvtier master";
   spec.binary = kSelf;
-  spec.args = [lease_ttl_ms](uint16_t port) {
+  spec.args = [lease_ttl_ms, http_port = c->master_http_port_](uint16_t port) {
+    *http_port = FreeLoopbackPort();
     return std::vector<std::string>{"kvtier",
                                     "master",
                                     "--host",
@@ -75,7 +69,7 @@ Result<std::unique_ptr<StoreCluster>> StoreCluster::Start(uint64_t segment_bytes
                                     "--port",
                                     std::to_string(port),
                                     "--http-port",
-                                    "0",
+                                    std::to_string(*http_port),
                                     "--default-kv-lease-ttl-ms",
                                     std::to_string(lease_ttl_ms),
                                     "--log-level",

@@ -10,6 +10,7 @@
 
 #include "bench/common/report_json.h"
 #include "bench/common/stats.h"
+#include "bench/store/lookup_l2_report.h"
 #include "bench/store/metadata_report.h"
 
 namespace kvtier::bench {
@@ -85,6 +86,7 @@ json SummarizeStore(const StoreBenchRun& run) {
                    {"exist_batch", o.exist_batch},
                    {"exist_seconds", o.exist_seconds},
                    {"metadata_calls", o.metadata_calls},
+                   {"lookup_calls", o.lookup_calls},
                    {"sections", o.sections},
                    {"seed", o.seed}};
   out["machine"] = MachineJson();
@@ -135,6 +137,7 @@ json SummarizeStore(const StoreBenchRun& run) {
                          {"errors", m.errors}};
 
   out["metadata"] = MetadataJson(run.metadata);
+  out["lookup_l2"] = LookupL2Json(run.lookup_l2);
   out["redis_unpipelined"] = SectionJson(run.redis_unpipelined, "", 0, 0);
   // The store is judged against redis's better mode for each op.
   const bool redis_ran = run.redis.unavailable.empty();
@@ -182,16 +185,19 @@ json SummarizeStore(const StoreBenchRun& run) {
     }
   }
   for (const json& g : MetadataGoals(out["metadata"])) goals.push_back(g);
+  for (const json& g : LookupL2Goals(out["lookup_l2"])) goals.push_back(g);
   out["goals"] = goals;
 
   const bool scaling_selected =
       std::find(o.sections.begin(), o.sections.end(), "scaling") != o.sections.end();
   const bool metadata_ran = run.metadata.unavailable.empty();
+  const bool lookup_l2_ran = run.lookup_l2.unavailable.empty();
   bool verified = (!same_ran || run.same_node.verified()) &&
                   (!cross_ran || run.cross_node.verified()) && master_verified &&
                   (!redis_ran || (run.redis.verified() && run.redis_unpipelined.verified())) &&
                   (!scaling_selected || !run.scaling.empty()) && MetadataVerified(run.metadata) &&
-                  (same_ran || cross_ran || !run.scaling.empty() || metadata_ran);
+                  LookupL2Verified(run.lookup_l2) &&
+                  (same_ran || cross_ran || !run.scaling.empty() || metadata_ran || lookup_l2_ran);
   for (const TransferSection& s : run.scaling) verified = verified && s.verified();
   out["verified"] = verified;
   json wall = json::object();
@@ -300,6 +306,7 @@ void PrintStoreReport(const json& s, std::ostream& os) {
                       r["p99_us"].get<double>());
   }
   PrintMetadataTable(s["metadata"], os);
+  PrintLookupL2Table(s["lookup_l2"], os);
   if (redis["unavailable"].get<std::string>().empty()) {
     const json& v = s["vs_redis"];
     const json& b = s["redis_best"];
@@ -321,9 +328,10 @@ void PrintStoreReport(const json& s, std::ostream& os) {
   for (const json& step : s["scaling"]) Errors(os, "scaling", step["errors"]);
   Errors(os, "master", m["errors"]);
   Errors(os, "metadata", s["metadata"]["errors"]);
+  Errors(os, "lookup-l2", s["lookup_l2"]["errors"]);
   Errors(os, "run", s["errors"]);
   os << (s["verified"].get<bool>() ? "\nverified: every byte of every get, every Exist answer, "
-                                     "every metadata call\n"
+                                     "every metadata call, every LOOKUP's hits and its L2 path\n"
                                    : "\nNOT VERIFIED: see the errors above\n");
 }
 

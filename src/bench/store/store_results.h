@@ -108,6 +108,35 @@ struct MetadataSection {
   std::vector<std::string> errors;
 };
 
+// What the lookup-l2 section read from the store-L2 server and the master around its rounds
+// (deltas over the rounds, warm-up included).
+struct LookupL2Evidence {
+  double l2_lookup_tasks = 0;   // the store adapter's lookup tasks (server /status)
+  double l2_lookup_failed = 0;  // of which failed
+  double l2_lookup_keys = 0;
+  double l2_lookup_seconds = 0;  // their latency, submission to completion (server /metrics)
+  double master_exist_calls = 0;    // exist requests the master answered OK (master /metrics)
+  double master_exist_seconds = 0;  // their time inside the master, request read to reply queued
+};
+
+// The lookup-l2 section (lookup_l2.h).
+struct LookupL2Section {
+  std::string unavailable;  // why it did not run, else empty
+  uint32_t calls = 0;       // timed rounds (after warmup_calls untimed ones)
+  uint32_t warmup_calls = 0;
+  uint32_t chunks = 0;  // per prompt
+  uint32_t chunk_size = 0;
+  uint32_t raw_round_trips = 0;  // per probe run (two runs: before and after the rounds)
+  Distribution raw_tcp_us;       // both runs pooled
+  std::vector<double> raw_run_p50_us;
+  nlohmann::json rows = nlohmann::json::array();  // lookup_l2_calls.h's rows
+  uint64_t absent_lookups_on_store_l2 = 0;        // rows b and b-spin, warm-up included
+  LookupL2Evidence evidence;
+  std::string store_adapter;            // the store-L2 server's adapter name
+  uint64_t l1_only_server_adapters = 0;  // L2 adapters the L1-only server has (must be 0)
+  std::vector<std::string> errors;
+};
+
 struct StoreBenchRun {
   BenchStoreOptions options;
   uint64_t value_bytes = 0;
@@ -126,6 +155,7 @@ struct StoreBenchRun {
   TransferSection redis_unpipelined;   // one command at a time (context)
   ExistSection master;
   MetadataSection metadata;
+  LookupL2Section lookup_l2;
   std::vector<TransferSection> scaling;
   std::vector<std::pair<std::string, double>> wall_s;  // where the bench's own time went
   std::vector<std::string> errors;  // cluster start and the like
