@@ -18,4 +18,12 @@ struct MutableBuffer {
   uint64_t size = 0;
 };
 
+// One copy of `bytes` from `src` to `dst` (host memory, or device memory where a CUDA copy takes
+// it: cuda::Copy is this type).
+struct MemCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
+};
+
 }  // namespace kvtier

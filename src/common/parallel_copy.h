@@ -1,11 +1,10 @@
 // Large copies spread over the calling thread and a few helper threads. One thread's memcpy does
-// not use a host's memory bandwidth: on the 2-vCPU dev VM two threads copied 1.5-1.7x as fast
-// as one (docs/BENCHMARKS.md "Same-node copies on more than one thread"). The copies of one Run()
-// are cut into pieces of at most kPieceBytes; the caller and the helpers claim pieces until none
-// is left.
-// Helpers are optional: a busy helper claims nothing, the caller copies whatever is left and
-// never waits for a helper that has not started a piece, so a loaded host costs no more than a
-// plain memcpy loop.
+// not use a host's memory bandwidth: on the 2-vCPU dev VM a same-node get on two threads ran at
+// 1.38-1.55x one thread's memcpy (docs/BENCHMARKS.md "Same-node copies on more than one
+// thread"). The copies of one Run() are cut into pieces of at most kPieceBytes; the caller and
+// the helpers claim pieces until none is left. Helpers are optional: a busy helper claims
+// nothing, the caller copies whatever is left and never waits for a helper that has not started
+// a piece, so a loaded host costs no more than a plain memcpy loop.
 // Thread-safety: Run() may be called from many threads at once.
 #pragma once
 
@@ -21,13 +20,9 @@
 #include <thread>
 #include <vector>
 
-namespace kvtier {
+#include "common/buffer_span.h"
 
-struct MemCopy {
-  void* dst = nullptr;
-  const void* src = nullptr;
-  uint64_t bytes = 0;
-};
+namespace kvtier {
 
 class ParallelCopier {
  public:

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buffer_span.h"
 #include "common/status.h"
 
 namespace kvtier::cuda {
@@ -30,11 +31,7 @@ Status Available();
 // processes (CUDA_VISIBLE_DEVICES renumbers them); UUIDs can.
 std::string NormalizeUuid(std::string_view uuid);
 
-struct Copy {
-  void* dst = nullptr;
-  const void* src = nullptr;
-  uint64_t bytes = 0;
-};
+using Copy = MemCopy;
 
 // One process's exported allocations, opened in this one (cudaIpcOpenMemHandle), on one device,
 // with a stream of their own to copy on. The destructor closes the handles; the exporter's
