@@ -109,8 +109,20 @@ void ProbeRaw(const LookupL2Job& job, std::vector<double>& samples, LookupL2Sect
   samples.insert(samples.end(), us->begin(), us->end());
 }
 
-// Errors that say why the counters do not show row b reaching the store.
+// Errors that say why the rows or the counters do not show every LOOKUP answered right and row b
+// reaching the store; the section is verified exactly when it has no error (lookup_l2_report.h).
 void CheckEvidence(LookupL2Section& out) {
+  for (const json& r : out.rows) {
+    const std::string id = r["id"].get<std::string>();
+    if (r["calls"].get<uint32_t>() != out.calls) {
+      out.errors.push_back(fmt::format("row {}: {} timed LOOKUPs of {}", id,
+                                       r["calls"].get<uint32_t>(), out.calls));
+    }
+    if (const uint64_t wrong = r["wrong_hits"].get<uint64_t>(); wrong != 0) {
+      out.errors.push_back(fmt::format("row {}: {} LOOKUPs answered a hit count other than {}",
+                                       id, wrong, r["hit_chunks"].get<uint64_t>()));
+    }
+  }
   const double n = static_cast<double>(out.absent_lookups_on_store_l2);
   const LookupL2Evidence& e = out.evidence;
   if (out.l1_only_server_adapters != 0) {

@@ -50,14 +50,8 @@ std::string Times(const json& v) {
 
 bool LookupL2Verified(const LookupL2Section& s) {
   if (!s.unavailable.empty()) return true;
-  if (!s.errors.empty() || s.rows.size() != kRows || s.raw_tcp_us.p50 <= 0) return false;
-  for (const json& r : s.rows) {
-    if (r["calls"].get<uint32_t>() != s.calls || r["wrong_hits"].get<uint64_t>() != 0) return false;
-  }
-  const double n = static_cast<double>(s.absent_lookups_on_store_l2);
-  const LookupL2Evidence& e = s.evidence;
-  return n > 0 && s.l1_only_server_adapters == 0 && e.l2_lookup_tasks >= n &&
-         e.l2_lookup_failed == 0 && e.master_exist_calls >= n;
+  // Every check of the rows and the counters left an error when it failed (lookup_l2.cc).
+  return s.errors.empty() && s.rows.size() == kRows && s.raw_tcp_us.p50 > 0;
 }
 
 json LookupL2Json(const LookupL2Section& s) {

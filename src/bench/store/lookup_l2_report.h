@@ -13,9 +13,10 @@ namespace kvtier::bench {
 // than an L1-only one ((b) - (a), p50 of LOOKUP + WaitPrefetch, over the raw TCP p50).
 inline constexpr double kLookupL2ExtraRoundTrips = 1.0;
 
-// Ran, every row measured `calls` times with the right hit count, and the counters show that
-// every absent-prompt LOOKUP on the store-L2 server was a completed L2 lookup that reached the
-// master, while the L1-only server has no L2. True when the section did not run.
+// Ran with no error: every row measured `calls` times with the right hit count, and the counters
+// show that every absent-prompt LOOKUP on the store-L2 server was a completed L2 lookup that
+// reached the master, while the L1-only server has no L2 (lookup_l2.cc checks each and says
+// which failed). True when the section did not run.
 bool LookupL2Verified(const LookupL2Section& s);
 
 // {unavailable, calls, warmup_calls, chunks, chunk_size, raw_round_trips, raw_tcp: {p50_us,

@@ -48,6 +48,9 @@ constexpr uint64_t kMetadataOnlySegmentBytes = 64ULL << 20;
 const char* const kSectionNames[] = {"same-node", "cross-node", "redis",
                                      "scaling",   "metadata",   "lookup-l2"};
 
+// Untimed calls before a latency section's timed ones: a tenth, at least 10.
+uint32_t WarmupCalls(uint32_t timed) { return std::max<uint32_t>(10, timed / 10); }
+
 bool Selected(const BenchStoreOptions& o, const char* name) {
   return std::find(o.sections.begin(), o.sections.end(), name) != o.sections.end();
 }
@@ -209,7 +212,7 @@ class Bench {
     job.master_address = c.master_address();
     job.node_address = c.node_a_address();
     job.calls = o_.metadata_calls;
-    job.warmup_calls = std::max<uint32_t>(10, o_.metadata_calls / 10);
+    job.warmup_calls = WarmupCalls(o_.metadata_calls);
     job.raw_round_trips = std::max<uint32_t>(500, 4 * std::min(o_.metadata_calls, 250000u));
     job.value_bytes = kMetadataValueBytes;
     run_.metadata = MeasureMetadata(job, [&](const std::string& s) { progress_.Show(s); });
@@ -221,7 +224,7 @@ class Bench {
     job.node_address = c.node_a_address();
     job.master_http_port = c.master_http_port();
     job.calls = o_.lookup_calls;
-    job.warmup_calls = std::max<uint32_t>(10, o_.lookup_calls / 10);
+    job.warmup_calls = WarmupCalls(o_.lookup_calls);
     job.raw_round_trips = std::max<uint32_t>(500, 2 * std::min(o_.lookup_calls, 250000u));
     run_.lookup_l2 = MeasureLookupL2(job, [&](const std::string& s) { progress_.Show(s); });
   }
