@@ -118,6 +118,14 @@ class Connector {
 
   // Lookup-and-lock: a found key stays locked (remove skips it) until Unlock.
   virtual TaskId SubmitLookup(std::vector<std::string> keys) = 0;
+  // The same lookup, run on the calling thread for a caller that would only wait for it: it
+  // spares the hand-offs to a worker thread and back (a LOOKUP through the L2 waits on it). The
+  // completion is returned, never queued or signalled. Blocks for the backend's answer, which
+  // the deadline bounds. nullopt where the connector cannot right now (ConnectorBase: no idle
+  // connection): the caller submits instead.
+  virtual std::optional<Completion> LookupNow(std::vector<std::string> /*keys*/) {
+    return std::nullopt;
+  }
   virtual void Unlock(std::span<const std::string> keys) = 0;
   // Loads each key into its buffer; a stored value of another size is a miss.
   virtual TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) = 0;

@@ -1,8 +1,12 @@
 // ConnectorBase<Derived>: everything generic about an L2 connector, so that a backend only says
 // how to move one key over one connection. The base owns
 //  - the worker lanes: one thread pool per operation kind named in per_op_workers, and a shared
-//    pool of num_workers threads for the kinds not named; every thread has its own connection,
-//    opened when the thread starts (and again at the next tile after a failure);
+//    pool of num_workers threads for the kinds not named; each lane has one connection per
+//    thread, opened when the thread starts (a failed one again when a tile next takes it), and
+//    a thread takes an idle one for each tile;
+//  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
+//    serves lookups (none idle: nullopt), so that a caller who would only wait saves the
+//    hand-offs to a worker and back (~3 thread wake-ups);
 //    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
@@ -42,6 +46,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -71,6 +76,29 @@ class ConnectorBase : public Connector {
   TaskId SubmitLookup(std::vector<std::string> keys) final {
     auto b = NewBatch(ConnectorOp::kLookup, std::move(keys));
     return Submit(std::move(b));
+  }
+  std::optional<Completion> LookupNow(std::vector<std::string> keys) final {
+    Lane* lane = lane_for_[Idx(ConnectorOp::kLookup)].get();
+    if (lane == nullptr || keys.empty()) return std::nullopt;
+    std::shared_ptr<void> conn;
+    {
+      std::lock_guard lock(lane->mu);
+      auto it = std::find_if(lane->idle.begin(), lane->idle.end(),
+                             [](const std::shared_ptr<void>& c) { return c != nullptr; });
+      if (lane->stop || it == lane->idle.end()) return std::nullopt;
+      conn = std::move(*it);
+      lane->idle.erase(it);
+    }
+    auto b = NewBatch(ConnectorOp::kLookup, std::move(keys));
+    b->first_error = RunTile(*As(conn.get()), *b, 0, b->keys.size());
+    bool wake = false;
+    {
+      std::lock_guard lock(lane->mu);
+      if (!lane->stop) lane->idle.push_back(std::move(conn));
+      wake = !lane->q.empty();  // a tile may be waiting for this connection
+    }
+    if (wake) lane->cv.notify_one();
+    return Finish(*b);
   }
   void Unlock(std::span<const std::string> keys) final {
     std::lock_guard lock(lock_mu_);
@@ -147,6 +175,9 @@ class ConnectorBase : public Connector {
       for (auto& t : lane->threads) {
         if (t.joinable()) t.join();
       }
+      std::vector<std::shared_ptr<void>> conns;  // closed here, while Derived is still whole
+      std::lock_guard lock(lane->mu);
+      conns.swap(lane->idle);
     }
     for (auto& t : orphans) FinishTile(t, Status(Code::kUnavailable, Closed()));
   }
@@ -260,6 +291,9 @@ class ConnectorBase : public Connector {
     std::deque<Tile> q;
     bool stop = false;
     std::vector<std::thread> threads;
+    // Derived's connections that no tile or caller is using (null: a connect that failed).
+    // Type-erased because Derived is incomplete where this struct is defined.
+    std::vector<std::shared_ptr<void>> idle;
   };
   struct AtomicCounters {
     std::atomic<uint64_t> tasks{0}, failed_tasks{0}, keys{0}, hits{0}, bytes{0};
@@ -339,28 +373,49 @@ class ConnectorBase : public Connector {
 
   // Connects at once, so that a backend's setup (e.g. mapping and prefaulting buffers) is paid
   // before the first task's deadline starts, and at normal priority; a bulk lane's thread then
-  // drops to the bulk priority. A failed connect is retried at the next tile.
+  // drops to the bulk priority. A failed connect is retried by the next tile that takes it.
   void WorkerLoop(Lane& lane, bool bulk) {
-    decltype(self().Connect()) conn = ConnectGuarded();
+    Status connect_error;
+    std::shared_ptr<void> conn = ConnectShared(connect_error);
     if (bulk) (void)MakeBulkThread();
     for (;;) {
       Tile t;
       {
         std::unique_lock lock(lane.mu);
-        lane.cv.wait(lock, [&] { return lane.stop || !lane.q.empty(); });
+        lane.idle.push_back(std::move(conn));  // between tiles a LookupNow may borrow it
+        lane.cv.wait(lock, [&] { return lane.stop || (!lane.q.empty() && !lane.idle.empty()); });
         if (lane.stop) return;
         t = std::move(lane.q.front());
         lane.q.pop_front();
+        conn = std::move(lane.idle.back());
+        lane.idle.pop_back();
       }
       Status s;
       if (std::chrono::steady_clock::now() >= t.batch->deadline) {
         s = Status(Code::kTimeout, options_.name + ": deadline passed before the backend was asked");
       } else {
-        if (!conn.ok()) conn = ConnectGuarded();
-        s = conn.ok() ? RunTile(**conn, *t.batch, t.begin, t.end) : conn.status();
+        if (!conn) conn = ConnectShared(connect_error);
+        s = conn ? RunTile(*As(conn.get()), *t.batch, t.begin, t.end) : connect_error;
       }
       FinishTile(t, std::move(s));
     }
+  }
+
+  // Derived's connection type, from its Connect().
+  template <class D = Derived>
+  static auto* As(void* conn) {
+    using Conn = typename std::remove_cvref_t<decltype(*std::declval<D&>().Connect())>::element_type;
+    return static_cast<Conn*>(conn);
+  }
+
+  // A new connection, or null with the reason in `error`.
+  std::shared_ptr<void> ConnectShared(Status& error) {
+    auto conn = ConnectGuarded();
+    if (!conn.ok()) {
+      error = conn.status();
+      return nullptr;
+    }
+    return std::shared_ptr<void>(std::move(*conn));
   }
 
   // A backend's Connect() that throws is a failed connection, not a dead process.
@@ -449,7 +504,8 @@ class ConnectorBase : public Connector {
     }
   }
 
-  void Complete(Batch& b) {
+  // The batch's completion, counted; Complete also queues and signals it.
+  Completion Finish(Batch& b) {
     Completion c;
     c.id = b.id;
     c.op = b.op;
@@ -466,6 +522,11 @@ class ConnectorBase : public Connector {
     k.keys.fetch_add(c.results.size());
     k.hits.fetch_add(c.Hits());
     k.bytes.fetch_add(c.bytes);
+    return c;
+  }
+
+  void Complete(Batch& b) {
+    Completion c = Finish(b);
     const size_t i = Idx(b.op);
     {
       std::lock_guard lock(cq_mu_[i]);

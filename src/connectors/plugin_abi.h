@@ -10,7 +10,7 @@
 
 #include "connectors/connector.h"
 
-#define KVTIER_CONNECTOR_ABI_VERSION 3
+#define KVTIER_CONNECTOR_ABI_VERSION 4
 #define KVTIER_CONNECTOR_PLUGIN_SYMBOL "kvtier_connector_plugin"
 
 extern "C" {

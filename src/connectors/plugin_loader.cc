@@ -25,6 +25,9 @@ class PluginConnector final : public Connector {
   TaskId SubmitLookup(std::vector<std::string> keys) override {
     return inner_->SubmitLookup(std::move(keys));
   }
+  std::optional<Completion> LookupNow(std::vector<std::string> keys) override {
+    return inner_->LookupNow(std::move(keys));
+  }
   void Unlock(std::span<const std::string> keys) override { inner_->Unlock(keys); }
   TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override {
     return inner_->SubmitLoad(std::move(keys), std::move(dst));

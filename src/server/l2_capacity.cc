@@ -89,7 +89,11 @@ TaskId L2Capacity::Track(ConnectorOp op, const std::vector<std::string>& keys,
 }
 
 TaskId L2Capacity::SubmitLookup(std::vector<std::string> keys) {
-  if (exclusive_) return LookupFromRecord(std::move(keys));
+  if (exclusive_) {
+    std::lock_guard lock(mu_);
+    own_->done.push_back(LookupFromRecord(keys));
+    return own_->done.back().id;
+  }
   return Track(ConnectorOp::kLookup, keys, {},
                [&] { return inner_->SubmitLookup(std::move(keys)); });
 }
@@ -114,27 +118,37 @@ TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
                [&] { return inner_->SubmitRemove(std::move(keys)); });
 }
 
-TaskId L2Capacity::LookupFromRecord(std::vector<std::string> keys) {
+std::optional<Completion> L2Capacity::LookupNow(std::vector<std::string> keys) {
+  if (exclusive_) {
+    std::lock_guard lock(mu_);
+    return LookupFromRecord(keys);
+  }
+  if (!accounted_) return inner_->LookupNow(std::move(keys));
+  auto c = inner_->LookupNow(keys);
+  if (c) {
+    Pending p{ConnectorOp::kLookup, std::move(keys), {}, false, c->results.size(), {}};
+    std::lock_guard lock(mu_);
+    Apply(p, *c);
+  }
+  return c;
+}
+
+Completion L2Capacity::LookupFromRecord(const std::vector<std::string>& keys) {
   Completion c;
   c.op = ConnectorOp::kLookup;
   c.results.assign(keys.size(), 0);
-  {
-    std::lock_guard lock(mu_);
-    c.id = own_->next_id++;
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (!sizes_.contains(keys[k])) continue;
-      c.results[k] = 1;
-      ++own_->locks[keys[k]];
-      policy_->OnAccess(AsPolicyKey(keys[k]));
-    }
-    OpCounters& n = own_->counters;
-    ++n.tasks;
-    n.keys += keys.size();
-    n.hits += c.Hits();
-    const TaskId id = c.id;
-    own_->done.push_back(std::move(c));
-    return id;
+  c.id = own_->next_id++;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!sizes_.contains(keys[k])) continue;
+    c.results[k] = 1;
+    ++own_->locks[keys[k]];
+    policy_->OnAccess(AsPolicyKey(keys[k]));
   }
+  OpCounters& n = own_->counters;
+  ++n.tasks;
+  n.keys += keys.size();
+  n.hits += c.Hits();
+  return c;
 }
 
 TaskId L2Capacity::RemoveUnlocked(std::vector<std::string> keys) {

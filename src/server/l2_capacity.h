@@ -16,8 +16,9 @@
 //
 // An `exclusive` adapter (this server is the only writer and remover, and the backend drops
 // nothing by itself) has a complete record, so lookups never reach the backend: they are
-// answered from the record inside SubmitLookup, lock in the wrapper, and are drained without an
-// eventfd signal (connector.h allows it; the CompletionRouter drains right after submitting).
+// answered from the record inside SubmitLookup (or LookupNow), lock in the wrapper, and are
+// drained without an eventfd signal (connector.h allows it; the CompletionRouter drains right
+// after submitting).
 // A lookup then costs no backend round trip, no lane thread and no router wake-up, so it stays
 // fast while stores saturate the backend (an fs page-cache copy, a single-threaded Redis). A load
 // that finds the key gone after all (someone else removed it) is a miss and drops it from the
@@ -48,6 +49,7 @@ class L2Capacity final : public Connector {
 
   const ConnectorOptions& Options() const override { return inner_->Options(); }
   TaskId SubmitLookup(std::vector<std::string> keys) override;
+  std::optional<Completion> LookupNow(std::vector<std::string> keys) override;
   void Unlock(std::span<const std::string> keys) override;
   TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override;
   TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) override;
@@ -97,9 +99,9 @@ class L2Capacity final : public Connector {
   L2Capacity(std::unique_ptr<Connector> inner, std::unique_ptr<EvictionPolicy> policy,
              Gauges gauges);
   void Rebuild();
-  TaskId LookupFromRecord(std::vector<std::string> keys);
   TaskId RemoveUnlocked(std::vector<std::string> keys);
   // The rest need mu_ held.
+  Completion LookupFromRecord(const std::vector<std::string>& keys);
   bool LockedHeld(const std::string& key) const;
   TaskId Track(ConnectorOp op, const std::vector<std::string>& keys, std::vector<uint64_t> sizes,
                const std::function<TaskId()>& submit);

@@ -90,6 +90,12 @@ void L2Cascade::Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitF
   inflight_[i]->Set(static_cast<double>(adapters_[i]->Stats().inflight_bytes));
 }
 
+std::optional<Completion> L2Cascade::LookupNow(size_t i, std::vector<std::string> keys) {
+  auto c = adapters_[i]->LookupNow(std::move(keys));
+  if (c) Record(i, *c);
+  return c;
+}
+
 std::future<Completion> L2Cascade::Submit(size_t i, ConnectorOp op,
                                           const CompletionRouter::SubmitFn& submit) {
   auto promise = std::make_shared<std::promise<Completion>>();

@@ -17,6 +17,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -50,6 +51,9 @@ class L2Cascade {
   void Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit,
               CompletionRouter::Callback done);
   std::future<Completion> Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit);
+
+  // The adapter's LookupNow (connector.h: on this thread, or nullopt), recorded like a completion.
+  std::optional<Completion> LookupNow(size_t i, std::vector<std::string> keys);
 
   // False while the adapter is down (for `op`: writes may be down alone) and its retry time has
   // not come.

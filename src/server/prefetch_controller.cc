@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/after_reply.h"
+
 namespace kvtier {
 
 PrefetchController::PrefetchController(ServerContext& ctx)
@@ -28,12 +30,13 @@ void PrefetchController::Submit(std::shared_ptr<Session> session, ResolvedPrefix
     session->lookup_hits.reset();
   }
   // The pool keeps a finished task until its thread takes the next one: the job gives its slot
-  // back itself.
-  pool_.Submit([this, session = std::move(session), prefix = std::move(prefix),
-                model = std::move(model), world_size, salt = std::move(salt),
-                slot = std::move(slot)]() mutable {
+  // back itself. Queued once the LOOKUP's ack is on its way (after_reply.h).
+  std::function<void()> job = [this, session = std::move(session), prefix = std::move(prefix),
+                               model = std::move(model), world_size, salt = std::move(salt),
+                               slot = std::move(slot)]() mutable {
     Run(*session, prefix, model, world_size, salt, slot);
-  });
+  };
+  AfterReply([this, job = std::move(job)]() mutable { pool_.Submit(std::move(job)); });
 }
 
 void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,

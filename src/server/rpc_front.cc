@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "server/after_reply.h"
 #include "wire/frames.h"
 #include "wire/messages.h"
 
@@ -204,6 +205,7 @@ Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::Bod
 
 void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_t& body,
                        ClientInflight::Slot slot) {
+  AfterReplyScope after_reply;  // runs once Complete below has sent or queued the reply
   auto r = wire::BodyReader::Parse(body.data(), body.size());
   if (!r.ok()) {
     slot.reset();

@@ -1,5 +1,6 @@
 // ConnectorBase behaviour, exercised through the mem connector.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 
 #include <sys/resource.h>
@@ -227,6 +228,156 @@ TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunUnderSchedIdle) {
   EXPECT_EQ(c.seen[1], std::make_pair(std::optional(ConnectorOp::kLookup), SCHED_OTHER));
   EXPECT_EQ(c.seen[2], std::make_pair(std::optional(ConnectorOp::kRemove), SCHED_IDLE));
   EXPECT_EQ(c.seen[3], std::make_pair(std::optional<ConnectorOp>(), SCHED_OTHER));
+}
+
+
+// A backend whose Exists records the thread it ran on and can be held at a gate, so that a test
+// controls when a connection is busy.
+class GatedProbe final : public ConnectorBase<GatedProbe> {
+ public:
+  struct Conn {};
+  explicit GatedProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartWorkers(); }
+  ~GatedProbe() override { Close(); }
+
+  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(); }
+  Status Get(Conn&, const std::string&, MutableBuffer, Deadline) { return Status::Ok(); }
+  Status Set(Conn&, const std::string&, ConstBuffer, Deadline) { return Status::Ok(); }
+  Result<bool> Remove(Conn&, const std::string&, Deadline) { return false; }
+  Result<bool> Exists(Conn&, const std::string& key, Deadline) {
+    std::unique_lock lock(mu_);
+    threads_.push_back(std::this_thread::get_id());
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    return key.ends_with("@hit");
+  }
+
+  void Hold() { SetGate(false); }
+  void Release() { SetGate(true); }
+  // Waits until `n` Exists calls have started; returns the thread of the n-th.
+  std::thread::id AwaitCalls(size_t n) {
+    std::unique_lock lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(10), [&] { return threads_.size() >= n; }))
+        << "no Exists call number " << n;
+    return threads_.size() >= n ? threads_[n - 1] : std::thread::id();
+  }
+
+ private:
+  void SetGate(bool open) {
+    std::lock_guard lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  std::vector<std::thread::id> threads_;
+};
+
+std::unique_ptr<GatedProbe> MakeGatedProbe() {
+  auto cfg = ParseAdapterConfig(R"({"type":"gated","num_workers":1,"per_op_workers":{"lookup":1}})",
+                                0);
+  EXPECT_TRUE(cfg.ok());
+  return std::make_unique<GatedProbe>(cfg->options);
+}
+
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+TEST(ConnectorBaseTest, LookupNowAnswersAndLocksWithoutQueueingACompletion) {
+  auto c = MakeConnector(R"({"type":"mem","num_workers":2})");
+  auto keys = Keys(3);
+  StoreAll(*c, keys, Values(3, 64));
+  auto probe = keys;
+  probe.push_back("m@00000000@0@missing");
+  auto done = LookupNowWhenIdle(*c, probe);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->status.ok()) << done->status.ToString();
+  EXPECT_EQ(done->op, ConnectorOp::kLookup);
+  EXPECT_EQ(done->results, (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(c->Stats().locked_keys, 3u);
+  const OpCounters n = c->Stats().ops[static_cast<size_t>(ConnectorOp::kLookup)];
+  EXPECT_EQ(n.tasks, 1u);
+  EXPECT_EQ(n.hits, 3u);
+  EXPECT_FALSE(Readable(c->EventFd(ConnectorOp::kLookup)));  // returned, not signalled
+  EXPECT_TRUE(c->Drain(ConnectorOp::kLookup).empty());
+  EXPECT_EQ(RemoveAll(*c, keys).Hits(), 0u);  // the lookup's locks hold
+  c->Unlock(keys);
+  EXPECT_EQ(RemoveAll(*c, keys).Hits(), 3u);
+  EXPECT_FALSE(c->LookupNow({}).has_value());  // nothing to ask: the caller submits
+}
+
+TEST(ConnectorBaseTest, LookupNowRunsOnTheCallersThreadAndSubmitLookupDoesNot) {
+  auto c = MakeGatedProbe();
+  auto now = LookupNowWhenIdle(*c, {"k@hit", "k@miss"});
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->results, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(c->AwaitCalls(1), std::this_thread::get_id());
+  EXPECT_EQ(LookupAll(*c, {"k@hit"}).Hits(), 1u);
+  EXPECT_NE(c->AwaitCalls(3), std::this_thread::get_id());
+}
+
+TEST(ConnectorBaseTest, LookupNowIsRefusedWhileTheLookupConnectionIsBusy) {
+  auto c = MakeGatedProbe();
+  CompletionRouter router({c.get()});
+  c->Hold();
+  auto queued = router.Submit(0, ConnectorOp::kLookup,
+                              [](Connector& x) { return x.SubmitLookup({"a@hit"}); });
+  c->AwaitCalls(1);  // the lane's only connection is in use
+  EXPECT_FALSE(c->LookupNow({"b@hit"}).has_value());
+  c->Release();
+  ASSERT_EQ(queued.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(queued.get().Hits(), 1u);
+  auto now = c->LookupNow({"b@hit"});
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->Hits(), 1u);
+  router.Stop();
+}
+
+TEST(ConnectorBaseTest, ALookupQueuedBehindLookupNowRunsWhenItsConnectionComesBack) {
+  auto c = MakeGatedProbe();
+  CompletionRouter router({c.get()});
+  c->Hold();
+  std::optional<Completion> now;
+  std::thread caller([&] { now = LookupNowWhenIdle(*c, {"a@hit"}); });
+  c->AwaitCalls(1);  // the caller holds the lane's only connection
+  auto queued = router.Submit(0, ConnectorOp::kLookup,
+                              [](Connector& x) { return x.SubmitLookup({"b@hit", "c@x"}); });
+  EXPECT_NE(queued.wait_for(milliseconds(50)), std::future_status::ready);
+  c->Release();
+  caller.join();
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->Hits(), 1u);
+  ASSERT_EQ(queued.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(queued.get().results, (std::vector<uint8_t>{1, 0}));
+  router.Stop();
+}
+
+TEST(ConnectorBaseTest, CloseDuringLookupNowLetsItFinishAndRefusesTheNext) {
+  auto c = MakeGatedProbe();
+  c->Hold();
+  std::optional<Completion> now;
+  std::thread caller([&] { now = LookupNowWhenIdle(*c, {"a@hit"}); });
+  c->AwaitCalls(1);
+  c->Close();  // the workers stop; the borrowed connection is the caller's until it returns
+  c->Release();
+  caller.join();
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->Hits(), 1u);
+  EXPECT_FALSE(c->LookupNow({"a@hit"}).has_value());
+}
+
+TEST(ConnectorBaseTest, LookupNowIsBoundedByTheDeadline) {
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_workers":1})");
+  const auto start = std::chrono::steady_clock::now();
+  auto now = LookupNowWhenIdle(*c, Keys(5));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->status.code(), Code::kTimeout) << now->status.ToString();
+  EXPECT_EQ(now->Hits(), 0u);
+  EXPECT_LT(took, milliseconds(1500));
 }
 
 }  // namespace

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "connectors/completion_router.h"
 #include "connectors/connector_registry.h"
@@ -33,6 +37,22 @@ inline Completion Await(Connector& c, ConnectorOp op,
   }
   router.Stop();
   return f.get();
+}
+
+// `lookup_now` (a LookupNow) once it answers: right after a connector starts, no lane worker may
+// have left an idle connection yet. nullopt after 10 s.
+inline std::optional<Completion> FirstAnswer(
+    const std::function<std::optional<Completion>()>& lookup_now) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto done = lookup_now();
+    if (done || std::chrono::steady_clock::now() > until) return done;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+inline std::optional<Completion> LookupNowWhenIdle(Connector& c,
+                                                   const std::vector<std::string>& keys) {
+  return FirstAnswer([&] { return c.LookupNow(keys); });
 }
 
 inline Completion StoreAll(Connector& c, const std::vector<std::string>& keys,

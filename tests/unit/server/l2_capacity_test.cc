@@ -141,6 +141,27 @@ TEST(L2CapacityTest, ALookedUpKeyIsRecentAndALockedOneIsSpared) {
   EXPECT_EQ(Found(*l2, 7), Bits({1, 0, 0, 0, 1, 1, 1}));
 }
 
+TEST(L2CapacityTest, ALookupOnTheCallersThreadCountsAsAnAccessAndIsRecorded) {
+  TempDir dir;
+  MetricsRegistry metrics;
+  auto l2 = Cascade(metrics, FsAdapter(dir, 4));
+  ASSERT_EQ(Store(*l2, 0, 4).Hits(), 4u);
+  // LRU: this hit on key 0 makes key 1 the oldest, as a submitted lookup would.
+  std::vector<std::string> first = {kKeys[0], "m@00000000@0@absent"};
+  auto now = FirstAnswer([&] { return l2->LookupNow(0, first); });
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->results, Bits({1, 0}));
+  EXPECT_TRUE(l2->adapter(0).Locked(kKeys[0]));
+  l2->adapter(0).Unlock(first);
+  ASSERT_EQ(Store(*l2, 4, 1).Hits(), 1u);
+  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 4; }));
+  EXPECT_EQ(Found(*l2, 5), Bits({1, 0, 1, 1, 1}));
+  // Recorded like a routed completion: the lookup metrics count it.
+  const std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find(R"(kvtier_l2_keys_total{adapter="fs#0",op="lookup"} 7)"), std::string::npos)
+      << text;
+}
+
 TEST(L2CapacityTest, AnFsAdapterRebuildsItsAccountingFromTheDirectoryAfterARestart) {
   TempDir dir;
   {

@@ -105,6 +105,24 @@ TEST(L2ExclusiveTest, LookupsComeFromTheRecordAndALoadThatMissesHealsIt) {
   EXPECT_EQ(l2->adapter(0).usage().objects, 0u);
 }
 
+TEST(L2ExclusiveTest, ALookupOnTheCallersThreadComesFromTheRecordToo) {
+  TempDir dir;
+  MetricsRegistry metrics;
+  auto l2 = Cascade(metrics, FsExclusive(dir));
+  ASSERT_EQ(Store(*l2, 0, 2), 2u);
+  std::vector<std::string> keys(kKeys.begin(), kKeys.begin() + 3);
+  auto now = l2->LookupNow(0, keys);  // no backend connection needed: never refused
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(now->results, Bits({1, 1, 0}));
+  EXPECT_TRUE(l2->adapter(0).Locked(kKeys[0]));
+  EXPECT_TRUE(l2->adapter(0).Drain(ConnectorOp::kLookup).empty());  // returned, not queued
+  const OpCounters lookups = l2->adapter(0).Stats().ops[0];
+  EXPECT_EQ(lookups.tasks, 1u);
+  EXPECT_EQ(lookups.hits, 2u);
+  l2->adapter(0).Unlock(keys);
+  EXPECT_FALSE(l2->adapter(0).Locked(kKeys[0]));
+}
+
 TEST(L2ExclusiveTest, ALockedKeyIsSparedByEvictionAndByClear) {
   TempDir dir;
   MetricsRegistry metrics;
