@@ -33,7 +33,7 @@ struct BenchStoreOptions {
   uint32_t exist_batch = 128;        // keys per master Exist call
   double exist_seconds = 1.0;        // per thread count
   uint32_t metadata_calls = 500;     // timed calls per metadata row (after a tenth as warm-up)
-  uint32_t lookup_calls = 1000;      // timed lookup-l2 rounds (after a tenth as warm-up)
+  uint32_t lookup_calls = 3000;      // timed lookup-l2 rounds (after a tenth as warm-up)
   // Which sections run, in this order: same-node (with the master's), cross-node, redis, scaling,
   // metadata, lookup-l2.
   std::vector<std::string> sections = {"same-node", "cross-node", "redis",
