@@ -31,6 +31,7 @@ struct NodeFlags {
   uint16_t http_port = 0;
   double dummy_ttl_s = 10;
   double repair_mb_s = 256;
+  uint32_t copy_threads = 0;
   bool prefault = true;
   std::string log_level = "warn";
   std::string auth_token_file;
@@ -79,6 +80,7 @@ int RunNode(const NodeFlags& f) {
   options.prefault = f.prefault;
   options.repair_bytes_per_s = static_cast<uint64_t>(f.repair_mb_s * 1024 * 1024);
   options.auth_token = token;
+  options.copy_threads = f.copy_threads;
   auto node = store::StoreNode::Start(options, &metrics);
   if (!node.ok()) {
     std::cerr << "error: " << node.status().ToString() << "\n";
@@ -159,6 +161,11 @@ RunFn AddNodeCommand(CLI::App& app) {
                   "up to this many MiB/s (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--copy-threads", f->copy_threads,
+                  "Threads that copy one batch's same-node bytes (4 MiB and more), the calling "
+                  "one included (0: the host's CPUs, at most 4; 1: no helpers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_flag("!--no-prefault", f->prefault, "Do not touch the segment's pages at start");
   cmd->add_option("--auth-token-file", f->auth_token_file,
                   "File holding the store's shared secret: this node proves it to the master, "

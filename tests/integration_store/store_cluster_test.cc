@@ -93,6 +93,50 @@ TEST(StoreCluster, DummiesOnTwoNodesShareEveryKey) {
   EXPECT_GT(b.Metric("kvtier_transfer_bytes_total{direction=\"read\",path=\"tcp\"}"), 0);
 }
 
+// In a child process: one batch of `n` values of `size` bytes (over the 4 MiB from which a node
+// splits a same-node copy across its copy threads), put zero-copy and read back the same way.
+int BatchRoundTrip(const std::string& node, const std::string& prefix, size_t n, size_t size) {
+  auto c = Dummy(node, 2 * n * size + (1 << 20));
+  auto pool = c->AllocFromMemPool(2 * n * size);
+  if (!pool.ok() || !c->RegisterBuffer(*pool, 2 * n * size).ok()) return 30;
+  auto* in = static_cast<uint8_t*>(*pool);
+  uint8_t* out = in + n * size;
+  const std::vector<std::string> keys = Keys(prefix, static_cast<int>(n));
+  std::vector<void*> src, dst;
+  std::vector<size_t> sizes(n, size);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string v = ValueFor(keys[i], size);
+    std::memcpy(in + i * size, v.data(), size);
+    src.push_back(in + i * size);
+    dst.push_back(out + i * size);
+  }
+  for (const auto& s : c->BatchPutFrom(keys, src, sizes)) {
+    if (!s.ok()) return 31;
+  }
+  std::memset(out, 0, n * size);
+  for (const auto& r : c->BatchGetInto(keys, dst, sizes)) {
+    if (!r.ok() || *r != size) return 32;
+  }
+  return std::memcmp(in, out, n * size) == 0 ? 0 : 33;
+}
+
+TEST(StoreCluster, SameNodeBatchesAreExactWithOneOrSeveralCopyThreads) {
+  MasterProcess master;
+  for (const char* threads : {"1", "3"}) {
+    SCOPED_TRACE(std::string("--copy-threads ") + threads);
+    NodeProcess node(master.address(), "64MB", {"--copy-threads", threads});
+    auto child = ChildProcess::Fork([&] {
+      return BatchRoundTrip(node.address(), std::string("ct") + threads, 6, (1 << 20) + 4099);
+    });
+    EXPECT_EQ(child.Wait(std::chrono::seconds(60)), 0);
+    EXPECT_GE(node.Metric("kvtier_transfer_bytes_total{direction=\"write\",path=\"local\"}"),
+              6.0 * ((1 << 20) + 4099));
+  }
+  ChildProcess bad({KvtierBin(), "node", "--master", master.address(), "--copy-threads", "65"});
+  const int rc = bad.Wait(std::chrono::seconds(10));
+  EXPECT_GE(rc, 100) << "a usage error (CLI11's codes), not a start";
+}
+
 // Exist, get-size and remove: one hop, the dummy to the master, which its node names in HELLO.
 int MetadataStraightToTheMaster(const std::string& node) {
   auto c = Dummy(node);

@@ -19,7 +19,8 @@
 namespace kvtier::bench {
 
 // The project's goals, next to the numbers they judge.
-inline constexpr double kCopyGoalFraction = 0.50;  // STORE+RETRIEVE GB/s >= 50% of memcpy
+// STORE+RETRIEVE GB/s >= 90% of memcpy with 2 workers (issue 19; 50% before it).
+inline constexpr double kCopyGoalFraction = 0.90;
 inline constexpr double kLookupGoalRatio = 1.5;    // LOOKUP p50 <= 1.5x raw ZMQ RTT p50
 
 struct BenchRun {

@@ -10,9 +10,10 @@
 
 namespace kvtier::bench {
 
-// The issue's goals, next to the numbers they judge.
-inline constexpr double kSameNodeGoalOverMemcpy = 0.50;
-inline constexpr double kCrossNodeGoalOverRawTcp = 0.70;
+// The issues' goals, next to the numbers they judge: issue 19 raised the data paths' from 0.50
+// (same-node) and 0.70 (cross-node) to 0.95.
+inline constexpr double kSameNodeGoalOverMemcpy = 0.95;
+inline constexpr double kCrossNodeGoalOverRawTcp = 0.95;
 inline constexpr double kRedisGoalRatio = 1.0;  // store GB/s over redis GB/s, same op
 
 nlohmann::json SummarizeStore(const StoreBenchRun& run);

@@ -202,7 +202,8 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   impl->segment = {segment_id, options.segment_size, impl->info.endpoint};
   impl->engine = std::make_unique<TransferEngine>(
       TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size, segment_id,
-                      options.rpc_timeout, 8, options.auth_token, impl->gate},
+                      options.rpc_timeout, 8, options.auth_token, impl->gate,
+                      options.copy_threads},
       impl->metrics);
   impl->InitMetrics();
   // Mounted at once when the master is up; otherwise the heartbeat keeps trying. A master that

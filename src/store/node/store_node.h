@@ -43,6 +43,9 @@ struct NodeOptions {
   // The store's shared secret: this node proves it to the master (RPC handshake), peers present it to
   // this node's data plane and this node to theirs. Empty: no authentication.
   std::string auth_token;
+  // Threads that copy one batch's same-node bytes, the caller included (parallel_copy.h);
+  // 0: the host's CPUs, at most 4; 1: the caller alone.
+  size_t copy_threads = 0;
   Clock* clock = nullptr;  // what read leases are measured on; nullptr = Clock::Real()
 };
 
