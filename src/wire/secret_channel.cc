@@ -74,6 +74,10 @@ HandshakeKeys DeriveHandshakeKeys(std::string_view secret, const Nonce& client,
   return k;
 }
 
+Proof DataPlaneProof(std::string_view secret, const Nonce& client, const Nonce& server) {
+  return Mac(secret, "kvtier data-plane client proof v1", client, server);
+}
+
 Result<EphemeralKey> EphemeralKey::Generate() {
   EVP_PKEY* key = EVP_PKEY_Q_keygen(nullptr, nullptr, "X25519");
   if (key == nullptr) return Status(Code::kInternal, "cannot generate an X25519 key");

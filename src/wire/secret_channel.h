@@ -90,6 +90,10 @@ struct HandshakeKeys {
 HandshakeKeys DeriveHandshakeKeys(std::string_view secret, const Nonce& client,
                                   const Nonce& server,
                                   const std::array<uint8_t, 32>& shared = {});
+// The store data plane's proof that a client holds the secret (store/transport/
+// data_plane_protocol.h): the same MAC over both nonces under a label of its own, so a proof made
+// for one listener is worth nothing at the other.
+Proof DataPlaneProof(std::string_view secret, const Nonce& client, const Nonce& server);
 // Constant time.
 bool SameProof(const Proof& a, const void* b);
 

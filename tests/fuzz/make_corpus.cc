@@ -8,6 +8,7 @@
 #include <span>
 #include <msgpack.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "connectors/fs_object_file.h"
@@ -207,20 +208,24 @@ int main(int argc, char** argv) {
     const std::string frame = st::dummy::EncodeFrame(op, st::dummy::EncodeRequest(d));
     Write(sdir, "dummy_" + std::string(st::dummy::OpName(d.op)), std::string(1, '\1') + frame);
   }
-  {
+  // A WRITE, and the PROOF that follows an AUTH challenge.
+  for (const auto& [op, name, segment, offset, length] :
+       {std::tuple{st::dp::Op::kWrite, "data_plane_write", 7, 4096, 65536},
+        std::tuple{st::dp::Op::kProof, "data_plane_proof", 0, 0,
+                   static_cast<int>(st::dp::kProofPayloadBytes)}}) {
     st::dp::RequestHeader h;
-    h.op = st::dp::Op::kWrite;
+    h.op = op;
     h.request_id = 1;
-    h.segment_id = 7;
-    h.offset = 4096;
-    h.length = 65536;
+    h.segment_id = static_cast<uint64_t>(segment);
+    h.offset = static_cast<uint64_t>(offset);
+    h.length = static_cast<uint64_t>(length);
     std::string bytes(st::dp::kRequestHeaderBytes + 8, '\0');
     st::dp::EncodeRequestHeader(
         h, std::span<uint8_t, st::dp::kRequestHeaderBytes>(
                reinterpret_cast<uint8_t*>(bytes.data()), st::dp::kRequestHeaderBytes));
     const uint64_t segment_size = 1 << 20;
     std::memcpy(bytes.data() + st::dp::kRequestHeaderBytes, &segment_size, 8);
-    Write(sdir, "data_plane_write", std::string(1, '\2') + bytes);
+    Write(sdir, name, std::string(1, '\2') + bytes);
   }
   {
     // The master port's stream: selector 3, a chunk-size byte, then two records in the clear.

@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 #include <poll.h>
 
+#include <cstring>
+
 #include "common/logging.h"
 #include "store/protocol/store_status.h"
 #include "store/transport/data_plane_protocol.h"
+#include "wire/secret_channel.h"
 
 namespace kvtier::store {
 namespace {
@@ -69,32 +72,60 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoin
   return lease;
 }
 
+namespace {
+
+// One request of the AUTH exchange and its reply's payload, which must be `reply_bytes` long.
+// A refusal is PERMISSION_DENIED with the server's message.
+Result<std::string> Ask(int fd, dp::Op op, std::string_view payload, uint64_t reply_bytes,
+                        tcp::Deadline deadline) {
+  std::string msg(dp::kRequestHeaderBytes, '\0');
+  dp::EncodeRequestHeader(
+      {op, 0, 0, 0, payload.size()},
+      std::span<uint8_t, dp::kRequestHeaderBytes>(reinterpret_cast<uint8_t*>(msg.data()),
+                                                  dp::kRequestHeaderBytes));
+  msg.append(payload);
+  KVT_RETURN_IF_ERROR(tcp::SendAll(fd, msg.data(), msg.size(), deadline));
+  uint8_t raw[dp::kReplyHeaderBytes];
+  KVT_RETURN_IF_ERROR(tcp::RecvAll(fd, raw, sizeof(raw), deadline));
+  auto reply = dp::DecodeReplyHeader(raw);
+  if (!reply.ok()) return reply.status();
+  std::string body(static_cast<size_t>(reply->status != 0 || reply->length == reply_bytes
+                                           ? reply->length
+                                           : 0),
+                   '\0');
+  if (reply->status != 0) {
+    (void)tcp::RecvAll(fd, body.data(), body.size(), deadline);
+    return Status(Code::kPermissionDenied,
+                  fmt::format("{} ({})", body, ErrorName(ErrorCodeFromInt(reply->status))));
+  }
+  if (reply->length != reply_bytes) {
+    return Status(Code::kProtocolError, fmt::format("the reply carries {} bytes, not {}",
+                                                    reply->length, reply_bytes));
+  }
+  KVT_RETURN_IF_ERROR(tcp::RecvAll(fd, body.data(), body.size(), deadline));
+  return body;
+}
+
+}  // namespace
+
 Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::Deadline deadline) {
   auto fd = tcp::Connect(endpoint, deadline);
   if (!fd.ok() || token_.empty()) return fd;
-  // AUTH: header + token, then wait for the verdict (once per connection, so not pipelined).
-  std::vector<uint8_t> msg(dp::kRequestHeaderBytes + token_.size());
-  dp::EncodeRequestHeader(
-      {dp::Op::kAuth, 0, 0, 0, token_.size()},
-      std::span<uint8_t, dp::kRequestHeaderBytes>(msg.data(), dp::kRequestHeaderBytes));
-  std::copy(token_.begin(), token_.end(), msg.begin() + dp::kRequestHeaderBytes);
+  // AUTH gets a fresh nonce from the server; PROOF answers it with a MAC of the secret over both
+  // nonces, so the secret itself never crosses the wire. Once per connection, so not pipelined.
   const auto fail = [&](const Status& s) {
     return Status(s.code(), fmt::format("data-plane AUTH with {}: {}", endpoint, s.message()));
   };
-  Status s = tcp::SendAll(fd->get(), msg.data(), msg.size(), deadline);
-  if (!s.ok()) return fail(s);
-  uint8_t raw[dp::kReplyHeaderBytes];
-  s = tcp::RecvAll(fd->get(), raw, sizeof(raw), deadline);
-  if (!s.ok()) return fail(s);
-  auto reply = dp::DecodeReplyHeader(raw);
-  if (!reply.ok()) return fail(reply.status());
-  if (reply->status != 0) {
-    std::string text(static_cast<size_t>(reply->length), '\0');
-    (void)tcp::RecvAll(fd->get(), text.data(), text.size(), deadline);
-    return fail(Status(Code::kPermissionDenied,
-                       fmt::format("{} ({})", text, ErrorName(ErrorCodeFromInt(reply->status)))));
-  }
-  if (reply->length != 0) return fail(Status(Code::kProtocolError, "AUTH reply carries a payload"));
+  auto challenge = Ask(fd->get(), dp::Op::kAuth, {}, dp::kNonceBytes, deadline);
+  if (!challenge.ok()) return fail(challenge.status());
+  wire::Nonce server;
+  std::memcpy(server.data(), challenge->data(), server.size());
+  const wire::Nonce client = wire::RandomNonce();
+  const wire::Proof proof = wire::DataPlaneProof(token_, client, server);
+  std::string payload(reinterpret_cast<const char*>(client.data()), client.size());
+  payload.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+  auto verdict = Ask(fd->get(), dp::Op::kProof, payload, 0, deadline);
+  if (!verdict.ok()) return fail(verdict.status());
   return fd;
 }
 

@@ -1,6 +1,6 @@
 // Idle data-plane connections kept per peer endpoint, so a batch does not pay a TCP handshake (and
-// an AUTH round trip) per op. A connection is handed out to one batch at a time and comes back
-// only if that batch left it in sync; a broken one is simply closed. A pooled connection whose
+// the AUTH and PROOF round trips) per op. A connection is handed out to one batch at a time and
+// comes back only if that batch left it in sync; a broken one is simply closed. A pooled connection whose
 // peer has gone (FIN or RST already received) is noticed at Acquire and replaced.
 // A peer whose connect failed slowly (no route or no answer: its host or a link is down; a refusal
 // is immediate anyway) is taken as unreachable: one caller at a time redials it, at most every
@@ -34,9 +34,10 @@ class ConnectionPool {
   ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
                  std::chrono::milliseconds redial_interval = std::chrono::seconds(2));
 
-  // A pooled connection that is still alive, or a new one (connect, then AUTH when a token is set).
+  // A pooled connection that is still alive, or a new one (connect, then AUTH and PROOF when a
+  // secret is set).
   // kIoError: refused/reset/unreachable; kTimeout: no answer before the deadline;
-  // kPermissionDenied: the peer rejected the token.
+  // kPermissionDenied: the peer rejected the proof.
   Result<Lease> Acquire(const std::string& endpoint, tcp::Deadline deadline);
 
   // Gives back a connection that is in sync (no request outstanding). Closed instead when the

@@ -17,6 +17,8 @@ const char* OpName(Op op) {
       return "WRITE";
     case Op::kAuth:
       return "AUTH";
+    case Op::kProof:
+      return "PROOF";
   }
   return "?";
 }
@@ -52,9 +54,10 @@ Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in) {
   }
   if (p[4] != kVersion) {
     return Status(Code::kVersionMismatch,
-                  fmt::format("data-plane version {} not supported (this side speaks {}; version "
-                              "{} requests name their segment)",
-                              p[4], kVersion, kVersion));
+                  fmt::format("data-plane version {} not supported (this side speaks {}: "
+                              "requests name their segment, AUTH proves the secret without "
+                              "sending it)",
+                              p[4], kVersion));
   }
   return Status::Ok();
 }
@@ -63,7 +66,7 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
   const uint8_t* p = in.data();
   KVT_RETURN_IF_ERROR(CheckRequestPrefix(in.first<kRequestPrefixBytes>()));
   const uint8_t op = p[5];
-  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kAuth)) {
+  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kProof)) {
     return Status(Code::kUnknownRequest, fmt::format("unknown data-plane op {}", op));
   }
   if (LoadLE<uint16_t>(p + 6) != 0) {
@@ -79,13 +82,15 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
 }
 
 Status ValidateRequest(const RequestHeader& h, uint64_t segment_size) {
-  if (h.op == Op::kAuth) {
-    if (h.length > kMaxTokenBytes) {
-      return Status(Code::kTooLarge, fmt::format("AUTH token of {} bytes is over the {} byte limit",
-                                                 h.length, kMaxTokenBytes));
-    }
-    return Status::Ok();
+  if (h.op == Op::kAuth && h.length != 0) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("AUTH carries no payload, this one {} bytes", h.length));
   }
+  if (h.op == Op::kProof && h.length != kProofPayloadBytes) {
+    return Status(Code::kInvalidArgument, fmt::format("PROOF carries {} bytes, this one {}",
+                                                      kProofPayloadBytes, h.length));
+  }
+  if (h.op == Op::kAuth || h.op == Op::kProof) return Status::Ok();
   if (h.length > kMaxOpBytes) {
     return Status(Code::kTooLarge, fmt::format("{} of {} bytes is over the {} byte per-op limit",
                                                OpName(h.op), h.length, kMaxOpBytes));

@@ -1,11 +1,17 @@
 // The data plane's wire format: two fixed little-endian headers (docs/store/data_plane.md).
-//   request (40 B): u32 magic "KVDQ" | u8 version (2) | u8 op | u16 flags (0) | u64 request id |
+//   request (40 B): u32 magic "KVDQ" | u8 version (3) | u8 op | u16 flags (0) | u64 request id |
 //                   u64 segment id | u64 offset | u64 length, then `length` payload bytes for
-//                   WRITE (the data) and AUTH (the token); READ has none. READ/WRITE name the
-//                   segment the master handed out, so a node restarted at the same address (a new
-//                   segment) refuses descriptors of its predecessor's; AUTH ignores the field.
+//                   WRITE (the data) and PROOF (client nonce | proof); READ and AUTH have none.
+//                   READ/WRITE name the segment the master handed out, so a node restarted at
+//                   the same address (a new segment) refuses descriptors of its predecessor's;
+//                   AUTH and PROOF ignore the field.
 //   reply   (24 B): u32 magic "KVDR" | i32 status (ErrorCode) | u64 request id | u64 length, then
-//                   `length` bytes: the data of an OK READ, or the error message of a failed op.
+//                   `length` bytes: the data of an OK READ, the server's nonce of an OK AUTH, or
+//                   the error message of a failed op.
+// Authentication is a challenge: AUTH asks for a fresh server nonce, PROOF answers with
+// HMAC-SHA256 of both nonces keyed by the shared secret (wire/secret_channel.h, labels of the
+// data plane's own), so the secret never crosses the wire and a recorded proof is worth nothing
+// on the next connection.
 // The decoders are pure functions of the bytes (no I/O) so a fuzzer can drive them directly.
 #pragma once
 
@@ -18,7 +24,8 @@ namespace kvtier::store::dp {
 
 inline constexpr uint32_t kRequestMagic = 0x5144564B;  // "KVDQ" little-endian
 inline constexpr uint32_t kReplyMagic = 0x5244564B;    // "KVDR" little-endian
-inline constexpr uint8_t kVersion = 2;  // 1 (no segment id, 32 B) is refused
+// 1 (no segment id, 32 B) and 2 (the secret itself in AUTH) are refused.
+inline constexpr uint8_t kVersion = 3;
 inline constexpr size_t kRequestHeaderBytes = 40;
 // magic | version | op | flags: the part every version shares, read first so that a peer speaking
 // another version (with another header size) is answered at once instead of waited for.
@@ -26,15 +33,16 @@ inline constexpr size_t kRequestPrefixBytes = 8;
 inline constexpr size_t kReplyHeaderBytes = 24;
 
 inline constexpr uint64_t kMaxOpBytes = 1ull << 30;  // per READ/WRITE: 1 GiB
-inline constexpr uint64_t kMaxTokenBytes = 1024;     // AUTH payload
+inline constexpr uint64_t kNonceBytes = 32;          // an OK AUTH's reply payload
+inline constexpr uint64_t kProofPayloadBytes = 64;   // PROOF: client nonce | proof
 inline constexpr uint64_t kMaxErrorMessageBytes = 1024;
 
-enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3 };
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3, kProof = 4 };
 
 struct RequestHeader {
   Op op = Op::kRead;
   uint64_t request_id = 0;
-  uint64_t segment_id = 0;  // READ/WRITE: the segment the op is meant for; AUTH: 0
+  uint64_t segment_id = 0;  // READ/WRITE: the segment the op is meant for; AUTH, PROOF: 0
   uint64_t offset = 0;
   uint64_t length = 0;
 };
@@ -57,7 +65,8 @@ Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in);
 Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeaderBytes> in);
 
 // Checks a decoded request against the limits and the segment (overflow-safe):
-//   kTooLarge   - READ/WRITE over kMaxOpBytes, AUTH over kMaxTokenBytes
+//   kTooLarge   - READ/WRITE over kMaxOpBytes
+//   kInvalidArgument - AUTH with a payload, PROOF of another size than kProofPayloadBytes
 //   kOutOfRange - offset + length outside [0, segment_size)
 Status ValidateRequest(const RequestHeader& h, uint64_t segment_size);
 

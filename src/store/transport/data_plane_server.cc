@@ -11,7 +11,7 @@
 // READ gets an error reply and the connection keeps serving; such a WRITE has its payload read
 // and discarded first so the stream stays in sync; segment memory is never touched for it. A
 // request that breaks the framing (bad magic, version, op or flags), a WRITE over the per-op
-// limit (we do not drain a gigabyte of junk), a missing or wrong AUTH token: one error reply,
+// limit (we do not drain a gigabyte of junk), a missing or wrong PROOF of the secret: one error reply,
 // then that connection is closed. A peer that stops sending or reading mid-request for
 // kStallTimeout loses its connection; an idle connection between requests is kept.
 #include "store/transport/data_plane_server.h"
@@ -28,15 +28,17 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "common/eventfd.h"
 #include "common/logging.h"
-#include "common/secret_file.h"
 #include "store/protocol/store_status.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/tcp_io.h"
+#include "wire/secret_channel.h"
 
 namespace kvtier::store {
 namespace {
@@ -93,7 +95,8 @@ struct DataPlaneServer::Impl {
   Io RecvFull(int fd, void* buf, size_t len, bool idle_ok);
   Io SendFull(int fd, iovec* iov, int iovcnt);
   Io Drain(int fd, uint64_t len);
-  Io Reply(int fd, uint64_t request_id, const StoreStatus& status);
+  // `payload` goes with an OK status only (an AUTH's nonce).
+  Io Reply(int fd, uint64_t request_id, const StoreStatus& status, std::string_view payload = {});
   void Bad(const std::string& peer, const std::string& what) {
     bad_requests->Inc();
     LogBad(peer, what);
@@ -154,8 +157,9 @@ Io DataPlaneServer::Impl::Drain(int fd, uint64_t len) {
   return Io::kOk;
 }
 
-Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const StoreStatus& status) {
-  std::string message = status.ok() ? std::string() : status.message();
+Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const StoreStatus& status,
+                                std::string_view payload) {
+  std::string message = status.ok() ? std::string(payload) : status.message();
   if (message.size() > dp::kMaxErrorMessageBytes) message.resize(dp::kMaxErrorMessageBytes);
   uint8_t hdr[dp::kReplyHeaderBytes];
   dp::EncodeReplyHeader({status.value(), request_id, message.size()}, hdr);
@@ -169,6 +173,7 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
   (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   const std::string peer = tcp::PeerName(fd);
   bool authed = opt.auth_token.empty();
+  std::optional<wire::Nonce> challenge;  // the nonce of this connection's last AUTH
   std::string close_reason;
 
   for (;;) {
@@ -199,31 +204,49 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       break;
     }
     const dp::RequestHeader& h = *decoded;
-    if (!authed && h.op != dp::Op::kAuth) {
-      Bad(peer, "request before AUTH on a server that requires a token; closing the connection");
+    if (!authed && h.op != dp::Op::kAuth && h.op != dp::Op::kProof) {
+      Bad(peer, "request before AUTH on a server that requires the secret; closing the connection");
       (void)Reply(fd, h.request_id,
-                  {ErrorCode::ILLEGAL_CLIENT, "data plane requires AUTH with a token first"});
+                  {ErrorCode::ILLEGAL_CLIENT, "data plane requires AUTH and PROOF first"});
       break;
     }
     const Status valid = dp::ValidateRequest(h, opt.segment_size);
 
-    if (h.op == dp::Op::kAuth) {
+    if (h.op == dp::Op::kAuth || h.op == dp::Op::kProof) {
       if (!valid.ok()) {
         Bad(peer, valid.message() + "; closing the connection");
         (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
         break;
       }
-      std::string token(static_cast<size_t>(h.length), '\0');
-      if (RecvFull(fd, token.data(), token.size(), false) != Io::kOk) {
-        close_reason = "connection lost inside an AUTH token";
+      if (h.op == dp::Op::kAuth) {  // the challenge: a fresh nonce for this connection
+        challenge = wire::RandomNonce();
+        const std::string_view nonce(reinterpret_cast<const char*>(challenge->data()),
+                                     challenge->size());
+        if (Reply(fd, h.request_id, StoreStatus::Ok(), nonce) != Io::kOk) break;
+        continue;
+      }
+      uint8_t proof[dp::kProofPayloadBytes];  // client nonce | HMAC over both nonces
+      if (RecvFull(fd, proof, sizeof(proof), false) != Io::kOk) {
+        close_reason = "connection lost inside a PROOF";
         break;
       }
-      if (!opt.auth_token.empty() && !SecretsEqual(opt.auth_token, token)) {
-        Bad(peer, "wrong AUTH token; closing the connection");
-        (void)Reply(fd, h.request_id,
-                    {ErrorCode::ILLEGAL_CLIENT, "data plane AUTH token rejected"});
-        break;
+      if (!opt.auth_token.empty()) {
+        wire::Nonce client;
+        std::memcpy(client.data(), proof, client.size());
+        const char* wrong =
+            !challenge ? "PROOF without an AUTH challenge before it"
+            : !wire::SameProof(wire::DataPlaneProof(opt.auth_token, client, *challenge),
+                               proof + client.size())
+                ? "PROOF does not match this node's secret"
+                : nullptr;
+        if (wrong != nullptr) {
+          Bad(peer, fmt::format("{}; closing the connection", wrong));
+          (void)Reply(fd, h.request_id,
+                      {ErrorCode::ILLEGAL_CLIENT, fmt::format("data plane AUTH rejected: {}", wrong)});
+          break;
+        }
       }
+      challenge.reset();  // one proof per challenge
       authed = true;
       if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
       continue;

@@ -25,7 +25,7 @@ struct DataPlaneOptions {
   uint8_t* segment = nullptr;
   uint64_t segment_size = 0;
   uint64_t segment_id = 0;  // READ/WRITE must name it (the id the master hands out for it)
-  std::string auth_token;  // when not empty, a connection must present it first
+  std::string auth_token;  // when not empty, a connection must prove it first (AUTH, PROOF)
   // Which segment id is served now, shared with the node's transfer engine (segment_gate.h);
   // null: a gate of this server's own over segment_id.
   std::shared_ptr<SegmentGate> gate;

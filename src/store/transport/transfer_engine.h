@@ -40,7 +40,7 @@ struct TransferOptions {
   uint64_t local_segment_id = 0;   // local ops naming another segment fail SEGMENT_NOT_FOUND
   std::chrono::milliseconds timeout{5000};  // per batch: connect + all I/O
   size_t max_idle_connections_per_peer = 8;
-  std::string auth_token;  // sent at connection setup when not empty (see DataPlaneServer)
+  std::string auth_token;  // proved (never sent) at connection setup when not empty
   // The local segment id served now, shared with the node's data plane (segment_gate.h); null:
   // a gate of the engine's own over local_segment_id.
   std::shared_ptr<SegmentGate> local_gate;

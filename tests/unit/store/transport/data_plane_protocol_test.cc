@@ -1,6 +1,7 @@
 // The data plane's fixed headers: round trips, and every way a header can be rejected.
 #include "store/transport/data_plane_protocol.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -20,13 +21,13 @@ Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length, uint64_t segmen
 }
 
 TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
-  static_assert(kRequestHeaderBytes == 40 && kVersion == 2);
+  static_assert(kRequestHeaderBytes == 40 && kVersion == 3);
   Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096, 0x1112131415161718ull);
   EXPECT_EQ(raw[0], 'K');
   EXPECT_EQ(raw[1], 'V');
   EXPECT_EQ(raw[2], 'D');
   EXPECT_EQ(raw[3], 'Q');
-  EXPECT_EQ(raw[4], 2);
+  EXPECT_EQ(raw[4], 3);
   EXPECT_EQ(raw[5], static_cast<uint8_t>(Op::kWrite));
   EXPECT_EQ(raw[8], 0x08);  // request id, low byte first
   EXPECT_EQ(raw[15], 0x01);
@@ -41,23 +42,29 @@ TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
   EXPECT_EQ(h->segment_id, 0x1112131415161718ull);
   EXPECT_EQ(h->offset, 77u);
   EXPECT_EQ(h->length, 4096u);
-  // AUTH carries the field too (0 by convention); the decoder does not judge it.
+  // AUTH and PROOF carry the field too (0 by convention); the decoder does not judge it.
   raw = Encode(Op::kAuth, 1, 0, 5, 0);
   EXPECT_EQ(DecodeRequestHeader(raw)->segment_id, 0u);
+  raw = Encode(Op::kProof, 2, 0, kProofPayloadBytes, 0);
+  EXPECT_EQ(DecodeRequestHeader(raw)->op, Op::kProof);
 }
 
-TEST(DataPlaneProtocol, Version1IsRefusedFromItsPrefix) {
-  // A version 1 peer sends 32-byte headers without a segment id; its first 8 bytes suffice.
-  Raw raw = Encode(Op::kRead, 1, 0, 1);
-  raw[4] = 1;
-  const Status prefix = CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>());
-  EXPECT_EQ(prefix.code(), Code::kVersionMismatch);
-  EXPECT_NE(prefix.message().find("data-plane version 1 not supported"), std::string::npos)
-      << prefix.message();
-  EXPECT_NE(prefix.message().find("speaks 2"), std::string::npos) << prefix.message();
-  EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
-  const Raw v2 = Encode(Op::kRead, 1, 0, 1);
-  EXPECT_TRUE(CheckRequestPrefix(std::span(v2).first<kRequestPrefixBytes>()).ok());
+TEST(DataPlaneProtocol, EarlierVersionsAreRefusedFromTheirPrefix) {
+  // Version 1 sent 32-byte headers without a segment id, version 2 the secret itself in AUTH;
+  // the first 8 bytes suffice to refuse both.
+  for (uint8_t version : {1, 2}) {
+    Raw raw = Encode(Op::kRead, 1, 0, 1);
+    raw[4] = version;
+    const Status prefix = CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>());
+    EXPECT_EQ(prefix.code(), Code::kVersionMismatch);
+    EXPECT_NE(prefix.message().find(fmt::format("data-plane version {} not supported", version)),
+              std::string::npos)
+        << prefix.message();
+    EXPECT_NE(prefix.message().find("speaks 3"), std::string::npos) << prefix.message();
+    EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
+  }
+  const Raw v3 = Encode(Op::kRead, 1, 0, 1);
+  EXPECT_TRUE(CheckRequestPrefix(std::span(v3).first<kRequestPrefixBytes>()).ok());
 }
 
 TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
@@ -67,9 +74,9 @@ TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
   EXPECT_EQ(CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>()).code(),
             Code::kProtocolError);
   raw = Encode(Op::kRead, 1, 0, 1);
-  raw[4] = 3;
+  raw[4] = 4;
   EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
-  for (uint8_t op : {0, 4, 255}) {
+  for (uint8_t op : {0, 5, 255}) {
     raw = Encode(Op::kRead, 1, 0, 1);
     raw[5] = op;
     auto h = DecodeRequestHeader(raw);
@@ -94,8 +101,12 @@ TEST(DataPlaneProtocol, ValidateBoundsWithoutOverflow) {
   EXPECT_EQ(ValidateRequest({Op::kRead, 1, 9, 16, kMax - 8}, kSeg).code(), Code::kTooLarge);
   EXPECT_EQ(ValidateRequest({Op::kWrite, 1, 9, 0, kMaxOpBytes + 1}, kMax).code(), Code::kTooLarge);
   EXPECT_TRUE(ValidateRequest({Op::kWrite, 1, 9, 0, kMaxOpBytes}, kMax).ok());
-  EXPECT_TRUE(ValidateRequest({Op::kAuth, 1, 9, 0, kMaxTokenBytes}, 0).ok());
-  EXPECT_EQ(ValidateRequest({Op::kAuth, 1, 9, 0, kMaxTokenBytes + 1}, 0).code(), Code::kTooLarge);
+  EXPECT_TRUE(ValidateRequest({Op::kAuth, 1, 9, 0, 0}, 0).ok());
+  EXPECT_EQ(ValidateRequest({Op::kAuth, 1, 9, 0, 1}, 0).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(ValidateRequest({Op::kProof, 1, 9, 0, kProofPayloadBytes}, 0).ok());
+  EXPECT_EQ(ValidateRequest({Op::kProof, 1, 9, 0, kProofPayloadBytes - 1}, 0).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(ValidateRequest({Op::kProof, 1, 9, 0, kMax}, 0).code(), Code::kInvalidArgument);
   EXPECT_TRUE(RangeInside(0, 0, 0));
   EXPECT_FALSE(RangeInside(1, 0, 0));
   EXPECT_FALSE(RangeInside(kMax, kMax, kMax - 1));

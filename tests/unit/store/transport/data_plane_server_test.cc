@@ -5,15 +5,19 @@
 #include "store/transport/data_plane_server.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bench/common/free_port.h"
 #include "store/transport/connection_pool.h"
+#include "wire/secret_channel.h"
 #include "transport_fixture.h"
 
 namespace kvtier::store::testing {
@@ -245,6 +249,169 @@ TEST(DataPlaneServer, AuthToken) {
   // A token-bearing client may talk to a server without one.
   Node open_node(kMiB);
   EXPECT_TRUE(RoundTrip(good_engine, open_node.endpoint, 3));
+}
+
+// A TCP proxy in front of `target` that keeps every byte its clients send.
+class RecordingProxy {
+ public:
+  explicit RecordingProxy(const std::string& target) : target_(target) {
+    auto l = tcp::Listen("127.0.0.1", 0, 8);
+    EXPECT_TRUE(l.ok());
+    listener_ = std::move(l).value();
+    endpoint = "127.0.0.1:" + std::to_string(*tcp::LocalPort(listener_.get()));
+    accept_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(listener_.get(), nullptr, nullptr);
+        if (c < 0) return;  // shut down
+        auto up = tcp::Connect(target_, Soon());
+        if (!up.ok()) {
+          ::close(c);
+          continue;
+        }
+        const int u = up->Release();
+        ::fcntl(u, F_SETFL, ::fcntl(u, F_GETFL) & ~O_NONBLOCK);  // the pumps block
+        pumps_.emplace_back([this, c, u] { Pump(c, u, true); });
+        pumps_.emplace_back([this, c, u] { Pump(u, c, false); });
+      }
+    });
+  }
+  ~RecordingProxy() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    accept_.join();
+    {
+      std::lock_guard lock(mu_);
+      for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    }
+    for (auto& t : pumps_) t.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  std::string Sent() {
+    std::lock_guard lock(mu_);
+    return sent_;
+  }
+  std::string endpoint;
+
+ private:
+  void Pump(int from, int to, bool record) {
+    {
+      std::lock_guard lock(mu_);
+      fds_.push_back(from);
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(from, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      if (record) {
+        std::lock_guard lock(mu_);
+        sent_.append(buf, static_cast<size_t>(n));
+      }
+      if (!tcp::SendAll(to, buf, static_cast<size_t>(n), Soon()).ok()) break;
+    }
+    ::shutdown(to, SHUT_WR);
+  }
+
+  std::string target_;
+  wire::UniqueFd listener_;
+  std::thread accept_;
+  std::vector<std::thread> pumps_;  // touched by the accept thread until it ends
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::string sent_;
+};
+
+TEST(DataPlaneServer, TheSecretNeverCrossesTheWire) {
+  const std::string secret = "a-store-secret-nobody-may-sniff";
+  Node node(kMiB, secret);
+  RecordingProxy proxy(node.endpoint);
+  TransferOptions o = Opts();
+  o.auth_token = secret;
+  {
+    TransferEngine engine(o, nullptr);
+    EXPECT_TRUE(RoundTrip(engine, proxy.endpoint, 7));
+  }
+  const std::string sent = proxy.Sent();
+  EXPECT_GT(sent.size(), 64u * 1024);  // the written bytes went through the proxy
+  EXPECT_EQ(sent.find(secret), std::string::npos);
+  EXPECT_EQ(sent.find(secret.substr(0, 8)), std::string::npos);
+}
+
+// AUTH by hand: returns the server's nonce, or nullopt when it was refused.
+std::optional<wire::Nonce> Challenge(int fd) {
+  auto req = RequestBytes(dp::Op::kAuth, 1, 0, 0, 0);
+  EXPECT_TRUE(tcp::SendAll(fd, req.data(), req.size(), Soon()).ok());
+  auto reply = ReadReply(fd);
+  if (!reply.ok() || reply->header.status != 0 || reply->payload.size() != dp::kNonceBytes) {
+    return std::nullopt;
+  }
+  wire::Nonce n;
+  std::memcpy(n.data(), reply->payload.data(), n.size());
+  return n;
+}
+
+// PROOF by hand with `secret` over (client, server); returns the reply's status.
+int32_t Prove(int fd, const std::string& secret, const wire::Nonce& client,
+              const wire::Nonce& server) {
+  auto req = RequestBytes(dp::Op::kProof, 2, 0, dp::kProofPayloadBytes, 0);
+  const wire::Proof proof = wire::DataPlaneProof(secret, client, server);
+  req.insert(req.end(), client.begin(), client.end());
+  req.insert(req.end(), proof.begin(), proof.end());
+  EXPECT_TRUE(tcp::SendAll(fd, req.data(), req.size(), Soon()).ok());
+  auto reply = ReadReply(fd);
+  EXPECT_TRUE(reply.ok());
+  return reply.ok() ? reply->header.status : -1;
+}
+
+TEST(DataPlaneServer, ProofsAreBoundToTheSecretAndToOneChallenge) {
+  const std::string secret = "s3cret";
+  Node node(kMiB, secret);
+  const auto ok = static_cast<int32_t>(ErrorCode::OK);
+  const auto refused = static_cast<int32_t>(ErrorCode::ILLEGAL_CLIENT);
+  const wire::Nonce client = wire::RandomNonce();
+  {  // a PROOF without a challenge
+    wire::UniqueFd fd = RawConnect(node.endpoint);
+    EXPECT_EQ(Prove(fd.get(), secret, client, wire::Nonce{}), refused);
+    EXPECT_TRUE(PeerClosed(fd.get()));
+  }
+  {  // the wrong secret
+    wire::UniqueFd fd = RawConnect(node.endpoint);
+    auto nonce = Challenge(fd.get());
+    ASSERT_TRUE(nonce.has_value());
+    EXPECT_EQ(Prove(fd.get(), "s3creT", client, *nonce), refused);
+    EXPECT_TRUE(PeerClosed(fd.get()));
+  }
+  wire::Nonce first;
+  {  // the right one: then a READ is served
+    wire::UniqueFd fd = RawConnect(node.endpoint);
+    auto nonce = Challenge(fd.get());
+    ASSERT_TRUE(nonce.has_value());
+    first = *nonce;
+    EXPECT_EQ(Prove(fd.get(), secret, client, first), ok);
+    auto req = RequestBytes(dp::Op::kRead, 3, 0, 16);
+    ASSERT_TRUE(tcp::SendAll(fd.get(), req.data(), req.size(), Soon()).ok());
+    auto reply = ReadReply(fd.get());
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->header.status, ok);
+    EXPECT_EQ(reply->payload.size(), 16u);
+  }
+  {  // a recorded proof is worth nothing on the next connection: its challenge is another
+    wire::UniqueFd fd = RawConnect(node.endpoint);
+    auto nonce = Challenge(fd.get());
+    ASSERT_TRUE(nonce.has_value());
+    EXPECT_NE(*nonce, first);
+    EXPECT_EQ(Prove(fd.get(), secret, client, first), refused);
+    EXPECT_TRUE(PeerClosed(fd.get()));
+  }
+  {  // AUTH with a payload (version 2's token) breaks the framing
+    wire::UniqueFd fd = RawConnect(node.endpoint);
+    auto req = RequestBytes(dp::Op::kAuth, 4, 0, secret.size(), 0);
+    req.insert(req.end(), secret.begin(), secret.end());
+    ASSERT_TRUE(tcp::SendAll(fd.get(), req.data(), req.size(), Soon()).ok());
+    auto reply = ReadReply(fd.get());
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->header.status, static_cast<int32_t>(ErrorCode::INVALID_PARAMS));
+    EXPECT_TRUE(PeerClosed(fd.get()));
+  }
+  EXPECT_GE(node.BadRequests(), 4);
 }
 
 TEST(ConnectionPool, ReusesForgetsAndCaps) {
