@@ -4,11 +4,11 @@
 //    pool of num_workers threads for the kinds not named; each lane has one connection per
 //    thread, opened when the thread starts (a failed one again when a tile next takes it), and
 //    a thread takes an idle one for each tile;
+//    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
+//    that on a saturated host lookups and loads get a core first;
 //  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
 //    serves lookups (none idle: nullopt), so that a caller who would only wait saves the
 //    hand-offs to a worker and back (~3 thread wake-ups);
-//    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
-//    that on a saturated host lookups and loads get a core first;
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
 //    tile to finish completes the task (exactly once);
 //  - deadlines: a tile that starts after the task's deadline fails without asking the backend,
@@ -404,8 +404,8 @@ class ConnectorBase : public Connector {
   // Derived's connection type, from its Connect().
   template <class D = Derived>
   static auto* As(void* conn) {
-    using Conn = typename std::remove_cvref_t<decltype(*std::declval<D&>().Connect())>::element_type;
-    return static_cast<Conn*>(conn);
+    using ConnPtr = std::remove_cvref_t<decltype(*std::declval<D&>().Connect())>;
+    return static_cast<typename ConnPtr::element_type*>(conn);
   }
 
   // A new connection, or null with the reason in `error`.

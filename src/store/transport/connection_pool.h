@@ -1,7 +1,7 @@
 // Idle data-plane connections kept per peer endpoint, so a batch does not pay a TCP handshake (and
 // the AUTH and PROOF round trips) per op. A connection is handed out to one batch at a time and
-// comes back only if that batch left it in sync; a broken one is simply closed. A pooled connection whose
-// peer has gone (FIN or RST already received) is noticed at Acquire and replaced.
+// comes back only if that batch left it in sync; a broken one is simply closed. A pooled
+// connection whose peer has gone (FIN or RST already received) is noticed at Acquire and replaced.
 // A peer whose connect failed slowly (no route or no answer: its host or a link is down; a refusal
 // is immediate anyway) is taken as unreachable: one caller at a time redials it, at most every
 // redial_interval, and the others fail at once with its last error instead of each waiting out

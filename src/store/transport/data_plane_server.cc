@@ -11,8 +11,8 @@
 // READ gets an error reply and the connection keeps serving; such a WRITE has its payload read
 // and discarded first so the stream stays in sync; segment memory is never touched for it. A
 // request that breaks the framing (bad magic, version, op or flags), a WRITE over the per-op
-// limit (we do not drain a gigabyte of junk), a missing or wrong PROOF of the secret: one error reply,
-// then that connection is closed. A peer that stops sending or reading mid-request for
+// limit (we do not drain a gigabyte of junk), a missing or wrong PROOF of the secret: one error
+// reply, then that connection is closed. A peer that stops sending or reading mid-request for
 // kStallTimeout loses its connection; an idle connection between requests is kept.
 #include "store/transport/data_plane_server.h"
 
@@ -241,8 +241,8 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
                 : nullptr;
         if (wrong != nullptr) {
           Bad(peer, fmt::format("{}; closing the connection", wrong));
-          (void)Reply(fd, h.request_id,
-                      {ErrorCode::ILLEGAL_CLIENT, fmt::format("data plane AUTH rejected: {}", wrong)});
+          (void)Reply(fd, h.request_id, {ErrorCode::ILLEGAL_CLIENT,
+                                         fmt::format("data plane AUTH rejected: {}", wrong)});
           break;
         }
       }
