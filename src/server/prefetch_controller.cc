@@ -31,9 +31,9 @@ void PrefetchController::Submit(std::shared_ptr<Session> session, ResolvedPrefix
   }
   // The pool keeps a finished task until its thread takes the next one: the job gives its slot
   // back itself. Queued once the LOOKUP's ack is on its way (after_reply.h).
-  std::function<void()> job = [this, session = std::move(session), prefix = std::move(prefix),
-                               model = std::move(model), world_size, salt = std::move(salt),
-                               slot = std::move(slot)]() mutable {
+  auto job = [this, session = std::move(session), prefix = std::move(prefix),
+              model = std::move(model), world_size, salt = std::move(salt),
+              slot = std::move(slot)]() mutable {
     Run(*session, prefix, model, world_size, salt, slot);
   };
   AfterReply([this, job = std::move(job)]() mutable { pool_.Submit(std::move(job)); });

@@ -89,20 +89,17 @@ Result<std::string> Ask(int fd, dp::Op op, std::string_view payload, uint64_t re
   KVT_RETURN_IF_ERROR(tcp::RecvAll(fd, raw, sizeof(raw), deadline));
   auto reply = dp::DecodeReplyHeader(raw);
   if (!reply.ok()) return reply.status();
-  std::string body(static_cast<size_t>(reply->status != 0 || reply->length == reply_bytes
-                                           ? reply->length
-                                           : 0),
-                   '\0');
-  if (reply->status != 0) {
-    (void)tcp::RecvAll(fd, body.data(), body.size(), deadline);
-    return Status(Code::kPermissionDenied,
-                  fmt::format("{} ({})", body, ErrorName(ErrorCodeFromInt(reply->status))));
-  }
-  if (reply->length != reply_bytes) {
+  if (reply->status == 0 && reply->length != reply_bytes) {
     return Status(Code::kProtocolError, fmt::format("the reply carries {} bytes, not {}",
                                                     reply->length, reply_bytes));
   }
-  KVT_RETURN_IF_ERROR(tcp::RecvAll(fd, body.data(), body.size(), deadline));
+  std::string body(static_cast<size_t>(reply->length), '\0');  // the payload or the refusal
+  const Status got = tcp::RecvAll(fd, body.data(), body.size(), deadline);
+  if (reply->status != 0) {
+    return Status(Code::kPermissionDenied,
+                  fmt::format("{} ({})", body, ErrorName(ErrorCodeFromInt(reply->status))));
+  }
+  if (!got.ok()) return got;
   return body;
 }
 

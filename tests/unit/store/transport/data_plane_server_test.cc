@@ -64,8 +64,7 @@ TEST(DataPlaneServer, GarbageClosesOnlyThatConnection) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     wire::UniqueFd fd = RawConnect(node.endpoint);
-    ASSERT_TRUE(tcp::SendAll(fd.get(), c.bytes.data(), c.bytes.size(), Soon()).ok());
-    auto reply = ReadReply(fd.get());
+    auto reply = Exchange(fd.get(), c.bytes);
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
     EXPECT_EQ(reply->header.status, static_cast<int32_t>(ErrorCode::INVALID_PARAMS));
     EXPECT_NE(reply->payload.find(c.expect), std::string::npos) << reply->payload;
@@ -107,8 +106,7 @@ TEST(DataPlaneServer, WriteOverTheOpLimitClosesTheConnection) {
   Node node(kMiB);
   wire::UniqueFd fd = RawConnect(node.endpoint);
   std::vector<uint8_t> msg = RequestBytes(dp::Op::kWrite, 5, 0, (1ull << 30) + 1);
-  ASSERT_TRUE(tcp::SendAll(fd.get(), msg.data(), msg.size(), Soon()).ok());
-  auto reply = ReadReply(fd.get());
+  auto reply = Exchange(fd.get(), msg);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->header.request_id, 5u);
   EXPECT_NE(reply->payload.find("per-op limit"), std::string::npos) << reply->payload;
@@ -238,9 +236,7 @@ TEST(DataPlaneServer, AuthToken) {
   EXPECT_NE(r[0].code(), ErrorCode::OK);
   // A raw READ before AUTH: refused and closed, nothing read from the segment.
   wire::UniqueFd fd = RawConnect(node.endpoint);
-  auto req = RequestBytes(dp::Op::kRead, 3, 0, 16);
-  ASSERT_TRUE(tcp::SendAll(fd.get(), req.data(), req.size(), Soon()).ok());
-  auto reply = ReadReply(fd.get());
+  auto reply = Exchange(fd.get(), RequestBytes(dp::Op::kRead, 3, 0, 16));
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(reply->header.status, static_cast<int32_t>(ErrorCode::ILLEGAL_CLIENT));
   EXPECT_TRUE(PeerClosed(fd.get()));
@@ -337,9 +333,8 @@ TEST(DataPlaneServer, TheSecretNeverCrossesTheWire) {
 
 // AUTH by hand: returns the server's nonce, or nullopt when it was refused.
 std::optional<wire::Nonce> Challenge(int fd) {
-  auto req = RequestBytes(dp::Op::kAuth, 1, 0, 0, 0);
-  EXPECT_TRUE(tcp::SendAll(fd, req.data(), req.size(), Soon()).ok());
-  auto reply = ReadReply(fd);
+  auto reply = Exchange(fd, RequestBytes(dp::Op::kAuth, 1, 0, 0, 0));
+  EXPECT_TRUE(reply.ok()) << reply.status().ToString();
   if (!reply.ok() || reply->header.status != 0 || reply->payload.size() != dp::kNonceBytes) {
     return std::nullopt;
   }
@@ -355,9 +350,8 @@ int32_t Prove(int fd, const std::string& secret, const wire::Nonce& client,
   const wire::Proof proof = wire::DataPlaneProof(secret, client, server);
   req.insert(req.end(), client.begin(), client.end());
   req.insert(req.end(), proof.begin(), proof.end());
-  EXPECT_TRUE(tcp::SendAll(fd, req.data(), req.size(), Soon()).ok());
-  auto reply = ReadReply(fd);
-  EXPECT_TRUE(reply.ok());
+  auto reply = Exchange(fd, req);
+  EXPECT_TRUE(reply.ok()) << reply.status().ToString();
   return reply.ok() ? reply->header.status : -1;
 }
 
@@ -386,9 +380,7 @@ TEST(DataPlaneServer, ProofsAreBoundToTheSecretAndToOneChallenge) {
     ASSERT_TRUE(nonce.has_value());
     first = *nonce;
     EXPECT_EQ(Prove(fd.get(), secret, client, first), ok);
-    auto req = RequestBytes(dp::Op::kRead, 3, 0, 16);
-    ASSERT_TRUE(tcp::SendAll(fd.get(), req.data(), req.size(), Soon()).ok());
-    auto reply = ReadReply(fd.get());
+    auto reply = Exchange(fd.get(), RequestBytes(dp::Op::kRead, 3, 0, 16));
     ASSERT_TRUE(reply.ok());
     EXPECT_EQ(reply->header.status, ok);
     EXPECT_EQ(reply->payload.size(), 16u);
@@ -405,8 +397,7 @@ TEST(DataPlaneServer, ProofsAreBoundToTheSecretAndToOneChallenge) {
     wire::UniqueFd fd = RawConnect(node.endpoint);
     auto req = RequestBytes(dp::Op::kAuth, 4, 0, secret.size(), 0);
     req.insert(req.end(), secret.begin(), secret.end());
-    ASSERT_TRUE(tcp::SendAll(fd.get(), req.data(), req.size(), Soon()).ok());
-    auto reply = ReadReply(fd.get());
+    auto reply = Exchange(fd.get(), req);
     ASSERT_TRUE(reply.ok());
     EXPECT_EQ(reply->header.status, static_cast<int32_t>(ErrorCode::INVALID_PARAMS));
     EXPECT_TRUE(PeerClosed(fd.get()));

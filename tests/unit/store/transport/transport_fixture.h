@@ -113,6 +113,12 @@ inline Result<RawReply> ReadReply(int fd) {
   return r;
 }
 
+// Sends one hand-made request and reads its reply.
+inline Result<RawReply> Exchange(int fd, const std::vector<uint8_t>& request) {
+  KVT_RETURN_IF_ERROR(tcp::SendAll(fd, request.data(), request.size(), Soon()));
+  return ReadReply(fd);
+}
+
 // True when the peer has closed the connection (EOF or reset) before the deadline.
 inline bool PeerClosed(int fd) {
   uint8_t b;
