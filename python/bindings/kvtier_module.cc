@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -269,9 +270,10 @@ class PyCacheClient {
     Check(NoGil([&] { return c.Lookup(k); }));
   }
 
-  std::optional<uint64_t> QueryPrefetchStatus(const std::string& request_id) {
+  std::optional<uint64_t> QueryPrefetchStatus(const std::string& request_id, uint64_t wait_us) {
     CacheClient& c = Get();
-    return Take(NoGil([&] { return c.QueryPrefetchStatus(request_id); }));
+    const auto wait = std::chrono::microseconds(std::min(wait_us, wire::kMaxStatusWaitUs));
+    return Take(NoGil([&] { return c.QueryPrefetchStatus(request_id, wait); }));
   }
 
   uint64_t WaitPrefetch(const std::string& request_id) {
@@ -405,7 +407,10 @@ PYBIND11_MODULE(_kvtier, m) {
       .def("lookup", &C::Lookup, py::arg("model"), py::arg("world_size"), py::arg("tokens") = none,
            py::arg("hashes") = none, py::arg("request_id") = "", py::arg("salt") = "",
            py::arg("start") = 0, py::arg("end") = 0)
-      .def("query_prefetch_status", &C::QueryPrefetchStatus, py::arg("request_id"))
+      .def("query_prefetch_status", &C::QueryPrefetchStatus, py::arg("request_id"),
+           py::arg("wait_us") = 0,
+           "Hit count of the request's LOOKUP, None while it runs. wait_us > 0: a long poll, "
+           "answered when the job is done or after wait_us")
       .def("wait_prefetch", &C::WaitPrefetch, py::arg("request_id"))
       .def("free_lookup_locks", &C::FreeLookupLocks, py::arg("request_id"))
       .def("end_session", &C::EndSession, py::arg("request_id"))

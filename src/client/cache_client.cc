@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "wire/fd_passing.h"
@@ -61,9 +62,9 @@ Result<uint64_t> CacheClient::Send(RequestType type, const std::string& body) {
   return id;
 }
 
-Result<wire::BodyReader> CacheClient::Wait(uint64_t request_id) {
+Result<wire::BodyReader> CacheClient::Wait(uint64_t request_id, std::chrono::milliseconds extra) {
   std::lock_guard lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout + extra;
   std::string body;
   if (auto it = early_replies_.find(request_id); it != early_replies_.end()) {
     body = std::move(it->second);
@@ -159,8 +160,13 @@ Status CacheClient::Lookup(const wire::PrefixKey& key) {
   return Call(RequestType::kLookup, EncodeBody(key)).status();
 }
 
-Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(const std::string& request_id) {
-  auto r = Call(RequestType::kQueryPrefetchStatus, EncodeBody(wire::SessionRequest{request_id}));
+Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(
+    const std::string& request_id, std::chrono::microseconds wait) {
+  wire::SessionRequest req{request_id};
+  req.wait_us = static_cast<uint64_t>(std::max<int64_t>(0, wait.count()));
+  auto id = Send(RequestType::kQueryPrefetchStatus, EncodeBody(req));
+  if (!id.ok()) return id.status();
+  auto r = Wait(*id, std::chrono::ceil<std::chrono::milliseconds>(wait));
   if (!r.ok()) return r.status();
   auto reply = wire::PrefetchStatusReply::Decode(*r);
   if (!reply.ok()) return reply.status();
@@ -169,9 +175,11 @@ Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(const std::stri
 
 Result<uint64_t> CacheClient::WaitPrefetch(const std::string& request_id) {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  auto pause = std::chrono::microseconds(20);
+  auto pause = std::chrono::microseconds(20);  // between the polls of a server without long polls
   while (true) {
-    auto s = QueryPrefetchStatus(request_id);
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto s = QueryPrefetchStatus(request_id, std::max(left, std::chrono::microseconds(0)));
     if (!s.ok()) return s.status();
     if (s->has_value()) return **s;
     if (std::chrono::steady_clock::now() > deadline) {

@@ -58,9 +58,12 @@ class CacheClient {
   Result<wire::RetrieveReply> Retrieve(const wire::TransferRequest& req);
   // Starts the lookup job; the hit count comes from QueryPrefetchStatus/WaitPrefetch.
   Status Lookup(const wire::PrefixKey& key);
-  // nullopt while the job runs.
-  Result<std::optional<uint64_t>> QueryPrefetchStatus(const std::string& request_id);
-  // Polls until the job is done; returns the number of leading chunks every rank has.
+  // nullopt while the job runs. With `wait`, a long poll: the server answers when the job is
+  // done or `wait` has passed (at most wire::kMaxStatusWaitUs; a server from before long polls
+  // answers at once).
+  Result<std::optional<uint64_t>> QueryPrefetchStatus(const std::string& request_id,
+                                                      std::chrono::microseconds wait = {});
+  // Long-polls until the job is done; returns the number of leading chunks every rank has.
   Result<uint64_t> WaitPrefetch(const std::string& request_id);
   Status FreeLookupLocks(const std::string& request_id);
   Status EndSession(const std::string& request_id);
@@ -80,7 +83,8 @@ class CacheClient {
   // Low level: send one request, then wait for the reply with that id. The reply's status is
   // returned as the error when it is not OK.
   Result<uint64_t> Send(wire::RequestType type, const std::string& body);
-  Result<wire::BodyReader> Wait(uint64_t request_id);
+  // Waits the client's timeout plus `extra` (for a reply the server holds on purpose).
+  Result<wire::BodyReader> Wait(uint64_t request_id, std::chrono::milliseconds extra = {});
   Result<wire::BodyReader> Call(wire::RequestType type, const std::string& body);
 
  private:

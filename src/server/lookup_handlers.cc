@@ -1,6 +1,10 @@
 // LOOKUP, QUERY_PREFETCH_STATUS, FREE_LOOKUP_LOCKS, END_SESSION: the scheduler's side.
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "common/clock.h"
+
 #include "server/client_inflight.h"
 #include "server/handler_table.h"
 #include "server/prefetch_controller.h"
@@ -20,6 +24,19 @@ void ReleaseAllPins(ServerContext& ctx, Session& s) {
 Status UnknownSession(const std::string& id) {
   return Status(Code::kNotFound, fmt::format("no session for request_id '{}'", id));
 }
+
+// QUERY_PREFETCH_STATUS's reply as the session stands; `s.mu` is held.
+Status PrefetchStatus(const Session& s, const std::string& id, wire::BodyWriter& reply) {
+  if (!s.lookup_running && !s.lookup_hits) {
+    return Status(Code::kNotFound, fmt::format("request '{}' has no LOOKUP", id));
+  }
+  wire::PrefetchStatusReply out;
+  out.hit_chunks = s.lookup_hits;
+  out.Encode(reply);
+  return Status::Ok();
+}
+
+int64_t NowNs() { return Clock::Real()->NowNs(); }
 
 }  // namespace
 
@@ -46,23 +63,30 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
             },
             /*starts_job=*/true);
 
+  // With `wait_us` while the job runs, the reply is held until the job publishes (it sends the
+  // ticket) or the wait ends (the socket thread answers with the status then).
   table.Add(wire::RequestType::kQueryPrefetchStatus, Lane::kInline,
             [&ctx](const wire::BodyReader& body, wire::BodyWriter& reply) {
               auto req = wire::SessionRequest::Decode(body);
               if (!req.ok()) return req.status();
               auto s = ctx.sessions.Find(req->request_id);
               if (!s) return UnknownSession(req->request_id);
-              wire::PrefetchStatusReply out;
-              {
-                std::lock_guard lock(s->mu);
-                if (!s->lookup_running && !s->lookup_hits) {
-                  return Status(Code::kNotFound,
-                                fmt::format("request '{}' has no LOOKUP", req->request_id));
+              std::lock_guard lock(s->mu);
+              if (s->lookup_running && req->wait_us > 0 &&
+                  s->status_waiters.size() < Session::kMaxStatusWaiters) {
+                const uint64_t wait_us = std::min(req->wait_us, wire::kMaxStatusWaitUs);
+                auto ticket = HoldCurrentReply(
+                    NowNs() + static_cast<int64_t>(wait_us) * 1000,
+                    [s, id = req->request_id](wire::BodyWriter& w) {
+                      std::lock_guard lock(s->mu);
+                      return PrefetchStatus(*s, id, w);
+                    });
+                if (ticket) {
+                  s->status_waiters.push_back(std::move(*ticket));
+                  return Status::Ok();
                 }
-                out.hit_chunks = s->lookup_hits;
               }
-              out.Encode(reply);
-              return Status::Ok();
+              return PrefetchStatus(*s, req->request_id, reply);
             });
 
   table.Add(wire::RequestType::kFreeLookupLocks, Lane::kInline,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/after_reply.h"
+#include "wire/messages.h"
 
 namespace kvtier {
 
@@ -75,10 +76,21 @@ void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
   l2_hit_chunks_->Inc(static_cast<double>(hits - l1_hits));
   miss_chunks_->Inc(static_cast<double>(prefix.Count() - hits));
   slot.reset();  // before the result is visible: a client that saw it may send the next LOOKUP
-  std::lock_guard lock(session.mu);
-  session.lookup_pins = std::move(keep);
-  session.lookup_running = false;
-  session.lookup_hits = hits;
+  std::vector<HeldReplies::Ticket> waiters;
+  {
+    std::lock_guard lock(session.mu);
+    session.lookup_pins = std::move(keep);
+    session.lookup_running = false;
+    session.lookup_hits = hits;
+    waiters.swap(session.status_waiters);
+  }
+  // The long polls of QUERY_PREFETCH_STATUS: answered now (outside the session's lock, which
+  // comes before the held replies' in the lock order).
+  for (const auto& w : waiters) {
+    wire::BodyWriter reply;
+    wire::PrefetchStatusReply{hits}.Encode(reply);
+    w.Send(Status::Ok(), &reply);
+  }
 }
 
 size_t PrefetchController::FromL2(const std::vector<std::vector<ObjectKey>>& keys,

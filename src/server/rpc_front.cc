@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
@@ -36,7 +38,8 @@ RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t
       inflight_(ClientInflight::Create(ctx.config.max_inflight_per_client)),
       inflight_refusals_(ctx.metrics.GetCounter(
           "kvtier_inflight_refused_total",
-          "Requests refused with BUSY: their client had --max-inflight-per-client in flight")) {
+          "Requests refused with BUSY: their client had --max-inflight-per-client in flight")),
+      held_(HeldReplies::Create(ctx.metrics)) {
   // Frames between the limit and 4x the limit get a TOO_LARGE reply; beyond that ZMQ drops the
   // connection before buffering the whole frame.
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(ctx.config.max_body_bytes * 4));
@@ -69,8 +72,13 @@ void RpcFront::Run(EventNotifier& stop) {
       {nullptr, stop.Fd(), ZMQ_POLLIN, 0},
   };
   while (true) {
+    auto timeout = std::chrono::milliseconds(-1);
+    if (auto next = held_->NextDeadlineNs()) {
+      const int64_t ns = std::max<int64_t>(0, *next - NowNs());
+      timeout = std::chrono::milliseconds((ns + 999'999) / 1'000'000);
+    }
     try {
-      zmq::poll(items, 3, std::chrono::milliseconds(-1));
+      zmq::poll(items, 3, timeout);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       KVT_LOG_ERROR("zmq poll failed: {}", e.what());
@@ -81,9 +89,12 @@ void RpcFront::Run(EventNotifier& stop) {
       SendReplies();
     }
     if (items[0].revents & ZMQ_POLLIN) ReceiveAll();
+    if (timeout.count() >= 0) held_->Expire(NowNs());
     if (items[2].revents & ZMQ_POLLIN) break;
   }
-  // Finish what was accepted, so no client waits forever for a reply.
+  // Finish what was accepted, so no client waits forever for a reply: held replies are answered
+  // as things stand.
+  held_->Close();
   transfer_pool_.Shutdown();
   lookup_pool_.Shutdown();
   SendReplies();
@@ -213,6 +224,12 @@ void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_
   }
   wire::BodyWriter reply;
   Status s;
+  std::optional<ReplyHoldScope> hold;  // only the socket thread expires held replies
+  if (std::this_thread::get_id() == socket_thread_) {
+    hold.emplace(*held_, [this, &req]() -> HeldReplies::Sender {
+      return [this, req](const Status& st, wire::BodyWriter* fields) { Complete(req, st, fields); };
+    });
+  }
   try {
     ScopedRequestSlot current(slot);
     s = h.fn(*r, reply);
@@ -220,6 +237,7 @@ void RpcFront::Execute(const Request& req, const Handler& h, const zmq::message_
     s = Status(Code::kInternal, fmt::format("handler failed: {}", e.what()));
   }
   slot.reset();  // before the reply: a client that has it may send the next request at once
+  if (hold && hold->held()) return;
   Complete(req, s, &reply);
 }
 

@@ -1,7 +1,8 @@
 // The socket thread of the cache server. It owns the ZMQ ROUTER (ZMQ sockets are not thread-safe),
 // checks every frame, answers HELLO, runs cheap handlers inline and hands the rest to the
 // transfer lane (per-client affinity) or the lookup lane. Workers give replies back through a
-// queue and an eventfd, so only this thread ever touches the socket. Bad input is answered with
+// queue and an eventfd, so only this thread ever touches the socket. An inline handler may hold
+// its reply (held_replies.h); this thread answers it at its deadline if nothing did before. Bad input is answered with
 // an error status, counted, logged once, and never stops the loop.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "common/thread_pool.h"
 #include "server/client_inflight.h"
 #include "server/handler_table.h"
+#include "server/held_replies.h"
 
 namespace kvtier {
 
@@ -68,6 +70,8 @@ class RpcFront {
   std::shared_ptr<ClientInflight> inflight_;
   Counter* inflight_refusals_;
   std::thread::id socket_thread_;
+  // Long polls (QUERY_PREFETCH_STATUS with wait_us) waiting for their job or their deadline.
+  std::shared_ptr<HeldReplies> held_;
 };
 
 }  // namespace kvtier

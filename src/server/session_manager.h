@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/object_key.h"
+#include "server/held_replies.h"
 
 namespace kvtier {
 
@@ -26,6 +27,9 @@ struct Session {
   bool lookup_running = false;
   std::optional<uint64_t> lookup_hits;  // set when the LOOKUP job finished
   std::vector<ObjectKey> lookup_pins;   // read locks held for the coming RETRIEVEs
+  // QUERY_PREFETCH_STATUS long polls waiting for the running job (at most kMaxStatusWaiters).
+  std::vector<HeldReplies::Ticket> status_waiters;
+  static constexpr size_t kMaxStatusWaiters = 16;
   std::chrono::steady_clock::time_point last_used;
 };
 

@@ -223,11 +223,15 @@ Result<InstanceRequest> InstanceRequest::Decode(const BodyReader& r) {
   return m;
 }
 
-void SessionRequest::Encode(BodyWriter& w) const { w.Put("request_id", request_id); }
+void SessionRequest::Encode(BodyWriter& w) const {
+  w.Put("request_id", request_id);
+  if (wait_us != 0) w.Put("wait_us", wait_us);
+}
 
 Result<SessionRequest> SessionRequest::Decode(const BodyReader& r) {
   SessionRequest m;
   KVT_RETURN_IF_ERROR(r.Get("request_id", m.request_id));
+  KVT_RETURN_IF_ERROR(r.GetOptional("wait_us", m.wait_us));
   return m;
 }
 

@@ -116,6 +116,9 @@ struct InstanceRequest {  // UNREGISTER_KV_BUFFERS
 
 struct SessionRequest {  // QUERY_PREFETCH_STATUS, FREE_LOOKUP_LOCKS, END_SESSION
   std::string request_id;
+  // QUERY_PREFETCH_STATUS only: answer when the job is done, or after this long (a long poll).
+  // 0, the default, answers at once; the server cuts longer waits to kMaxStatusWaitUs.
+  uint64_t wait_us = 0;
   void Encode(BodyWriter& w) const;
   static Result<SessionRequest> Decode(const BodyReader& r);
 };

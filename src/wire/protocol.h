@@ -10,6 +10,8 @@ namespace kvtier::wire {
 
 // Bumped on any incompatible change. A server accepts clients whose major version equals its own.
 inline constexpr uint32_t kProtocolVersion = 1;
+// The longest QUERY_PREFETCH_STATUS long poll (`wait_us`) a server holds; longer ones are cut.
+inline constexpr uint64_t kMaxStatusWaitUs = 10'000'000;
 
 enum class RequestType : uint32_t {
   kHello = 1,

@@ -272,6 +272,7 @@ class RawClient {
   struct Reply {
     uint64_t id = 0;
     kvtier::Status status;
+    std::string body;  // the whole reply body, for its fields
   };
   // The next reply, or nullopt after `timeout` without one.
   std::optional<Reply> Receive(milliseconds timeout) {
@@ -282,11 +283,12 @@ class RawClient {
       if (!s_.recv(m)) return std::nullopt;
       parts.push_back(std::move(m));
     } while (parts.back().more());
-    if (parts.size() != 3) return Reply{0, {Code::kProtocolError, "reply of wrong shape"}};
+    if (parts.size() != 3) return Reply{0, {Code::kProtocolError, "reply of wrong shape"}, {}};
     Reply r;
     r.id = wire::DecodeUintFrame(parts[0].data(), parts[0].size()).value();
     auto body = wire::BodyReader::Parse(parts[2].data(), parts[2].size());
     r.status = body.ok() ? wire::DecodeStatus(*body) : body.status();
+    r.body = parts[2].to_string();
     return r;
   }
 

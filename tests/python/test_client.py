@@ -100,6 +100,20 @@ def test_query_prefetch_status_without_lookup(client, uid):
     with pytest.raises(kvtier.KvtierError) as e:
         client.query_prefetch_status(f"never-{uid}")
     assert e.value.code_name == "NOT_FOUND"
+    with pytest.raises(kvtier.KvtierError) as e:
+        client.query_prefetch_status(f"never-{uid}", wait_us=1_000_000)
+    assert e.value.code_name == "NOT_FOUND"
+
+
+def test_query_prefetch_status_long_poll(client, worker, uid):
+    tokens = tokens_for(uid, 2 * CHUNK)
+    blocks = np.arange(2 * PER_CHUNK, dtype=np.uint32)
+    assert client.store(uid, blocks, tokens)["stored_chunks"] == 2
+    rid = f"long-poll-{uid}"
+    client.lookup(f"model-{uid}", 1, tokens, request_id=rid)
+    # Answered when the job is done (or after 10 s): never None for an L1-only lookup.
+    assert client.query_prefetch_status(rid, wait_us=10_000_000) == 2
+    client.end_session(rid)
 
 
 @pytest.mark.parametrize("case, code_name", [

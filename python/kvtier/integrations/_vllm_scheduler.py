@@ -201,9 +201,11 @@ class SchedulerSide:
 
     def _wait_lookup(self, client, req_id: str) -> int | None:
         deadline = time.monotonic() + self._s.lookup_timeout_ms / 1000.0
-        pause = 20e-6
+        pause = 20e-6  # between polls of a server without long polls
         while True:
-            hit = client.query_prefetch_status(req_id)
+            # A long poll: the server answers once the job is done or the time is up.
+            left_us = max(0, int((deadline - time.monotonic()) * 1e6))
+            hit = client.query_prefetch_status(req_id, wait_us=left_us)
             if hit is not None:
                 return int(hit)
             if time.monotonic() > deadline:

@@ -408,6 +408,11 @@ TEST(MessagesTest, SmallMessagesRoundTrip) {
   auto srd = RoundTrip(sr);
   ASSERT_TRUE(srd.ok());
   EXPECT_EQ(srd->request_id, "session-xyz");
+  EXPECT_EQ(srd->wait_us, 0u);  // absent: answer at once
+  sr.wait_us = 250'000;
+  srd = RoundTrip(sr);
+  ASSERT_TRUE(srd.ok());
+  EXPECT_EQ(srd->wait_us, 250'000u);
 
   StoreReply st;
   st.stored_chunks = 3;
@@ -432,6 +437,9 @@ TEST(MessagesTest, RequiredFieldsOfSmallMessages) {
   EXPECT_THAT(InstanceRequest::Decode(r).status().message(), HasSubstr("'instance_id'"));
   EXPECT_THAT(SessionRequest::Decode(r).status().message(), HasSubstr("'request_id'"));
   EXPECT_THAT(RetrieveReply::Decode(r).status().message(), HasSubstr("'retrieved_chunks'"));
+  const std::string bad_wait = BodyWriter().Put("request_id", "r").Put("wait_us", "soon").Finish();
+  EXPECT_THAT(SessionRequest::Decode(ReaderOf(bad_wait)).status().message(),
+              HasSubstr("wait_us"));
   // StoreReply's counters are all optional.
   auto st = StoreReply::Decode(r);
   ASSERT_TRUE(st.ok());

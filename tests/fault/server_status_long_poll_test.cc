@@ -1,0 +1,157 @@
+// QUERY_PREFETCH_STATUS as a long poll (`wait_us`, docs/protocol.md): held while its LOOKUP job
+// runs (Redis frozen under the job), answered by the job when it finishes, by the socket thread
+// when the wait ends or the server stops, and never in the way of other requests.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include "fault/server_fault_fixture.h"
+#include "support/redis_process.h"
+
+namespace kvtier::fault {
+namespace {
+
+using testing::RedisProcess;
+using testing::Worker;
+
+std::string StatusBody(const std::string& request_id, uint64_t wait_us) {
+  wire::SessionRequest r;
+  r.request_id = request_id;
+  r.wait_us = wait_us;
+  return EncodeBody(r);
+}
+
+// The hit count of a QUERY_PREFETCH_STATUS reply (nullopt: the job was still running).
+std::optional<uint64_t> HitsOf(const RawClient::Reply& r) {
+  auto body = wire::BodyReader::Parse(r.body.data(), r.body.size());
+  EXPECT_TRUE(body.ok());
+  auto status = wire::PrefetchStatusReply::Decode(*body);
+  EXPECT_TRUE(status.ok()) << status.status().ToString();
+  return status.ok() ? status->hit_chunks : std::nullopt;
+}
+
+// A server whose LOOKUP jobs ask a Redis L2, a registered model (so they do), and a raw client
+// that said HELLO.
+struct LongPollSetup {
+  std::unique_ptr<RedisProcess> redis = RedisProcess::Start();
+  FaultServer server{{"--l2-adapter",
+                      R"({"type":"resp","host":"127.0.0.1","deadline_ms":60000,"port":)" +
+                          std::to_string(redis->port()) + "}"}};
+  std::unique_ptr<CacheClient> client = server.Client();
+  Worker worker{*client, 1};
+  RawClient raw{server.port()};
+
+  // Sends a LOOKUP of a prompt stored nowhere and reads its ack; its job then waits for Redis.
+  void Lookup(const std::string& request_id) {
+    raw.Send(wire::RequestType::kLookup, RawClient::LookupBody(request_id, 7));
+    auto ack = raw.Receive(seconds(10));
+    ASSERT_TRUE(ack && ack->status.ok()) << (ack ? ack->status.ToString() : "no reply");
+  }
+  double Held(const char* by) const {
+    return server.Metric(std::string(R"(kvtier_held_replies_total{by=")") + by + "\"}");
+  }
+};
+
+TEST(ServerStatusLongPoll, HeldWhileTheJobRunsAnsweredByTheJobOrAtTheDeadline) {
+  LongPollSetup s;
+  ASSERT_TRUE(s.worker.status.ok());
+  ASSERT_TRUE(s.raw.Hello().ok());
+  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
+  s.Lookup("held");
+
+  // A short long poll is held past a PING sent after it, then answered at its deadline: the
+  // job is still running.
+  const uint64_t short_poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
+                                         StatusBody("held", 300'000));
+  const uint64_t ping = s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
+  auto first = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->id, ping) << "the held reply must not hold up other requests";
+  auto at_deadline = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(at_deadline);
+  EXPECT_EQ(at_deadline->id, short_poll);
+  ASSERT_TRUE(at_deadline->status.ok()) << at_deadline->status.ToString();
+  EXPECT_EQ(HitsOf(*at_deadline), std::nullopt);
+  EXPECT_EQ(s.Held("deadline"), 1);
+
+  // Without wait_us the answer comes at once, as before long polls.
+  s.raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody("held", 0));
+  auto at_once = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(at_once && at_once->status.ok());
+  EXPECT_EQ(HitsOf(*at_once), std::nullopt);
+
+  // A long one is answered by the job as soon as Redis lets it finish.
+  const uint64_t long_poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
+                                        StatusBody("held", 60'000'000));
+  s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
+  auto pong = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(pong && pong->id != long_poll);
+  ASSERT_EQ(::kill(s.redis->pid(), SIGCONT), 0);
+  auto done = s.raw.Receive(seconds(20));
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->id, long_poll);
+  ASSERT_TRUE(done->status.ok()) << done->status.ToString();
+  EXPECT_EQ(HitsOf(*done), 0u);
+  EXPECT_EQ(s.Held("event"), 1);
+  EXPECT_EQ(s.Held("deadline"), 1);
+
+  // With the job done, a long poll has nothing to wait for; unknown sessions are still errors.
+  s.raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody("held", 60'000'000));
+  auto finished = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(finished && finished->status.ok());
+  EXPECT_EQ(HitsOf(*finished), 0u);
+  s.raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody("never-looked-up", 60'000'000));
+  auto unknown = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status.code(), Code::kNotFound);
+  EXPECT_EQ(s.Held("event"), 1);
+}
+
+// The C++ client's WaitPrefetch long-polls: one QUERY_PREFETCH_STATUS, answered by the job.
+TEST(ServerStatusLongPoll, WaitPrefetchAsksOnceAndTheJobAnswers) {
+  LongPollSetup s;
+  ASSERT_TRUE(s.worker.status.ok());
+  ASSERT_TRUE(s.raw.Hello().ok());
+  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
+  s.Lookup("waited");
+  const char* kQueries = R"(kvtier_requests_total{status="OK",type="QUERY_PREFETCH_STATUS"})";
+  const double queries_before = s.server.Metric(kQueries);
+  std::thread resume([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    ::kill(s.redis->pid(), SIGCONT);
+  });
+  auto hits = s.client->WaitPrefetch("waited");
+  resume.join();
+  ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+  EXPECT_EQ(*hits, 0u);
+  EXPECT_EQ(s.server.Metric(kQueries), std::max(queries_before, 0.0) + 1);
+  EXPECT_EQ(s.Held("event"), 1);
+}
+
+// A server told to stop answers the long polls it holds instead of leaving their clients to
+// time out.
+TEST(ServerStatusLongPoll, AServerThatStopsAnswersItsHeldPolls) {
+  LongPollSetup s;
+  ASSERT_TRUE(s.worker.status.ok());
+  ASSERT_TRUE(s.raw.Hello().ok());
+  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
+  s.Lookup("stopping");
+  const uint64_t poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
+                                   StatusBody("stopping", 60'000'000));
+  s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
+  auto pong = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(pong && pong->id != poll);  // the poll is held now
+
+  ASSERT_EQ(::kill(s.server.pid(), SIGTERM), 0);
+  auto answered = s.raw.Receive(seconds(10));
+  // The server's exit waits for the job, which waits for Redis.
+  ASSERT_EQ(::kill(s.redis->pid(), SIGCONT), 0);
+  ASSERT_TRUE(answered) << "the held poll was left without a reply";
+  EXPECT_EQ(answered->id, poll);
+  ASSERT_TRUE(answered->status.ok()) << answered->status.ToString();
+  EXPECT_EQ(HitsOf(*answered), std::nullopt);
+  EXPECT_EQ(s.server.Stop(), 0);
+}
+
+}  // namespace
+}  // namespace kvtier::fault
