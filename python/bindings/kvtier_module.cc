@@ -270,6 +270,18 @@ class PyCacheClient {
     Check(NoGil([&] { return c.Lookup(k); }));
   }
 
+  std::optional<uint64_t> LookupAndWait(const std::string& model, uint32_t world_size,
+                                        const py::handle& tokens, const py::handle& hashes,
+                                        const std::string& request_id, const std::string& salt,
+                                        uint64_t start, uint64_t end, uint64_t wait_us) {
+    wire::PrefixKey k = MakeKey(tokens, hashes, start, end, request_id, salt);
+    k.model = model;
+    k.world_size = world_size;
+    CacheClient& c = Get();
+    const auto wait = std::chrono::microseconds(wait_us);
+    return Take(NoGil([&] { return c.LookupAndWait(k, wait); }));
+  }
+
   std::optional<uint64_t> QueryPrefetchStatus(const std::string& request_id, uint64_t wait_us) {
     CacheClient& c = Get();
     const auto wait = std::chrono::microseconds(std::min(wait_us, wire::kMaxStatusWaitUs));
@@ -407,6 +419,12 @@ PYBIND11_MODULE(_kvtier, m) {
       .def("lookup", &C::Lookup, py::arg("model"), py::arg("world_size"), py::arg("tokens") = none,
            py::arg("hashes") = none, py::arg("request_id") = "", py::arg("salt") = "",
            py::arg("start") = 0, py::arg("end") = 0)
+      .def("lookup_and_wait", &C::LookupAndWait, py::arg("model"), py::arg("world_size"),
+           py::arg("tokens") = none, py::arg("hashes") = none, py::arg("request_id") = "",
+           py::arg("salt") = "", py::arg("start") = 0, py::arg("end") = 0,
+           py::arg("wait_us") = 10'000'000,
+           "lookup() and its hit count in one round trip; None if the job still runs after "
+           "wait_us")
       .def("query_prefetch_status", &C::QueryPrefetchStatus, py::arg("request_id"),
            py::arg("wait_us") = 0,
            "Hit count of the request's LOOKUP, None while it runs. wait_us > 0: a long poll, "

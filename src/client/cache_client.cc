@@ -160,34 +160,70 @@ Status CacheClient::Lookup(const wire::PrefixKey& key) {
   return Call(RequestType::kLookup, EncodeBody(key)).status();
 }
 
-Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(
-    const std::string& request_id, std::chrono::microseconds wait) {
+Result<uint64_t> CacheClient::SendStatusQuery(const std::string& request_id,
+                                              std::chrono::microseconds wait) {
   wire::SessionRequest req{request_id};
   req.wait_us = static_cast<uint64_t>(std::max<int64_t>(0, wait.count()));
-  auto id = Send(RequestType::kQueryPrefetchStatus, EncodeBody(req));
-  if (!id.ok()) return id.status();
-  auto r = Wait(*id, std::chrono::ceil<std::chrono::milliseconds>(wait));
+  return Send(RequestType::kQueryPrefetchStatus, EncodeBody(req));
+}
+
+Result<std::optional<uint64_t>> CacheClient::WaitStatus(uint64_t id,
+                                                        std::chrono::microseconds wait) {
+  auto r = Wait(id, std::chrono::ceil<std::chrono::milliseconds>(wait));
   if (!r.ok()) return r.status();
   auto reply = wire::PrefetchStatusReply::Decode(*r);
   if (!reply.ok()) return reply.status();
   return reply->hit_chunks;
 }
 
-Result<uint64_t> CacheClient::WaitPrefetch(const std::string& request_id) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  auto pause = std::chrono::microseconds(20);  // between the polls of a server without long polls
+Result<std::optional<uint64_t>> CacheClient::QueryPrefetchStatus(
+    const std::string& request_id, std::chrono::microseconds wait) {
+  auto id = SendStatusQuery(request_id, wait);
+  if (!id.ok()) return id.status();
+  return WaitStatus(*id, wait);
+}
+
+Result<std::optional<uint64_t>> CacheClient::PollUntil(
+    const std::string& request_id, std::chrono::steady_clock::time_point deadline) {
+  using std::chrono::microseconds;
+  auto left = [deadline] {
+    return std::max(microseconds(0), std::chrono::duration_cast<microseconds>(
+                                         deadline - std::chrono::steady_clock::now()));
+  };
+  auto pause = microseconds(20);  // between the polls of a server without long polls
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-        deadline - std::chrono::steady_clock::now());
-    auto s = QueryPrefetchStatus(request_id, std::max(left, std::chrono::microseconds(0)));
-    if (!s.ok()) return s.status();
-    if (s->has_value()) return **s;
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status(Code::kTimeout, "prefetch of '" + request_id + "' did not finish in time");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    auto s = QueryPrefetchStatus(request_id, left());
+    if (!s.ok() || s->has_value()) return s;
+    if (left().count() == 0) return std::optional<uint64_t>();
+    std::this_thread::sleep_for(std::min(pause, left()));
+    pause = std::min(pause * 2, microseconds(2000));
   }
+}
+
+Result<uint64_t> CacheClient::WaitPrefetch(const std::string& request_id) {
+  auto hits = PollUntil(request_id, std::chrono::steady_clock::now() + options_.timeout);
+  if (!hits.ok()) return hits.status();
+  if (!hits->has_value()) {
+    return Status(Code::kTimeout, "prefetch of '" + request_id + "' did not finish in time");
+  }
+  return **hits;
+}
+
+Result<std::optional<uint64_t>> CacheClient::LookupAndWait(const wire::PrefixKey& key,
+                                                           std::chrono::microseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  auto lookup = Send(RequestType::kLookup, EncodeBody(key));
+  if (!lookup.ok()) return lookup.status();
+  // The server takes one connection's requests in order, so the query finds the job running.
+  auto query = SendStatusQuery(key.request_id, wait);
+  const Status acked = Wait(*lookup).status();
+  if (!query.ok()) return query.status();
+  // Read even when the LOOKUP was refused, so that no reply is left behind; its answer is then
+  // about an earlier LOOKUP of the session, or NOT_FOUND, and is dropped.
+  auto first = WaitStatus(*query, wait);
+  if (!acked.ok()) return acked;
+  if (!first.ok() || first->has_value()) return first;
+  return PollUntil(key.request_id, deadline);  // a server from before long polls answered at once
 }
 
 Status CacheClient::FreeLookupLocks(const std::string& request_id) {

@@ -65,6 +65,10 @@ class CacheClient {
                                                       std::chrono::microseconds wait = {});
   // Long-polls until the job is done; returns the number of leading chunks every rank has.
   Result<uint64_t> WaitPrefetch(const std::string& request_id);
+  // LOOKUP and its hit count in one round trip: the long poll is sent behind the LOOKUP without
+  // waiting for the ack. nullopt if the job is still running after `wait`.
+  Result<std::optional<uint64_t>> LookupAndWait(const wire::PrefixKey& key,
+                                                std::chrono::microseconds wait);
   Status FreeLookupLocks(const std::string& request_id);
   Status EndSession(const std::string& request_id);
   Status Ping();
@@ -91,6 +95,12 @@ class CacheClient {
   explicit CacheClient(const ClientOptions& options);
   Status Hello();
   Status Register(wire::RegisterRequest req, std::span<const int> fds);
+  Result<uint64_t> SendStatusQuery(const std::string& request_id, std::chrono::microseconds wait);
+  Result<std::optional<uint64_t>> WaitStatus(uint64_t id, std::chrono::microseconds wait);
+  // Long-polls (polls, against a server from before long polls) until the job is done or
+  // `deadline`; nullopt then.
+  Result<std::optional<uint64_t>> PollUntil(const std::string& request_id,
+                                            std::chrono::steady_clock::time_point deadline);
 
   ClientOptions options_;
   zmq::context_t zctx_{1};

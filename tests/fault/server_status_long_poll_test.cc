@@ -128,6 +128,36 @@ TEST(ServerStatusLongPoll, WaitPrefetchAsksOnceAndTheJobAnswers) {
   EXPECT_EQ(s.Held("event"), 1);
 }
 
+// LookupAndWait sends the LOOKUP and its long poll together: a job that outlasts the wait gives
+// nullopt (the job goes on); a refused LOOKUP is an error, and no reply is left behind.
+TEST(ServerStatusLongPoll, LookupAndWaitGivesUpAfterItsWaitAndReportsARefusedLookup) {
+  LongPollSetup s;
+  ASSERT_TRUE(s.worker.status.ok());
+  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
+  wire::PrefixKey k;
+  k.model = "test-model";
+  k.request_id = "pipelined";
+  k.tokens = testing::Tokens(testing::kPromptTokens, 7);
+  auto late = s.client->LookupAndWait(k, milliseconds(200));
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_EQ(*late, std::nullopt);
+  EXPECT_EQ(s.Held("deadline"), 1);
+  ASSERT_EQ(::kill(s.redis->pid(), SIGCONT), 0);
+  auto hits = s.client->WaitPrefetch("pipelined");
+  ASSERT_TRUE(hits.ok()) << hits.status().ToString();
+  EXPECT_EQ(*hits, 0u);
+
+  k.model = "bad@model";
+  auto refused = s.client->LookupAndWait(k, milliseconds(200));
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().ToString();
+  // The next calls work as usual.
+  EXPECT_TRUE(s.client->Ping().ok());
+  k.model = "test-model";
+  auto again = s.client->LookupAndWait(k, seconds(10));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(*again, 0u);
+}
+
 // A server told to stop answers the long polls it holds instead of leaving their clients to
 // time out.
 TEST(ServerStatusLongPoll, AServerThatStopsAnswersItsHeldPolls) {

@@ -1,10 +1,13 @@
 """Single-worker behaviour of the Python client against a real server."""
 
+import json
+
 import numpy as np
 import pytest
 
 import kvtier
 from conftest import CHUNK
+from kvtier.server import LocalServer
 
 LAYERS, BLOCKS, BT, BPT = 2, 32, 16, 32
 PER_CHUNK = CHUNK // BT
@@ -202,3 +205,26 @@ def test_connect_failure_raises_kvtier_error():
     with pytest.raises(kvtier.KvtierError) as e:
         kvtier.CacheClient(port=free_port(), timeout_ms=100)
     assert e.value.code_name == "TIMEOUT"
+
+
+def test_lookup_and_wait_against_a_slow_l2(uid):
+    """One round trip when the job is quick; None when it outlasts wait_us, and the long poll
+    then answers once the job is done."""
+    slow = json.dumps({"type": "mem", "delay_ms": 300, "deadline_ms": 10000})
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK, extra_args=["--l2-adapter", slow],
+                     start_timeout_s=30) as srv:
+        c = srv.client(timeout_ms=10000)
+        cache = kvtier.KvCache(LAYERS, BLOCKS, BT, BPT)
+        cache.register(c, uid, f"model-{uid}")
+        tokens = tokens_for(uid, 2 * CHUNK)
+        rid = f"slow-{uid}"
+        # Not in L1, so the job asks the slow adapter.
+        assert c.lookup_and_wait(f"model-{uid}", 1, tokens, request_id=rid, wait_us=50_000) is None
+        assert c.query_prefetch_status(rid, wait_us=10_000_000) == 0
+        c.end_session(rid)
+        blocks = np.arange(2 * PER_CHUNK, dtype=np.uint32)
+        assert c.store(uid, blocks, tokens)["stored_chunks"] == 2
+        assert c.lookup_and_wait(f"model-{uid}", 1, tokens, request_id=rid) == 2
+        c.end_session(rid)
+        c.unregister_kv_buffers(uid)
+        c.close()

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 import dataclasses
 from dataclasses import dataclass
 
@@ -199,20 +198,6 @@ class SchedulerSide:
             if getattr(e, "code_name", "") != "NOT_FOUND":
                 self._link.failed(e)
 
-    def _wait_lookup(self, client, req_id: str) -> int | None:
-        deadline = time.monotonic() + self._s.lookup_timeout_ms / 1000.0
-        pause = 20e-6  # between polls of a server without long polls
-        while True:
-            # A long poll: the server answers once the job is done or the time is up.
-            left_us = max(0, int((deadline - time.monotonic()) * 1e6))
-            hit = client.query_prefetch_status(req_id, wait_us=left_us)
-            if hit is not None:
-                return int(hit)
-            if time.monotonic() > deadline:
-                return None
-            time.sleep(pause)
-            pause = min(pause * 2, 2e-3)
-
     # ---------------------------------------------------------------- requests
 
     def _info(self, request) -> _ReqInfo:
@@ -260,10 +245,10 @@ class SchedulerSide:
         if lk is None or lk.chunks != want:
             hashes = self._hashes(info)[:want]
             try:
-                client.lookup(self._s.model, self._s.key_world_size, hashes=hashes,
-                              request_id=rid, salt=info.salt)
                 info.has_session = True
-                hit = self._wait_lookup(client, rid)
+                hit = client.lookup_and_wait(self._s.model, self._s.key_world_size,
+                                             hashes=hashes, request_id=rid, salt=info.salt,
+                                             wait_us=self._s.lookup_timeout_ms * 1000)
             except KvtierError as e:
                 self.stats.lookup_errors += 1
                 self._link.failed(e)

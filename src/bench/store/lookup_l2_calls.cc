@@ -61,18 +61,20 @@ std::vector<uint32_t> Tokens(uint32_t count, uint32_t seed) {
   return t;
 }
 
+enum class WaitBy { kWaitPrefetch, kSpin, kLookupAndWait };
+
 struct Row {
   std::string id, server, prompt, wait;
   CacheClient* client = nullptr;
   const std::vector<uint32_t>* tokens = nullptr;
   uint64_t want_hits = 0;
-  bool spin = false;
+  WaitBy by = WaitBy::kWaitPrefetch;
   std::vector<double> ack_us, total_us;
   uint64_t polls = 0, wrong_hits = 0;
 };
 
-// LOOKUP, then its hit count (WaitPrefetch, or polling without pauses); the times go to the row
-// when `timed`. The session is ended afterwards, untimed.
+// LOOKUP, then its hit count (as the row's WaitBy says); the times go to the row when `timed`.
+// The session is ended afterwards, untimed.
 Status LookupOnce(Row& row, const std::string& request_id, bool timed) {
   wire::PrefixKey key;
   key.model = kModel;
@@ -82,10 +84,18 @@ Status LookupOnce(Row& row, const std::string& request_id, bool timed) {
   CacheClient& c = *row.client;
   uint64_t polls = 0;
   const auto t0 = BenchClock::now();
-  KVT_RETURN_IF_ERROR(c.Lookup(key));
-  const double ack = MicrosSince(t0);
+  std::optional<double> ack;  // none when the ack and the hit count come together
   uint64_t hits = 0;
-  if (row.spin) {
+  if (row.by == WaitBy::kLookupAndWait) {
+    auto h = c.LookupAndWait(key, std::chrono::seconds(10));
+    if (!h.ok()) return h.status();
+    if (!h->has_value()) return Status(Code::kTimeout, "the LOOKUP job took over 10 s");
+    hits = **h;
+  } else {
+    KVT_RETURN_IF_ERROR(c.Lookup(key));
+    ack = MicrosSince(t0);
+  }
+  if (row.by == WaitBy::kSpin) {
     while (true) {
       auto s = c.QueryPrefetchStatus(request_id);
       if (!s.ok()) return s.status();
@@ -95,7 +105,7 @@ Status LookupOnce(Row& row, const std::string& request_id, bool timed) {
         break;
       }
     }
-  } else {
+  } else if (row.by == WaitBy::kWaitPrefetch) {
     auto h = c.WaitPrefetch(request_id);
     if (!h.ok()) return h.status();
     hits = *h;
@@ -104,7 +114,7 @@ Status LookupOnce(Row& row, const std::string& request_id, bool timed) {
   KVT_RETURN_IF_ERROR(c.EndSession(request_id));
   if (hits != row.want_hits) ++row.wrong_hits;
   if (timed) {
-    row.ack_us.push_back(ack);
+    if (ack) row.ack_us.push_back(*ack);
     row.total_us.push_back(total);
     row.polls += polls;
   }
@@ -112,6 +122,7 @@ Status LookupOnce(Row& row, const std::string& request_id, bool timed) {
 }
 
 json DistributionJson(std::vector<double> us) {
+  if (us.empty()) return {{"p50", nullptr}, {"p99", nullptr}, {"mean", nullptr}, {"max", nullptr}};
   const Distribution d = DistributionOf(std::move(us));
   return {{"p50", d.p50}, {"p99", d.p99}, {"mean", d.mean}, {"max", d.max}};
 }
@@ -143,12 +154,16 @@ json RunLookupCalls(const LookupCallsJob& job) {
 
   CacheClient* a = l1_only->client.get();
   CacheClient* b = store_l2->client.get();
+  constexpr WaitBy kWait = WaitBy::kWaitPrefetch, kSpin = WaitBy::kSpin,
+                   kPipe = WaitBy::kLookupAndWait;
   std::vector<Row> rows = {
-      {"a", "l1-only", "absent", "WaitPrefetch", a, &absent, 0, false, {}, {}, 0, 0},
-      {"b", "store-l2", "absent", "WaitPrefetch", b, &absent, 0, false, {}, {}, 0, 0},
-      {"c", "store-l2", "in L1", "WaitPrefetch", b, &stored, job.chunks, false, {}, {}, 0, 0},
-      {"a-spin", "l1-only", "absent", "spin", a, &absent, 0, true, {}, {}, 0, 0},
-      {"b-spin", "store-l2", "absent", "spin", b, &absent, 0, true, {}, {}, 0, 0},
+      {"a", "l1-only", "absent", "WaitPrefetch", a, &absent, 0, kWait, {}, {}, 0, 0},
+      {"b", "store-l2", "absent", "WaitPrefetch", b, &absent, 0, kWait, {}, {}, 0, 0},
+      {"c", "store-l2", "in L1", "WaitPrefetch", b, &stored, job.chunks, kWait, {}, {}, 0, 0},
+      {"a-spin", "l1-only", "absent", "spin", a, &absent, 0, kSpin, {}, {}, 0, 0},
+      {"b-spin", "store-l2", "absent", "spin", b, &absent, 0, kSpin, {}, {}, 0, 0},
+      {"a-pipe", "l1-only", "absent", "LookupAndWait", a, &absent, 0, kPipe, {}, {}, 0, 0},
+      {"b-pipe", "store-l2", "absent", "LookupAndWait", b, &absent, 0, kPipe, {}, {}, 0, 0},
   };
   json errors = json::array();
   uint64_t absent_on_l2 = 0;
@@ -174,7 +189,7 @@ json RunLookupCalls(const LookupCallsJob& job) {
          {"hit_chunks", row.want_hits},
          {"wrong_hits", row.wrong_hits},
          {"polls_per_call",
-          row.spin && calls > 0 ? json(static_cast<double>(row.polls) / calls) : json()},
+          row.by == kSpin && calls > 0 ? json(static_cast<double>(row.polls) / calls) : json()},
          {"ack_us", DistributionJson(std::move(row.ack_us))},
          {"total_us", DistributionJson(std::move(row.total_us))}});
   }

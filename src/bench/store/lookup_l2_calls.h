@@ -7,10 +7,13 @@
 //   a       L1-only server, a prompt stored nowhere: LOOKUP + WaitPrefetch
 //   b       store-L2 server, a prompt stored nowhere (its job asks the store: BatchIsExist)
 //   c       store-L2 server, a prompt in its L1 (stored once before the rounds)
-//   a-spin  as a, but the status is polled with QUERY_PREFETCH_STATUS without WaitPrefetch's
-//   b-spin  as b     pauses (20 us doubling to 2 ms): the server's own time, without the backoff
-// Every row also times the LOOKUP's ack alone (the same call, the clock read in between), and
-// every answer's hit count is checked (0 for a prompt stored nowhere, all chunks for c).
+//   a-spin  as a, but the status is polled with QUERY_PREFETCH_STATUS without a long poll
+//   b-spin  as b     (no wait_us) and without pauses: how long until the job is done
+//   a-pipe  as a, with LookupAndWait: the LOOKUP and a long-polled status sent together, one
+//   b-pipe  as b     round trip for both
+// Every row but the pipe rows also times the LOOKUP's ack alone (the same call, the clock read
+// in between), and every answer's hit count is checked (0 for a prompt stored nowhere, all
+// chunks for c).
 #pragma once
 
 #include <cstdint>
