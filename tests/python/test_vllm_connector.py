@@ -263,6 +263,23 @@ def test_miss(srv, model, stats):
     eng.shutdown()
 
 
+def test_a_lookup_slower_than_its_timeout_is_a_miss(model, caplog):
+    # The LOOKUP job waits 400 ms per key in a slow L2; the scheduler waits 50 ms for it.
+    slow = '{"type":"mem","delay_ms":400,"deadline_ms":10000}'
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK, extra_args=["--l2-adapter", slow],
+                     start_timeout_s=30) as slow_srv:
+        eng = make_engine(slow_srv, model, extra={"kvtier.lookup_timeout_ms": 50})
+        eng.add("A", prompt(7, 2 * CHUNK + 3))
+        with caplog.at_level(logging.DEBUG, logger=LOG):
+            eng.step()
+        assert eng.steps[-1]["matched"] == {"A": 0} and eng.steps[-1]["loads"] == []
+        late = [r for r in caplog.records if "took longer than 50 ms" in r.getMessage()]
+        assert len(late) == 1
+        eng.run()
+        assert eng.scheduler.stats()["lookups"] == 1
+        eng.shutdown()
+
+
 def test_short_prompt_asks_nothing(srv, model):
     eng = make_engine(srv, model)
     eng.add("A", prompt(6, 20))  # under one chunk: nothing to look up or save
