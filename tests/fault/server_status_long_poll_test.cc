@@ -41,11 +41,25 @@ struct LongPollSetup {
   Worker worker{*client, 1};
   RawClient raw{server.port()};
 
-  // Sends a LOOKUP of a prompt stored nowhere and reads its ack; its job then waits for Redis.
-  void Lookup(const std::string& request_id) {
+  // Freezes Redis, then sends a LOOKUP of a prompt stored nowhere (as the raw client, after
+  // HELLO) and reads its ack: its job waits for Redis until it is resumed.
+  void FreezeUnderALookup(const std::string& request_id) {
+    ASSERT_TRUE(worker.status.ok()) << worker.status.ToString();
+    ASSERT_TRUE(raw.Hello().ok());
+    ASSERT_EQ(::kill(redis->pid(), SIGSTOP), 0);
     raw.Send(wire::RequestType::kLookup, RawClient::LookupBody(request_id, 7));
     auto ack = raw.Receive(seconds(10));
     ASSERT_TRUE(ack && ack->status.ok()) << (ack ? ack->status.ToString() : "no reply");
+  }
+  // Sends a long poll, then a PING, and reads the PING's reply first: the poll is held. Returns
+  // the poll's request id.
+  uint64_t HeldPoll(const std::string& request_id, uint64_t wait_us) {
+    const uint64_t poll =
+        raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody(request_id, wait_us));
+    const uint64_t ping = raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
+    auto first = raw.Receive(seconds(10));
+    EXPECT_TRUE(first && first->id == ping) << "the held reply must not hold up other requests";
+    return poll;
   }
   double Held(const char* by) const {
     return server.Metric(std::string(R"(kvtier_held_replies_total{by=")") + by + "\"}");
@@ -54,19 +68,11 @@ struct LongPollSetup {
 
 TEST(ServerStatusLongPoll, HeldWhileTheJobRunsAnsweredByTheJobOrAtTheDeadline) {
   LongPollSetup s;
-  ASSERT_TRUE(s.worker.status.ok());
-  ASSERT_TRUE(s.raw.Hello().ok());
-  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
-  s.Lookup("held");
+  ASSERT_NO_FATAL_FAILURE(s.FreezeUnderALookup("held"));
 
   // A short long poll is held past a PING sent after it, then answered at its deadline: the
   // job is still running.
-  const uint64_t short_poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
-                                         StatusBody("held", 300'000));
-  const uint64_t ping = s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
-  auto first = s.raw.Receive(seconds(10));
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->id, ping) << "the held reply must not hold up other requests";
+  const uint64_t short_poll = s.HeldPoll("held", 300'000);
   auto at_deadline = s.raw.Receive(seconds(10));
   ASSERT_TRUE(at_deadline);
   EXPECT_EQ(at_deadline->id, short_poll);
@@ -81,11 +87,7 @@ TEST(ServerStatusLongPoll, HeldWhileTheJobRunsAnsweredByTheJobOrAtTheDeadline) {
   EXPECT_EQ(HitsOf(*at_once), std::nullopt);
 
   // A long one is answered by the job as soon as Redis lets it finish.
-  const uint64_t long_poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
-                                        StatusBody("held", 60'000'000));
-  s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
-  auto pong = s.raw.Receive(seconds(10));
-  ASSERT_TRUE(pong && pong->id != long_poll);
+  const uint64_t long_poll = s.HeldPoll("held", 60'000'000);
   ASSERT_EQ(::kill(s.redis->pid(), SIGCONT), 0);
   auto done = s.raw.Receive(seconds(20));
   ASSERT_TRUE(done);
@@ -110,10 +112,7 @@ TEST(ServerStatusLongPoll, HeldWhileTheJobRunsAnsweredByTheJobOrAtTheDeadline) {
 // The C++ client's WaitPrefetch long-polls: one QUERY_PREFETCH_STATUS, answered by the job.
 TEST(ServerStatusLongPoll, WaitPrefetchAsksOnceAndTheJobAnswers) {
   LongPollSetup s;
-  ASSERT_TRUE(s.worker.status.ok());
-  ASSERT_TRUE(s.raw.Hello().ok());
-  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
-  s.Lookup("waited");
+  ASSERT_NO_FATAL_FAILURE(s.FreezeUnderALookup("waited"));
   const char* kQueries = R"(kvtier_requests_total{status="OK",type="QUERY_PREFETCH_STATUS"})";
   const double queries_before = s.server.Metric(kQueries);
   std::thread resume([&] {
@@ -162,15 +161,8 @@ TEST(ServerStatusLongPoll, LookupAndWaitGivesUpAfterItsWaitAndReportsARefusedLoo
 // time out.
 TEST(ServerStatusLongPoll, AServerThatStopsAnswersItsHeldPolls) {
   LongPollSetup s;
-  ASSERT_TRUE(s.worker.status.ok());
-  ASSERT_TRUE(s.raw.Hello().ok());
-  ASSERT_EQ(::kill(s.redis->pid(), SIGSTOP), 0);
-  s.Lookup("stopping");
-  const uint64_t poll = s.raw.Send(wire::RequestType::kQueryPrefetchStatus,
-                                   StatusBody("stopping", 60'000'000));
-  s.raw.Send(wire::RequestType::kPing, wire::BodyWriter().Finish());
-  auto pong = s.raw.Receive(seconds(10));
-  ASSERT_TRUE(pong && pong->id != poll);  // the poll is held now
+  ASSERT_NO_FATAL_FAILURE(s.FreezeUnderALookup("stopping"));
+  const uint64_t poll = s.HeldPoll("stopping", 60'000'000);
 
   ASSERT_EQ(::kill(s.server.pid(), SIGTERM), 0);
   auto answered = s.raw.Receive(seconds(10));
