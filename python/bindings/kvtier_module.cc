@@ -52,6 +52,11 @@ T Take(Result<T>&& r) {
   return std::move(r).value();
 }
 
+// A wait in µs from Python, cut to a day so that it fits the clock's arithmetic.
+std::chrono::microseconds WaitOf(uint64_t us) {
+  return std::chrono::microseconds(std::min<uint64_t>(us, 86'400'000'000ULL));
+}
+
 // Runs `f` without the GIL; its arguments must already be plain C++ values.
 template <typename F>
 auto NoGil(F&& f) {
@@ -278,13 +283,13 @@ class PyCacheClient {
     k.model = model;
     k.world_size = world_size;
     CacheClient& c = Get();
-    const auto wait = std::chrono::microseconds(wait_us);
+    const auto wait = WaitOf(wait_us);
     return Take(NoGil([&] { return c.LookupAndWait(k, wait); }));
   }
 
   std::optional<uint64_t> QueryPrefetchStatus(const std::string& request_id, uint64_t wait_us) {
     CacheClient& c = Get();
-    const auto wait = std::chrono::microseconds(std::min(wait_us, wire::kMaxStatusWaitUs));
+    const auto wait = WaitOf(wait_us);
     return Take(NoGil([&] { return c.QueryPrefetchStatus(request_id, wait); }));
   }
 

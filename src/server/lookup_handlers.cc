@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "common/clock.h"
-
 #include "server/client_inflight.h"
 #include "server/handler_table.h"
 #include "server/prefetch_controller.h"

@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
   w::SessionRequest sess;
   sess.request_id = "req-1";
   Write(dir, "session_request", Body(sess));
+  sess.wait_us = 250'000;
+  Write(dir, "status_long_poll", Body(sess));
 
   w::StoreReply sr;
   sr.stored_chunks = 1;
