@@ -15,6 +15,8 @@ block ids, and the server copies the bytes itself. Usage::
         client.store(1, blocks, tokens, request_id="r1")  # copies both chunks into L1
         client.lookup("demo", 1, tokens, request_id="r1")
         assert client.wait_prefetch("r1") == 2            # leading chunks cached for all ranks
+        # The same in one round trip (None if the job outlasts wait_us):
+        assert client.lookup_and_wait("demo", 1, tokens, request_id="r1", wait_us=100_000) == 2
 """
 
 from kvtier._kvtier import (  # noqa: F401  (re-exports)
