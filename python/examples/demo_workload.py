@@ -67,8 +67,7 @@ def run_prompt(i, tokens, sched, worker, cache, chunk_size, rng, t):
     cache.kv[:, :, blocks] = 0
 
     t0 = time.perf_counter()
-    sched.lookup(MODEL, 1, tokens, request_id=rid)
-    hits = sched.wait_prefetch(rid)
+    hits = sched.lookup_and_wait(MODEL, 1, tokens, request_id=rid)  # one round trip
     t.lookup_ms.append((time.perf_counter() - t0) * 1e3)
 
     got = 0
