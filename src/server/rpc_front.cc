@@ -39,6 +39,10 @@ RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t
       inflight_refusals_(ctx.metrics.GetCounter(
           "kvtier_inflight_refused_total",
           "Requests refused with BUSY: their client had --max-inflight-per-client in flight")),
+      greeted_clients_(ctx.metrics.GetGauge(
+          "kvtier_greeted_clients",
+          "Clients the server holds a HELLO of (a closed connection's is dropped when its fd is "
+          "reused)")),
       held_(HeldReplies::Create(ctx.metrics)) {
   // Frames between the limit and 4x the limit get a TOO_LARGE reply; beyond that ZMQ drops the
   // connection before buffering the whole frame.
@@ -122,6 +126,9 @@ void RpcFront::ReceiveAll() {
 void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
   Request req;
   req.peer = parts[0].to_string();
+  // The connection's fd rides on the frames read off the wire, not on the routing id frame the
+  // ROUTER makes; -1 (no throw) where there is none.
+  req.fd = zmq_msg_get(parts.back().handle(), ZMQ_SRCFD);
   req.start_ns = start_ns;
   // Echo whatever id/type we can read, so even a malformed request can be matched.
   const Status missing(Code::kProtocolError, "missing id/type frame");
@@ -159,7 +166,7 @@ void RpcFront::Dispatch(std::vector<zmq::message_t>& parts, int64_t start_ns) {
                     nullptr);
   }
   if (req.type != static_cast<uint32_t>(wire::RequestType::kPing) &&
-      !hello_versions_.contains(req.peer)) {
+      peers_.Find(req.peer) == nullptr) {
     return Complete(req, Status(Code::kProtocolError, "send HELLO before other requests"),
                     nullptr);
   }
@@ -197,12 +204,13 @@ Status RpcFront::Hello(const Request& req, const zmq::message_t& body, wire::Bod
                   fmt::format("client speaks protocol v{}, this server speaks v{}",
                               hello->version, wire::kProtocolVersion));
   }
-  client_names_[req.peer] = hello->client;
-  auto [it, fresh] = hello_versions_.try_emplace(req.peer, hello->version);
-  if (!fresh && it->second != hello->version) {
+  if (const PeerTable::Peer* known = peers_.Find(req.peer);
+      known != nullptr && known->version != hello->version) {
     return Status(Code::kVersionMismatch,
-                  fmt::format("this connection already negotiated v{}", it->second));
+                  fmt::format("this connection already negotiated v{}", known->version));
   }
+  peers_.Greet(req.peer, req.fd, hello->version, hello->client);
+  greeted_clients_->Set(static_cast<double>(peers_.size()));
   wire::HelloReply out;
   out.version = wire::kProtocolVersion;
   out.server_version = KVTIER_VERSION;
@@ -247,9 +255,9 @@ Status RpcFront::TooManyInflight(const Request& req, uint32_t held) {
   // the same program apart.
   std::string id;
   for (unsigned char c : req.peer) id += fmt::format("{:02x}", c);
-  auto name = client_names_.find(req.peer);
-  const std::string who = name != client_names_.end() && !name->second.empty()
-                              ? fmt::format("'{}' ({})", name->second, id)
+  const PeerTable::Peer* peer = peers_.Find(req.peer);
+  const std::string who = peer != nullptr && !peer->client.empty()
+                              ? fmt::format("'{}' ({})", peer->client, id)
                               : id;
   Status s(Code::kBusy, fmt::format("client {} has {} requests in flight (limit "
                                     "--max-inflight-per-client {})",

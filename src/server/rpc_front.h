@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "common/eventfd.h"
@@ -21,6 +20,7 @@
 #include "server/client_inflight.h"
 #include "server/handler_table.h"
 #include "server/held_replies.h"
+#include "server/peer_table.h"
 
 namespace kvtier {
 
@@ -41,6 +41,7 @@ class RpcFront {
     uint64_t id = 0;
     uint32_t type = 0;
     int64_t start_ns = 0;
+    int fd = -1;  // the connection it came on (ZMQ_SRCFD)
   };
 
   void ReceiveAll();
@@ -64,11 +65,11 @@ class RpcFront {
   EventNotifier replies_ready_;
   std::mutex out_mu_;
   std::deque<std::pair<std::string, std::vector<std::string>>> outbox_;  // peer, frames
-  std::unordered_map<std::string, uint32_t> hello_versions_;  // socket thread only
-  std::unordered_map<std::string, std::string> client_names_;  // from HELLO; socket thread only
+  PeerTable peers_;  // socket thread only
   Counter* dropped_replies_;
   std::shared_ptr<ClientInflight> inflight_;
   Counter* inflight_refusals_;
+  Gauge* greeted_clients_;
   std::thread::id socket_thread_;
   // Long polls (QUERY_PREFETCH_STATUS with wait_us) waiting for their job or their deadline.
   std::shared_ptr<HeldReplies> held_;
