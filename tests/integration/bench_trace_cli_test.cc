@@ -94,6 +94,8 @@ TEST(BenchTraceCli, OneWorkerHitsExactlyTheReuseTheTraceHolds) {
   EXPECT_EQ(t["ttft"]["ideal"], kvtier);  // one worker in trace order finds all an ideal cache does
   EXPECT_EQ(t["tiers"]["l1_hits"], 7);
   EXPECT_EQ(t["tiers"]["l2_hits"], 0);
+  // The tight-loop probe after the workload times LOOKUP and its hit count in one round trip.
+  EXPECT_GT(j["server_rtt_tight"]["lookup_and_wait_p50_us"].get<double>(), 0);
   // --plot: a PNG, and its rows beside it.
   std::ifstream png(plot, std::ios::binary);
   char magic[8] = {};

@@ -54,13 +54,26 @@ Result<ServerRtt> MeasureServerRtt(const std::string& host, uint16_t port, const
     if (!hits.ok()) return hits.status();
     KVT_RETURN_IF_ERROR(c.EndSession(key.request_id));
   }
+  std::vector<double> lookup_hits;
+  for (int i = 0; i < kLookups; ++i) {
+    key.request_id = fmt::format("{}-rtt-hits-{}", model, i);
+    const auto t0 = BenchClock::now();
+    auto hits = c.LookupAndWait(key, std::chrono::seconds(10));
+    lookup_hits.push_back(MicrosSince(t0));
+    if (!hits.ok()) return hits.status();
+    if (!hits->has_value()) return Status(Code::kTimeout, "LookupAndWait: no hit count in 10 s");
+    KVT_RETURN_IF_ERROR(c.EndSession(key.request_id));
+  }
   const Distribution p = DistributionOf(std::move(ping));
   const Distribution l = DistributionOf(std::move(lookup));
+  const Distribution lh = DistributionOf(std::move(lookup_hits));
   ServerRtt out;
   out.ping_p50_us = p.p50;
   out.ping_p99_us = p.p99;
   out.lookup_p50_us = l.p50;
   out.lookup_p99_us = l.p99;
+  out.lookup_hits_p50_us = lh.p50;
+  out.lookup_hits_p99_us = lh.p99;
   out.ping_iterations = kPings;
   out.lookup_iterations = kLookups;
   return out;

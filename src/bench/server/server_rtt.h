@@ -17,6 +17,9 @@ struct ServerRtt {
   double ping_p99_us = 0;
   double lookup_p50_us = 0;  // LOOKUP of a stored prompt (hashing + job submission)
   double lookup_p99_us = 0;
+  // LOOKUP and its hit count in one round trip (CacheClient::LookupAndWait), as engines look up.
+  double lookup_hits_p50_us = 0;
+  double lookup_hits_p99_us = 0;
   uint32_t ping_iterations = 0;
   uint32_t lookup_iterations = 0;
 };
