@@ -1,6 +1,7 @@
 #include "server/prefetch_controller.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "server/after_reply.h"
 #include "wire/messages.h"
@@ -22,27 +23,51 @@ PrefetchController::PrefetchController(ServerContext& ctx)
   if (ctx.l2) l2_ = std::make_unique<L2Prefetcher>(*ctx.l1, *ctx.l2);
 }
 
+namespace {
+
+// A job pins (chunks x ranks) keys under L1's lock; up to this many its L1 part runs on the
+// caller's thread (the socket thread), larger ones go to the pool whole.
+constexpr size_t kMaxInlinePins = 1024;
+
+}  // namespace
+
 void PrefetchController::Submit(std::shared_ptr<Session> session, ResolvedPrefix prefix,
                                 std::string model, uint32_t world_size, std::string salt,
                                 ClientInflight::Slot slot) {
+  bool other_job = false;
   {
     std::lock_guard lock(session->mu);
+    other_job = session->lookup_running;
     session->lookup_running = true;
     session->lookup_hits.reset();
+  }
+  // With the session's earlier job still queued or running, this one waits its turn on the pool
+  // rather than racing it for the session's pins.
+  const bool inline_l1 =
+      !other_job && prefix.Count() * std::max<uint32_t>(1, world_size) <= kMaxInlinePins;
+  std::optional<L1Part> l1;
+  if (inline_l1) {
+    l1 = PinFromL1(*session, prefix, model, world_size, salt);
+    if (!l2_ || l1->hits == prefix.Count()) {
+      return Finish(*session, prefix, model, world_size, std::move(*l1), slot);
+    }
   }
   // The pool keeps a finished task until its thread takes the next one: the job gives its slot
   // back itself. Queued once the LOOKUP's ack is on its way (after_reply.h).
   auto job = [this, session = std::move(session), prefix = std::move(prefix),
               model = std::move(model), world_size, salt = std::move(salt),
-              slot = std::move(slot)]() mutable {
-    Run(*session, prefix, model, world_size, salt, slot);
+              slot = std::move(slot), l1 = std::move(l1)]() mutable {
+    if (!l1) l1 = PinFromL1(*session, prefix, model, world_size, salt);
+    Finish(*session, prefix, model, world_size, std::move(*l1), slot);
   };
   AfterReply([this, job = std::move(job)]() mutable { pool_.Submit(std::move(job)); });
 }
 
-void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
-                             const std::string& model, uint32_t world_size,
-                             const std::string& salt, ClientInflight::Slot& slot) {
+PrefetchController::L1Part PrefetchController::PinFromL1(Session& session,
+                                                          const ResolvedPrefix& prefix,
+                                                          const std::string& model,
+                                                          uint32_t world_size,
+                                                          const std::string& salt) {
   std::vector<ObjectKey> old_pins;
   {
     std::lock_guard lock(session.mu);
@@ -51,35 +76,42 @@ void PrefetchController::Run(Session& session, const ResolvedPrefix& prefix,
   ctx_.l1->Unpin(old_pins);
 
   // Pin every rank's keys, then keep only the prefix that all ranks have.
-  std::vector<std::vector<ObjectKey>> keys(world_size);
+  L1Part out;
+  out.keys.resize(world_size);
   std::vector<std::vector<ReadPin>> pins(world_size);
-  size_t hits = prefix.Count();
+  out.hits = prefix.Count();
   for (uint32_t r = 0; r < world_size; ++r) {
-    keys[r] = KeyResolver::KeysForRank(prefix, model, world_size, r, salt);
-    pins[r] = ctx_.l1->Pin(keys[r]);
+    out.keys[r] = KeyResolver::KeysForRank(prefix, model, world_size, r, salt);
+    pins[r] = ctx_.l1->Pin(out.keys[r]);
     size_t n = 0;
     while (n < pins[r].size() && pins[r][n].data != nullptr) ++n;
-    hits = std::min(hits, n);
+    out.hits = std::min(out.hits, n);
   }
-  std::vector<ObjectKey> keep, release;
+  std::vector<ObjectKey> release;
   for (uint32_t r = 0; r < world_size; ++r) {
     for (size_t i = 0; i < pins[r].size(); ++i) {
       if (pins[r][i].data == nullptr) continue;
-      (i < hits ? keep : release).push_back(keys[r][i]);
+      (i < out.hits ? out.keep : release).push_back(out.keys[r][i]);
     }
   }
   ctx_.l1->Unpin(release);
-  const size_t l1_hits = hits;
-  if (l2_ && hits < prefix.Count()) hits += FromL2(keys, l1_hits, model, world_size, keep);
+  return out;
+}
 
-  l1_hit_chunks_->Inc(static_cast<double>(l1_hits));
-  l2_hit_chunks_->Inc(static_cast<double>(hits - l1_hits));
+void PrefetchController::Finish(Session& session, const ResolvedPrefix& prefix,
+                                const std::string& model, uint32_t world_size, L1Part l1,
+                                ClientInflight::Slot& slot) {
+  size_t hits = l1.hits;
+  if (l2_ && hits < prefix.Count()) hits += FromL2(l1.keys, l1.hits, model, world_size, l1.keep);
+
+  l1_hit_chunks_->Inc(static_cast<double>(l1.hits));
+  l2_hit_chunks_->Inc(static_cast<double>(hits - l1.hits));
   miss_chunks_->Inc(static_cast<double>(prefix.Count() - hits));
   slot.reset();  // before the result is visible: a client that saw it may send the next LOOKUP
   std::vector<HeldReplies::Ticket> waiters;
   {
     std::lock_guard lock(session.mu);
-    session.lookup_pins = std::move(keep);
+    session.lookup_pins = std::move(l1.keep);
     session.lookup_running = false;
     session.lookup_hits = hits;
     waiters.swap(session.status_waiters);

@@ -157,6 +157,37 @@ TEST(ServerStatusLongPoll, LookupAndWaitGivesUpAfterItsWaitAndReportsARefusedLoo
   EXPECT_EQ(*again, 0u);
 }
 
+// Without L2, L1 settles every LOOKUP: its hit count is published before its ack leaves
+// (prefetch_controller.h), so a status query sent right behind the LOOKUP, without waiting for the
+// ack, finds it done and is never held; before, the job ran on another thread after the ack.
+TEST(ServerStatusLongPoll, ALookupThatL1SettlesIsDoneByTheStatusQueryBehindIt) {
+  FaultServer server({});
+  auto client = server.Client();
+  Worker w(*client, 1);
+  ASSERT_TRUE(w.status.ok()) << w.status.ToString();
+  ASSERT_EQ(StoreChecksummed(*client, w, 3), testing::kPromptChunks);
+  RawClient raw(server.port());
+  ASSERT_TRUE(raw.Hello().ok());
+
+  for (uint32_t i = 0; i < 40; ++i) {
+    const std::string id = "settled-" + std::to_string(i);
+    const uint32_t prompt = i % 2 ? 3 : 100 + i;  // stored whole, or nowhere
+    const uint64_t lookup = raw.Send(wire::RequestType::kLookup, RawClient::LookupBody(id, prompt));
+    const uint64_t query = raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody(id, 0));
+    auto ack = raw.Receive(seconds(10));
+    auto status = raw.Receive(seconds(10));
+    ASSERT_TRUE(ack && status) << "round " << i;
+    ASSERT_EQ(ack->id, lookup);
+    ASSERT_TRUE(ack->status.ok()) << ack->status.ToString();
+    ASSERT_EQ(status->id, query);
+    ASSERT_TRUE(status->status.ok()) << status->status.ToString();
+    EXPECT_EQ(HitsOf(*status), i % 2 ? std::optional<uint64_t>(testing::kPromptChunks)
+                                     : std::optional<uint64_t>(0))
+        << "round " << i << " (nullopt: the job was still running)";
+  }
+  EXPECT_EQ(server.Metric(R"(kvtier_held_replies_total{by="event"})"), 0) << "nothing was held";
+}
+
 // A server told to stop answers the long polls it holds instead of leaving their clients to
 // time out.
 TEST(ServerStatusLongPoll, AServerThatStopsAnswersItsHeldPolls) {
