@@ -34,7 +34,7 @@ fault_suites='ChecksummedValue|ServerFlood|ServerInflightLimit|ServerCrash|Serve
 # its window, which an ASan build under load does not (12227 drops of 200000 in one clean-clone
 # run); the plain ctest run covers it.
 fault_suites+='|ServerRedisOutage|StoreDummyKill|StoreMasterRestart'
-fault_suites+='|StoreNodeKill|StoreNodePause'
+fault_suites+='|StoreNodeKill|StoreNodePause|ServerStatusLongPoll|ServerConnectionChurn'
 tsan_tests=(unit_common unit_l1 unit_connectors unit_server unit_store_master unit_store_node
             unit_store_connector)
 
