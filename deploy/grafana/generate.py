@@ -60,9 +60,10 @@ ROWS = [
         ("Request latency p99", "s", [
             (quantile(0.99, "kvtier_request_seconds", S, "instance, type"),
              "{{type}} {{instance}}")]),
-        ("Workers and sessions", "short", [
+        ("Workers, sessions and clients", "short", [
             (f"kvtier_registered_workers{{{S}}}", "workers {{instance}}"),
             (f"kvtier_sessions{{{S}}}", "sessions {{instance}}"),
+            (f"kvtier_greeted_clients{{{S}}}", "client connections {{instance}}"),
             (rate("kvtier_workers_reaped_total", S, "instance"), "reaped/s {{instance}}")]),
     ]),
     ("Cache server: L2 adapters", [
