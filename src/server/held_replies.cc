@@ -30,6 +30,16 @@ bool HeldReplies::Ticket::Send(const Status& status, wire::BodyWriter* fields) c
   return owner != nullptr && owner->SendHeld(id_, status, fields);
 }
 
+bool HeldReplies::Ticket::Waiting() const {
+  auto owner = owner_.lock();
+  return owner != nullptr && owner->Holds(id_);
+}
+
+bool HeldReplies::Holds(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  return held_.contains(id);
+}
+
 HeldReplies::Ticket HeldReplies::Hold(int64_t deadline_ns, Answer answer, Sender send) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_id_++;

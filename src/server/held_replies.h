@@ -30,6 +30,8 @@ class HeldReplies : public std::enable_shared_from_this<HeldReplies> {
    public:
     // Sends this reply unless it was already answered; returns whether it sent.
     bool Send(const Status& status, wire::BodyWriter* fields) const;
+    // Whether the reply still waits (not yet answered by Send, its deadline or Close).
+    bool Waiting() const;
 
    private:
     friend class HeldReplies;
@@ -57,6 +59,7 @@ class HeldReplies : public std::enable_shared_from_this<HeldReplies> {
     Sender send;
   };
   bool SendHeld(uint64_t id, const Status& status, wire::BodyWriter* fields);
+  bool Holds(uint64_t id) const;
   static void AnswerNow(Entry& e);  // from `answer`, then sent
 
   Counter* by_event_;

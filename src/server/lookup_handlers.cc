@@ -35,8 +35,6 @@ Status PrefetchStatus(const Session& s, const std::string& id, wire::BodyWriter&
   return Status::Ok();
 }
 
-int64_t NowNs() { return Clock::Real()->NowNs(); }
-
 }  // namespace
 
 void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
@@ -71,11 +69,14 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
               auto s = ctx.sessions.Find(req->request_id);
               if (!s) return UnknownSession(req->request_id);
               std::lock_guard lock(s->mu);
+              // Polls answered at their deadline leave their tickets here until the job ends;
+              // only those still waiting count against the limit.
+              std::erase_if(s->status_waiters, [](const auto& t) { return !t.Waiting(); });
               if (s->lookup_running && req->wait_us > 0 &&
                   s->status_waiters.size() < Session::kMaxStatusWaiters) {
                 const uint64_t wait_us = std::min(req->wait_us, wire::kMaxStatusWaitUs);
                 auto ticket = HoldCurrentReply(
-                    NowNs() + static_cast<int64_t>(wait_us) * 1000,
+                    Clock::Real()->NowNs() + static_cast<int64_t>(wait_us) * 1000,
                     [s, id = req->request_id](wire::BodyWriter& w) {
                       std::lock_guard lock(s->mu);
                       return PrefetchStatus(*s, id, w);

@@ -109,6 +109,35 @@ TEST(ServerStatusLongPoll, HeldWhileTheJobRunsAnsweredByTheJobOrAtTheDeadline) {
   EXPECT_EQ(s.Held("event"), 1);
 }
 
+// A session holds at most 16 long polls at once: the 17th is answered at once. Polls answered at
+// their deadline no longer count, so after they expire the next one is held again.
+TEST(ServerStatusLongPoll, AtMostSixteenWaitAtOnceAndExpiredOnesDoNotCount) {
+  LongPollSetup s;
+  ASSERT_NO_FATAL_FAILURE(s.FreezeUnderALookup("capped"));
+  constexpr int kLimit = 16;  // Session::kMaxStatusWaiters
+  for (int i = 0; i < kLimit; ++i) {
+    s.raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody("capped", 500'000));
+  }
+  const uint64_t over =
+      s.raw.Send(wire::RequestType::kQueryPrefetchStatus, StatusBody("capped", 60'000'000));
+  auto at_once = s.raw.Receive(seconds(10));
+  ASSERT_TRUE(at_once);
+  EXPECT_EQ(at_once->id, over) << "the poll over the limit must be answered at once";
+  EXPECT_EQ(HitsOf(*at_once), std::nullopt);
+  for (int i = 0; i < kLimit; ++i) ASSERT_TRUE(s.raw.Receive(seconds(10))) << "expiry " << i;
+  EXPECT_EQ(s.Held("deadline"), kLimit);
+
+  // The job still runs and the expired polls are gone: a new one is held (a PING overtakes it)
+  // and the job answers it.
+  const uint64_t poll = s.HeldPoll("capped", 60'000'000);
+  ASSERT_EQ(::kill(s.redis->pid(), SIGCONT), 0);
+  auto done = s.raw.Receive(seconds(20));
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->id, poll);
+  EXPECT_EQ(HitsOf(*done), 0u);
+  EXPECT_EQ(s.Held("event"), 1);
+}
+
 // The C++ client's WaitPrefetch long-polls: one QUERY_PREFETCH_STATUS, answered by the job.
 TEST(ServerStatusLongPoll, WaitPrefetchAsksOnceAndTheJobAnswers) {
   LongPollSetup s;

@@ -43,6 +43,27 @@ HeldReplies::Answer Says(std::string who) {
 
 void Write(wire::BodyWriter& w, const std::string& who) { w.Put("who", who); }
 
+TEST(HeldRepliesTest, ATicketWaitsUntilItsReplyIsAnsweredByAnyone) {
+  MetricsRegistry metrics;
+  auto held = HeldReplies::Create(metrics);
+  Outbox out;
+  auto by_event = held->Hold(100, Says("deadline"), out.Sender());
+  auto by_deadline = held->Hold(200, Says("deadline"), out.Sender());
+  auto by_close = held->Hold(300, Says("close"), out.Sender());
+  EXPECT_TRUE(by_event.Waiting());
+  EXPECT_TRUE(by_deadline.Waiting());
+
+  EXPECT_TRUE(by_event.Send(Status::Ok(), nullptr));
+  EXPECT_FALSE(by_event.Waiting());
+  EXPECT_EQ(held->Expire(250), 1u);
+  EXPECT_FALSE(by_deadline.Waiting());
+  EXPECT_TRUE(by_close.Waiting());
+  held->Close();
+  EXPECT_FALSE(by_close.Waiting());
+  auto orphan = HeldReplies::Create(metrics)->Hold(1, Says("gone"), out.Sender());
+  EXPECT_FALSE(orphan.Waiting());  // its HeldReplies is gone
+}
+
 TEST(HeldRepliesTest, TheTicketAnswersOnceAndTheDeadlineThenHasNothingToDo) {
   MetricsRegistry metrics;
   auto held = HeldReplies::Create(metrics);
