@@ -171,11 +171,11 @@ json Summarize(const BenchRun& run) {
         {"lookup_p50_us", t.lookup_p50_us},
         {"lookup_p99_us", t.lookup_p99_us},
         {"lookup_iterations", t.lookup_iterations},
-        {"lookup_and_wait_p50_us", t.lookup_hits_p50_us},
-        {"lookup_and_wait_p99_us", t.lookup_hits_p99_us},
+        {"lookup_and_wait_p50_us", t.lookup_and_wait_p50_us},
+        {"lookup_and_wait_p99_us", t.lookup_and_wait_p99_us},
         {"ping_p50_over_zmq_rtt_p50", zmq > 0 ? t.ping_p50_us / zmq : 0},
         {"lookup_p50_over_zmq_rtt_p50", zmq > 0 ? t.lookup_p50_us / zmq : 0},
-        {"lookup_and_wait_p50_over_zmq_rtt_p50", zmq > 0 ? t.lookup_hits_p50_us / zmq : 0}};
+        {"lookup_and_wait_p50_over_zmq_rtt_p50", zmq > 0 ? t.lookup_and_wait_p50_us / zmq : 0}};
   }
   out["register_s"] = run.register_s;
   json stats = json::object();

@@ -72,8 +72,8 @@ Result<ServerRtt> MeasureServerRtt(const std::string& host, uint16_t port, const
   out.ping_p99_us = p.p99;
   out.lookup_p50_us = l.p50;
   out.lookup_p99_us = l.p99;
-  out.lookup_hits_p50_us = lh.p50;
-  out.lookup_hits_p99_us = lh.p99;
+  out.lookup_and_wait_p50_us = lh.p50;
+  out.lookup_and_wait_p99_us = lh.p99;
   out.ping_iterations = kPings;
   out.lookup_iterations = kLookups;
   return out;

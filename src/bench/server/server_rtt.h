@@ -18,8 +18,8 @@ struct ServerRtt {
   double lookup_p50_us = 0;  // LOOKUP of a stored prompt (hashing + job submission)
   double lookup_p99_us = 0;
   // LOOKUP and its hit count in one round trip (CacheClient::LookupAndWait), as engines look up.
-  double lookup_hits_p50_us = 0;
-  double lookup_hits_p99_us = 0;
+  double lookup_and_wait_p50_us = 0;
+  double lookup_and_wait_p99_us = 0;
   uint32_t ping_iterations = 0;
   uint32_t lookup_iterations = 0;
 };
