@@ -65,6 +65,7 @@ constexpr ErrorCode kAllCodes[] = {
     ErrorCode::ETCD_OPERATION_ERROR,
     ErrorCode::ETCD_TRANSACTION_FAIL,
     ErrorCode::UNAVAILABLE_IN_CURRENT_MODE,
+    ErrorCode::FILE_NOT_FOUND,
 };
 
 template <typename F>

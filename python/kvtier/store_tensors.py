@@ -19,7 +19,7 @@ from kvtier.safetensors_file import element_size, import_torch, tensor_from_byte
 
 _log = logging.getLogger("kvtier.store")
 
-_INVALID_PARAMS = -600  # Mooncake's ErrorCode values
+_INVALID_PARAMS = -600  # Mooncake's ErrorCode values (kvtier.store.ErrorCode)
 _FILE_NOT_FOUND = -1100
 
 # Mooncake's TensorMetadata: the object header (magic u32, version u16, header_size u16, dtype

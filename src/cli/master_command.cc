@@ -175,7 +175,7 @@ RunFn AddMasterCommand(CLI::App& app) {
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
   cmd->add_option("--host,--rpc_address", f->host, "Address every listener binds to")
       ->capture_default_str();
-  cmd->add_option("--port,--rpc_port", f->port, "RPC port (ZMQ) for nodes and clients")
+  cmd->add_option("--port,--rpc_port", f->port, "RPC port (TCP) for nodes and clients")
       ->capture_default_str();
   cmd->add_option("--http-port,--metrics_port", f->http_port,
                   "HTTP /healthz /status /metrics (0: off)")
@@ -219,7 +219,7 @@ RunFn AddMasterCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--auth-token-file", f->auth_token_file,
                   "File holding the store's shared secret: nodes and clients must prove it "
-                  "(CURVE on the RPC port, 'Authorization: Bearer' on HTTP); see "
+                  "(an HMAC handshake on the RPC port, 'Authorization: Bearer' on HTTP); see "
                   "docs/security.md");
   cmd->add_option("--etcd-endpoints,--etcd_endpoints", f->etcd_endpoints,
                   "etcd HOST:PORT[;HOST:PORT...]: masters elect a leader there and record "

@@ -35,6 +35,7 @@ struct NodeFlags {
   bool prefault = true;
   std::string log_level = "warn";
   std::string auth_token_file;
+  std::string tenant_id = "default";  // Mooncake's; checked, never used
   // Mooncake flags given that have no meaning here (AddIgnoredMooncakeFlags).
   std::vector<std::string> ignored;
 };
@@ -174,10 +175,21 @@ RunFn AddNodeCommand(CLI::App& app) {
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  // Mooncake scopes keys by tenant; kvtier has one key space, so only the default tenant is
+  // accepted: another would silently share (and overwrite) the default tenant's objects.
+  cmd->add_option("--tenant_id,--tenant-id", f->tenant_id, "Mooncake's tenant: only 'default'")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "default") return "";
+            return "'" + v + "': kvtier has no tenants yet (one key space per cluster); only "
+                   "'default' is accepted";
+          },
+          "default"));
   AddIgnoredMooncakeFlags(cmd,
                           {"--metadata_server", "--protocol", "--device_names",
                            "--local_buffer_size", "--threads", "--enable_http_server",
-                           "--tenant_id", "--start_offload_rpc_server"},
+                           "--start_offload_rpc_server"},
                           &f->ignored);
   return WithConfigSources(cmd, [f] { return RunNode(*f); });
 }

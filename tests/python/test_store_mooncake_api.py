@@ -427,7 +427,8 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
             "node", "--host=127.0.0.1", f"--port={node_port}",
             f"--master_server_address=127.0.0.1:{rpc}", "--global_segment_size=16MB",
             "--metadata_server=http://127.0.0.1:8080/metadata", "--protocol=rdma",
-            "--device_names=mlx5_0", "--local_buffer_size=0", "--no-prefault"])
+            "--device_names=mlx5_0", "--local_buffer_size=0", "--tenant_id=default",
+            "--no-prefault"])
         _wait_for("node", node, lambda: "kvtier node " in node.log_text(), 20.0)
         s = MooncakeDistributedStore()
         deadline = time.monotonic() + 20
@@ -455,6 +456,10 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
     bad = subprocess.run([find_binary(), "master", "--eviction_ratio=2"], capture_output=True,
                          text=True, timeout=30)
     assert bad.returncode == 2 and "--eviction-ratio must be in [0, 1]" in bad.stderr
+    # Another tenant is refused: kvtier has one key space, it would share the default's keys.
+    tenant = subprocess.run([find_binary(), "node", "--tenant_id=team-b"], capture_output=True,
+                            text=True, timeout=30)
+    assert tenant.returncode != 0 and "only 'default' is accepted" in tenant.stderr, tenant.stderr
 
 
 def test_master_and_node_take_a_config_file_and_the_environment(prefix, tmp_path, monkeypatch):

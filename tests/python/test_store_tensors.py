@@ -380,7 +380,8 @@ def test_save_tensor_to_safetensor_writes_a_real_file(store, prefix, tmp_path, m
     monkeypatch.chdir(tmp_path)  # no file_name: the file is named by the key
     assert store.save_tensor_to_safetensor(key) == 0
     assert read_safetensors(tmp_path / key)[1] == raw_bytes(t)
-    assert store.save_tensor_to_safetensor(f"{prefix}-missing", str(path)) == -1100
+    missing = store.save_tensor_to_safetensor(f"{prefix}-missing", str(path))
+    assert missing == ErrorCode.FILE_NOT_FOUND == -1100
     assert store.save_tensor_to_safetensor(key, str(tmp_path / "no-dir" / "f")) == INVALID
 
 

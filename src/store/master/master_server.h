@@ -20,8 +20,8 @@ struct MasterServerOptions {
   std::string host = "127.0.0.1";  // every listener binds here only
   uint16_t port = 50051;
   uint16_t http_port = 9003;       // 0: no HTTP
-  // Shared secret (--auth-token-file): RPC clients prove it with CURVE, HTTP requests carry it as
-  // a bearer token. Empty: no authentication.
+  // Shared secret (--auth-token-file): RPC clients prove it in an HMAC handshake, HTTP requests
+  // carry it as a bearer token. Empty: no authentication.
   std::string auth_token;
   MasterOptions service;
   // Under etcd: its endpoints and the cluster's prefix (common/etcd_address.h); empty

@@ -31,6 +31,7 @@ const char* ErrorName(ErrorCode code) {
     case ErrorCode::ETCD_OPERATION_ERROR: return "ETCD_OPERATION_ERROR";
     case ErrorCode::ETCD_TRANSACTION_FAIL: return "ETCD_TRANSACTION_FAIL";
     case ErrorCode::UNAVAILABLE_IN_CURRENT_MODE: return "UNAVAILABLE_IN_CURRENT_MODE";
+    case ErrorCode::FILE_NOT_FOUND: return "FILE_NOT_FOUND";
   }
   return "UNKNOWN";
 }

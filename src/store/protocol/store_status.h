@@ -38,6 +38,7 @@ enum class ErrorCode : int32_t {
   ETCD_TRANSACTION_FAIL = -1002,  // a master's write lost to its successor's leadership
   // A Mooncake call that needs hardware kvtier does not drive (RDMA, GPU, SSD, NVMe-oF).
   UNAVAILABLE_IN_CURRENT_MODE = -1011,
+  FILE_NOT_FOUND = -1100,  // save_tensor_to_safetensor: the key holds no tensor
 };
 
 const char* ErrorName(ErrorCode code);
