@@ -247,6 +247,8 @@ RunFn AddMasterCommand(CLI::App& app) {
        "--http_metadata_server_host", "--enable_metadata_cleanup_on_timeout",
        "--memory_allocator", "--allocation_strategy", "--ha_backend_type"},
       &f->ignored);
+  AddRefusedMooncakeSwitches(cmd, {"--enable_offload"}, "SSD offload");
+  AddRefusedMooncakeSwitches(cmd, {"--enable_multi_tenants"}, "tenants");
   return WithConfigSources(cmd, [f] { return RunMaster(*f); });
 }
 

@@ -191,6 +191,7 @@ RunFn AddNodeCommand(CLI::App& app) {
                            "--local_buffer_size", "--threads", "--enable_http_server",
                            "--start_offload_rpc_server"},
                           &f->ignored);
+  AddRefusedMooncakeSwitches(cmd, {"--enable_offload"}, "SSD offload");
   return WithConfigSources(cmd, [f] { return RunNode(*f); });
 }
 

@@ -43,6 +43,27 @@ void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> n
   }
 }
 
+void AddRefusedMooncakeSwitches(CLI::App* cmd, std::initializer_list<const char*> names,
+                                const std::string& feature) {
+  for (const char* name : names) {
+    cmd->add_option(
+           name,
+           [flag = std::string(name), feature](const CLI::results_t& values) {
+             const std::string v = values.empty() ? "" : values.back();
+             if (v == "false" || v == "0") return true;
+             if (!v.empty() && v != "true" && v != "1") {
+               throw CLI::ValidationError(flag, "'" + v + "' is not true or false");
+             }
+             throw CLI::ValidationError(flag, "kvtier has no " + feature +
+                                                  " yet (docs/mooncake-migration.md); only "
+                                                  "false is accepted");
+           },
+           "Mooncake's " + feature + ": only false (kvtier has none)")
+        ->expected(0, 1)
+        ->group("Mooncake flags without a meaning here");
+  }
+}
+
 void LogIgnoredFlags(const std::vector<std::string>& given) {
   for (const auto& name : given) {
     std::cerr << "note: ignoring Mooncake flag " << name << " (no meaning in kvtier)\n";

@@ -27,4 +27,11 @@ void AddIgnoredMooncakeFlags(CLI::App* cmd, std::initializer_list<const char*> n
                              std::vector<std::string>* given);
 void LogIgnoredFlags(const std::vector<std::string>& given);
 
+// Adds Mooncake switches (e.g. "--enable_offload") of a feature kvtier does not have, `feature`:
+// off (`--x=false`, `--x=0`) is accepted, so a launch line that spells out the default runs;
+// on (`--x`, `--x=true`) stops parsing with an error naming the feature, so nothing runs without
+// what it asked for.
+void AddRefusedMooncakeSwitches(CLI::App* cmd, std::initializer_list<const char*> names,
+                                const std::string& feature);
+
 }  // namespace kvtier::cli

@@ -419,7 +419,8 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
         "master", f"--rpc_port={rpc}", "--rpc_address=127.0.0.1", f"--metrics_port={http}",
         "--default_kv_lease_ttl=300", "--eviction_high_watermark_ratio=0.9",
         "--eviction_ratio=0.05", "--client_ttl=10", "--enable_http_metadata_server",
-        "--http_metadata_server_port=8080", "--rpc_thread_num", "4"])
+        "--http_metadata_server_port=8080", "--rpc_thread_num", "4",
+        "--enable_multi_tenants=false"])
     node = None
     try:
         _wait_for("master", master, lambda: _tcp_open(rpc), 20.0)
@@ -428,7 +429,7 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
             f"--master_server_address=127.0.0.1:{rpc}", "--global_segment_size=16MB",
             "--metadata_server=http://127.0.0.1:8080/metadata", "--protocol=rdma",
             "--device_names=mlx5_0", "--local_buffer_size=0", "--tenant_id=default",
-            "--no-prefault"])
+            "--enable_offload=false", "--no-prefault"])
         _wait_for("node", node, lambda: "kvtier node " in node.log_text(), 20.0)
         s = MooncakeDistributedStore()
         deadline = time.monotonic() + 20
@@ -456,10 +457,13 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
     bad = subprocess.run([find_binary(), "master", "--eviction_ratio=2"], capture_output=True,
                          text=True, timeout=30)
     assert bad.returncode == 2 and "--eviction-ratio must be in [0, 1]" in bad.stderr
-    # Another tenant is refused: kvtier has one key space, it would share the default's keys.
-    tenant = subprocess.run([find_binary(), "node", "--tenant_id=team-b"], capture_output=True,
-                            text=True, timeout=30)
-    assert tenant.returncode != 0 and "only 'default' is accepted" in tenant.stderr, tenant.stderr
+    # A feature kvtier lacks is refused, not run without: another tenant would share the default
+    # tenant's keys; offload asked for would not happen.
+    for argv, says in ((["node", "--tenant_id=team-b"], "only 'default' is accepted"),
+                       (["node", "--enable_offload"], "kvtier has no SSD offload"),
+                       (["master", "--enable_multi_tenants=true"], "kvtier has no tenants")):
+        r = subprocess.run([find_binary(), *argv], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and says in r.stderr, (argv, r.stderr)
 
 
 def test_master_and_node_take_a_config_file_and_the_environment(prefix, tmp_path, monkeypatch):
