@@ -54,8 +54,9 @@ bool HeldReplies::SendHeld(uint64_t id, const Status& status, wire::BodyWriter* 
   if (closed_ || it == held_.end()) return false;
   Sender send = std::move(it->second.send);
   held_.erase(it);
-  send(status, fields);
+  // Counted before it leaves: a client that reads /metrics after its answer sees it counted.
   by_event_->Inc();
+  send(status, fields);
   return true;
 }
 
@@ -88,8 +89,8 @@ size_t HeldReplies::Expire(int64_t now_ns) {
     }
   }
   // Outside the lock: an answer reads its session, whose mutex comes first in the lock order.
-  for (auto& e : due) AnswerNow(e);
   by_deadline_->Inc(static_cast<double>(due.size()));
+  for (auto& e : due) AnswerNow(e);
   return due.size();
 }
 
@@ -101,8 +102,8 @@ void HeldReplies::Close() {
     for (auto& [id, e] : held_) left.push_back(std::move(e));
     held_.clear();
   }
-  for (auto& e : left) AnswerNow(e);
   by_shutdown_->Inc(static_cast<double>(left.size()));
+  for (auto& e : left) AnswerNow(e);
 }
 
 size_t HeldReplies::Count() const {
