@@ -11,7 +11,7 @@ SANITIZERS ?= all
 # The ctest names `make test-long` runs (a regex).
 LONG_TESTS ?= ^(store_multihost_tests|store_failover_tests)$$
 
-.PHONY: all deps build test test-long run bench soak fuzz clean
+.PHONY: all deps build test test-engines test-long run bench soak fuzz clean
 
 all: build
 
@@ -30,6 +30,12 @@ test: deps
 ifneq ($(SANITIZERS),none)
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
 endif
+
+# The real vLLM, SGLang, LMCache and Mooncake packages driving kvtier (tests/engines/). Needs the
+# Python package index once, to fill the venv that scripts/engines-venv.sh keeps outside the clone.
+# ENGINES="vllm sglang" picks engines.
+test-engines: build
+	$$(scripts/engines-venv.sh)/bin/python tests/engines/run.py $(BUILD)
 
 # Not part of `make test`: the long variants (more and larger objects, longer faults) of the tests
 # that read KVTIER_LONG (docs/RELIABILITY.md).
