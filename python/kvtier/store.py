@@ -28,23 +28,30 @@ from kvtier._kvtier import BufferHandle, MooncakeHostMemAllocator  # noqa: F401 
 from kvtier._kvtier import StoreHandle as _StoreHandle
 from kvtier._kvtier import parse_byte_size as _parse_byte_size
 from kvtier._kvtier import store_error_codes as _store_error_codes
+from kvtier.store_parallel_spec import ParallelAxis, ReadTarget, TensorParallelism  # noqa: F401
+from kvtier.store_parallelism import ParallelismCalls as _ParallelismCalls
 from kvtier.store_ranges import RangeCalls as _RangeCalls
 from kvtier.store_tensors import TensorCalls as _TensorCalls
 from kvtier.store_tensors import _first_error
 from kvtier.store_types import (  # noqa: F401 (re-exports)
     Descriptor,
+    DiskDescriptor,
     MemoryDescriptor,
     ObjectDataType,
+    QueryTaskResponse,
     ReplicaDescriptor,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
+    TaskStatus,
+    TaskType,
 )
 
-__all__ = ["BufferHandle", "Descriptor", "DistributedStore", "ErrorCode", "MemoryDescriptor",
-           "MooncakeDistributedStore", "MooncakeHostMemAllocator", "ObjectDataType",
+__all__ = ["BufferHandle", "Descriptor", "DiskDescriptor", "DistributedStore", "ErrorCode",
+           "MemoryDescriptor", "MooncakeDistributedStore", "MooncakeHostMemAllocator",
+           "ObjectDataType", "ParallelAxis", "QueryTaskResponse", "ReadTarget",
            "ReplicaDescriptor", "ReplicaStatus", "ReplicateConfig", "SoftPinAction",
-           "parse_byte_size"]
+           "TaskStatus", "TaskType", "TensorParallelism", "parse_byte_size"]
 
 _log = logging.getLogger("kvtier.store")
 _warned = set()
@@ -110,7 +117,7 @@ def _split_hostname(text):
     return host, int(port)
 
 
-class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
+class DistributedStore(_ParallelismCalls, _TensorCalls, _RangeCalls, _StoreHandle):
     """A client of the kvtier store with Mooncake's MooncakeDistributedStore API.
 
     Set it up once, either as a dummy client of the node on this host (``setup_dummy``) or as an
@@ -119,7 +126,7 @@ class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
     batch_put_from, batch_get_into, batch_get_buffer, batch_put_from_multi_buffers,
     get_hostname, remove, batch_remove, remove_all, remove_by_regex, close) are native; the rest
     below, the tensor calls (store_tensors.py) and the ranged and session calls
-    (store_ranges.py) are composed of them. Every docstring gives
+    (store_ranges.py) and the parallelism calls (store_parallelism.py) are composed of them. Every docstring gives
     the return values; docs/store/python.md has one row per Mooncake method with its status.
     Thread-safe. Usable as a context manager (closes on exit).
     """
@@ -319,6 +326,27 @@ class DistributedStore(_TensorCalls, _RangeCalls, _StoreHandle):
         """UNAVAILABLE_IN_CURRENT_MODE: disk / device segments are not supported."""
         return {"ret": self._unavailable("mount_segment", "disk or device segments"),
                 "segment_ids": []}
+
+    def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
+        """UNAVAILABLE_IN_CURRENT_MODE: a node's segment is its --global-segment-size."""
+        return {"ret": self._unavailable("allocate_and_mount_segment", "extra segments"),
+                "segment_ids": []}
+
+    def unmount_segment(self, segment_ids, grace_period_seconds=0):
+        """UNAVAILABLE_IN_CURRENT_MODE: segments are unmounted when their node stops."""
+        return self._unavailable("unmount_segment", "extra segments")
+
+    def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
+        """UNAVAILABLE_IN_CURRENT_MODE: segments are unmounted when their node stops."""
+        return self._unavailable("unmount_and_free_segment", "extra segments")
+
+    def unmount_local_disk_segment(self, grace_period_seconds=0):
+        """UNAVAILABLE_IN_CURRENT_MODE: kvtier has no disk segments."""
+        return self._unavailable("unmount_local_disk_segment", "disk segments")
+
+    def get_offload_rpc_read_count(self):
+        """0: kvtier has no SSD-offload reads."""
+        return 0
 
     def _replace(self, key, put):
         # force: a reader's lease does not block the replace; the master keeps the old bytes'

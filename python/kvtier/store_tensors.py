@@ -53,20 +53,21 @@ def _padded(dims):
     return [int(n) for n in dims] + [-1] * (_MAX_DIMS - len(dims))
 
 
-def _serialize(tensor, global_shape=None, axis=None):
-    """[header][payload] of a CPU tensor: FULL, or SHARD of `global_shape` with one `axis` (the
-    7 fields of a layout axis). Raises TypeError for a non-tensor, ValueError for a tensor
-    Mooncake's layout cannot hold (not on the CPU, more than 8 dims, an unknown dtype)."""
+def _serialize(tensor, global_shape=None, axis=None, axes=None):
+    """[header][payload] of a CPU tensor: FULL, or SHARD of `global_shape` with one `axis` or
+    up to 4 `axes` (each the 7 fields of a layout axis). Raises TypeError for a non-tensor,
+    ValueError for a tensor Mooncake's layout cannot hold (not on the CPU, more than 8 dims, an
+    unknown dtype)."""
     payload = tensor_to_bytes(tensor)
     code = _dtypes()[1].get(tensor.dtype)
     if code is None:
         raise ValueError(f"dtype {tensor.dtype} has no Mooncake TensorDtype code")
     if tensor.dim() > _MAX_DIMS:
         raise ValueError(f"{tensor.dim()} dimensions: Mooncake's layout holds at most {_MAX_DIMS}")
-    axes = [axis] if axis else []
+    axes = list(axes) if axes else ([axis] if axis else [])
     unused_axes = [0] * (_AXIS_FIELDS * (_MAX_AXES - len(axes)))
     header = _HEADER.pack(
-        _MAGIC, _VERSION, _HEADER.size, code, tensor.dim(), _SHARD if axis else _FULL, 0,
+        _MAGIC, _VERSION, _HEADER.size, code, tensor.dim(), _SHARD if axes else _FULL, 0,
         _HEADER.size, memoryview(payload).nbytes,
         *_padded(tensor.shape if global_shape is None else global_shape), *_padded(tensor.shape),
         len(axes), 0, *(f for a in axes for f in a), *unused_axes)

@@ -1,19 +1,29 @@
-"""``mooncake.store`` on kvtier: the names Mooncake's store module exports, from kvtier.store."""
+"""``mooncake.store`` on kvtier: the names Mooncake's store module exports, from kvtier.store.
+
+tests/engines/test_mooncake_api_surface.py compares this module with the real wheel's and lists
+the names kvtier leaves out on purpose, with the reason."""
 
 import ctypes
 
 from kvtier.store import (  # noqa: F401 (re-exports)
     BufferHandle,
     Descriptor,
+    DiskDescriptor,
     ErrorCode,
     MemoryDescriptor,
     MooncakeDistributedStore,
     MooncakeHostMemAllocator,
     ObjectDataType,
+    ParallelAxis,
+    QueryTaskResponse,
+    ReadTarget,
     ReplicaDescriptor,
     ReplicaStatus,
     ReplicateConfig,
     SoftPinAction,
+    TaskStatus,
+    TaskType,
+    TensorParallelism,
 )
 
 from kvtier.store_tensors import deserialize_tensor as _deserialize_tensor  # noqa: F401
@@ -30,6 +40,14 @@ def _serialize_tensor(tensor):
     return blob[:header], base + header, len(blob) - header, blob
 
 
-__all__ = ["BufferHandle", "Descriptor", "ErrorCode", "MemoryDescriptor",
+# Mooncake's module exports the enums' members by name too (pybind's export_values). Where two
+# enums share a member name the later one wins there: FAILED is TaskStatus.FAILED.
+for _enum in (ObjectDataType, ReplicaStatus, TaskType, TaskStatus):
+    globals().update(_enum.__members__)
+del _enum
+
+__all__ = ["BufferHandle", "Descriptor", "DiskDescriptor", "ErrorCode", "MemoryDescriptor",
            "MooncakeDistributedStore", "MooncakeHostMemAllocator", "ObjectDataType",
-           "ReplicaDescriptor", "ReplicaStatus", "ReplicateConfig", "SoftPinAction"]
+           "ParallelAxis", "QueryTaskResponse", "ReadTarget", "ReplicaDescriptor",
+           "ReplicaStatus", "ReplicateConfig", "SoftPinAction", "TaskStatus", "TaskType",
+           "TensorParallelism"]
