@@ -9,8 +9,11 @@ kv_connector_model_runner_mixin.py):
   schedule():  running requests first, then waiting ones: get_num_new_matched_tokens (only when
                num_computed_tokens == 0) -> allocate -> update_state_after_alloc; then
                build_connector_meta once; then num_computed_tokens += num_scheduled.
-  execute():   per worker: bind_connector_metadata, start_load_kv, the forward, wait_for_save,
-               get_finished, get_block_ids_with_load_errors, clear_connector_metadata.
+  execute():   per worker, as vLLM 0.34's model runner (v1/worker/*/kv_connector.py):
+               handle_preemptions(metadata), bind_connector_metadata, start_load_kv before the
+               forward only when the step has a synchronous load (has_sync_kv_loads), else after
+               it; wait_for_save (every step, empty ones too), get_finished,
+               get_block_ids_with_load_errors, clear_connector_metadata.
   update():    failed blocks cut num_computed_tokens back (the request recomputes from there and
                its sampled token is dropped); finished requests -> request_finished (True keeps
                the blocks until every worker reported the id in finished_sending);
@@ -196,6 +199,7 @@ class SchedulerOutput:
     free_encoder_mm_hashes: list
     preempted_req_ids: set | None = None
     kv_connector_metadata: Any = None
+    has_sync_kv_loads: bool = False
 
 
 @dataclass
@@ -527,6 +531,7 @@ class MiniEngine:
             num_sched[req.request_id] = n
             budget -= n
         info["parked"], info["ready"] = [], []
+        sync_loads = False
         skipped = []
         while self.waiting and budget > 0:
             req = self.waiting[0]
@@ -551,6 +556,7 @@ class MiniEngine:
                 assert local + ext <= req.num_tokens - 1, "the last token must be recomputed"
                 computed = local + ext
                 req.num_external_computed_tokens = ext
+                sync_loads |= ext > 0 and not is_async
                 info["matched"][rid] = ext
             else:  # its async load is done: no second lookup
                 computed = req.num_computed_tokens
@@ -593,7 +599,8 @@ class MiniEngine:
             num_scheduled_tokens=num_sched, total_num_scheduled_tokens=sum(num_sched.values()),
             scheduled_spec_decode_tokens={}, scheduled_encoder_inputs={},
             num_common_prefix_blocks=[0], finished_req_ids=self._finished_since,
-            free_encoder_mm_hashes=[], preempted_req_ids=self._preempted)
+            free_encoder_mm_hashes=[], preempted_req_ids=self._preempted,
+            has_sync_kv_loads=sync_loads)
         self._finished_since, self._preempted = set(), set()
         meta = sched.build_connector_meta(so)
         assert meta is not None, "build_connector_meta must always return metadata"
@@ -612,8 +619,10 @@ class MiniEngine:
         # ---- the workers (vLLM runs them in parallel; the order inside each is what matters)
         fc = ForwardContext(no_compile_layers={}, attn_metadata=None if not num_sched else {})
         for w in self.workers:
+            w.connector.handle_preemptions(so.kv_connector_metadata)
             w.connector.bind_connector_metadata(so.kv_connector_metadata)
-            w.connector.start_load_kv(fc)
+            if so.has_sync_kv_loads:
+                w.connector.start_load_kv(fc)
         bad = {}  # rid -> first wrong block on any rank
         for rid in num_sched:
             for w in self.workers:
@@ -629,8 +638,9 @@ class MiniEngine:
                 w.cache.write(self.blocks[rid], a, a + n, data)
         invalid, sending, recving = set(), [], set()
         for w in self.workers:
-            if num_sched:
-                w.connector.wait_for_save()
+            if not so.has_sync_kv_loads:  # vLLM starts these after the forward
+                w.connector.start_load_kv(fc)
+            w.connector.wait_for_save()
             done_send, done_recv = w.connector.get_finished(so.finished_req_ids)
             sending.append(set(done_send or ()))
             for rid in done_recv or ():

@@ -15,7 +15,7 @@ from typing import Any
 log = logging.getLogger("kvtier.integrations.vllm")
 
 PREFIX = "kvtier."
-KV_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu", "mla")
+KV_LAYOUTS = ("auto", "flash_attn", "flashinfer", "cpu", "mla", "bhnc")
 TRANSFERS = ("auto", "gpu", "host")
 
 # key -> (default, one-line description); docs/integrations.md lists the same.
@@ -28,7 +28,7 @@ KEYS: dict[str, tuple[Any, str]] = {
     "kvtier.auth_token_file": (None, "the server's --auth-token-file"),
     "kvtier.model": (None, "model name in the cache keys"),
     "kvtier.staging_blocks": (256, "blocks of the worker's staging buffer"),
-    "kvtier.kv_layout": ("auto", "auto, flash_attn, flashinfer, cpu or mla"),
+    "kvtier.kv_layout": ("auto", "auto, flash_attn, flashinfer, cpu, mla or bhnc"),
     "kvtier.transfer": ("auto", "auto, gpu or host: CUDA IPC or the staging buffer"),
     "kvtier.async_load": (False, "load in a worker thread while vLLM parks the request"),
 }
@@ -54,6 +54,11 @@ class Settings:
     load_enabled: bool  # kv_role is kv_consumer or kv_both
     save_enabled: bool  # kv_role is kv_producer or kv_both
     engine_id: str
+    # Scheduler steps that may be in flight at once (vLLM's max_concurrent_batches: 2 with async
+    # scheduling). A step's saves wait that many steps, until vLLM has processed the step's output
+    # (its failed loads) before the next schedule (_vllm_scheduler.py).
+    save_delay: int = 1
+    load_failure_policy: str = "recompute"  # kv_transfer_config.kv_load_failure_policy
 
     @property
     def key_world_size(self) -> int:
@@ -189,6 +194,9 @@ def parse(vllm_config) -> Settings:
               getattr(parallel, "pipeline_parallel_size", 1), 1)
     if tp * pp > 255:
         raise ValueError(f"kvtier supports at most 255 ranks per model, got tp {tp} x pp {pp}")
+    save_delay = _int("max_concurrent_batches",
+                      _concurrent_batches(vllm_config, parallel), 1)
+    policy = str(getattr(ktc, "kv_load_failure_policy", None) or "recompute")
     role = getattr(ktc, "kv_role", None) or "kv_both"
     if role not in ("kv_producer", "kv_consumer", "kv_both"):
         raise ValueError(f"kv_role must be kv_producer, kv_consumer or kv_both, got {role!r}")
@@ -199,7 +207,20 @@ def parse(vllm_config) -> Settings:
         block_size=block_size,
         use_mla=use_mla, tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),
         save_enabled=role in ("kv_producer", "kv_both"),
-        engine_id=str(getattr(ktc, "engine_id", None) or ""))
+        engine_id=str(getattr(ktc, "engine_id", None) or ""), save_delay=save_delay,
+        load_failure_policy=policy)
+
+
+def _concurrent_batches(vllm_config, parallel) -> int:
+    """How many scheduled steps vLLM keeps in flight: its max_concurrent_batches where it has one
+    (PP size, plus one with async scheduling), else from the same settings."""
+    try:
+        return int(vllm_config.max_concurrent_batches)
+    except Exception:  # noqa: BLE001  (older vLLM, or a config stand-in)
+        pass
+    pp = int(getattr(parallel, "pipeline_parallel_size", 1) or 1)
+    sched = getattr(vllm_config, "scheduler_config", None)
+    return pp + (1 if getattr(sched, "async_scheduling", False) else 0)
 
 
 def check_chunk_size(chunk_size: int, block_size: int) -> None:

@@ -36,7 +36,9 @@ from kvtier._kvtier import HostKvBuffer, paged_layout
 
 log = logging.getLogger("kvtier.integrations.vllm")
 
-TOKEN_MAJOR_KINDS = ("flash_attn", "flashinfer", "mla")
+TOKEN_MAJOR_KINDS = ("flash_attn", "flashinfer", "mla", "bhnc")
+# Kinds whose layer is one region (the token's whole content); the others have a K and a V region.
+ONE_REGION_KINDS = ("mla", "bhnc")
 
 
 def choose_transfer(setting: str, is_cuda: bool, kind: str, token_major: bool) -> str:
@@ -60,6 +62,8 @@ def region_views(g, tensors: list) -> list:
     MLA), in logical order, in the order the server's regions and the chunks' bytes use."""
     if g.kind == "mla":
         return list(tensors)
+    if g.kind == "bhnc":  # [blocks, heads, tokens, K+V] -> [blocks, tokens, heads, K+V]
+        return [t.permute(0, 2, 1, 3) for t in tensors]
     views = []
     for t in tensors:
         for kv in range(2):
@@ -179,7 +183,7 @@ class HostPath:
         if self._buffer is None or (chunk, staging) != (self._chunk, self._staging):
             self._make_staging(chunk, staging)
         layers = len(g.layer_names)
-        if g.kind == "mla":
+        if g.kind in ONE_REGION_KINDS:
             block_bytes = bs * g.bytes_per_token
             layout = {"num_blocks": staging, "block_tokens": bs, "block_bytes": block_bytes,
                       "regions": [(0, layer * staging * block_bytes, block_bytes)

@@ -4,12 +4,19 @@ Per request it keeps: what the lookup found (``_Lookup``), the load vLLM accepte
 (``_PendingLoad``, from ``update_state_after_alloc``) and, while it runs, a ``_Tracker`` of its
 prompt, chunk hashes, block ids and how many chunks are saved.
 
-Saves run one step late. The chunks a request computed in step N are sent to the workers with
-step N+1's metadata, and the workers store them before that step's forward. By then the
+Saves run late. The chunks a request computed in step N are sent to the workers with the
+metadata of step N + d, where d is the number of steps vLLM keeps in flight (1; 2 with async
+scheduling, which schedules step N+1 before it has seen step N's output), and the workers store
+them in ``handle_preemptions``, the first call of that step, before its forward. By then the
 scheduler has seen step N's failed loads (``update_connector_output``) and drops every save of a
 request that touched a failed block: its forward attended to garbage, so its new chunks must never
-reach the cache. A request that finishes with a save still pending keeps its blocks
-(``request_finished`` returns True) until every worker reports the save in ``finished_sending``.
+reach the cache. Until a save has run its blocks must still hold the request's KV:
+- a request that finishes with a save still pending keeps its blocks (``request_finished``
+  returns True) until every worker reports the save in ``finished_sending``;
+- a request that vLLM preempts loses its blocks at once (they may be given to another request,
+  zeroed or written in the very step that would have saved them), so its pending saves are
+  dropped (``SchedulerOutput.preempted_req_ids``) and those chunks are saved again after it
+  resumes and recomputes them.
 
 With ``kvtier.async_load`` a hit answers ``(n, True)``: vLLM allocates blocks for the hit only,
 parks the request (WAITING_FOR_REMOTE_KVS) and does not schedule it. Its load job goes out with
@@ -76,6 +83,7 @@ class _Tracker:
 class _Deferred:
     job: SaveJob
     all_blocks: frozenset  # every block of the request at planning time
+    step: int  # the build_connector_meta call that planned it
 
 
 @dataclass
@@ -87,6 +95,7 @@ class SchedulerStats:
     load_jobs: int = 0
     save_jobs: int = 0
     saves_dropped_after_load_error: int = 0
+    saves_dropped_after_preemption: int = 0
     delayed_frees: int = 0
 
 
@@ -155,12 +164,19 @@ class SchedulerSide:
         self._lookups: dict[str, _Lookup] = {}
         self._pending_loads: dict[str, _PendingLoad] = {}
         self._trackers: dict[str, _Tracker] = {}
-        self._deferred: list[_Deferred] = []  # planned this step, sent with the next one
+        self._deferred: list[_Deferred] = []  # planned, not sent yet (module docstring)
+        self._step = 0  # build_connector_meta calls so far
         self._held: set[str] = set()  # finished requests whose blocks wait for a save
         self._unlock_next: list[str] = []  # loads sent last step: release their lookup locks
         self._parked: set[str] = set()  # async loads sent, not yet in finished_recving
         self.stats = SchedulerStats()
         self._disabled = False
+        if settings.load_failure_policy == "fail" and settings.load_enabled:
+            log.warning("kvtier connector: vLLM's kv_load_failure_policy is 'fail': a chunk the "
+                        "kvtier server cannot deliver after a hit (evicted, a restarted server, "
+                        "an expired lock) ends that request with an error. Add "
+                        "\"kv_load_failure_policy\":\"recompute\" to --kv-transfer-config to "
+                        "have vLLM recompute those tokens instead (docs/integrations.md)")
         # Connect now so that a wrong chunk size stops the engine at start-up with a clear error;
         # a server that is not up yet is only a warning (the link retries).
         self._link.get()
@@ -266,6 +282,11 @@ class SchedulerSide:
             self.stats.lookup_hit_chunks += lk.hit_chunks
         lk.local = num_computed_tokens
         end = min(lk.hit_chunks * chunk, cap)
+        if self._s.async_load and self._s.transfer != "host":
+            # A parked request has no block past its claim, and the GPU path writes whole chunks:
+            # a claim ending inside a chunk could not be loaded whole, and with vLLM's
+            # kv_load_failure_policy "fail" its tail would end the request.
+            end = end // chunk * chunk
         n = max(end - num_computed_tokens, 0)
         return n, n > 0 and self._s.async_load  # vLLM: never (0, True)
 
@@ -293,11 +314,14 @@ class SchedulerSide:
         for rid in self._unlock_next:
             self._session_call("free_lookup_locks", rid)
         self._unlock_next = []
-        # Last step's saves, now that its failed loads are known (update_connector_output).
-        meta.saves = [d.job for d in self._deferred]
-        self._deferred = []
-        meta.release = sorted(self._held)
-        self._held.clear()
+        self._drop_preempted(getattr(scheduler_output, "preempted_req_ids", None))
+        # The saves of steps whose output (their failed loads) vLLM has processed by now.
+        due = self._step - self._s.save_delay
+        meta.saves = [d.job for d in self._deferred if d.step <= due]
+        self._deferred = [d for d in self._deferred if d.step > due]
+        pending = {d.job.req_id for d in self._deferred}
+        meta.release = sorted(self._held - pending)
+        self._held &= pending
 
         nst = getattr(scheduler_output, "num_scheduled_tokens", None) or {}
         for new in getattr(scheduler_output, "scheduled_new_reqs", None) or ():
@@ -333,7 +357,25 @@ class SchedulerSide:
                 self._session_call("free_lookup_locks", rid)
         for rid in getattr(scheduler_output, "finished_req_ids", None) or ():
             self._forget(rid)
+        self._step += 1
         return meta
+
+    def _drop_preempted(self, preempted) -> None:
+        """A preempted request's blocks went back to vLLM in this very schedule(): a save of them
+        could read another request's KV, so its pending saves go, and its chunks are saved again
+        once it has resumed and recomputed them."""
+        if not preempted or not self._deferred:
+            return
+        keep = []
+        for d in self._deferred:
+            if d.job.req_id not in preempted:
+                keep.append(d)
+                continue
+            tr = self._trackers.get(d.job.req_id)
+            if tr is not None:
+                tr.saved_chunks = min(tr.saved_chunks, d.job.first_chunk)
+            self.stats.saves_dropped_after_preemption += 1
+        self._deferred = keep
 
     def _plan_parked_load(self, meta: KvtierConnectorMetadata, rid: str) -> None:
         pl = self._pending_loads[rid]
@@ -386,7 +428,7 @@ class SchedulerSide:
         job = SaveJob(req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
                       first_chunk=tr.saved_chunks, end_chunk=end_chunk,
                       block_ids=tr.block_ids[tr.saved_chunks * bpc:end_chunk * bpc])
-        self._deferred.append(_Deferred(job, frozenset(tr.block_ids)))
+        self._deferred.append(_Deferred(job, frozenset(tr.block_ids), self._step))
         tr.saved_chunks = end_chunk
         self.stats.save_jobs += 1
 
@@ -428,10 +470,28 @@ class SchedulerSide:
             self._parked.discard(rid)
             return True, None
         if any(d.job.req_id == rid for d in self._deferred):
-            self._held.add(rid)  # the workers store its last chunks next step
+            self._held.add(rid)  # released with its last save (build_connector_meta)
             self.stats.delayed_frees += 1
             return True, None
         return False, None
+
+    def reset_cache(self) -> bool:
+        """Drops this model's chunks from the server (L1 and L2; chunks a lookup holds locked
+        stay until released) and forgets what earlier lookups found."""
+        self._lookups.clear()
+        client = self._client()
+        if client is None:
+            return False
+        try:
+            client.evict(f"{self._s.model}@", tiers="all")
+        except KvtierError as e:
+            self._link.failed(e)
+            log.warning("kvtier connector: reset_cache: the server did not drop %s's chunks: %s",
+                        self._s.model, e)
+            return False
+        for tr in self._trackers.values():  # running requests store their chunks again
+            tr.saved_chunks = 0
+        return True
 
     def _forget(self, rid: str) -> None:
         self._infos.pop(rid, None)

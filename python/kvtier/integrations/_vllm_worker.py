@@ -7,24 +7,30 @@ otherwise, or when the server cannot take GPU memory, a bounded staging buffer i
 carries the bytes (the host path). Jobs move in batches of whole chunks either way, and the
 failure reporting is the same.
 
-Everything happens in ``start_load_kv``, before the forward: first the saves the scheduler
-planned for the previous step's tokens, then this step's loads (so that a block that vLLM freed
-and handed to a loading request is read before it is overwritten). ``wait_for_layer_load`` and
-``save_kv_layer`` do nothing: whole requests move per step, so no per-layer Python hook has to
-run inside the model, which keeps the connector correct under full CUDA-graph replay.
+vLLM's model runner calls, each step: ``handle_preemptions`` (first, before the forward),
+``start_load_kv`` (before the forward on steps with synchronous loads, after it otherwise),
+the forward, ``wait_for_save``, ``get_finished``, ``get_block_ids_with_load_errors``. Saves run
+in ``handle_preemptions`` (``run_saves``): their blocks hold what earlier steps computed, and
+this step's forward may write blocks vLLM just took from a preempted or finished request.
+Loads run in ``start_load_kv`` (``run_loads``), after the saves (so that a block vLLM freed and
+handed to a loading request is read before it is overwritten). An engine that never calls
+``handle_preemptions`` (older vLLM, which always loads before the forward) gets its saves from
+``start_load_kv``. ``wait_for_layer_load`` and ``save_kv_layer`` do nothing: whole requests move
+per step, so no per-layer Python hook has to run inside the model, which keeps the connector
+correct under full CUDA-graph replay.
 
-With ``kvtier.async_load`` the saves still run there, first, but the step's loads are handed to
-the worker's loader thread (``_Loader``: its own connection, since a CacheClient must not be used
-by two threads at once); ``get_finished`` reports the requests whose loads ended in
-``finished_recving``, together with their failed blocks (``get_block_ids_with_load_errors`` of
-the same step). The blocks being loaded belong to requests vLLM has parked: no forward writes
-them and no save reads them until they are reported. Host-path saves and loads share the staging
-buffer, so they take turns on it, one batch at a time (``_xfer_lock``, which also keeps a load
-batch away from a re-registration).
+With ``kvtier.async_load`` the step's loads are handed to the worker's loader thread
+(``_Loader``: its own connection, since a CacheClient must not be used by two threads at once);
+``get_finished`` reports the requests whose loads ended in ``finished_recving``, together with
+their failed blocks (``get_block_ids_with_load_errors`` of the same step). The blocks being
+loaded belong to requests vLLM has parked: no forward writes them and no save reads them until
+they are reported. Host-path saves and loads share the staging buffer, so they take turns on it,
+one batch at a time (``_xfer_lock``, which also keeps a load batch away from a re-registration).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import itertools
@@ -53,7 +59,7 @@ _instance_counter = itertools.count()
 class Geometry:
     """What register_kv_caches found out about the engine's KV tensors."""
 
-    kind: str  # flash_attn, flashinfer, cpu or mla
+    kind: str  # flash_attn, flashinfer, cpu, mla or bhnc
     layer_names: list
     num_blocks: int  # vLLM (scheduler) blocks
     kernel_block: int  # tokens per block of the tensors (may divide the scheduler's block)
@@ -75,6 +81,7 @@ def _check_tensor(name, t):
 
 
 SHAPES = {
+    "bhnc": "[num_blocks, heads, block_size, K+V]",
     "flash_attn": "[2, num_blocks, block_size, heads, head_dim]",
     "flashinfer": "[num_blocks, 2, block_size, heads, head_dim]",
     "cpu": "[2, num_blocks, heads, block_size, head_dim]",
@@ -93,6 +100,11 @@ def _guess_kind(shape: tuple, settings: Settings, heads: int | None,
     dimensions: the number of KV heads (from vLLM's KV cache spec or model config) or the
     platform tells them apart; if nothing does, the user has to say (kvtier.kv_layout)."""
     bs = settings.block_size
+    if len(shape) == 4:
+        # vLLM's per-layer view since its KV cache layouts (KVCacheLayout): logical [blocks,
+        # heads, tokens, content], the physical order in the strides. K and V (or the latent)
+        # are the content, for every backend, MLA included.
+        return "bhnc"
     if settings.use_mla:
         return "mla"
     if len(shape) == 3:
@@ -144,11 +156,13 @@ def detect_geometry(kv_caches: dict, settings: Settings, heads: int | None = Non
     kind = settings.kv_layout
     if kind == "auto":
         kind = _guess_kind(shape, settings, heads, cpu_platform)
-    ok = (len(shape) == 3 if kind == "mla" else
+    ok = (len(shape) == 3 if kind == "mla" else len(shape) == 4 if kind == "bhnc" else
           len(shape) == 5 and (shape[1] == 2 if kind == "flashinfer" else shape[0] == 2))
     if not ok:
         raise ValueError(f"kvtier connector: a {kind} KV cache is {SHAPES[kind]}, got {shape}")
-    if kind == "mla":
+    if kind == "bhnc":
+        nbk, kb, token_shape = shape[0], shape[2], (shape[1], shape[3])
+    elif kind == "mla":
         nbk, kb, token_shape = shape[0], shape[1], shape[2:]
     elif kind == "flash_attn":
         nbk, kb, token_shape = shape[1], shape[2], shape[3:]
@@ -156,7 +170,7 @@ def detect_geometry(kv_caches: dict, settings: Settings, heads: int | None = Non
         nbk, kb, token_shape = shape[0], shape[2], shape[3:]
     else:  # cpu: [2, blocks, heads, tokens, dim]
         nbk, kb, token_shape = shape[1], shape[3], (shape[2], shape[4])
-    if settings.use_mla != (kind == "mla"):
+    if kind != "bhnc" and settings.use_mla != (kind == "mla"):
         raise ValueError(f"kvtier connector: model_config.use_mla is {settings.use_mla} but the "
                          f"KV cache looks like {kind} ({shape})")
     bs = settings.block_size
@@ -246,8 +260,11 @@ class WorkerSide:
         self._disabled = False
         self._invalid: set[int] = set()
         self._to_release: set[str] = set()
-        self._recent_finished: list[set] = [set(), set()]
-        self._done_meta = None
+        # finished_req_ids of the last calls: a finished request's save may be released a few
+        # steps after vLLM told the workers it finished (save_delay, _vllm_scheduler.py).
+        self._recent_finished: collections.deque = collections.deque(
+            maxlen=settings.save_delay + 2)
+        self._saves_done = self._loads_done = None  # the metadata whose saves / loads ran
         self._xfer_lock = threading.Lock()  # staging buffer and registration (module docstring)
         self._loader: _Loader | None = None  # kvtier.async_load, started with the first load
         self._relink: BaseException | None = None  # the loader found the server without us
@@ -318,39 +335,50 @@ class WorkerSide:
 
     # ---------------------------------------------------------------- transfers
 
-    def run(self, meta) -> None:
-        """Runs one step's saves, then its loads (once per metadata object)."""
-        if meta is None or meta is self._done_meta:
+    def run_saves(self, meta) -> None:
+        """The saves of one step's metadata (once per metadata object): handle_preemptions."""
+        if meta is None or meta is self._saves_done:
             return
-        self._done_meta = meta
+        self._saves_done = meta
         if not isinstance(meta, KvtierConnectorMetadata):
             return
         self._to_release.update(meta.release)
-        if not meta.saves and not meta.loads:
+        if not meta.saves or not self.stores:
             return
-        if self._relink is not None:  # re-register on the next get()
-            e, self._relink = self._relink, None
-            self._link.failed(e)
+        self._take_relink()
         client = self._client()
-        if self.stores:
-            for job in meta.saves:
-                self._save(client, job)
-        if meta.loads and client is not None:
+        for job in meta.saves:
+            self._save(client, job)
+
+    def run_loads(self, meta) -> None:
+        """The loads of one step's metadata (once per metadata object): start_load_kv. Its saves
+        first, for an engine that did not call handle_preemptions."""
+        self.run_saves(meta)
+        if meta is None or meta is self._loads_done:
+            return
+        self._loads_done = meta
+        if not isinstance(meta, KvtierConnectorMetadata) or not meta.loads:
+            return
+        self._take_relink()
+        client = self._client()
+        if client is not None:
             self._path.before_loads()
             if (self._s.async_load and self._path.name == "host"
                     and self.geometry.device.type == "cuda"):
                 # Nor do the loader thread's scatters (GpuPath.before_loads synced already).
                 torch.cuda.current_stream(self.geometry.device).synchronize()
         if self._s.async_load:
-            # Handed over only now: this step's saves have read their blocks, also one that
-            # vLLM freed and gave to a request loading now.
-            if meta.loads:
-                if self._loader is None:
-                    self._loader = _Loader(self)
-                self._loader.submit(meta.loads)
+            if self._loader is None:
+                self._loader = _Loader(self)
+            self._loader.submit(meta.loads)
             return
         for job in meta.loads:
             self._invalid.update(self._load(client, job))
+
+    def _take_relink(self) -> None:
+        if self._relink is not None:  # the loader saw a restarted server: register again
+            e, self._relink = self._relink, None
+            self._link.failed(e)
 
     def _client(self):
         if self.geometry is None or self._disabled:
@@ -446,8 +474,8 @@ class WorkerSide:
 
     def get_finished(self, finished_req_ids) -> tuple[set | None, set | None]:
         finished = set(finished_req_ids or ())
-        self._recent_finished = [self._recent_finished[1], finished]
-        seen = self._recent_finished[0] | finished
+        self._recent_finished.append(finished)
+        seen = set().union(*self._recent_finished)
         done = {r for r in self._to_release if r in seen}
         self._to_release -= done
         recving = set()

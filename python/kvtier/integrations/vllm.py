@@ -16,8 +16,10 @@ workers in the step's metadata. The server moves the bytes: straight between L1 
 engine's CUDA blocks (CUDA IPC), or through a staging buffer in host memory it maps
 (``kvtier.transfer``, ``_vllm_paths.py``). Loads are synchronous by default (the blocks are
 filled in ``start_load_kv``, before the forward); with ``kvtier.async_load`` a worker thread runs
-them while vLLM keeps the request parked, and ``get_finished`` reports them done. Chunks that did
-not arrive are reported by ``get_block_ids_with_load_errors`` and vLLM recomputes them.
+them while vLLM keeps the request parked, and ``get_finished`` reports them done. Saves run in
+``handle_preemptions``, before the forward. Chunks that did not arrive are reported by
+``get_block_ids_with_load_errors``: vLLM recomputes them with ``kv_load_failure_policy``
+"recompute" and fails the request with its default, "fail".
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
@@ -89,6 +91,17 @@ class KvtierConnector(KVConnectorBase_V1):
         return False
 
     @classmethod
+    def kv_cache_access(cls, kv_transfer_config):
+        """vLLM's KVCacheAccess: the GPU path exports the KV cache through legacy CUDA IPC
+        handles, which vLLM's extensible (virtual-memory) KV cache does not have."""
+        from vllm.config.kv_transfer import KVCacheAccess  # type: ignore  # only vLLM asks
+
+        extra = getattr(kv_transfer_config, "kv_connector_extra_config", None) or {}
+        if extra.get("kvtier.transfer", "auto") == "host":
+            return KVCacheAccess.IN_PROCESS
+        return KVCacheAccess.LEGACY_IPC
+
+    @classmethod
     def get_required_kvcache_layout(cls, vllm_config):
         return None  # NHD and HND both work (HND over the host path): chunks are in logical order
 
@@ -113,13 +126,25 @@ class KvtierConnector(KVConnectorBase_V1):
     def request_finished(self, request, block_ids) -> tuple[bool, dict[str, Any] | None]:
         return self._sched().request_finished(request, block_ids)
 
+    def reset_cache(self) -> bool | None:
+        """vLLM's reset_prefix_cache(reset_connector=True), e.g. after new weights: drops this
+        model's chunks from the server's L1 and L2. False when the server did not do it."""
+        if self._scheduler is None:
+            return None
+        return self._scheduler.reset_cache()
+
     # ------------------------------------------------------------ worker side
 
     def register_kv_caches(self, kv_caches) -> None:
         self._work().register_kv_caches(kv_caches)
 
+    def handle_preemptions(self, kv_connector_metadata) -> None:
+        # vLLM's first worker call of a step, before the forward: the saves, while their blocks
+        # still hold what the request computed (_vllm_worker.py).
+        self._work().run_saves(kv_connector_metadata)
+
     def start_load_kv(self, forward_context, **kwargs: Any) -> None:
-        self._work().run(self._connector_metadata)
+        self._work().run_loads(self._connector_metadata)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         # Loads finished in start_load_kv (or, async, before vLLM schedules the request): whole
@@ -127,17 +152,17 @@ class KvtierConnector(KVConnectorBase_V1):
         return None
 
     def save_kv_layer(self, layer_name: str, kv_layer, attn_metadata, **kwargs: Any) -> None:
-        # Saves read the blocks after the forward (in the next step's start_load_kv), not
-        # layer by layer.
+        # Saves read the blocks before a later step's forward (handle_preemptions), not layer
+        # by layer.
         return None
 
     def wait_for_save(self) -> None:
-        # Saves normally ran in start_load_kv; this covers an engine that skipped that call.
-        self._work().run(self._connector_metadata)
+        # Saves and loads normally ran already; this covers an engine that skipped those calls.
+        self._work().run_loads(self._connector_metadata)
 
     def get_finished(self, finished_req_ids: set[str]):
         w = self._work()
-        w.run(self._connector_metadata)
+        w.run_loads(self._connector_metadata)
         return w.get_finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self) -> set[int]:

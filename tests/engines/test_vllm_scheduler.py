@@ -1,0 +1,85 @@
+"""vLLM's own v1 Scheduler and worker-side connector calls against a real `kvtier server`: one
+engine stores a prompt's chunks, a second engine (same model, fresh cache) gets them as external
+hits, loads them, and finds the first engine's bytes in its KV tensors (test_vllm_rig.py)."""
+
+import numpy as np
+import pytest
+from test_vllm_rig import LAYERS, Engine, config_for, make_model_dir
+
+from kvtier.server import LocalServer
+
+CHUNK = 32  # tokens per kvtier chunk: two vLLM blocks of 16
+
+
+@pytest.fixture(scope="module")
+def server():
+    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def model_dir():
+    return make_model_dir()
+
+
+def prompt(seed, n):
+    return [int(t) for t in np.random.default_rng(seed).integers(1, 999, n)]
+
+
+def settle(engine, max_steps=20):
+    """Steps until every request, held ones included, has left the scheduler."""
+    for _ in range(max_steps):
+        if not engine.scheduler.requests:
+            return
+        engine.step()
+    raise AssertionError(f"requests left: {list(engine.scheduler.requests)}")
+
+
+def prefill_and_snapshot(engine, rid, tokens, upto):
+    """Runs until `rid` computed its prompt; returns its bytes of tokens [0, upto) per layer."""
+    for _ in range(50):
+        engine.step()
+        st = engine.state.get(rid)
+        if st is not None and st.computed >= len(tokens):
+            return [engine.read(st.blocks, 0, upto, layer) for layer in range(LAYERS)]
+    raise AssertionError(f"{rid} did not finish its prefill")
+
+
+@pytest.mark.parametrize("layout", ["LBHNC", "LBNHC"])
+def test_second_engine_loads_the_first_engines_bytes(server, model_dir, layout):
+    tokens = prompt(1 if layout == "LBHNC" else 2, 100)
+    a = Engine(model_dir, config_for(server), layout=layout)
+    b = None
+    try:
+        a.add("a1", tokens, max_tokens=3)
+        want = prefill_and_snapshot(a, "a1", tokens, 96)
+        a.run(["a1"])
+        settle(a)
+        assert a.errors == []
+        assert a.worker_connector.stats()["stored_chunks"] == 3  # 96 of 100 tokens: 3 chunks
+
+        b = Engine(model_dir, config_for(server), layout=layout)
+        b.add("b1", tokens, max_tokens=3)
+        req = b.request("b1")
+        # vLLM's scheduler asks the connector: 3 chunks hit, and the last token is recomputed.
+        assert b.connector.get_num_new_matched_tokens(req, 0) == (96, False)
+        so = b.step()
+        assert so.has_sync_kv_loads
+        assert [n.num_computed_tokens for n in so.scheduled_new_reqs] == [96]
+        assert so.num_scheduled_tokens == {"b1": 4}
+        st = b.state["b1"]
+        for layer in range(LAYERS):
+            got = b.read(st.blocks, 0, 96, layer)
+            assert np.array_equal(got, want[layer]), f"layer {layer}: loaded bytes differ"
+        b.run(["b1"])
+        settle(b)
+        assert b.errors == []
+        assert b.finish_reason("b1") == a.finish_reason("a1")
+        assert [o.new_token_ids for o in b.outputs["b1"]] == \
+               [o.new_token_ids for o in a.outputs["a1"]]
+        w = b.worker_connector.stats()
+        assert (w["loaded_tokens"], w["load_failed_blocks"]) == (96, 0)
+    finally:
+        a.shutdown()
+        if b is not None:
+            b.shutdown()
