@@ -75,11 +75,12 @@ class RangeCalls:
         ``all_keys[i][j]`` from ``all_src_offsets[i][j][k]`` to ``buffer_ptrs[i] +
         all_dst_offsets[i][j][k]``. Returns the same nesting of bytes copied, or a negative
         ErrorCode per fragment (OBJECT_NOT_FOUND for a missing key, INVALID_PARAMS for a range
-        outside the object or lists of different lengths)."""
+        outside the object). Lists of different lengths: ``[[INVALID_PARAMS]]`` per buffer when
+        the top-level lists differ, ``[INVALID_PARAMS]`` per key when a buffer's do (the
+        shapes Mooncake's answer has)."""
         if not len(buffer_ptrs) == len(all_keys) == len(all_dst_offsets) == len(
                 all_src_offsets) == len(all_sizes):
-            return [[[_INVALID_PARAMS] * len(sizes) for sizes in per_key]
-                    for per_key in all_sizes]
+            return [[[_INVALID_PARAMS]] for _ in buffer_ptrs]  # Mooncake's shape of this error
         unique = list(dict.fromkeys(k for keys in all_keys for k in keys))
         values = dict(zip(unique, self.batch_get_buffer(unique))) if unique else {}
         results = []
@@ -87,7 +88,7 @@ class RangeCalls:
                                                  all_src_offsets, all_sizes):
             per_buffer = []
             if not len(keys) == len(dsts) == len(srcs) == len(sizes):
-                results.append([[_INVALID_PARAMS] * len(s) for s in sizes])
+                results.append([[_INVALID_PARAMS] for _ in keys])
                 continue
             for key, dst, src, size in zip(keys, dsts, srcs, sizes):
                 per_buffer.append(self._read_fragments(values.get(key), base, dst, src, size))
@@ -149,7 +150,7 @@ class RangeCalls:
     def batch_put_session_start(self, keys, sizes, config=None):
         """Opens a put session per key for an object of ``sizes[i]`` bytes, to be written by
         ranges and stored at ``batch_put_session_end``. Per key 0, or OBJECT_ALREADY_EXISTS
-        (stored, or a session is open), INVALID_PARAMS (size not > 0). ``[]`` when not set up.
+        (stored), INVALID_PARAMS (a session is open, size not > 0). ``[]`` when not set up.
         The key is not reserved at the master until the end: a put by another client in
         between wins (first writer wins), and this session's end then stores nothing."""
         if not self.is_set_up:
@@ -163,7 +164,9 @@ class RangeCalls:
             for key, size, found in zip(keys, sizes, exists):
                 if not isinstance(size, int) or size <= 0:
                     out.append(_INVALID_PARAMS)
-                elif found == 1 or key in state["put"]:
+                elif key in state["put"]:
+                    out.append(_INVALID_PARAMS)  # as Mooncake: a session is already open
+                elif found == 1:
                     out.append(_OBJECT_ALREADY_EXISTS)
                 elif found < 0:
                     out.append(found)

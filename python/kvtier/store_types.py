@@ -193,8 +193,8 @@ class DiskDescriptor:
 
 
 class MemoryDescriptor:
-    def __init__(self, buffer_descriptor):
-        self.buffer_descriptor = buffer_descriptor
+    def __init__(self, buffer_descriptor=None):
+        self.buffer_descriptor = Descriptor() if buffer_descriptor is None else buffer_descriptor
 
 
 class ReplicaDescriptor:

@@ -6,6 +6,9 @@ the two lists must be equal, except where DIFFERS says why kvtier deliberately a
 (docs/mooncake-migration.md, "Where kvtier answers differently")."""
 
 import re
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -19,7 +22,23 @@ LEASE_MS = 500
 
 # label -> why kvtier's answer differs from the wheel's. The test asserts the difference is
 # still there (a fixed one must leave this list) and checks kvtier's documented answer.
-DIFFERS = {}
+_OVERFLOW = ("kvtier answers BUFFER_OVERFLOW (-10), Mooncake's own code for a value larger "
+             "than its destination; the wheel answers INVALID_PARAMS (-600). Both are negative "
+             "and the engines test only the sign.")
+DIFFERS = {
+    "get_into dst too small": _OVERFLOW,
+    "batch_get_into dst too small": _OVERFLOW,
+    "multi get dst too small": _OVERFLOW,
+    "multi get lengths differ": ("lists of different lengths are INVALID_PARAMS in kvtier; "
+                                 "the wheel tries the transfer and answers TRANSFER_FAIL"),
+}
+# kvtier's answer where it differs (checked, so the documented behaviour cannot drift).
+KVTIER_ANSWERS = {
+    "get_into dst too small": -10,
+    "batch_get_into dst too small": ("list", [4096, -10]),
+    "multi get dst too small": ("list", [-10]),
+    "multi get lengths differ": ("list", [-600]),
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +83,11 @@ def assert_same(pair, scenario, prefix):
     diffs = [(label, t, o) for (label, t), (_, o) in zip(theirs, ours) if t != o]
     unexpected = [d for d in diffs if d[0] not in DIFFERS]
     assert unexpected == [], "\n".join(f"{l}: wheel {t!r} kvtier {o!r}" for l, t, o in unexpected)
+    for label, _, answer in diffs:
+        assert answer == KVTIER_ANSWERS[label], label
+    # A difference that went away must leave DIFFERS (and the docs).
+    stale = [label for label, t in theirs if label in DIFFERS and dict(ours)[label] == t]
+    assert stale == [], f"no longer different: {stale}"
 
 
 # ---- scenarios: (store, its registered Memory, key prefix, its mooncake.store module) ----
@@ -106,6 +130,9 @@ def registered_ranges(s, mem, p, mod):
     out.append(("get_into missing", call(s, "get_into", f"{p}-none", base + 16384, 4096)))
     out.append(("batch_get_into", call(s, "batch_get_into", [f"{p}-x", f"{p}-none"],
                                        [base + 20480, base + 24576], [4096, 4096])))
+    out.append(("batch_get_into dst too small", call(s, "batch_get_into", [f"{p}-x", f"{p}-x"],
+                                                     [base + 20480, base + 28672],
+                                                     [4096, 10])))
     out.append(("batch_get_into lengths differ",
                 call(s, "batch_get_into", [f"{p}-x"], [base, base], [4096])))
     out.append(("batch_put_from", call(s, "batch_put_from", [f"{p}-y", f"{p}-z"],
@@ -284,30 +311,37 @@ def test_get_hostname(pair, prefix):
 
 
 def test_zero_local_buffer(wheel_master, kvtier_cluster, prefix):
-    """A client set up with local_buffer_size 0: the calls that stage through it."""
+    """An embedded client set up with local_buffer_size 0. Deliberate difference: the wheel
+    stages put's bytes through that buffer, so its put answers INVALID_PARAMS and put_tensor
+    NO_AVAILABLE_HANDLE; kvtier's embedded node writes values straight into its segment (the
+    local buffer is used only by dummy clients), so both succeed and read back."""
     w, k = new_pair(wheel_master, kvtier_cluster, local=0)
     try:
-        results = []
-        for s in (w, k):
-            results.append([("put", call(s, "put", f"{prefix}-z", b"abc")),
-                            ("get", call(s, "get", f"{prefix}-z")),
-                            ("put_tensor", call(s, "put_tensor", f"{prefix}-t", torch.ones(3))),
-                            ("get_tensor", call(s, "get_tensor", f"{prefix}-t"))])
-        assert results[0] == results[1]
+        def calls(s):
+            return [call(s, "put", f"{prefix}-z", b"abc"), call(s, "get", f"{prefix}-z"),
+                    call(s, "put_tensor", f"{prefix}-t", torch.ones(3)),
+                    call(s, "get_tensor", f"{prefix}-t")]
+        assert calls(w) == [-600, b"", -200, None]
+        ours = calls(k)
+        assert ours[:3] == [0, b"abc", 0] and ours[3][2] == (3,)
     finally:
         w.close()
         k.close()
 
 
 def test_calls_before_setup():
-    results = []
-    for cls in (wheel.MooncakeDistributedStore, kv.MooncakeDistributedStore):
-        s = cls()
-        results.append([call(s, "put", "k", b"v"), call(s, "get", "k"),
-                        call(s, "is_exist", "k"), call(s, "batch_is_exist", ["k"]),
-                        call(s, "get_size", "k"), call(s, "remove", "k"),
-                        call(s, "put_tensor", "k", torch.ones(2)), call(s, "get_tensor", "k")])
-    assert results[0] == results[1]
+    # Deliberate difference: the wheel's client dies with SIGSEGV on a data call before setup
+    # (so it runs in a subprocess here); kvtier's returns RPC_FAIL (-900), b"" or None.
+    proc = subprocess.run([sys.executable, "-c", "import mooncake.store as m\n"
+                           "m.MooncakeDistributedStore().put('k', b'v')"],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGSEGV, proc.stderr[-2000:]
+    s = kv.MooncakeDistributedStore()
+    rpc_fail = int(kv.ErrorCode.RPC_FAIL)
+    assert [call(s, "put", "k", b"v"), call(s, "get", "k"), call(s, "is_exist", "k"),
+            call(s, "batch_is_exist", ["k"]), call(s, "get_size", "k"), call(s, "remove", "k"),
+            call(s, "put_tensor", "k", torch.ones(2)), call(s, "get_tensor", "k")] == [
+        rpc_fail, b"", rpc_fail, ("list", [rpc_fail]), rpc_fail, rpc_fail, rpc_fail, None]
 
 
 def test_tensor_bytes_cross_between_the_stores(pair, prefix):

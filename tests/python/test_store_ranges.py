@@ -45,7 +45,9 @@ def test_get_into_ranges_reads_fragments_of_many_keys(store, prefix):
                                  [[[10, 5]]]) == [[[INVALID, 5]]]
     assert store.get_into_ranges([out0.ctypes.data], [[ka]], [[[0]]], [[[0, 1]]],
                                  [[[1]]]) == [[[INVALID]]]
-    assert store.get_into_ranges([1, 2], [[ka]], [[[0]]], [[[0]]], [[[1]]]) == [[[INVALID]]]
+    # Top-level lists of different lengths: one [[INVALID]] per buffer, as Mooncake answers.
+    assert store.get_into_ranges([1, 2], [[ka]], [[[0]]], [[[0]]], [[[1]]]) == [
+        [[INVALID]], [[INVALID]]]
 
 
 def test_put_session_assembles_an_object_from_layer_ranges(store, prefix):
@@ -54,7 +56,7 @@ def test_put_session_assembles_an_object_from_layer_ranges(store, prefix):
     data = {k: [random_bytes(page, 10 * i + layer) for layer in range(layers)]
             for i, k in enumerate(keys)}
     assert store.batch_put_session_start(keys, [page * layers] * 3) == [0, 0, 0]
-    assert store.batch_put_session_start(keys[:1], [page]) == [int(ErrorCode.OBJECT_ALREADY_EXISTS)]
+    assert store.batch_put_session_start(keys[:1], [page]) == [INVALID]  # open: as Mooncake
     assert store.is_exist(keys[0]) == 0  # nothing is visible before the end
     for layer in reversed(range(layers)):  # one call per layer, in any order
         got = store.batch_put_from_multi_buffer_ranges(
