@@ -1,0 +1,275 @@
+"""SGLang 0.5.23's own HiCache machinery driving kvtier.integrations.sglang against a real kvtier
+store (`kvtier master` + `kvtier node` processes, store_cluster.py).
+
+What is SGLang's own here: the device KV pools (MHATokenToKVPool, MLATokenToKVPool on the CPU),
+the host pools built over them (MHATokenToKVPoolHost, its K/V-split AsymmetricMHATokenToKVPoolHost,
+MLATokenToKVPoolHost), the page allocator, the HostPoolGroup, and HybridCacheController (the
+cache controller 0.5.23's unified radix cache builds for every model): it attaches the backend
+through StorageBackendFactory's "dynamic" loader from the extra_config docs/integrations.md
+gives, parsed by SGLang's own parser, and its own threads run the storage calls (prefetch:
+batch_exists, then batch_get_v1 or batch_get into host slots; backup: batch_set_v1 or
+batch_set). This file plays the radix cache's part only: it picks the tokens, allocates host
+slots for a hit and drains the controller's queues, as the scheduler does. Pages are compared
+byte for byte through the host pool's own get_data_page.
+"""
+
+import itertools
+import threading
+
+import pytest
+import torch
+from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from sglang.srt.mem_cache.base_prefix_cache import CacheRequestHandle
+from sglang.srt.mem_cache.hicache_storage import PoolName
+from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
+from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
+from sglang.srt.mem_cache.pool_host.group import HostPoolGroup, PoolEntry
+from sglang.srt.mem_cache.pool_host.mha import (AsymmetricMHATokenToKVPoolHost,
+                                                MHATokenToKVPoolHost)
+from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
+from sglang.srt.mem_cache.utils import get_storage_hash_str
+from sglang.srt.runtime_context import get_parallel
+
+from kvtier.integrations.sglang import KvtierHiCacheStorage
+from store_cluster import running_cluster
+from test_sglang_factory import docs_extra_config
+
+PAGE = 4        # tokens per page
+LAYERS = 3
+TOKENS = 64     # device pool size
+DTYPE = torch.bfloat16
+WAIT_S = 20
+_requests = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with running_cluster(500, segment="128MB") as c:
+        yield c
+
+
+def device_pool(kind):
+    if kind == "mla":
+        return MLATokenToKVPool(TOKENS, PAGE, DTYPE, kv_lora_rank=8, qk_rope_head_dim=4,
+                                layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+    v_head_dim = 4 if kind == "mha-kv-split" else None  # K and V of different widths
+    return MHATokenToKVPool(TOKENS, PAGE, DTYPE, head_num=2, head_dim=8, layer_num=LAYERS,
+                            device="cpu", enable_memory_saver=False, v_head_dim=v_head_dim)
+
+
+def host_pool(device, kind, layout):
+    common = dict(pin_memory=False, device="cpu", device_capacity_tokens=TOKENS, start_layer=0,
+                  end_layer=LAYERS)
+    if kind == "mla":
+        return MLATokenToKVPoolHost(device._mla_buffer_info(), 2.0, 0, PAGE, layout,
+                                    target_layer_num=LAYERS, **common)
+    cls = AsymmetricMHATokenToKVPoolHost if kind == "mha-kv-split" else MHATokenToKVPoolHost
+    return cls(device._mha_buffer_info(), 2.0, 0, PAGE, layout, **common)
+
+
+class Engine:
+    """One SGLang rank's HiCache side: device pool, host pool, HybridCacheController with the
+    kvtier backend attached (SGLang's threads running)."""
+
+    def __init__(self, extra_config, kind="mha", layout="page_first", model="tiny", **ranks):
+        self.kind = kind
+        self.device = device_pool(kind)
+        self.host = host_pool(self.device, kind, layout)
+        allocator = PagedTokenToKVPoolAllocator(TOKENS, PAGE, DTYPE, "cpu", self.device, False)
+        group = HostPoolGroup([PoolEntry(PoolName.KV, self.host, self.device, lambda layer: layer,
+                                         is_primary_index_anchor=True)])
+        self.controller = HybridCacheController(allocator, group, PAGE, None, threading.Event(),
+                                                io_backend="direct")
+        parallel = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1,
+                        attn_dcp_rank=0)
+        parallel.update(ranks)
+        with get_parallel().override(**parallel):  # what SGLang's launcher publishes per rank
+            self.controller.attach_storage_backend("dynamic", prefetch_threshold=PAGE,
+                                                   model_name=model,
+                                                   storage_backend_extra_config=extra_config,
+                                                   host_pools=group.entries)
+        assert isinstance(self.controller.storage_backend, KvtierHiCacheStorage)
+
+    @property
+    def backend(self):
+        return self.controller.storage_backend
+
+    def fill(self, pages):
+        """Random bytes in `pages` host pages; their slots."""
+        slots = self.host.alloc(pages * PAGE)
+        for start in slots[::PAGE].tolist():
+            if self.kind == "mha-kv-split":
+                for buffer in self.host.kv_buffer:  # page_first: [slot, layer, head, dim]
+                    buffer[start:start + PAGE] = torch.randn(buffer[start:start + PAGE].shape)
+            else:
+                page = self.host.get_dummy_flat_data_page()
+                self.host.set_from_flat_data_page(start, torch.randn(page.shape).to(DTYPE))
+        return slots
+
+    def page_bytes(self, start):
+        if self.kind == "mha-kv-split":
+            return torch.cat([b[start:start + PAGE].flatten() for b in self.host.kv_buffer])
+        return self.host.get_data_page(start).clone()
+
+    def backup(self, tokens, slots):
+        """write_storage as the radix cache calls it; the tokens SGLang's backup thread stored."""
+        hashes = get_storage_hash_str(tokens, None, page_size=PAGE)
+        op_id = self.controller.write_storage(slots, tokens, hash_value=hashes)
+        done = self.controller.ack_backup_queue.get(timeout=WAIT_S)
+        assert done.id == op_id
+        return done.completed_tokens
+
+    def prefetch(self, tokens):
+        """prefetch, then the scheduler's part (host slots for the hit, into prefetch_buffer),
+        until the controller's last ack: (tokens hit, tokens loaded, their host slots)."""
+        op = self.controller.prefetch(CacheRequestHandle(f"r{next(_requests)}", 0), tokens)
+        hit = self.controller.prefetch_hit_queue.get(timeout=WAIT_S)
+        assert hit is op
+        if hit.storage_hit_count == 0:
+            return 0, 0, None
+        hit.host_indices = self.host.alloc(hit.storage_hit_count)
+        self.controller.prefetch_buffer.put(hit)
+        loaded = 0
+        while True:
+            ack = self.controller.ack_prefetch_queue.get(timeout=WAIT_S)
+            if ack.completed_tokens is not None:
+                loaded = ack.completed_tokens
+            if ack.completed_req:
+                return hit.storage_hit_count, loaded, hit.host_indices
+
+    def close(self):
+        self.controller.detach_storage_backend()
+
+
+@pytest.fixture
+def engines():
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(Engine(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        engine.close()
+
+
+def config_for(cluster, mode, test_name, **changes):
+    extra = docs_extra_config(cluster, mode)
+    extra["key_prefix"] = f"{test_name}/"
+    extra.update(changes)
+    return extra
+
+
+def prompt(seed, pages):
+    return [seed * 1000 + i for i in range(pages * PAGE)]
+
+
+def assert_same_pages(reader, dst, writer, src):
+    for d, s in zip(dst[::PAGE].tolist(), src[::PAGE].tolist()):
+        assert torch.equal(reader.page_bytes(d).view(torch.uint8),
+                           writer.page_bytes(s).view(torch.uint8)), (d, s)
+
+
+CASES = [("mha", "page_first"), ("mha", "layer_first"), ("mha", "page_first_direct"),
+         ("mla", "page_first"), ("mla", "layer_first"), ("mha-kv-split", "page_first")]
+
+
+@pytest.mark.parametrize("mode", ["dummy", "embedded"])
+@pytest.mark.parametrize("kind,layout", CASES)
+def test_backup_then_prefetch_every_byte(cluster, engines, request, mode, kind, layout):
+    extra = config_for(cluster, mode, request.node.name)
+    writer = engines(dict(extra), kind, layout)
+    tokens = prompt(1, 3)
+    src = writer.fill(3)
+    assert writer.backup(tokens, src) == 3 * PAGE
+    # Another engine (a restart, or another replica) finds the prefix, but not the page after.
+    reader = engines(dict(extra), kind, layout)
+    hit, loaded, dst = reader.prefetch(tokens + prompt(2, 1))
+    assert (hit, loaded) == (3 * PAGE, 3 * PAGE)
+    assert_same_pages(reader, dst, writer, src)
+    assert reader.prefetch(prompt(3, 2))[0] == 0
+
+
+@pytest.mark.parametrize("kind,layout", [("mha", "page_first"), ("mha", "layer_first"),
+                                         ("mla", "page_first")])
+def test_without_interface_v1_pages_hit_and_load(cluster, engines, request, kind, layout):
+    # SGLang without interface_v1 backs up and loads flat pages (batch_set / batch_get) after a
+    # batch_exists: MHA pages must hit, and both interfaces must find each other's pages.
+    generic = config_for(cluster, "dummy", request.node.name)
+    del generic["interface_v1"]
+    zero_copy = config_for(cluster, "dummy", request.node.name)
+    writer = engines(dict(generic), kind, layout)
+    assert writer.controller.page_set_func == writer.controller._generic_page_set
+    tokens = prompt(4, 2)
+    src = writer.fill(2)
+    assert writer.backup(tokens, src) == 2 * PAGE
+    for extra in (generic, zero_copy):
+        reader = engines(dict(extra), kind, layout)
+        hit, loaded, dst = reader.prefetch(tokens)
+        assert (hit, loaded) == (2 * PAGE, 2 * PAGE)
+        assert_same_pages(reader, dst, writer, src)
+    # And pages a zero-copy engine stored load through the generic calls.
+    v1_writer = engines(dict(zero_copy), kind, layout)
+    more = prompt(5, 2)
+    src = v1_writer.fill(2)
+    assert v1_writer.backup(more, src) == 2 * PAGE
+    reader = engines(dict(generic), kind, layout)
+    hit, loaded, dst = reader.prefetch(more)
+    assert (hit, loaded) == (2 * PAGE, 2 * PAGE)
+    assert_same_pages(reader, dst, v1_writer, src)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_pipeline_stages_read_only_their_own_pages(cluster, engines, request, kind):
+    extra = config_for(cluster, "dummy", request.node.name)
+    stages = [engines(dict(extra), kind, pp_rank=rank, pp_size=2) for rank in (0, 1)]
+    tokens = prompt(6, 2)
+    sources = [stage.fill(2) for stage in stages]
+    assert stages[0].backup(tokens, sources[0]) == 2 * PAGE  # stage 1 has not stored yet
+    assert stages[1].prefetch(tokens)[0] == 0
+    assert stages[1].backup(tokens, sources[1]) == 2 * PAGE
+    for rank, stage in enumerate(stages):
+        reader = engines(dict(extra), kind, pp_rank=rank, pp_size=2)
+        hit, loaded, dst = reader.prefetch(tokens)
+        assert (hit, loaded) == (2 * PAGE, 2 * PAGE)
+        assert_same_pages(reader, dst, stage, sources[rank])
+    assert engines(dict(extra), kind).prefetch(tokens)[0] == 0  # no pipeline: other layers
+
+
+def test_tensor_parallel_ranks_and_sizes_read_only_their_own_heads(cluster, engines, request):
+    extra = config_for(cluster, "dummy", request.node.name)
+    ranks = [engines(dict(extra), "mha", tp_rank=rank, tp_size=2) for rank in (0, 1)]
+    tokens = prompt(7, 2)
+    sources = [rank.fill(2) for rank in ranks]
+    assert ranks[0].backup(tokens, sources[0]) == 2 * PAGE
+    assert ranks[1].prefetch(tokens)[0] == 0
+    assert engines(dict(extra), "mha", tp_rank=0, tp_size=4).prefetch(tokens)[0] == 0
+    assert ranks[1].backup(tokens, sources[1]) == 2 * PAGE
+    for rank in (0, 1):
+        reader = engines(dict(extra), "mha", tp_rank=rank, tp_size=2)
+        hit, loaded, dst = reader.prefetch(tokens)
+        assert (hit, loaded) == (2 * PAGE, 2 * PAGE)
+        assert_same_pages(reader, dst, ranks[rank], sources[rank])
+
+
+def test_mla_pages_written_once_read_by_every_rank(cluster, engines, request):
+    extra = config_for(cluster, "dummy", request.node.name)
+    ranks = [engines(dict(extra), "mla", tp_rank=rank, tp_size=2) for rank in (0, 1)]
+    tokens = prompt(8, 2)
+    other = ranks[1].fill(2)
+    ranks[1].backup(tokens, other)  # SGLang skips the backup on every rank but one
+    assert ranks[1].prefetch(tokens)[0] == 0
+    src = ranks[0].fill(2)
+    assert ranks[0].backup(tokens, src) == 2 * PAGE
+    hit, loaded, dst = ranks[1].prefetch(tokens)
+    assert (hit, loaded) == (2 * PAGE, 2 * PAGE)
+    assert_same_pages(ranks[1], dst, ranks[0], src)
+
+
+def test_pages_of_another_host_layout_miss(cluster, engines, request):
+    extra = config_for(cluster, "dummy", request.node.name)
+    writer = engines(dict(extra), "mha", "page_first")
+    tokens = prompt(9, 2)
+    assert writer.backup(tokens, writer.fill(2)) == 2 * PAGE
+    assert engines(dict(extra), "mha", "layer_first").prefetch(tokens)[0] == 0
