@@ -134,7 +134,7 @@ class Engine:
 
     def __init__(self, model_dir, kv_transfer_config: dict, *, num_blocks=64, block_size=16,
                  layout="LBHNC", max_batched_tokens=64, max_num_seqs=8, async_scheduling=False,
-                 prefix_caching=True):
+                 prefix_caching=True, reserve_full_isl=True):
         self.block_size = block_size
         self.vllm_config = VllmConfig(
             model_config=ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16",
@@ -144,7 +144,8 @@ class Engine:
             scheduler_config=SchedulerConfig(
                 max_num_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs,
                 max_model_len=2048, is_encoder_decoder=False,
-                async_scheduling=async_scheduling, enable_chunked_prefill=True),
+                async_scheduling=async_scheduling, enable_chunked_prefill=True,
+                scheduler_reserve_full_isl=reserve_full_isl),
             kv_transfer_config=KVTransferConfig(**kv_transfer_config))
         self.vllm_config.cache_config.kv_cache_layout = layout  # the engine core resolves it
         self.layout = KVCacheLayout[layout]
