@@ -260,3 +260,17 @@ def test_numa_binding_is_skipped_without_a_numa_mapping():
     source = inspect.getsource(mooncakestore_connector.MooncakestoreConnector.__init__)
     assert "except ImportError" in source and "bind_to_numa_node" in source
     assert not hasattr(__import__("mooncake.store").store, "bind_to_numa_node")
+
+
+def test_native_mooncake_l2_adapter_is_not_in_lmcaches_wheel():
+    # LMCache's multiprocess L2 adapter "mooncake_store" drives Mooncake's C++ client
+    # (RealClient) through LMCache's own extension lmcache.lmcache_mooncake, which the PyPI
+    # wheel does not ship (it is built from source against Mooncake's headers). It cannot run
+    # on kvtier's Python package either way; kvtier's server takes the L2 role itself
+    # (docs/mooncake-migration.md).
+    from lmcache.v1.distributed.l2_adapters import mooncake_store_l2_adapter as l2
+    config = l2.MooncakeStoreL2AdapterConfig.from_dict({"type": "mooncake_store",
+                                                        "protocol": "tcp"})
+    with pytest.raises(RuntimeError, match="C\\+\\+ Mooncake extension") as info:
+        l2._create_mooncake_store_l2_adapter(config)
+    assert isinstance(info.value.__cause__, ImportError)
