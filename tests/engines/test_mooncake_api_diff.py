@@ -31,6 +31,8 @@ DIFFERS = {
     "multi get dst too small": _OVERFLOW,
     "multi get lengths differ": ("lists of different lengths are INVALID_PARAMS in kvtier; "
                                  "the wheel tries the transfer and answers TRANSFER_FAIL"),
+    "put_tensor of a list": ("a non-tensor is a TypeError in kvtier; the wheel's AttributeError "
+                             "comes from reading .shape of it"),
 }
 # kvtier's answer where it differs (checked, so the documented behaviour cannot drift).
 KVTIER_ANSWERS = {
@@ -38,6 +40,7 @@ KVTIER_ANSWERS = {
     "batch_get_into dst too small": ("list", [4096, -10]),
     "multi get dst too small": ("list", [-10]),
     "multi get lengths differ": ("list", [-600]),
+    "put_tensor of a list": ("raises", "TypeError"),
 }
 
 
@@ -250,6 +253,7 @@ def tensors(s, mem, p, mod):
            ("get_tensor of plain bytes", (call(s, "put", f"{p}-raw", b"x" * 400),
                                           call(s, "get_tensor", f"{p}-raw"))),
            ("get_tensor missing", call(s, "get_tensor", f"{p}-none")),
+           ("put_tensor of a list", call(s, "put_tensor", f"{p}-list", [1.0, 2.0])),
            ("batch_put_tensor", call(s, "batch_put_tensor", [f"{p}-b1", f"{p}-b2"],
                                      [t, t.to(torch.int8)])),
            ("batch_put_tensor lengths differ", call(s, "batch_put_tensor", [f"{p}-b3"],
