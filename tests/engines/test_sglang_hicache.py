@@ -20,7 +20,7 @@ import pytest
 import torch
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import CacheRequestHandle
-from sglang.srt.mem_cache.hicache_storage import PoolName
+from sglang.srt.mem_cache.hicache_storage import PoolHitPolicy, PoolName, PoolTransfer
 from sglang.srt.mem_cache.hybrid_cache.hybrid_cache_controller import HybridCacheController
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, MLATokenToKVPool
 from sglang.srt.mem_cache.pool_host.group import HostPoolGroup, PoolEntry
@@ -71,13 +71,20 @@ class Engine:
     """One SGLang rank's HiCache side: device pool, host pool, HybridCacheController with the
     kvtier backend attached (SGLang's threads running)."""
 
-    def __init__(self, extra_config, kind="mha", layout="page_first", model="tiny", **ranks):
+    def __init__(self, extra_config, kind="mha", layout="page_first", model="tiny", swa=False,
+                 **ranks):
         self.kind = kind
         self.device = device_pool(kind)
         self.host = host_pool(self.device, kind, layout)
         allocator = PagedTokenToKVPoolAllocator(TOKENS, PAGE, DTYPE, "cpu", self.device, False)
-        group = HostPoolGroup([PoolEntry(PoolName.KV, self.host, self.device, lambda layer: layer,
-                                         is_primary_index_anchor=True)])
+        entries = [PoolEntry(PoolName.KV, self.host, self.device, lambda layer: layer,
+                             is_primary_index_anchor=True)]
+        if swa:  # a hybrid model's sliding-window layers: their own MHA pools
+            swa_device = device_pool("mha")
+            self.swa_host = host_pool(swa_device, "mha", layout)
+            entries.append(PoolEntry(PoolName.SWA, self.swa_host, swa_device,
+                                     lambda layer: layer))
+        group = HostPoolGroup(entries)
         self.controller = HybridCacheController(allocator, group, PAGE, None, threading.Event(),
                                                 io_backend="direct")
         parallel = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1,
@@ -111,29 +118,36 @@ class Engine:
             return torch.cat([b[start:start + PAGE].flatten() for b in self.host.kv_buffer])
         return self.host.get_data_page(start).clone()
 
-    def backup(self, tokens, slots):
+    def backup(self, tokens, slots, extra_pools=None):
         """write_storage as the radix cache calls it; the tokens SGLang's backup thread stored."""
         hashes = get_storage_hash_str(tokens, None, page_size=PAGE)
-        op_id = self.controller.write_storage(slots, tokens, hash_value=hashes)
+        op_id = self.controller.write_storage(slots, tokens, hash_value=hashes,
+                                              extra_pools=extra_pools)
         done = self.controller.ack_backup_queue.get(timeout=WAIT_S)
         assert done.id == op_id
         return done.completed_tokens
 
-    def prefetch(self, tokens):
+    def prefetch(self, tokens, extra_pools=None, pool_slots=None):
         """prefetch, then the scheduler's part (host slots for the hit, into prefetch_buffer),
-        until the controller's last ack: (tokens hit, tokens loaded, their host slots)."""
-        op = self.controller.prefetch(CacheRequestHandle(f"r{next(_requests)}", 0), tokens)
+        until the controller's last ack: (tokens hit, tokens loaded, their host slots), and
+        with `extra_pools` the extra pools' hits from the acks."""
+        op = self.controller.prefetch(CacheRequestHandle(f"r{next(_requests)}", 0), tokens,
+                                      extra_pools=extra_pools)
         hit = self.controller.prefetch_hit_queue.get(timeout=WAIT_S)
         assert hit is op
+        self.last_query = dict(hit.query_pool_hit_pages)
         if hit.storage_hit_count == 0:
             return 0, 0, None
         hit.host_indices = self.host.alloc(hit.storage_hit_count)
+        for transfer in hit.pool_transfers or []:
+            transfer.host_indices = pool_slots[transfer.name]
         self.controller.prefetch_buffer.put(hit)
-        loaded = 0
+        loaded, self.pool_hits = 0, {}
         while True:
             ack = self.controller.ack_prefetch_queue.get(timeout=WAIT_S)
             if ack.completed_tokens is not None:
                 loaded = ack.completed_tokens
+            self.pool_hits.update(ack.pool_hits or {})
             if ack.completed_req:
                 return hit.storage_hit_count, loaded, hit.host_indices
 
@@ -273,3 +287,34 @@ def test_pages_of_another_host_layout_miss(cluster, engines, request):
     tokens = prompt(9, 2)
     assert writer.backup(tokens, writer.fill(2)) == 2 * PAGE
     assert engines(dict(extra), "mha", "layer_first").prefetch(tokens)[0] == 0
+
+
+def test_hybrid_model_window_pool_through_the_v2_calls(cluster, engines, request):
+    # A sliding-window model keeps only a prefix's last pages of SWA KV: SGLang backs them up
+    # with batch_set_v2, asks batch_exists_v2 with a trailing_pages policy, loads with
+    # batch_get_v2.
+    extra = config_for(cluster, "dummy", request.node.name)
+    writer = engines(dict(extra), swa=True)
+    tokens = prompt(10, 3)
+    hashes = get_storage_hash_str(tokens, None, page_size=PAGE)
+    src = writer.fill(3)
+    window = writer.swa_host.alloc(PAGE)
+    page = writer.swa_host.get_dummy_flat_data_page()
+    writer.swa_host.set_from_flat_data_page(int(window[0]), torch.randn(page.shape).to(DTYPE))
+    tail = PoolTransfer(name=PoolName.SWA, host_indices=window, keys=hashes[-1:],
+                        hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    assert writer.backup(tokens, src, extra_pools=[tail]) == 3 * PAGE
+
+    reader = engines(dict(extra), swa=True)
+    slots = reader.swa_host.alloc(PAGE)
+    want = PoolTransfer(name=PoolName.SWA, keys=[None], hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    hit, loaded, dst = reader.prefetch(tokens, [want], {PoolName.SWA: slots})
+    assert (hit, loaded) == (3 * PAGE, 3 * PAGE)
+    assert reader.last_query == {PoolName.KV: 3, PoolName.SWA: 3}
+    assert reader.pool_hits[PoolName.SWA] == 1
+    assert_same_pages(reader, dst, writer, src)
+    assert torch.equal(reader.swa_host.get_data_page(int(slots[0])),
+                       writer.swa_host.get_data_page(int(window[0])))
+    # Two pages of the prefix without their window: no restorable prefix ends there.
+    want = PoolTransfer(name=PoolName.SWA, keys=[None], hit_policy=PoolHitPolicy.TRAILING_PAGES)
+    assert reader.prefetch(tokens[:2 * PAGE], [want], {})[0] == 0
