@@ -224,6 +224,19 @@ def test_configuration_errors(cluster, caplog):
         KvtierHiCacheStorage(config(node_address=["x"]), {})
     with pytest.raises(RuntimeError, match="cannot reach the store"):
         KvtierHiCacheStorage(config(node_address="127.0.0.1:1"), {})
+    address = cluster.node_address
+    with pytest.raises(ValueError, match="tp_lcm_size"):
+        KvtierHiCacheStorage(StorageConfig(should_split_heads=True,
+                                           extra_config={"node_address": address}), {})
+    with pytest.raises(ValueError, match="pp_rank 2 is outside pp_size 2"):
+        KvtierHiCacheStorage(StorageConfig(pp_rank=2, pp_size=2,
+                                           extra_config={"node_address": address}), {})
+    with pytest.raises(RuntimeError, match="register_mem_pool_host first"):
+        backend = KvtierHiCacheStorage(config(node_address=address), {})
+        try:
+            backend.batch_exists(["00"])
+        finally:
+            backend.close()
     with caplog.at_level(logging.WARNING, logger="kvtier.integrations.sglang"):
         backend = KvtierHiCacheStorage(config(node_address=cluster.node_address, bogus=1), {})
     assert "bogus" in caplog.text
