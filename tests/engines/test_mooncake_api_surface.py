@@ -238,3 +238,40 @@ def test_setup_takes_the_wheels_arguments(kv):
     # kvtier appends one keyword of its own (auth_token_file) after the wheel's.
     assert ours[:len(theirs)] == [t[0] for t in theirs]
     assert ours[len(theirs):] == ["auth_token_file"]
+
+
+# The installed engines' own Mooncake store clients (paths in site-packages). Every name they
+# import from mooncake.store and every method they call on a store must be in kvtier's package.
+ENGINE_CLIENTS = [
+    "sglang/srt/mem_cache/storage/mooncake_store/mooncake_store.py",  # HiCache backend
+    "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/store/worker.py",  # MooncakeStore
+    "vllm/distributed/ec_transfer/ec_connector/mooncake_store_embedding/store_client.py",
+    "vllm/model_executor/model_loader/weight_cache/artifact_store.py",
+    "lmcache/v1/storage_backend/connector/mooncakestore_connector.py",
+    "lmcache/v1/lookup_client/mooncake_lookup_client.py",
+]
+# `store.x` or `self._store.x` (calls, and methods handed to threads), not `pkg.store.mod`.
+_CALLS = re.compile(r"(?:(?<![\w.])|(?<=self\.))_?store\.([a-z_]+)\b")
+
+
+def _engine_names(source):
+    imported = set()
+    for match in re.finditer(r"from mooncake\.store import (\([^)]*\)|[^\n]*)", source):
+        text = re.sub(r"#[^\n]*", "", match.group(1)).strip("()")
+        imported |= {n.strip().split(" as ")[0] for n in text.split(",") if n.strip()}
+    return imported, set(_CALLS.findall(source))
+
+
+def test_engine_clients_find_every_name_they_use(kv):
+    site = Path(wheel.__file__).resolve().parents[1]
+    missing = []
+    for rel in ENGINE_CLIENTS:
+        path = site / rel
+        assert path.is_file(), f"{rel} is not in the installed engines"
+        imported, called = _engine_names(path.read_text())
+        assert imported, f"{rel}: no 'from mooncake.store import' found"
+        missing += [f"{rel}: import {n}" for n in sorted(imported)
+                    if n not in kv["module"] and n not in ALLOWED_MISSING]
+        missing += [f"{rel}: store.{n}()" for n in sorted(called)
+                    if n not in kv["classes"]["MooncakeDistributedStore"]]
+    assert missing == []
