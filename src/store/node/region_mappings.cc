@@ -27,7 +27,7 @@ StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueF
   }
   auto mapped = MappedFile::MapFd(fd.Release(), size);
   if (!mapped.ok()) return StoreStatus(ErrorCode::INVALID_PARAMS, mapped.status().message());
-  mapped->PopulateForWrite();
+  if (populate_) mapped->PopulateForWrite();
   Gauge* gauge = mapped_bytes_;
   const double bytes = static_cast<double>(mapped->size());
   if (gauge != nullptr) gauge->Add(bytes);
