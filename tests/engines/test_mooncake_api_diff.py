@@ -16,7 +16,8 @@ import torch
 import mooncake.store as wheel
 import kvtier.store as kv
 from store_cluster import running_cluster
-from test_mooncake_api_pair import Memory, WheelMaster, call, new_pair, setup_embedded
+from test_mooncake_api_pair import (Memory, WheelClient, WheelMaster, call, new_pair,
+                                    setup_embedded)
 
 LEASE_MS = 500
 
@@ -34,6 +35,16 @@ DIFFERS = {
     "put_tensor of a list": ("a non-tensor is a TypeError in kvtier; the wheel's AttributeError "
                              "comes from reading .shape of it"),
 }
+# Dummy clients (of Mooncake's mooncake_client and of a kvtier node): the wheel answers some
+# calls differently from its embedded client, so the list differs.
+DUMMY_DIFFERS = {
+    "get_into dst too small": _OVERFLOW,
+    "batch_get_into dst too small": _OVERFLOW,
+    "multi get dst too small": _OVERFLOW,
+    "put_tensor of a list": ("a non-tensor is a TypeError in kvtier; the wheel's dummy client "
+                             "answers INVALID_PARAMS (its embedded one raises AttributeError)"),
+}
+
 # kvtier's answer where it differs (checked, so the documented behaviour cannot drift).
 KVTIER_ANSWERS = {
     "get_into dst too small": -10,
@@ -75,21 +86,47 @@ def prefix(request):
     return f"{re.sub(r'[^A-Za-z0-9]', '_', request.node.name)}-{next(_counter)}"
 
 
+@pytest.fixture(scope="module")
+def wheel_client(wheel_master):
+    c = WheelClient(wheel_master)
+    yield c
+    c.stop()
+
+
+def new_dummy_pair(wheel_client, kvtier_cluster, local=16 << 20):
+    w, k = wheel.MooncakeDistributedStore(), kv.MooncakeDistributedStore()
+    assert w.setup_dummy(16 << 20, local, wheel_client.address) == 0, wheel_client.log_text()
+    assert k.setup_dummy(16 << 20, local, kvtier_cluster.node_address) == 0
+    return w, k
+
+
+@pytest.fixture(scope="module")
+def dummy_pair(wheel_client, kvtier_cluster):
+    """(wheel dummy client of the wheel's mooncake_client, kvtier dummy client of the kvtier
+    node), each with 1 MiB of its shared pool registered."""
+    w, k = new_dummy_pair(wheel_client, kvtier_cluster)
+    yield (w, Memory.from_pool(w)), (k, Memory.from_pool(k))
+    w.close()
+    k.close()
+
+
 def run_both(pair, scenario, prefix):
     (w, wm), (k, km) = pair
     return scenario(w, wm, prefix, wheel), scenario(k, km, prefix, kv)
 
 
-def assert_same(pair, scenario, prefix):
+def assert_same(pair, scenario, prefix, differs=None, answers=None):
+    differs = DIFFERS if differs is None else differs
+    answers = KVTIER_ANSWERS if answers is None else answers
     theirs, ours = run_both(pair, scenario, prefix)
     assert [label for label, _ in theirs] == [label for label, _ in ours]
     diffs = [(label, t, o) for (label, t), (_, o) in zip(theirs, ours) if t != o]
-    unexpected = [d for d in diffs if d[0] not in DIFFERS]
+    unexpected = [d for d in diffs if d[0] not in differs]
     assert unexpected == [], "\n".join(f"{l}: wheel {t!r} kvtier {o!r}" for l, t, o in unexpected)
     for label, _, answer in diffs:
-        assert answer == KVTIER_ANSWERS[label], label
+        assert answer == answers[label], label
     # A difference that went away must leave DIFFERS (and the docs).
-    stale = [label for label, t in theirs if label in DIFFERS and dict(ours)[label] == t]
+    stale = [label for label, t in theirs if label in differs and dict(ours)[label] == t]
     assert stale == [], f"no longer different: {stale}"
 
 
@@ -314,6 +351,40 @@ def test_get_hostname(pair, prefix):
     assert_same(pair, hostnames, prefix)
 
 
+def test_dummy_basics(dummy_pair, prefix):
+    assert_same(dummy_pair, basics, prefix, DUMMY_DIFFERS)
+
+
+def test_dummy_registered_memory_and_buffer_overflows(dummy_pair, prefix):
+    assert_same(dummy_pair, registered_ranges, prefix, DUMMY_DIFFERS)
+
+
+def test_dummy_ranged_reads_and_sessions(dummy_pair, pair, prefix):
+    """Deliberate difference: the wheel's dummy client refuses the session calls
+    (INVALID_PARAMS for every key); kvtier composes them of whole reads and writes, so its dummy
+    client answers them as Mooncake's embedded client does, which is what is compared."""
+    (w, _), (k, k_mem) = dummy_pair
+    assert w.batch_get_session_start([f"{prefix}-x"]) == [-600]
+    assert w.batch_put_session_start([f"{prefix}-x"], [8]) == [-600]
+    (embedded, embedded_mem), _ = pair
+    for scenario in (ranged_reads, put_sessions):
+        theirs = scenario(embedded, embedded_mem, f"{prefix}-{scenario.__name__}", wheel)
+        ours = scenario(k, k_mem, f"{prefix}-{scenario.__name__}", kv)
+        assert ours == theirs
+
+
+def test_dummy_tensor_calls(dummy_pair, prefix):
+    assert_same(dummy_pair, tensors, prefix, DUMMY_DIFFERS)
+
+
+def test_dummy_get_hostname(dummy_pair, kvtier_cluster):
+    # Deliberate difference: the wheel's dummy client answers "" (it serves no data plane);
+    # kvtier's answers the address of the node that serves it, so a preferred_segment taken
+    # from it (LMCache's prefer_local_alloc) names this host's node.
+    (w, _), (k, _) = dummy_pair
+    assert (w.get_hostname(), k.get_hostname()) == ("", kvtier_cluster.node_address)
+
+
 def test_zero_local_buffer(wheel_master, kvtier_cluster, prefix):
     """An embedded client set up with local_buffer_size 0. Deliberate difference: the wheel
     stages put's bytes through that buffer, so its put answers INVALID_PARAMS and its tensors do
@@ -331,6 +402,21 @@ def test_zero_local_buffer(wheel_master, kvtier_cluster, prefix):
         assert theirs[:2] == [-600, b""] and theirs[2] in (0, -200) and theirs[3] is None
         ours = calls(k)
         assert ours[:3] == [0, b"abc", 0] and ours[3][2] == (3,)
+    finally:
+        w.close()
+        k.close()
+
+
+def test_dummy_zero_local_buffer(wheel_client, kvtier_cluster, prefix):
+    """Dummy clients with local_buffer_size 0. Deliberate difference: the wheel's put answers
+    INVALID_PARAMS and its get reads nothing; kvtier's dummy stages the bytes calls in the area
+    of its multi-buffer calls (docs/store/python.md), so they work."""
+    w, k = new_dummy_pair(wheel_client, kvtier_cluster, local=0)
+    try:
+        assert [call(w, "put", f"{prefix}-z", b"abc"), call(w, "get", f"{prefix}-z")] == [
+            -600, b""]
+        assert [call(k, "put", f"{prefix}-z", b"abc"), call(k, "get", f"{prefix}-z")] == [
+            0, b"abc"]
     finally:
         w.close()
         k.close()

@@ -77,6 +77,29 @@ class WheelMaster:
                 self.proc.wait()
 
 
+class WheelClient(WheelMaster):
+    """The wheel's `mooncake_client` (Mooncake's "real client", which dummy clients attach to)
+    on a free loopback port, mounting a segment at `master`; stopped by PID."""
+
+    def __init__(self, master, segment="64MB"):  # noqa: super().__init__ starts a master
+        self.log = tempfile.NamedTemporaryFile(prefix="mooncake-client-", suffix=".log",
+                                               delete=False)
+        binary = str(Path(wheel_master_binary()).with_name("mooncake_client"))
+        for attempt in range(3):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [binary, "--host=127.0.0.1", f"--port={self.port}",
+                 f"--master_server_address={master.address}",
+                 f"--global_segment_size={segment}", "--protocol=tcp",
+                 "--metadata_server=P2PHANDSHAKE"],
+                stdout=self.log, stderr=subprocess.STDOUT)
+            if self._wait():
+                return
+            self.stop()
+            if attempt == 2:
+                raise RuntimeError(f"mooncake_client did not start:\n{self.log_text()}")
+
+
 def setup_embedded(store, master_address, segment=64 << 20, local=16 << 20):
     return store.setup("127.0.0.1", "P2PHANDSHAKE", segment, local, "tcp", "", master_address)
 
@@ -98,6 +121,15 @@ class Memory:
         self.ptr = ctypes.addressof(self.buf)
         self.size = size
         assert store.register_buffer(self.ptr, size) == 0
+
+    @classmethod
+    def from_pool(cls, store, size=1 << 20):
+        """Memory of the store's shared pool (alloc_from_mem_pool): what a dummy client may
+        register with Mooncake's real client (other process memory it refuses)."""
+        mem = cls.__new__(cls)
+        mem.ptr, mem.size = store.alloc_from_mem_pool(size), size
+        assert mem.ptr and store.register_buffer(mem.ptr, size) == 0
+        return mem
 
     def write(self, offset, data):
         ctypes.memmove(self.ptr + offset, bytes(data), len(data))
