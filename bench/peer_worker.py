@@ -7,12 +7,14 @@ mooncake_client a dummy attaches to), server_pid (whose page faults are counted;
 for embedded), segment_bytes, batch_bytes, sizes, rounds, lease_ms, meta_calls.
 
 Per object size: two fresh buffers from the store's own MooncakeHostMemAllocator (what both
-stores need for a dummy to move bytes without a copy), the source written by this process first
-(as an engine writes KV before storing it), then registered (timed), then
+stores need for a dummy to move bytes without a copy; allocation timed), registered (timed),
+then the source written by this process (as an engine registers its pool once and then computes
+KV into it), then
   first pass: batch_put_from of the whole source, batch_get_into the (untouched) destination;
   warm passes: the same with new keys, `rounds` times, median.
-Every get is compared byte for byte. Keys of a pass are removed before the next (after the read
-lease), so each pass writes into segment memory the warm-up below already wrote.
+Every get is compared byte for byte. Every pass has keys of its own; a size's keys are removed
+when it ends (after the read lease). The segment holds them all in memory the warm-up below
+already wrote, so no pass meets eviction or a first write into the segment.
 """
 
 import ctypes
@@ -113,7 +115,7 @@ class Worker:
         """Writes most of the server's segment once, then frees it: a store's first write into a
         segment page is slow on a VM (docs/BENCHMARKS.md), and this bench times buffers."""
         s = self.spec
-        size = 4 * MIB
+        size = min(4 * MIB, s["batch_bytes"])
         n = s["batch_bytes"] // size
         base = self.alloc(n * size)
         view(base, n * size)[:] = 0x5A
@@ -129,12 +131,15 @@ class Worker:
         s = self.spec
         n = max(1, s["batch_bytes"] // size)
         total = n * size
-        src, dst = self.alloc(total), self.alloc(total)
+        (src, dst), alloc = timed(lambda: (self.alloc(total), self.alloc(total)))
         sv, dv = view(src, total), view(dst, total)
-        sv[:] = np.random.default_rng(size).integers(0, 256, total, dtype=np.uint8)
         f0 = minor_faults(self.pid)
         _, reg = timed(lambda: (self.register(src, total), self.register(dst, total)))
         f1 = minor_faults(self.pid)
+        # Written after registration, as an engine registers its pool once and then computes KV
+        # into it.
+        sv[:] = np.random.default_rng(size).integers(0, 256, total, dtype=np.uint8)
+        f1b = minor_faults(self.pid)  # the fill's own faults (embedded: this process) left out
         keys = [f"{self.tag}-{size}-first-{i}" for i in range(n)]
         put_first = self.put(keys, src, size)
         f2 = minor_faults(self.pid)
@@ -142,10 +147,11 @@ class Worker:
         f3 = minor_faults(self.pid)
         if not np.array_equal(sv, dv):
             raise RuntimeError(f"{self.tag}: first get of {size} B values returned other bytes")
-        self.remove(keys)
+        written = keys
         puts, gets, put_faults = [], [], []
         for r in range(s["rounds"]):
             keys = [f"{self.tag}-{size}-{r}-{i}" for i in range(n)]
+            written += keys
             g0 = minor_faults(self.pid)
             puts.append(self.put(keys, src, size))
             put_faults.append(minor_faults(self.pid) - g0)
@@ -153,12 +159,12 @@ class Worker:
             gets.append(self.get(keys, dst, size))
             if not np.array_equal(sv, dv):
                 raise RuntimeError(f"{self.tag}: get of {size} B values returned other bytes")
-            self.remove(keys)
+        self.remove(written)  # once the last read lease has ended
         gbps = lambda t: total / t / 1e9  # noqa: E731
         return {
-            "size": size, "keys": n, "register_s": reg, "register_faults": f1 - f0,
+            "size": size, "keys": n, "alloc_s": alloc, "register_s": reg, "register_faults": f1 - f0,
             "put_first_gbps": gbps(put_first), "get_first_gbps": gbps(get_first),
-            "put_first_faults": f2 - f1, "get_first_faults": f3 - f2,
+            "put_first_faults": f2 - f1b, "get_first_faults": f3 - f2,
             "put_warm_gbps": gbps(statistics.median(puts)),
             "get_warm_gbps": gbps(statistics.median(gets)),
             "put_warm_faults": statistics.median(put_faults),
@@ -166,7 +172,7 @@ class Worker:
 
     def metadata(self):
         """p50/p99 in microseconds of batch_is_exist (1 and 32 keys, all present), get_size and
-        remove (one key per call), each over `meta_calls` calls."""
+        remove (one key per call), each over `meta_calls` calls after up to 200 untimed ones."""
         calls = self.spec["meta_calls"]
         size = 4 * KIB
         base = self.alloc(32 * size)
@@ -174,13 +180,16 @@ class Worker:
         self.register(base, 32 * size)
         present = [f"{self.tag}-meta-{i}" for i in range(32)]
         self.put(present, base, size)
+        warm = min(200, calls)  # untimed calls first: connections, threads and caches settle
         doomed = []
-        for b in range(0, calls, 32):
+        for b in range(0, calls + warm, 32):
             batch = [f"{self.tag}-rm-{b + i}" for i in range(32)]
             self.put(batch, base, size)
             doomed += batch
 
         def percentiles(fn, count):
+            for i in range(warm):
+                fn(count + i)
             lat = []
             for i in range(count):
                 out, t = timed(lambda: fn(i))
@@ -207,7 +216,7 @@ class Worker:
             "exist_1": percentiles(lambda i: exist([present[i % 32]]), calls),
             "exist_32": percentiles(lambda i: exist(present), calls),
             "get_size": percentiles(get_size, calls),
-            "remove": percentiles(remove, len(doomed)),
+            "remove": percentiles(remove, calls),
         }
 
     def run(self):
