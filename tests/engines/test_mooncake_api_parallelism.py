@@ -9,7 +9,8 @@ import torch
 import mooncake.store as wheel
 import kvtier.store as kv
 from test_mooncake_api_diff import (  # noqa: F401 (fixtures)
-    assert_same, kvtier_cluster, pair, prefix, wheel_master)
+    assert_same, dummy_pair, kvtier_cluster, pair, prefix, wheel_client,
+    wheel_master)
 from test_mooncake_api_pair import call, normalise
 
 T = torch.arange(24, dtype=torch.float32).reshape(4, 6)
@@ -245,6 +246,23 @@ def test_from_registered_memory(pair, prefix):
 
 def test_into_registered_memory(pair, prefix):
     assert_same(pair, into_buffers, prefix)
+
+
+@pytest.mark.parametrize("scenario", [single_tp, multi_axis, writer_partitions, into_buffers],
+                         ids=lambda f: f.__name__)
+def test_dummy_clients(dummy_pair, pair, prefix, scenario):
+    """kvtier's dummy client answers as Mooncake's embedded client does. Deliberate difference:
+    the wheel's dummy client cannot join or cut shards ("failed to register reconstruction
+    buffer": its real client lacks the RPC), so its "full" and cut reads return None (and a cut
+    falls back to the rank's stored shard)."""
+    (w_dummy, _), (k_dummy, k_mem) = dummy_pair
+    (w_embedded, w_mem), _ = pair
+    theirs = scenario(w_embedded, w_mem, f"{prefix}-e", wheel)
+    ours = scenario(k_dummy, k_mem, f"{prefix}-e", kv)
+    assert ours == theirs
+    if scenario is single_tp:
+        got = dict(scenario(w_dummy, None, f"{prefix}-d", wheel))
+        assert got["full"] is None and got["shard 1 of 2"] == dict(theirs)["shard 1 of 2"]
 
 
 def _types(mod):
