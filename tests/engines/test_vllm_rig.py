@@ -123,8 +123,9 @@ def next_token(tokens) -> int:
 
 
 class _WorkerReq:
-    def __init__(self, tokens, blocks, computed):
+    def __init__(self, tokens, prompt_len, blocks, computed):
         self.tokens, self.blocks, self.computed = list(tokens), list(blocks), computed
+        self.prompt_len = prompt_len
 
 
 class Engine:
@@ -148,6 +149,10 @@ class Engine:
                 scheduler_reserve_full_isl=reserve_full_isl),
             kv_transfer_config=KVTransferConfig(**kv_transfer_config))
         self.vllm_config.cache_config.kv_cache_layout = layout  # the engine core resolves it
+        # vLLM's CPU platform turns async scheduling off; on GPUs it is on by default. The async
+        # tests run it as a GPU engine would (max_concurrent_batches 2, AsyncScheduler).
+        self.vllm_config.scheduler_config.async_scheduling = async_scheduling
+        assert self.vllm_config.max_concurrent_batches == (2 if async_scheduling else 1)
         self.layout = KVCacheLayout[layout]
         self.layer_names = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
         spec = FullAttentionSpec(block_size=block_size, num_kv_heads=KV_HEADS, head_size=HEAD,
@@ -157,7 +162,8 @@ class Engine:
             available_memory=num_blocks * spec.page_size_bytes * LAYERS)
         assert self.kv_cache_config.num_blocks == num_blocks
         self.vllm_config.cache_config.num_gpu_blocks = num_blocks
-        sched_cls = AsyncScheduler if async_scheduling else Scheduler
+        sched_cls = self.vllm_config.scheduler_config.get_scheduler_cls()
+        assert sched_cls is (AsyncScheduler if async_scheduling else Scheduler)
         self.scheduler = sched_cls(
             vllm_config=self.vllm_config, kv_cache_config=self.kv_cache_config,
             structured_output_manager=StructuredOutputManager(self.vllm_config),
@@ -183,6 +189,7 @@ class Engine:
         self.outputs: dict[str, list] = {}  # rid -> EngineCoreOutput objects
         self.steps: list[dict] = []
         self._in_flight = []  # async scheduling: (scheduler_output, model_runner_output)
+        self.before_execute = None  # a test's hook between schedule() and the worker's step
 
     # ------------------------------------------------------------------ requests
 
@@ -258,8 +265,8 @@ class Engine:
         for rid in so.preempted_req_ids or ():
             self.state.pop(rid, None)
         for new in so.scheduled_new_reqs:
-            self.state[new.req_id] = _WorkerReq(new.prefill_token_ids, new.block_ids[0],
-                                                new.num_computed_tokens)
+            self.state[new.req_id] = _WorkerReq(new.prefill_token_ids, len(new.prompt_token_ids),
+                                                new.block_ids[0], new.num_computed_tokens)
         c = so.scheduled_cached_reqs
         for rid, blocks, computed in zip(c.req_ids, c.new_block_ids, c.num_computed_tokens):
             st = self.state[rid]
@@ -268,6 +275,8 @@ class Engine:
             st.computed = computed
 
     def execute(self, so) -> ModelRunnerOutput:
+        if self.before_execute is not None:
+            self.before_execute(so)
         self._apply(so)
         info = {"so": so, "bad": {}}
         if so.total_num_scheduled_tokens == 0:
@@ -305,9 +314,10 @@ class Engine:
         for rid in req_ids:
             st = self.state[rid]
             st.computed += so.num_scheduled_tokens[rid]
-            if st.computed >= len(st.tokens):
-                tok = next_token(st.tokens)
-                st.tokens.append(tok)
+            c = st.computed
+            if c >= st.prompt_len:  # the token at position c; a rewound request samples again
+                tok = next_token(st.tokens[:c])
+                st.tokens[c:c + 1] = [tok]
                 sampled.append([tok])
             else:
                 sampled.append([])
