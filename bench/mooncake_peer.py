@@ -124,8 +124,8 @@ def print_report(args, res, limits):
     print(f"\nkvtier vs Mooncake {version} (mooncake_master + mooncake_client from the wheel), "
           f"same run. Batches of {args.batch_mib} MiB, warm = median of {args.rounds} passes, "
           f"metadata over {args.meta_calls} calls, {args.repeat} repeat(s) (medians).")
-    print(f"Limits, same run: single-thread memcpy {limits['memcpy_gbps']:.2f} GB/s (median of "
-          f"{len(limits['memcpy_gbps_all'])}, one before each store's run: "
+    print(f"Limits, same run, measured before each store's run (medians): single-thread memcpy "
+          f"{limits['memcpy_gbps']:.2f} GB/s (of {len(limits['memcpy_gbps_all'])}: "
           f"{min(limits['memcpy_gbps_all']):.2f}-{max(limits['memcpy_gbps_all']):.2f}); 64-byte "
           f"round trip between two Python processes: TCP loopback p50 "
           f"{limits['tcp']['p50_us']:.0f} us / p99 {limits['tcp']['p99_us']:.0f} us, Unix socket "
@@ -190,8 +190,8 @@ def main():
     if any(s > args.batch_mib * MIB for s in args.sizes):
         ap.error("every size must fit in one batch (--batch-mib)")
 
-    limits = {"tcp": peer_limits.tcp_round_trip(), "uds": peer_limits.uds_round_trip()}
-    copies = []  # memcpy before every worker: the limit follows the machine through the run
+    # The limits are measured before every worker, so they follow the machine through the run.
+    copies, tcp, uds = [], [], []
     res = {}
     for rep in range(args.repeat):
         # Alternate which store goes first, so a drift of the machine does not favour one.
@@ -201,9 +201,13 @@ def main():
                 print(f"[{rep + 1}/{args.repeat}] {system} {mode} ...", file=sys.stderr,
                       flush=True)
                 copies.append(peer_limits.memcpy_gbps(args.batch_mib * MIB))
+                tcp.append(peer_limits.tcp_round_trip(500))
+                uds.append(peer_limits.uds_round_trip(500))
                 res.setdefault((system, mode), []).append(run_one(system, mode, args))
-    limits["memcpy_gbps"] = statistics.median(copies)
-    limits["memcpy_gbps_all"] = copies
+    med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
+    limits = {"memcpy_gbps": statistics.median(copies), "memcpy_gbps_all": copies,
+              "tcp": {k: med(tcp, k) for k in ("p50_us", "p99_us")},
+              "uds": {k: med(uds, k) for k in ("p50_us", "p99_us")}}
     if len(systems) == 2:
         print_report(args, res, limits)
     else:

@@ -35,7 +35,7 @@ def _recv_exact(sock, n):
 
 
 def _ping_pong(a, b, calls):
-    """a's round trips (microseconds) to an echo of b in a forked child."""
+    """p50/p99 of a's round trips (microseconds) to an echo of b in a forked child."""
     pid = os.fork()
     if pid == 0:  # the echo: exits without running the parent's cleanup
         try:
