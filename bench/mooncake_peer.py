@@ -21,7 +21,6 @@ Usage (from the repository root, with the engine venv's Python, which has the wh
 import argparse
 import importlib.metadata
 import json
-import os
 import statistics
 import subprocess
 import sys

@@ -101,7 +101,8 @@ def kvtier_binary():
 
 
 def mooncake_binary(name):
-    """mooncake_master / mooncake_client as the wheel ships them (its console scripts exec these)."""
+    """mooncake_master / mooncake_client as the wheel ships them (its console scripts exec
+    these)."""
     spec = importlib.util.find_spec("mooncake")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the `mooncake` package (mooncake-transfer-engine-non-cuda) is not "
@@ -181,7 +182,8 @@ def mooncake_cluster(lease_ms, segment_bytes, with_server):
             cport = free_port()
             client = c._start("mooncake-client", [
                 mooncake_binary("mooncake_client"), "--host=127.0.0.1", f"--port={cport}",
-                f"--global_segment_size={segment_bytes}", f"--master_server_address={c.master_address}",
+                f"--global_segment_size={segment_bytes}",
+                f"--master_server_address={c.master_address}",
                 "--metadata_server=P2PHANDSHAKE", "--protocol=tcp", "--logtostderr"],
                 lambda p: "Starting real client service" in p.log_text() and port_open(cport))
             c.server_address, c.server_pid = f"127.0.0.1:{cport}", client.pid

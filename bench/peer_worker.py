@@ -162,7 +162,8 @@ class Worker:
         self.remove(written)  # once the last read lease has ended
         gbps = lambda t: total / t / 1e9  # noqa: E731
         return {
-            "size": size, "keys": n, "alloc_s": alloc, "register_s": reg, "register_faults": f1 - f0,
+            "size": size, "keys": n, "alloc_s": alloc, "register_s": reg,
+            "register_faults": f1 - f0,
             "put_first_gbps": gbps(put_first), "get_first_gbps": gbps(get_first),
             "put_first_faults": f2 - f1b, "get_first_faults": f3 - f2,
             "put_warm_gbps": gbps(statistics.median(puts)),
@@ -192,7 +193,7 @@ class Worker:
                 fn(count + i)
             lat = []
             for i in range(count):
-                out, t = timed(lambda: fn(i))
+                _, t = timed(lambda: fn(i))
                 lat.append(t * 1e6)
             lat.sort()
             return {"p50_us": lat[len(lat) // 2], "p99_us": lat[min(len(lat) - 1,
