@@ -21,15 +21,18 @@ import re
 import tempfile
 from pathlib import Path
 
-# This machine has no GPU: vLLM's CPU platform, chosen explicitly as vLLM's CPU CI does with the
-# CUDA wheel. Its x86 check wants Triton's CPU backend unless the device list is empty, which it
-# is here; the scheduler and connector paths run no Triton kernel.
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+HAS_GPU = torch.cuda.is_available()
+if not HAS_GPU:
+    # vLLM's CPU platform, chosen explicitly as vLLM's CPU CI does with the CUDA wheel. Its x86
+    # check wants Triton's CPU backend unless the device list is empty, which it is here; the
+    # scheduler and connector paths run no Triton kernel.
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
 from vllm.config import (  # noqa: E402
     CacheConfig,
     KVTransferConfig,
