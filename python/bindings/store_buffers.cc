@@ -20,9 +20,11 @@ class BufferHandle {
   explicit BufferHandle(std::string bytes) : bytes_(std::move(bytes)) {}
   uintptr_t ptr() const { return reinterpret_cast<uintptr_t>(bytes_.data()); }
   size_t size() const { return bytes_.size(); }
+  // Writable signed bytes, as Mooncake's handle is: the handle owns its copy, and a read-only
+  // buffer makes torch.frombuffer (LMCache's path) warn on every first use.
   py::buffer_info Info() {
-    return py::buffer_info(bytes_.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
-                           {bytes_.size()}, {1}, /*readonly=*/true);
+    return py::buffer_info(bytes_.data(), 1, py::format_descriptor<int8_t>::format(), 1,
+                           {bytes_.size()}, {1}, /*readonly=*/false);
   }
 
  private:
