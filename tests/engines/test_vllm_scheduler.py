@@ -83,3 +83,28 @@ def test_second_engine_loads_the_first_engines_bytes(server, model_dir, layout):
         a.shutdown()
         if b is not None:
             b.shutdown()
+
+
+def test_what_vllm_asks_the_connector_class(server, model_dir):
+    """The class-level questions vLLM's config and factory ask before any engine runs."""
+    from vllm.config import KVTransferConfig
+    from vllm.config.kv_transfer import KVCacheAccess
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    auto = KVTransferConfig(**config_for(server))
+    host = KVTransferConfig(**config_for(server, **{"kvtier.transfer": "host"}))
+    cls = KVConnectorFactory.get_connector_class(auto)
+    # The GPU path shares the KV cache through legacy CUDA IPC handles.
+    assert KVConnectorFactory.kv_cache_access(auto) == KVCacheAccess.LEGACY_IPC
+    assert KVConnectorFactory.kv_cache_access(host) == KVCacheAccess.IN_PROCESS
+    assert not KVConnectorFactory.supports_hma_config(auto)  # vLLM turns HMA off for it
+    # vLLM refuses --enable-sleep-mode unless it is True (its CPU platform has no sleep mode, so
+    # that refusal itself cannot run here).
+    assert cls.supports_sleep_mode(host) and not cls.supports_sleep_mode(auto)
+    e = Engine(model_dir, config_for(server, **{"kvtier.async_load": True}))
+    try:
+        e.add("R", list(range(1, 40)))
+        assert e.connector.may_load_async(e.request("R"))
+        assert e.connector._cache_hit_source.value == "host"
+    finally:
+        e.shutdown()

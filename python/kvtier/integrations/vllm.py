@@ -64,6 +64,15 @@ log = logging.getLogger("kvtier.integrations.vllm")
 class KvtierConnector(KVConnectorBase_V1):
     """vLLM's ``kv_connector`` name for it is ``KvtierConnector``."""
 
+    if VLLM_AVAILABLE:
+        try:  # vLLM's hit-source label: kvtier serves every hit from its L1, host memory
+            from vllm.v1.metrics.cache_hit_source import CacheHitSource  # type: ignore
+
+            _cache_hit_source = CacheHitSource.HOST
+            del CacheHitSource
+        except ImportError:  # older vLLM: no such label
+            pass
+
     def __init__(self, vllm_config, role, kv_cache_config=None):
         try:
             super().__init__(vllm_config, role, kv_cache_config)
@@ -102,6 +111,14 @@ class KvtierConnector(KVConnectorBase_V1):
         return KVCacheAccess.LEGACY_IPC
 
     @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config) -> bool:
+        """Sleep mode frees and remaps the KV cache: the host path reads it through the same
+        tensors afterwards, but the GPU path's CUDA IPC registration would point at freed memory,
+        so vLLM refuses sleep mode unless kvtier.transfer is host."""
+        extra = getattr(kv_transfer_config, "kv_connector_extra_config", None) or {}
+        return extra.get("kvtier.transfer", "auto") == "host"
+
+    @classmethod
     def get_required_kvcache_layout(cls, vllm_config):
         return None  # NHD and HND both work (HND over the host path): chunks are in logical order
 
@@ -113,6 +130,10 @@ class KvtierConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
         return self._sched().get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def may_load_async(self, request) -> bool:
+        # vLLM's --max-num-inflight-kv-loads queue: with kvtier.async_load any hit loads async.
+        return self.settings.async_load and self.settings.load_enabled
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int):
         self._sched().update_state_after_alloc(request, blocks, num_external_tokens)
