@@ -421,6 +421,33 @@ def test_preempted_request_reloads_into_new_blocks(srv, model):
     eng.shutdown()
 
 
+def test_preempted_request_never_saves_blocks_another_request_wrote(srv, model):
+    """vLLM 0.34 runs start_load_kv after the forward on steps without synchronous loads, and a
+    preempted request's blocks may be written by another request in the step right after. B
+    completes a chunk in step 1 (its save is due in step 2) and is preempted; in step 2 D gets
+    B's blocks and writes them. The save must not store D's bytes under B's hashes."""
+    eng = make_engine(srv, model, num_blocks=12, token_budget=CHUNK + 16)
+    others = [eng.free.popleft() for _ in range(6)]  # blocks other requests hold until step 2
+    b = prompt(16, CHUNK + 8)
+    eng.add("B", b, max_tokens=3)
+    eng.add("D", prompt(17, CHUNK + 26), max_tokens=1)
+    eng.step()  # B: chunk 0 and 8 tokens (5 blocks); D: 8 tokens (1 block); no block is free
+    old = eng.block_ids("B")
+    eng.preempt("B")
+    step = eng.step()  # D takes B's 5 blocks and writes them in this step's forward
+    assert step["scheduled"] == {"D": CHUNK + 16}
+    assert set(eng.block_ids("D")[1:6]) == set(old)
+    eng.free.extend(others)
+    eng.run()
+    eng.add("E", b)  # loads B's chunk 0: it must hold B's bytes
+    eng.run()
+    assert any(s["matched"].get("E") == CHUNK for s in eng.steps)
+    assert eng.errors == []
+    assert step["saves"] == []  # B's save was dropped; B stored chunk 0 again after resuming
+    assert eng.scheduler.stats()["saves_dropped_after_preemption"] == 1
+    eng.shutdown()
+
+
 # --------------------------------------------------------------------------- tensor parallel
 
 
