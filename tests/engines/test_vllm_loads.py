@@ -193,3 +193,35 @@ def test_reset_cache_drops_the_models_chunks(server, model_dir):
 def test_docs_json_asks_for_recompute():
     assert docs_kv_transfer_config()["kv_load_failure_policy"] == "recompute"
     assert LAYERS == 2  # the rig's model, as the byte checks assume
+
+
+def test_a_request_kept_waiting_claims_only_what_a_fresh_lookup_found(server, model_dir):
+    """vLLM asks get_num_new_matched_tokens every step for a request it cannot allocate yet. By
+    the time it can, the first LOOKUP's read locks may have expired and its chunks be evicted:
+    a claim on that old answer would be a failed load, and under vLLM's default policy a failed
+    request. A lookup older than kvtier.lookup_max_age_s is redone, so the request computes."""
+    tokens = prompt(71, 100)
+    want = store(server, model_dir, tokens)
+    cfg = config_for(server, **{"kvtier.lookup_max_age_s": PIN_TTL_S / 2})
+    cfg.pop("kv_load_failure_policy")  # vLLM's default, "fail"
+    e = Engine(model_dir, cfg, num_blocks=10, max_batched_tokens=64)
+    try:
+        e.add("A", prompt(72, 120), max_tokens=4)  # 8 of the 9 usable blocks, then a 9th
+        e.step()
+        e.step()
+        e.add("B", tokens, max_tokens=2)  # 7 blocks: waits for A
+        e.step()
+        assert "B" not in e.state and e.connector.stats()["lookups"] == 2  # A and B: B waits
+        time.sleep(PIN_TTL_S + 0.3)  # the LOOKUP's locks expire; the chunks get evicted
+        c = server.client()
+        try:
+            c.evict(f"{e.connector._scheduler._s.model}@", tiers="all")
+        finally:
+            c.close()
+        e.run(["A", "B"])
+        settle(e)
+        assert e.finish_reason("B") != FinishReason.ERROR
+        assert e.errors == [] and e.worker_connector.stats()["load_failed_blocks"] == 0
+        assert [o.new_token_ids for o in e.outputs["B"]] == want
+    finally:
+        e.shutdown()

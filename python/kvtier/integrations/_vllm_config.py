@@ -25,6 +25,8 @@ KEYS: dict[str, tuple[Any, str]] = {
     "kvtier.timeout_ms": (5000, "timeout of one request to the server"),
     "kvtier.lookup_timeout_ms": (2000, "how long the scheduler waits for a LOOKUP's result"),
     "kvtier.retry_interval_s": (5.0, "after a failure, how long until the server is tried again"),
+    "kvtier.lookup_max_age_s": (10.0, "a lookup older than this is redone (keep it below the "
+                                      "server's --pin-ttl-s)"),
     "kvtier.auth_token_file": (None, "the server's --auth-token-file"),
     "kvtier.model": (None, "model name in the cache keys"),
     "kvtier.staging_blocks": (256, "blocks of the worker's staging buffer"),
@@ -41,6 +43,7 @@ class Settings:
     timeout_ms: int
     lookup_timeout_ms: int
     retry_interval_s: float
+    lookup_max_age_s: float
     auth_token_file: str | None
     model: str
     staging_blocks: int
@@ -158,6 +161,7 @@ def parse(vllm_config) -> Settings:
     timeout_ms = _int("kvtier.timeout_ms", get("kvtier.timeout_ms"), 1)
     lookup_timeout_ms = _int("kvtier.lookup_timeout_ms", get("kvtier.lookup_timeout_ms"), 1)
     retry = _float("kvtier.retry_interval_s", get("kvtier.retry_interval_s"), 0.0)
+    max_age = _float("kvtier.lookup_max_age_s", get("kvtier.lookup_max_age_s"), 0.0)
     token_file = get("kvtier.auth_token_file")
     if token_file is not None:
         token_file = _str("kvtier.auth_token_file", token_file)
@@ -202,7 +206,7 @@ def parse(vllm_config) -> Settings:
         raise ValueError(f"kv_role must be kv_producer, kv_consumer or kv_both, got {role!r}")
     return Settings(
         host=host, port=port, timeout_ms=timeout_ms, lookup_timeout_ms=lookup_timeout_ms,
-        retry_interval_s=retry, auth_token_file=token_file, model=model,
+        retry_interval_s=retry, lookup_max_age_s=max_age, auth_token_file=token_file, model=model,
         staging_blocks=staging, kv_layout=layout, transfer=transfer, async_load=async_load,
         block_size=block_size,
         use_mla=use_mla, tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),

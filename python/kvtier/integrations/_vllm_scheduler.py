@@ -29,9 +29,10 @@ has no saves and its blocks are never read by a save of the same steps.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
-import dataclasses
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,7 @@ class _ReqInfo:
 class _Lookup:
     chunks: int  # chunks asked for
     hit_chunks: int  # leading chunks every rank has
+    at: float  # time.monotonic() of the LOOKUP
     local: int = 0  # vLLM's own prefix hit, in tokens, at the last call
 
 
@@ -258,7 +260,12 @@ class SchedulerSide:
             return 0, False
         rid = request.request_id
         lk = self._lookups.get(rid)
-        if lk is None or lk.chunks != want:
+        # vLLM asks again, every step, for a request it could not allocate: a hit is claimed
+        # only while the LOOKUP's read locks (the server's --pin-ttl-s) surely still hold it, so
+        # an old one is redone (it replaces the old locks); a claimed chunk that is gone by the
+        # load would be a failure, which vLLM's default policy turns into a failed request.
+        if (lk is None or lk.chunks != want
+                or time.monotonic() - lk.at > self._s.lookup_max_age_s):
             hashes = self._hashes(info)[:want]
             try:
                 info.has_session = True
@@ -277,7 +284,7 @@ class SchedulerSide:
                 log.debug("kvtier connector: lookup of %s took longer than %d ms; treated as a "
                           "miss", rid, self._s.lookup_timeout_ms)
                 hit = 0
-            lk = _Lookup(chunks=want, hit_chunks=min(hit, want))
+            lk = _Lookup(chunks=want, hit_chunks=min(hit, want), at=time.monotonic())
             self._lookups[rid] = lk
             self.stats.lookup_hit_chunks += lk.hit_chunks
         lk.local = num_computed_tokens
