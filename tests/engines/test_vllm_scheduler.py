@@ -108,3 +108,14 @@ def test_what_vllm_asks_the_connector_class(server, model_dir):
         assert e.connector._cache_hit_source.value == "host"
     finally:
         e.shutdown()
+
+
+def test_cpu_engines_chunks_have_their_own_key(server, model_dir):
+    """vLLM's CPU backend lays a block's K and V out differently from the GPU backends: its
+    engines' default model key says so, so that a GPU engine never loads their chunks."""
+    e = Engine(model_dir, config_for(server))
+    try:
+        assert e.connector._scheduler._s.model == f"{model_dir}:float16:cpu"
+        assert e.worker_connector.settings.model == e.connector._scheduler._s.model
+    finally:
+        e.shutdown()

@@ -7,6 +7,7 @@ Every bad value is a ``ValueError`` that names the key; an unknown ``kvtier.*`` 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from dataclasses import dataclass
@@ -137,7 +138,24 @@ def default_model_key(vllm_config) -> str:
     cache_dtype = getattr(getattr(vllm_config, "cache_config", None), "cache_dtype", "auto")
     dtype = _dtype_name(getattr(model_config, "dtype", None)) if cache_dtype in (
         None, "auto") else _dtype_name(cache_dtype)
-    return f"{model}:{dtype}" if dtype else model
+    key = f"{model}:{dtype}" if dtype else model
+    return key + _cpu_backend_tag()
+
+
+def _cpu_backend_tag() -> str:
+    """':cpu' on vLLM's CPU platform in releases whose KV caches are per-layer [blocks, heads,
+    tokens, K+V] views (vllm.v1.kv_cache_layout): the CPU backend stores each head's K for the
+    whole block, then its V, where the GPU backends keep K and V per token, so the same bytes mean
+    different things and their chunks must not meet under one key."""
+    try:
+        if (importlib.util.find_spec("vllm") is None
+                or importlib.util.find_spec("vllm.v1.kv_cache_layout") is None):
+            return ""
+        from vllm.platforms import current_platform  # type: ignore
+
+        return ":cpu" if current_platform.is_cpu() else ""
+    except Exception:  # noqa: BLE001  (no usable vLLM: no tag)
+        return ""
 
 
 def parse(vllm_config) -> Settings:
