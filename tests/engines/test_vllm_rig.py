@@ -404,3 +404,12 @@ def test_rig_tensors_are_vllms_per_layer_views(layout):
     assert tuple(t.shape) == (8, KV_HEADS, 16, 2 * HEAD) and t.dtype == DTYPE
     # The innermost of B, H, N in memory: tokens (N) for LBHNC, heads (H) for LBNHC.
     assert (t.stride(2) < t.stride(1)) == (layout == "LBHNC")
+
+
+def test_docs_list_every_connector_key():
+    from kvtier.integrations.vllm import KEYS
+
+    text = DOCS.read_text()
+    section = text[text.index("## vLLM"):text.index("## SGLang")]
+    missing = [k for k in KEYS if f"| `{k}` |" not in section]
+    assert missing == [], f"docs/integrations.md's vLLM table lacks {missing}"
