@@ -38,6 +38,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import dataclasses
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ from ._vllm_base import VLLM_AVAILABLE, KvtierConnectorMetadata, LoadJob, SaveJo
 from ._vllm_config import Settings, check_chunk_size
 from ._vllm_link import ServerLink
 from ._vllm_paths import GpuPath, HostPath, choose_transfer, region_views
+from ._vllm_stats import Interval, KvtierConnectorStats
 
 log = logging.getLogger("kvtier.integrations.vllm")
 _instance_counter = itertools.count()
@@ -231,12 +233,24 @@ class WorkerStats:
     load_jobs: int = 0
     loaded_chunks: int = 0
     loaded_tokens: int = 0
+    loaded_bytes: int = 0  # written into the engine's KV cache
     load_failed_blocks: int = 0
+    load_seconds: float = 0.0
     save_jobs: int = 0
     stored_chunks: int = 0
+    stored_bytes: int = 0  # of the newly stored chunks
     present_chunks: int = 0
     skipped_chunks: int = 0
     store_errors: int = 0
+    save_seconds: float = 0.0
+
+    def counters(self) -> dict:
+        """The counters vLLM's KV-connector stats carry (_vllm_stats.METRICS)."""
+        return {"loaded_chunks": self.loaded_chunks, "loaded_bytes": self.loaded_bytes,
+                "load_failed_blocks": self.load_failed_blocks,
+                "load_seconds": self.load_seconds, "saved_chunks": self.stored_chunks,
+                "saved_bytes": self.stored_bytes, "save_failures": self.store_errors,
+                "save_seconds": self.save_seconds}
 
 
 class WorkerSide:
@@ -270,6 +284,7 @@ class WorkerSide:
         self._relink: BaseException | None = None  # the loader found the server without us
         self._closing = False
         self.stats = WorkerStats()
+        self._interval = Interval()  # get_kv_connector_stats: what changed since the last call
 
     # ---------------------------------------------------------------- registration
 
@@ -390,7 +405,18 @@ class WorkerSide:
             self._disabled = True
             return None
 
+    def _token_bytes(self) -> int:
+        """Bytes of one token in the engine's KV cache of this worker (every layer, K and V)."""
+        return self.geometry.bytes_per_token * len(self._views)
+
     def _save(self, client, job: SaveJob) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._save_job(client, job)
+        finally:
+            self.stats.save_seconds += time.perf_counter() - t0
+
+    def _save_job(self, client, job: SaveJob) -> None:
         self.stats.save_jobs += 1
         if client is None:
             self.stats.store_errors += 1
@@ -409,6 +435,7 @@ class WorkerSide:
                                      hashes=job.hashes[:c1], start=c * self._chunk,
                                      end=c1 * self._chunk, salt=job.salt)
                 self.stats.stored_chunks += r["stored_chunks"]
+                self.stats.stored_bytes += r["stored_chunks"] * self._chunk * self._token_bytes()
                 self.stats.present_chunks += r["present_chunks"]
                 self.stats.skipped_chunks += r["skipped_chunks"]
                 c = c1
@@ -423,7 +450,13 @@ class WorkerSide:
     def _load(self, client, job: LoadJob, link: ServerLink | None = None) -> list[int]:
         """Runs one load job over `client` (of `link`, default the worker's own); returns the
         blocks that did not get their bytes."""
-        link = link or self._link
+        t0 = time.perf_counter()
+        try:
+            return self._load_job(client, job, link or self._link)
+        finally:
+            self.stats.load_seconds += time.perf_counter() - t0
+
+    def _load_job(self, client, job: LoadJob, link: ServerLink) -> list[int]:
         self.stats.load_jobs += 1
         bs, chunk, path = self._s.block_size, self._chunk, self._path
         done = job.start_token  # tokens [start_token, done) are in the engine's blocks
@@ -450,6 +483,7 @@ class WorkerSide:
                                                    (hi - job.start_token) // bs]
                             path.loaded(blocks, (done - c * chunk) // bs)
                             self.stats.loaded_tokens += hi - done
+                            self.stats.loaded_bytes += (hi - done) * self._token_bytes()
                             done = hi
                     self.stats.loaded_chunks += got
                     if got < c1 - c:
@@ -486,6 +520,10 @@ class WorkerSide:
                 recving.add(rid)
                 self._invalid.update(failed)
         return (done or None), (recving or None)
+
+    def take_interval_stats(self) -> KvtierConnectorStats | None:
+        """vLLM's get_kv_connector_stats: the transfers since the last call, None if none."""
+        return self._interval.take(self.stats.counters())
 
     def take_load_errors(self) -> set[int]:
         out, self._invalid = self._invalid, set()

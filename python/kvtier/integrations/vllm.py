@@ -20,6 +20,8 @@ them while vLLM keeps the request parked, and ``get_finished`` reports them done
 ``handle_preemptions``, before the forward. Chunks that did not arrive are reported by
 ``get_block_ids_with_load_errors``: vLLM recomputes them with ``kv_load_failure_policy``
 "recompute" and fails the request with its default, "fail".
+The workers' load and save counters reach vLLM's stats log line and its Prometheus metrics
+(``vllm:kvtier_*``) through ``get_kv_connector_stats`` (``_vllm_stats.py``).
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
@@ -43,6 +45,7 @@ from ._vllm_base import (
     role_name,
 )
 from ._vllm_config import KEYS, Settings, parse
+from ._vllm_stats import METRICS, KvtierConnectorStats, build_stats
 
 __all__ = [
     "KEYS",
@@ -53,6 +56,8 @@ __all__ = [
     "KVConnectorRole",
     "KvtierConnector",
     "KvtierConnectorMetadata",
+    "KvtierConnectorStats",
+    "METRICS",
     "LoadJob",
     "SaveJob",
     "Settings",
@@ -188,6 +193,23 @@ class KvtierConnector(KVConnectorBase_V1):
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self._work().take_load_errors()
+
+    def get_kv_connector_stats(self) -> KvtierConnectorStats | None:
+        """vLLM's per-step stats (its log line and Prometheus metrics, _vllm_stats.py): the
+        worker's loads and saves since the last call. The scheduler instance has none."""
+        if self._worker is None:
+            return None
+        return self._worker.take_interval_stats()
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None):
+        return build_stats(data)
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        from ._vllm_stats import build_prom_metrics
+
+        return build_prom_metrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     # ------------------------------------------------------------ both
 
