@@ -472,6 +472,41 @@ def test_two_tp_ranks_each_load_their_own_bytes(srv, model):
     eng.shutdown()
 
 
+def test_vllm_stats_per_interval_and_merged_over_tp_ranks(srv, model):
+    """get_kv_connector_stats (vLLM's per-step stats; the stand-in base without vLLM): each
+    rank reports what it moved since the last call, and the ranks' stats add up."""
+    from kvtier.integrations.vllm import KvtierConnector
+
+    eng = make_engine(srv, model, tp=2)
+    a = prompt(21, 2 * CHUNK + 5)
+    eng.add("A", a)
+    eng.run()
+    eng.add("B", a)
+    eng.run()
+    assert eng.errors == [] and eng.scheduler.get_kv_connector_stats() is None
+    per_rank = [w.connector.get_kv_connector_stats() for w in eng.workers]
+    for w, st in zip(eng.workers, per_rank):
+        mine = w.connector.stats()
+        assert st.data["saved_chunks"] == mine["stored_chunks"] == 2
+        assert st.data["loaded_chunks"] == mine["loaded_chunks"] == 2
+        # B's hit: the 2 full chunks (the prompt's last token is never claimed).
+        assert st.data["loaded_bytes"] == mine["loaded_bytes"] == 2 * CHUNK * (
+            mine["loaded_bytes"] // mine["loaded_tokens"])
+        assert st.data["load_seconds"] > 0 and st.data["save_failures"] == 0
+        assert w.connector.get_kv_connector_stats() is None  # nothing moved since
+    total = KvtierConnector.build_kv_connector_stats(per_rank[0].to_dict()).aggregate(per_rank[1])
+    assert total.data["saved_chunks"] == 4 and total.data["loaded_chunks"] == 4
+    assert total.data["loaded_bytes"] == per_rank[0].data["loaded_bytes"] * 2
+    assert total.reduce()["kvtier loaded chunks"] == 4 and not total.is_empty()
+    total.reset()
+    assert total.is_empty()
+    with pytest.raises(ValueError, match="unknown counters"):
+        KvtierConnector.build_kv_connector_stats({"hits": 1})
+    with pytest.raises(TypeError, match="cannot be merged"):
+        total.aggregate(SimpleNamespace(data={}))
+    eng.shutdown()
+
+
 def test_a_chunk_counts_only_once_every_rank_has_it(srv, model, uid):
     """Keys carry the world size: a chunk that only rank 0 of 2 stored is a miss."""
     tokens = prompt(17, 2 * CHUNK + 1)
