@@ -1,36 +1,33 @@
 """The server processes of bench/mooncake_peer.py: kvtier's `kvtier master` + `kvtier node`, and
 Mooncake's own `mooncake_master` + `mooncake_client` from its wheel, on free loopback ports,
 TCP only, Mooncake with P2PHANDSHAKE metadata (no metadata server). Every process is stopped by
-its PID (SIGTERM, then SIGKILL); its log is kept for errors.
+its PID (SIGTERM, then SIGKILL); its log is kept for errors. start_mooncake_master and
+start_mooncake_client are also the engine tests' launchers of the wheel's processes
+(tests/engines/test_mooncake_api_pair.py).
 
 This module imports neither store package: the orchestrator stays free of both native modules.
 """
 
-import ctypes
 import importlib.util
 import os
 import random
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    # A bench killed mid-run must not leave servers holding ports and gigabytes.
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
+from child_process import die_with_parent, stop_process  # noqa: E402
+from child_process import tcp_open as port_open  # noqa: E402
 
 
 def free_port():
     """A loopback port nobody listens on, below the ephemeral range (a port bind(0) picks could
     be taken as a client's local port before the server binds it)."""
+    # kvtier.server.free_port does the same, but importing it loads kvtier's native module, which
+    # this module keeps out of the orchestrator (see above).
     for _ in range(200):
         port = random.randint(12000, 30000)
         with socket.socket() as s:
@@ -42,26 +39,23 @@ def free_port():
     raise RuntimeError("no free loopback port found")
 
 
-def port_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 class Proc:
     """One server process; stop() is safe to call more than once."""
 
-    def __init__(self, name, argv):
-        self.name = name
+    def __init__(self, name, argv, port=None):
+        self.name, self.port = name, port
         self.log = tempfile.NamedTemporaryFile(prefix=f"peer-{name}-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=die_with_parent)
 
     @property
     def pid(self):
         return self.proc.pid
+
+    @property
+    def address(self):
+        """"127.0.0.1:<port>" of the port it serves on (the one start() picked)."""
+        return f"127.0.0.1:{self.port}"
 
     def log_text(self):
         with open(self.log.name, errors="replace") as f:
@@ -79,18 +73,27 @@ class Proc:
         raise RuntimeError(f"{self.name} not ready after {timeout_s} s:\n{self.log_text()[-4000:]}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
         try:
             os.unlink(self.log.name)
         except OSError:
             pass
+
+
+def start(name, argv_at, ready, attempts=3):
+    """A started Proc of argv_at(port) on a free port, ready(proc) true; a port picked here may be
+    taken before the process binds it, so a start that fails is retried on a fresh port."""
+    for attempt in range(attempts):
+        port = free_port()
+        p = Proc(name, argv_at(port), port)
+        try:
+            p.wait_ready(lambda: ready(p))
+            return p
+        except RuntimeError:
+            p.stop()
+            if attempt == attempts - 1:
+                raise
 
 
 def kvtier_binary():
@@ -113,6 +116,27 @@ def mooncake_binary(name):
     return str(path)
 
 
+def start_mooncake_master(lease_ms):
+    """The wheel's `mooncake_master` (no HTTP metadata server: clients use P2PHANDSHAKE); a
+    started Proc, .address its RPC address."""
+    return start("mooncake-master", lambda port: [
+        mooncake_binary("mooncake_master"), f"--rpc_port={port}", "--rpc_address=127.0.0.1",
+        f"--metrics_port={free_port()}", "--metrics_host=127.0.0.1",
+        f"--default_kv_lease_ttl={lease_ms}", "--enable_http_metadata_server=false",
+        "--logtostderr"], lambda p: port_open(p.port))
+
+
+def start_mooncake_client(master_address, segment):
+    """The wheel's `mooncake_client` (Mooncake's standalone "real client", which dummy clients
+    attach to), mounting a segment (bytes, or a size string like "64MB") at the master; a
+    started Proc, .address what setup_dummy takes."""
+    return start("mooncake-client", lambda port: [
+        mooncake_binary("mooncake_client"), "--host=127.0.0.1", f"--port={port}",
+        f"--global_segment_size={segment}", f"--master_server_address={master_address}",
+        "--metadata_server=P2PHANDSHAKE", "--protocol=tcp", "--logtostderr"],
+        lambda p: "Starting real client service" in p.log_text() and port_open(p.port))
+
+
 class Cluster:
     """A started master and, when asked, the process dummies attach to (`server`). Attributes:
     master_address, server_address ("host:port" setup_dummy takes), server_pid."""
@@ -122,11 +146,9 @@ class Cluster:
         self.master_address = self.server_address = None
         self.server_pid = None
 
-    def _start(self, name, argv, ready):
-        p = Proc(name, argv)
-        self.procs.append(p)
-        p.wait_ready(lambda: ready(p))
-        return p
+    def add(self, proc):
+        self.procs.append(proc)
+        return proc
 
     def stop(self):
         for p in reversed(self.procs):
@@ -145,20 +167,18 @@ def kvtier_cluster(lease_ms, segment_bytes, with_server):
     at start, the node's default)."""
     c = Cluster()
     try:
-        mport = free_port()
-        c._start("kvtier-master", [kvtier_binary(), "master", "--host", "127.0.0.1", "--port",
-                                   str(mport), "--http-port", "0",
-                                   "--default-kv-lease-ttl-ms", str(lease_ms)],
-                 lambda p: port_open(mport))
-        c.master_address = f"127.0.0.1:{mport}"
+        master = c.add(start("kvtier-master", lambda port: [
+            kvtier_binary(), "master", "--host", "127.0.0.1", "--port", str(port),
+            "--http-port", "0", "--default-kv-lease-ttl-ms", str(lease_ms)],
+            lambda p: port_open(p.port)))
+        c.master_address = master.address
         if with_server:
-            nport = free_port()
-            node = c._start("kvtier-node", [kvtier_binary(), "node", "--master", c.master_address,
-                                            "--host", "127.0.0.1", "--port", str(nport),
-                                            "--global-segment-size", str(segment_bytes),
-                                            "--http-port", "0"],
-                            lambda p: "kvtier node " in p.log_text())
-            c.server_address, c.server_pid = f"127.0.0.1:{nport}", node.pid
+            node = c.add(start("kvtier-node", lambda port: [
+                kvtier_binary(), "node", "--master", c.master_address, "--host", "127.0.0.1",
+                "--port", str(port), "--global-segment-size", str(segment_bytes),
+                "--http-port", "0"],
+                lambda p: "kvtier node " in p.log_text()))
+            c.server_address, c.server_pid = node.address, node.pid
     except BaseException:
         c.stop()
         raise
@@ -171,22 +191,10 @@ def mooncake_cluster(lease_ms, segment_bytes, with_server):
     P2PHANDSHAKE metadata."""
     c = Cluster()
     try:
-        mport, metrics = free_port(), free_port()
-        c._start("mooncake-master", [mooncake_binary("mooncake_master"), f"--rpc_port={mport}",
-                                     "--rpc_address=127.0.0.1", f"--metrics_port={metrics}",
-                                     "--metrics_host=127.0.0.1",
-                                     f"--default_kv_lease_ttl={lease_ms}", "--logtostderr"],
-                 lambda p: port_open(mport))
-        c.master_address = f"127.0.0.1:{mport}"
+        c.master_address = c.add(start_mooncake_master(lease_ms)).address
         if with_server:
-            cport = free_port()
-            client = c._start("mooncake-client", [
-                mooncake_binary("mooncake_client"), "--host=127.0.0.1", f"--port={cport}",
-                f"--global_segment_size={segment_bytes}",
-                f"--master_server_address={c.master_address}",
-                "--metadata_server=P2PHANDSHAKE", "--protocol=tcp", "--logtostderr"],
-                lambda p: "Starting real client service" in p.log_text() and port_open(cport))
-            c.server_address, c.server_pid = f"127.0.0.1:{cport}", client.pid
+            client = c.add(start_mooncake_client(c.master_address, segment_bytes))
+            c.server_address, c.server_pid = client.address, client.pid
     except BaseException:
         c.stop()
         raise

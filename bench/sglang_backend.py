@@ -16,23 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from kvtier.integrations.sglang import KvtierHiCacheStorage  # noqa: E402
+from peer_limits import memcpy_gbps  # noqa: E402 (bench/, the script's own directory)
 from sglang_harness import HostPool, StorageConfig, page_hashes, slots  # noqa: E402
 from store_cluster import StoreCluster  # noqa: E402
-
-
-def memcpy_gbps(nbytes, rounds):
-    src, dst = np.ones(nbytes, dtype=np.uint8), np.ones(nbytes, dtype=np.uint8)  # both touched
-    rates = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        rates.append(nbytes / (time.perf_counter() - start) / 1e9)
-    return statistics.median(rates)
 
 
 def run(backend, pool, args, tag):

@@ -16,8 +16,8 @@ import torch
 import mooncake.store as wheel
 import kvtier.store as kv
 from store_cluster import running_cluster
-from test_mooncake_api_pair import (Memory, WheelClient, WheelMaster, call, new_pair,
-                                    setup_embedded)
+from test_mooncake_api_pair import (Memory, call, new_pair, setup_embedded,
+                                    start_mooncake_client, start_mooncake_master)
 
 LEASE_MS = 500
 
@@ -57,7 +57,7 @@ KVTIER_ANSWERS = {
 
 @pytest.fixture(scope="module")
 def wheel_master():
-    m = WheelMaster(LEASE_MS)
+    m = start_mooncake_master(LEASE_MS)
     yield m
     m.stop()
 
@@ -88,7 +88,7 @@ def prefix(request):
 
 @pytest.fixture(scope="module")
 def wheel_client(wheel_master):
-    c = WheelClient(wheel_master)
+    c = start_mooncake_client(wheel_master.address, "64MB")
     yield c
     c.stop()
 

@@ -4,100 +4,16 @@ node, and one embedded store client of each, for the differential tests: the sam
 same arguments goes to both, and the results are compared in a normalised form."""
 
 import ctypes
-import os
-import signal
-import socket
-import subprocess
-import tempfile
-import time
+import sys
 from pathlib import Path
 
 import mooncake.store as wheel
-from kvtier.server import free_port
 from kvtier.store import MooncakeDistributedStore as KvtierStore
 
-
-def wheel_master_binary():
-    """The wheel's `mooncake_master` binary (its console script execs this file)."""
-    path = Path(wheel.__file__).resolve().parent / "mooncake_master"
-    if not path.exists():
-        raise FileNotFoundError(f"the Mooncake wheel has no {path}")
-    if not os.access(path, os.X_OK):
-        path.chmod(path.stat().st_mode | 0o111)
-    return str(path)
-
-
-class WheelMaster:
-    """`mooncake_master` on free loopback ports; stopped by PID."""
-
-    def __init__(self, lease_ms):
-        self.log = tempfile.NamedTemporaryFile(prefix="mooncake-master-", suffix=".log",
-                                               delete=False)
-        for attempt in range(3):
-            self.port = free_port()
-            self.metrics_port = free_port()
-            self.proc = subprocess.Popen(
-                [wheel_master_binary(), f"--rpc_port={self.port}", "--rpc_address=127.0.0.1",
-                 f"--metrics_port={self.metrics_port}", f"--default_kv_lease_ttl={lease_ms}",
-                 "--enable_http_metadata_server=false"],
-                stdout=self.log, stderr=subprocess.STDOUT)
-            if self._wait():
-                return
-            self.stop()
-            if attempt == 2:
-                raise RuntimeError(f"mooncake_master did not start:\n{self.log_text()}")
-
-    def _wait(self, timeout_s=20.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.3).close()
-                return True
-            except OSError:
-                time.sleep(0.05)
-        return False
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-    def log_text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
-class WheelClient(WheelMaster):
-    """The wheel's `mooncake_client` (Mooncake's "real client", which dummy clients attach to)
-    on a free loopback port, mounting a segment at `master`; stopped by PID."""
-
-    def __init__(self, master, segment="64MB"):  # noqa: super().__init__ starts a master
-        self.log = tempfile.NamedTemporaryFile(prefix="mooncake-client-", suffix=".log",
-                                               delete=False)
-        binary = str(Path(wheel_master_binary()).with_name("mooncake_client"))
-        for attempt in range(3):
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [binary, "--host=127.0.0.1", f"--port={self.port}",
-                 f"--master_server_address={master.address}",
-                 f"--global_segment_size={segment}", "--protocol=tcp",
-                 "--metadata_server=P2PHANDSHAKE"],
-                stdout=self.log, stderr=subprocess.STDOUT)
-            if self._wait():
-                return
-            self.stop()
-            if attempt == 2:
-                raise RuntimeError(f"mooncake_client did not start:\n{self.log_text()}")
+# The wheel's mooncake_master / mooncake_client are started by the peer bench's launchers (one
+# launcher for the bench and the tests); appended, so bench/ shadows no module of the tests.
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
+from peer_clusters import start_mooncake_client, start_mooncake_master  # noqa: E402,F401
 
 
 def setup_embedded(store, master_address, segment=64 << 20, local=16 << 20):

@@ -2,25 +2,15 @@
 free loopback ports, always stopped by PID (SIGTERM, then SIGKILL), logs kept for failures."""
 
 import contextlib
-import ctypes
 import os
-import signal
-import socket
 import subprocess
 import tempfile
 import time
 
+from child_process import die_with_parent, stop_process
+from child_process import tcp_open as _tcp_open  # noqa: F401 (its old name, imported by others)
 from kvtier.server import find_binary, free_port  # noqa: F401 (re-exported)
 from kvtier.store import DistributedStore
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 class _Process:
@@ -31,7 +21,7 @@ class _Process:
         self.log = tempfile.NamedTemporaryFile(prefix=f"kvtier-{name}-", suffix=".log",
                                                delete=False)
         self.proc = subprocess.Popen([find_binary()] + args, stdout=self.log,
-                                     stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                                     stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 
     @property
     def pid(self):
@@ -45,13 +35,7 @@ class _Process:
             return f.read()
 
     def stop(self, timeout_s=10.0):
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_process(self.proc, timeout_s)
         self.log.close()
 
     def remove_log(self):
@@ -70,14 +54,6 @@ def _wait_for(what, proc, ready, timeout_s):
             return
         time.sleep(0.05)
     raise RuntimeError(f"{what} not ready after {timeout_s} s:\n{proc.log_text()}")
-
-
-def _tcp_open(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class StoreCluster:
