@@ -5,6 +5,7 @@ to vLLM's log line (KVConnectorLogging) and its Prometheus logger (PrometheusSta
 vLLM's KVOutputAggregator merges two workers' stats."""
 
 import copy
+import time
 
 import numpy as np
 import pytest
@@ -39,6 +40,11 @@ class StatsEngine(Engine):
             for o in eco.outputs:
                 self.outputs.setdefault(o.request_id, []).append(o)
 
+    def paced_step(self):
+        """A step, then a moment for the loader thread (async loads finish between steps)."""
+        self.step()
+        time.sleep(0.005)
+
     def worker_step_stats(self):
         return [s["kv"].kv_connector_stats for s in self.steps
                 if s["kv"] is not None and s["kv"].kv_connector_stats is not None]
@@ -67,15 +73,16 @@ def server():
 
 @pytest.fixture(scope="module")
 def round_trip(server):
-    """Engine A stores a 4-chunk prompt, engine B (same model, its own vLLM cache) loads it."""
+    """Engine A stores a 4-chunk prompt, engine B (same model, its own vLLM cache) loads it,
+    and so does engine C with kvtier.async_load (its loads run on the worker's loader thread)."""
     model_dir = make_model_dir()
     tokens = [int(t) for t in np.random.default_rng(11).integers(1, 999, PROMPT)]
     engines = {}
-    for name in ("A", "B"):
-        e = StatsEngine(model_dir, config_for(server))
+    for name, extra in (("A", {}), ("B", {}), ("C", {"kvtier.async_load": True})):
+        e = StatsEngine(model_dir, config_for(server, **extra))
         try:
             e.add(name, tokens, max_tokens=2)
-            e.run([name])
+            e.run([name], step=e.paced_step)
             for _ in range(20):  # the saves of a finished request complete a step or two later
                 if not e.scheduler.requests:
                     break
@@ -91,7 +98,7 @@ def test_scheduler_stats_carry_the_workers_loads_and_saves(round_trip):
     a, b = round_trip["A"], round_trip["B"]
     # vLLM asks the SCHEDULER connector too and merges its stats in: kvtier's has none.
     assert a.connector.get_kv_connector_stats() is None
-    for e in (a, b):
+    for e in round_trip.values():
         steps = e.worker_step_stats()
         assert steps and all(type(s) is KvtierConnectorStats and not s.is_empty() for s in steps)
         # Steps that moved nothing send no stats (vLLM then sends no payload either).
@@ -108,8 +115,15 @@ def test_scheduler_stats_carry_the_workers_loads_and_saves(round_trip):
     assert got_b["loaded_chunks"] == 4 and got_b["loaded_bytes"] == (PROMPT - 16) * TOKEN_BYTES
     assert got_b["load_failed_blocks"] == 0 and got_b["load_seconds"] > 0
     assert got_b["saved_chunks"] == 0  # the server had every chunk already
+    # The loader thread's counters arrive as well. With kvtier.transfer auto an async load's
+    # hit ends on a chunk boundary: 3 chunks (the 4th holds the prompt's last token).
+    c = round_trip["C"]
+    got_c = summed(c.payloads())
+    assert c.connector.stats()["matched_tokens"] == 3 * CHUNK
+    assert (got_c["loaded_chunks"], got_c["loaded_bytes"]) == (3, 3 * CHUNK * TOKEN_BYTES)
+    assert got_c["load_failed_blocks"] == 0 and got_c["load_seconds"] > 0
     # The same numbers as the connector's own cumulative stats().
-    for e, got in ((a, got_a), (b, got_b)):
+    for e, got in ((a, got_a), (b, got_b), (c, got_c)):
         mine = e.worker_connector.stats()
         assert (got["saved_chunks"], got["loaded_chunks"], got["loaded_bytes"]) == (
             mine["stored_chunks"], mine["loaded_chunks"], mine["loaded_bytes"])
