@@ -11,7 +11,7 @@ connector calls run here anyway (test_vllm_scheduler.py and the others).
 """
 
 import pytest
-from test_vllm_rig import HAS_GPU, config_for, make_model_dir
+from vllm_rig import HAS_GPU, config_for, make_model_dir
 
 from kvtier.server import LocalServer
 

@@ -9,9 +9,9 @@ RETRIEVE (in the worker's start_load_kv).
 
 import time
 
-import numpy as np
 import pytest
-from test_vllm_rig import LAYERS, Engine, config_for, docs_kv_transfer_config, make_model_dir
+from vllm_rig import (LAYERS, Engine, config_for, docs_kv_transfer_config, make_model_dir, prompt,
+                      settle)
 from vllm.v1.engine import FinishReason
 
 from kvtier.server import LocalServer
@@ -32,18 +32,7 @@ def model_dir():
     return make_model_dir()  # a model of its own per test: its own cache keys
 
 
-def prompt(seed, n):
-    return [int(t) for t in np.random.default_rng(seed).integers(1, 999, n)]
 
-
-def settle(engine, step=None, max_steps=30):
-    step = step or engine.step
-    for _ in range(max_steps):
-        if not engine.scheduler.requests:
-            engine.drain()
-            return
-        step()
-    raise AssertionError(f"requests left: {list(engine.scheduler.requests)}")
 
 
 def store(server, model_dir, tokens):

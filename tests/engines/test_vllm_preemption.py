@@ -8,9 +8,8 @@ any error. The saves now run in ``handle_preemptions`` (before the forward) and 
 of a preempted request are dropped.
 """
 
-import numpy as np
 import pytest
-from test_vllm_rig import LAYERS, Engine, config_for, make_model_dir
+from vllm_rig import LAYERS, Engine, config_for, make_model_dir, prompt, settle
 
 from kvtier.server import LocalServer
 
@@ -28,16 +27,7 @@ def model_dir():
     return make_model_dir()
 
 
-def prompt(seed, n):
-    return [int(t) for t in np.random.default_rng(seed).integers(1, 999, n)]
 
-
-def settle(engine, max_steps=20):
-    for _ in range(max_steps):
-        if not engine.scheduler.requests:
-            return
-        engine.step()
-    raise AssertionError(f"requests left: {list(engine.scheduler.requests)}")
 
 
 def load_elsewhere(server, model_dir, tokens):

@@ -4,7 +4,7 @@ hits, loads them, and finds the first engine's bytes in its KV tensors (test_vll
 
 import numpy as np
 import pytest
-from test_vllm_rig import LAYERS, Engine, config_for, make_model_dir
+from vllm_rig import LAYERS, Engine, config_for, make_model_dir, prompt, settle
 
 from kvtier.server import LocalServer
 
@@ -22,17 +22,7 @@ def model_dir():
     return make_model_dir()
 
 
-def prompt(seed, n):
-    return [int(t) for t in np.random.default_rng(seed).integers(1, 999, n)]
 
-
-def settle(engine, max_steps=20):
-    """Steps until every request, held ones included, has left the scheduler."""
-    for _ in range(max_steps):
-        if not engine.scheduler.requests:
-            return
-        engine.step()
-    raise AssertionError(f"requests left: {list(engine.scheduler.requests)}")
 
 
 def prefill_and_snapshot(engine, rid, tokens, upto):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from prometheus_client import REGISTRY
-from test_vllm_rig import DTYPE, HEAD, KV_HEADS, LAYERS, Engine, config_for, make_model_dir
+from vllm_rig import DTYPE, HEAD, KV_HEADS, LAYERS, Engine, config_for, make_model_dir
 from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorLogging
 from vllm.v1.metrics.loggers import PrometheusStatLogger
