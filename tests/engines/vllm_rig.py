@@ -9,6 +9,11 @@ prefix and the layer, and checks first that the request's computed prefix holds 
 bytes. A wrong byte in a block the connector did not report as failed is silent corruption and
 goes into ``Engine.errors``. Its "sampler" picks a token from the prefix, so runs repeat.
 
+Hybrid models (``sliding_window``): the layers named there get vLLM's SlidingWindowSpec and vLLM
+groups the layers itself (several KV cache groups under its hybrid KV cache manager, one when
+that manager is off). Each layer reads and writes its own group's blocks; a sliding-window layer
+checks only the tokens inside its window (vLLM frees the blocks behind it).
+
 test_vllm_rig.py checks the rig itself against vLLM (that its tensors are what vLLM's CPU
 attention backend expects, and that the docs' JSON is what the engines are built from).
 """
@@ -46,11 +51,18 @@ from vllm.distributed.kv_transfer.kv_connector.v1 import KVConnectorRole  # noqa
 from vllm.forward_context import set_forward_context  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
-from vllm.v1.core.kv_cache_planning import get_kv_cache_config_from_groups  # noqa: E402
+from vllm.v1.core.kv_cache_planning import (  # noqa: E402
+    get_kv_cache_config_from_groups,
+    get_kv_cache_groups,
+)
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
-from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheGroupSpec,  # noqa: F401  (test_vllm_rig.py takes it from here)
+    SlidingWindowSpec,
+)
 from vllm.v1.kv_cache_layout import KVCacheLayout  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
@@ -126,8 +138,10 @@ def next_token(tokens) -> int:
 
 
 class _WorkerReq:
-    def __init__(self, tokens, prompt_len, blocks, computed):
-        self.tokens, self.blocks, self.computed = list(tokens), list(blocks), computed
+    def __init__(self, tokens, prompt_len, groups, computed):
+        self.tokens, self.computed = list(tokens), computed
+        self.groups = [list(g) for g in groups]  # block ids per KV cache group
+        self.blocks = self.groups[0]
         self.prompt_len = prompt_len
 
 
@@ -138,7 +152,10 @@ class Engine:
 
     def __init__(self, model_dir, kv_transfer_config: dict, *, num_blocks=64, block_size=16,
                  layout="LBHNC", max_batched_tokens=64, max_num_seqs=8, async_scheduling=False,
-                 prefix_caching=True, reserve_full_isl=True):
+                 prefix_caching=True, reserve_full_isl=True, sliding_window=None,
+                 hybrid_manager=None):
+        """sliding_window: {layer: window in tokens} for sliding-window layers; hybrid_manager:
+        vLLM's hybrid KV cache manager forced on or off (None: vLLM decides)."""
         self.block_size = block_size
         self.vllm_config = VllmConfig(
             model_config=ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16",
@@ -149,7 +166,9 @@ class Engine:
                 max_num_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs,
                 max_model_len=2048, is_encoder_decoder=False,
                 async_scheduling=async_scheduling, enable_chunked_prefill=True,
-                scheduler_reserve_full_isl=reserve_full_isl),
+                scheduler_reserve_full_isl=reserve_full_isl,
+                disable_hybrid_kv_cache_manager=(None if hybrid_manager is None
+                                                 else not hybrid_manager)),
             kv_transfer_config=KVTransferConfig(**kv_transfer_config))
         self.vllm_config.cache_config.kv_cache_layout = layout  # the engine core resolves it
         # vLLM's CPU platform turns async scheduling off; on GPUs it is on by default. The async
@@ -158,12 +177,29 @@ class Engine:
         assert self.vllm_config.max_concurrent_batches == (2 if async_scheduling else 1)
         self.layout = KVCacheLayout[layout]
         self.layer_names = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
-        spec = FullAttentionSpec(block_size=block_size, num_kv_heads=KV_HEADS, head_size=HEAD,
-                                 dtype=DTYPE)
+        windows = sliding_window or {}
+        specs = {name: (SlidingWindowSpec(block_size=block_size, num_kv_heads=KV_HEADS,
+                                          head_size=HEAD, dtype=DTYPE,
+                                          sliding_window=windows[i]) if i in windows else
+                        FullAttentionSpec(block_size=block_size, num_kv_heads=KV_HEADS,
+                                          head_size=HEAD, dtype=DTYPE))
+                 for i, name in enumerate(self.layer_names)}
+        page = next(iter(specs.values())).page_size_bytes
+        groups = get_kv_cache_groups(self.vllm_config, specs)  # vLLM's grouping (HMA or not)
+        # Groups share tensors (one layer of each group per tensor): the memory of the largest.
         self.kv_cache_config = get_kv_cache_config_from_groups(
-            self.vllm_config, [KVCacheGroupSpec(self.layer_names, spec)],
-            available_memory=num_blocks * spec.page_size_bytes * LAYERS)
+            self.vllm_config, groups,
+            available_memory=num_blocks * page * max(len(g.layer_names) for g in groups))
         assert self.kv_cache_config.num_blocks == num_blocks
+        self.groups = self.kv_cache_config.kv_cache_groups
+        # Per layer: its group, and the window it attends to (None: every earlier token).
+        self.layer_group, self.layer_window = [], []
+        for name in self.layer_names:
+            g = next(i for i, grp in enumerate(self.groups) if name in grp.layer_names)
+            self.layer_group.append(g)
+            spec = self.groups[g].kv_cache_spec
+            self.layer_window.append(spec.sliding_window
+                                     if isinstance(spec, SlidingWindowSpec) else None)
         self.vllm_config.cache_config.num_gpu_blocks = num_blocks
         sched_cls = self.vllm_config.scheduler_config.get_scheduler_cls()
         assert sched_cls is (AsyncScheduler if async_scheduling else Scheduler)
@@ -236,19 +272,24 @@ class Engine:
         u8 = self._u8[layer]
         u8[bi, :, si, :] = torch.from_numpy(np.ascontiguousarray(data)).view(b - a, u8.shape[1], -1)
 
-    def first_wrong_block(self, tokens, blocks, end):
-        """Index (in `blocks`) of the first block whose tokens [0, end) differ from the model's
-        bytes, or None."""
+    def first_wrong_block(self, tokens, groups, end):
+        """(group, index in that group's blocks) of the first block whose tokens [0, end) differ
+        from the model's bytes in a layer that attends to them, or None. A sliding-window layer
+        attends to the last window - 1 of them only."""
         if end == 0:
             return None
         seeds = prefix_seeds(tokens[:end])
         bad = None
         for layer in range(LAYERS):
-            got = self.read(blocks, 0, end, layer)
-            rows = np.nonzero((got != kv_bytes(seeds, layer, self.width)).any(axis=1))[0]
+            g, w = self.layer_group[layer], self.layer_window[layer]
+            a = 0 if w is None else max(0, end - w + 1)
+            if a >= end:
+                continue
+            got = self.read(groups[g], a, end, layer)
+            rows = np.nonzero((got != kv_bytes(seeds[a:], layer, self.width)).any(axis=1))[0]
             if rows.size:
-                b = int(rows[0]) // self.block_size
-                bad = b if bad is None else min(bad, b)
+                b = (a + int(rows[0])) // self.block_size
+                bad = min(bad, (g, b), key=lambda x: x[1]) if bad is not None else (g, b)
         return bad
 
     def scribble(self, blocks):
@@ -269,12 +310,13 @@ class Engine:
             self.state.pop(rid, None)
         for new in so.scheduled_new_reqs:
             self.state[new.req_id] = _WorkerReq(new.prefill_token_ids, len(new.prompt_token_ids),
-                                                new.block_ids[0], new.num_computed_tokens)
+                                                new.block_ids, new.num_computed_tokens)
         c = so.scheduled_cached_reqs
         for rid, blocks, computed in zip(c.req_ids, c.new_block_ids, c.num_computed_tokens):
             st = self.state[rid]
             if blocks is not None:
-                st.blocks.extend(blocks[0])
+                for mine, more in zip(st.groups, blocks):
+                    mine.extend(more)
             st.computed = computed
 
     def execute(self, so) -> ModelRunnerOutput:
@@ -293,7 +335,7 @@ class Engine:
             # (garbage after a wrong prefix, as a real forward would produce).
             for rid, n in so.num_scheduled_tokens.items():
                 st = self.state[rid]
-                bad = self.first_wrong_block(st.tokens, st.blocks, st.computed)
+                bad = self.first_wrong_block(st.tokens, st.groups, st.computed)
                 if bad is not None:
                     info["bad"][rid] = bad
                 a, b = st.computed, st.computed + n
@@ -301,17 +343,18 @@ class Engine:
                     data = (self.expected(st.tokens, a, b, layer) if bad is None else
                             np.random.default_rng(b).integers(0, 256, (n, self.width),
                                                               dtype=np.uint8))
-                    self.write(st.blocks, a, b, layer, data)
+                    self.write(st.groups[self.layer_group[layer]], a, b, layer, data)
         self.runner.finish_forward()
         kv = self.runner.post_forward(so.finished_req_ids)
         invalid = set(kv.invalid_block_ids) if kv is not None else set()
-        for rid, bad in info["bad"].items():
+        for rid, (g, bad) in info["bad"].items():
             reported = self.reported.setdefault(rid, set())
-            reported |= {b for b in self.state[rid].blocks if b in invalid}
-            if self.state[rid].blocks[bad] not in reported:
-                self.errors.append(f"step {len(self.steps)}: {rid}: block {bad} "
-                                   f"({self.state[rid].blocks[bad]}) holds wrong bytes and was "
-                                   f"not reported (reported {sorted(reported)})")
+            blocks = self.state[rid].groups[g]
+            reported |= {b for b in blocks if b in invalid}
+            if blocks[bad] not in reported:
+                self.errors.append(f"step {len(self.steps)}: {rid}: block {bad} of group {g} "
+                                   f"({blocks[bad]}) holds wrong bytes and was not reported "
+                                   f"(reported {sorted(reported)})")
         sampled = []
         req_ids = list(so.num_scheduled_tokens)
         for rid in req_ids:

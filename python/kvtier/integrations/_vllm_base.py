@@ -110,6 +110,16 @@ except Exception as e:  # noqa: BLE001  (any failure inside vLLM's import means:
             return False
 
 
+try:  # vLLM's marker of connectors that work with its hybrid KV cache manager (HMA)
+    if not VLLM_AVAILABLE:
+        raise ImportError("no vLLM")
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA  # type: ignore
+except ImportError:  # no vLLM, or a release from before HMA connectors
+
+    class SupportsHMA(ABC):  # type: ignore[no-redef]  # noqa: B024
+        """Stand-in for vLLM's SupportsHMA: the connector has request_finished_all_groups."""
+
+
 def role_name(role) -> str:
     """'SCHEDULER' or 'WORKER' for vLLM's enum, ours, or their names/values."""
     name = getattr(role, "name", None)

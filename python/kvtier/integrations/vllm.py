@@ -20,6 +20,9 @@ them while vLLM keeps the request parked, and ``get_finished`` reports them done
 ``handle_preemptions``, before the forward. Chunks that did not arrive are reported by
 ``get_block_ids_with_load_errors``: vLLM recomputes them with ``kv_load_failure_policy``
 "recompute" and fails the request with its default, "fail".
+It implements vLLM's ``SupportsHMA``, so vLLM keeps its hybrid KV cache manager on. kvtier caches
+a KV cache of one full-attention group; with any other layout (sliding-window or Mamba groups)
+it stays out of the engine, every request a clean miss (``_vllm_groups.py``).
 The workers' load and save counters reach vLLM's stats log line and its Prometheus metrics
 (``vllm:kvtier_*``) through ``get_kv_connector_stats`` (``_vllm_stats.py``).
 
@@ -42,9 +45,11 @@ from ._vllm_base import (
     KvtierConnectorMetadata,
     LoadJob,
     SaveJob,
+    SupportsHMA,
     role_name,
 )
 from ._vllm_config import KEYS, Settings, parse
+from ._vllm_groups import group0_block_ids, unserved_reason
 from ._vllm_stats import METRICS, KvtierConnectorStats, build_stats
 
 __all__ = [
@@ -66,7 +71,7 @@ __all__ = [
 log = logging.getLogger("kvtier.integrations.vllm")
 
 
-class KvtierConnector(KVConnectorBase_V1):
+class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
     """vLLM's ``kv_connector`` name for it is ``KvtierConnector``."""
 
     if VLLM_AVAILABLE:
@@ -85,6 +90,17 @@ class KvtierConnector(KVConnectorBase_V1):
             super().__init__(vllm_config, role)
         self.settings = parse(vllm_config)
         self._role_name = role_name(role)
+        # A KV cache layout kvtier cannot serve (hybrid groups): load and store nothing.
+        self.unserved = unserved_reason(kv_cache_config)
+        if self.unserved is not None:
+            if self._role_name == "SCHEDULER":
+                log.warning("kvtier connector: %s, so kvtier stays out of this engine: no hits, "
+                            "no stores. A model with sliding-window and full-attention layers is "
+                            "cached when vLLM runs with --disable-hybrid-kv-cache-manager (every "
+                            "layer then keeps its full KV in one group); docs/integrations.md",
+                            self.unserved)
+            self.settings = dataclasses.replace(self.settings, load_enabled=False,
+                                                save_enabled=False)
         self._scheduler = self._worker = None
         if self._role_name == "SCHEDULER":
             from ._vllm_scheduler import SchedulerSide
@@ -152,6 +168,12 @@ class KvtierConnector(KVConnectorBase_V1):
     def request_finished(self, request, block_ids) -> tuple[bool, dict[str, Any] | None]:
         return self._sched().request_finished(request, block_ids)
 
+    def request_finished_all_groups(self, request,
+                                    block_ids) -> tuple[bool, dict[str, Any] | None]:
+        """vLLM's call with HMA on: block ids per KV cache group. kvtier serves one group (with
+        several it loaded and stored nothing, so no blocks of them are held)."""
+        return self._sched().request_finished(request, group0_block_ids(block_ids))
+
     def reset_cache(self) -> bool | None:
         """vLLM's reset_prefix_cache(reset_connector=True), e.g. after new weights: drops this
         model's chunks from the server's L1 and L2. False when the server did not do it."""
@@ -162,6 +184,10 @@ class KvtierConnector(KVConnectorBase_V1):
     # ------------------------------------------------------------ worker side
 
     def register_kv_caches(self, kv_caches) -> None:
+        if self.unserved is not None:  # no transfers will come: the server gets no buffers
+            log.info("kvtier connector (worker): %s; the KV cache is not registered",
+                     self.unserved)
+            return
         self._work().register_kv_caches(kv_caches)
 
     def handle_preemptions(self, kv_connector_metadata) -> None:
