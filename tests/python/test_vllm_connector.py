@@ -398,6 +398,52 @@ def test_roles_producer_and_consumer(srv, model):
     cons.shutdown()
 
 
+def test_hybrid_kv_cache_layouts_are_a_clean_miss(srv, model, stats, caplog):
+    """Several KV cache groups (vLLM's hybrid KV cache manager) or a sliding-window group: the
+    connector stays out (no lookup, no hit, no store, no registration), so a chunk another engine
+    stored is never loaded into only some of the groups."""
+    p = prompt(21, 2 * CHUNK + 4)
+    first = make_engine(srv, model)
+    first.add("A", p)
+    first.run()
+    first.shutdown()
+    extra = {"kvtier.port": srv.port, "kvtier.model": model, "kvtier.timeout_ms": 5000}
+    names = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
+    full = H.FullAttentionSpec(BS, 2, 8, torch.float16)
+    window = H.SlidingWindowSpec(BS, 2, 8, torch.float16, sliding_window=3 * BS)
+    layouts = {"2 group(s) (FullAttentionSpec, SlidingWindowSpec)": [
+        H.KVCacheGroupSpec(names[:1], full), H.KVCacheGroupSpec(names[1:], window)],
+        "1 group(s) (SlidingWindowSpec)": [H.KVCacheGroupSpec(names, window)]}
+    base = stats()["registered_workers"]
+    for what, groups in layouts.items():
+        kcc = H.KVCacheConfig(96, [], groups)
+        with caplog.at_level(logging.WARNING, logger=LOG):
+            sched = H.make_connector(H.make_config(model, extra=extra), "SCHEDULER", kcc)
+        assert what in sched.unserved and "stays out" in caplog.text
+        worker = H.make_connector(H.make_config(model, extra=extra), "WORKER", kcc)
+        worker.register_kv_caches(dict(H.RankCache("flash_attn", 2, 96, BS, 2, 8).tensors))
+        assert stats()["registered_workers"] == base
+        req = H.Request("B", p)
+        assert sched.get_num_new_matched_tokens(req, 0) == (0, False)
+        assert not sched.may_load_async(req)
+        assert sched.request_finished_all_groups(req, ([1, 2], [3, 4])) == (False, None)
+        assert sched.stats()["lookups"] == 0
+        sched.shutdown()
+        worker.shutdown()
+
+
+def test_request_finished_all_groups_holds_blocks_of_a_pending_save(srv, model):
+    """vLLM's HMA call (the harness makes it, as vLLM's Scheduler does for a SupportsHMA
+    connector): a request that finishes with a save pending keeps its blocks."""
+    eng = make_engine(srv, model)
+    assert "SupportsHMA" in [c.__name__ for c in type(eng.scheduler).__mro__]
+    eng.add("A", prompt(22, 2 * CHUNK + 4))
+    eng.run()
+    assert eng.connector_delays["A"] is True and eng.errors == []
+    assert eng.scheduler.stats()["delayed_frees"] == 1
+    eng.shutdown()
+
+
 def test_preempted_request_reloads_into_new_blocks(srv, model):
     eng = make_engine(srv, model)
     a = prompt(14, 4 * CHUNK + 8)

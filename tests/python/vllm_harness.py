@@ -15,7 +15,8 @@ kv_connector_model_runner_mixin.py):
                it; wait_for_save (every step, empty ones too), get_finished,
                get_block_ids_with_load_errors, clear_connector_metadata.
   update():    failed blocks cut num_computed_tokens back (the request recomputes from there and
-               its sampled token is dropped); finished requests -> request_finished (True keeps
+               its sampled token is dropped); finished requests -> request_finished_all_groups (one
+               group; request_finished for a connector without it) (True keeps
                the blocks until every worker reported the id in finished_sending);
                update_connector_output.
 
@@ -223,6 +224,15 @@ class FullAttentionSpec:  # vllm.v1.kv_cache_interface (MLAAttentionSpec with us
     head_size: int
     dtype: Any
     use_mla: bool = False
+
+
+@dataclass
+class SlidingWindowSpec:  # vllm.v1.kv_cache_interface: blocks behind the window are freed
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype: Any
+    sliding_window: int
 
 
 @dataclass
@@ -736,7 +746,11 @@ class MiniEngine:
         n = min(req.num_computed_tokens, req.num_prompt_tokens)
         if blocks and n:  # (a parked request has computed nothing)
             self.snapshots[rid] = [w.cache.read(blocks, 0, n) for w in self.workers]
-        conn_delay, params = self.scheduler.request_finished(req, blocks)
+        if hasattr(self.scheduler, "request_finished_all_groups"):
+            # vLLM's Scheduler with a SupportsHMA connector: block ids per KV cache group.
+            conn_delay, params = self.scheduler.request_finished_all_groups(req, (list(blocks),))
+        else:
+            conn_delay, params = self.scheduler.request_finished(req, blocks)
         assert params is None
         self.connector_delays[rid] = conn_delay
         if delay or conn_delay:
