@@ -148,19 +148,34 @@ def test_the_rig_sees_wrong_bytes_in_the_sliding_window_group(server, model_dir)
 @pytest.mark.parametrize("hybrid_manager", [None, False])
 def test_one_sliding_window_group_is_a_clean_miss(server, model_dir, hybrid_manager):
     """Every layer sliding-window: one SlidingWindowSpec group, HMA on or off (vLLM promotes
-    sliding windows to full attention only next to full-attention layers). Its blocks behind the
-    window are freed mid-request, so kvtier must not save or load them."""
+    sliding windows to full attention only next to full-attention layers, so before SupportsHMA
+    this is what such a model got). A request with a prefix hit in vLLM's own cache has vLLM's
+    null block for the blocks behind the window; before this layout was a clean miss, kvtier
+    saved chunks from those (R2 below, once kvtier had lost its copy) and a later request with a
+    shorter shared prefix loaded them into its window: silent wrong bytes (R3)."""
     tokens = prompt(4, 160)
-    for rid in ("A", "B"):
-        e = Engine(model_dir, config_for(server), sliding_window={0: WINDOW, 1: WINDOW},
-                   hybrid_manager=hybrid_manager)
+    a = Engine(model_dir, config_for(server), sliding_window={0: WINDOW, 1: WINDOW},
+               hybrid_manager=hybrid_manager)
+    try:
+        assert spec_types(a) == ["SlidingWindowSpec"] and a.connector.unserved is not None
+        run(a, "R1", tokens, max_tokens=2)
+        c = server.client()
         try:
-            assert spec_types(e) == ["SlidingWindowSpec"] and e.connector.unserved is not None
-            run(e, rid, tokens)
-            assert e.connector.stats()["matched_tokens"] == 0
-            assert e.worker_connector.stats()["stored_chunks"] == 0
+            c.evict(f"{a.connector._scheduler._s.model}@", tiers="all")
         finally:
-            e.shutdown()
+            c.close()
+        run(a, "R2", tokens + prompt(5, 40), max_tokens=2)
+        assert a.connector.stats()["matched_tokens"] == 0
+        assert a.worker_connector.stats()["stored_chunks"] == 0
+    finally:
+        a.shutdown()
+    b = Engine(model_dir, config_for(server), sliding_window={0: WINDOW, 1: WINDOW},
+               hybrid_manager=hybrid_manager)
+    try:
+        run(b, "R3", tokens[:80] + prompt(6, 40), max_tokens=2)  # run() asserts no wrong byte
+        assert b.connector.stats()["matched_tokens"] == 0
+    finally:
+        b.shutdown()
 
 
 def test_hma_off_caches_a_sliding_window_and_full_attention_model(server, model_dir):
