@@ -87,7 +87,7 @@ def test_what_vllm_asks_the_connector_class(server, model_dir):
     # The GPU path shares the KV cache through legacy CUDA IPC handles.
     assert KVConnectorFactory.kv_cache_access(auto) == KVCacheAccess.LEGACY_IPC
     assert KVConnectorFactory.kv_cache_access(host) == KVCacheAccess.IN_PROCESS
-    assert not KVConnectorFactory.supports_hma_config(auto)  # vLLM turns HMA off for it
+    assert KVConnectorFactory.supports_hma_config(auto)  # SupportsHMA: vLLM keeps HMA on
     # vLLM refuses --enable-sleep-mode unless it is True (its CPU platform has no sleep mode, so
     # that refusal itself cannot run here).
     assert cls.supports_sleep_mode(host) and not cls.supports_sleep_mode(auto)
