@@ -370,6 +370,7 @@ PYBIND11_MODULE(_kvtier, m) {
   using namespace kvtier;
   m.doc() = "kvtier native client (see the kvtier package for the documented API)";
   m.attr("PROTOCOL_VERSION") = wire::kProtocolVersion;
+  m.attr("DEFAULT_PORT") = wire::kDefaultServerPort;
   // Inside an engine's process the library logs as the services do: warnings and errors only,
   // unless $KVTIER_LOG_LEVEL (trace, debug, info, warn, error, off) says otherwise.
   InitLogging();
@@ -400,8 +401,8 @@ PYBIND11_MODULE(_kvtier, m) {
   const auto none = py::none();
   py::class_<C>(m, "CacheClient", "Connection to a kvtier server (thread-safe).")
       .def(py::init<const std::string&, uint16_t, int64_t, const std::optional<std::string>&>(),
-           py::arg("host") = "127.0.0.1", py::arg("port") = 5555, py::arg("timeout_ms") = 30000,
-           py::arg("auth_token_file") = none,
+           py::arg("host") = "127.0.0.1", py::arg("port") = wire::kDefaultServerPort,
+           py::arg("timeout_ms") = 30000, py::arg("auth_token_file") = none,
            "auth_token_file: the server's --auth-token-file (a wrong or missing one is a "
            "KvtierError with code_name PERMISSION_DENIED)")
       .def("server_info", &C::ServerInfo)

@@ -20,6 +20,7 @@ block ids, and the server copies the bytes itself. Usage::
 """
 
 from kvtier._kvtier import (  # noqa: F401  (re-exports)
+    DEFAULT_PORT,
     PROTOCOL_VERSION,
     CacheClient,
     HostKvBuffer,
@@ -30,6 +31,7 @@ from kvtier._kvtier import (  # noqa: F401  (re-exports)
 )
 
 __all__ = [
+    "DEFAULT_PORT",
     "PROTOCOL_VERSION",
     "CacheClient",
     "HostKvBuffer",

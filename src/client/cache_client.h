@@ -25,7 +25,7 @@ namespace kvtier {
 
 struct ClientOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 5555;
+  uint16_t port = wire::kDefaultServerPort;
   std::chrono::milliseconds timeout{30'000};
   std::string name = "kvtier-cpp";
   // The server's --auth-token-file secret (ReadSecretFile reads one); empty: no authentication.

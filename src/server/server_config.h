@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "common/hashing.h"
+#include "wire/protocol.h"
 
 namespace kvtier {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  uint16_t port = 5555;
+  uint16_t port = wire::kDefaultServerPort;
   uint16_t http_port = 8080;  // 0 = no HTTP admin
   double l1_size_gb = 1.0;
   uint32_t chunk_size = 256;

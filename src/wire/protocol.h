@@ -12,6 +12,9 @@ namespace kvtier::wire {
 inline constexpr uint32_t kProtocolVersion = 1;
 // The longest QUERY_PREFETCH_STATUS long poll (`wait_us`) a server holds; longer ones are cut.
 inline constexpr uint64_t kMaxStatusWaitUs = 10'000'000;
+// The cache server's ZMQ port when none is given: `kvtier server`, CacheClient and the Python
+// client (kvtier.DEFAULT_PORT) share it, so each side finds the other without configuration.
+inline constexpr uint16_t kDefaultServerPort = 5555;
 
 enum class RequestType : uint32_t {
   kHello = 1,

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from kvtier._kvtier import DEFAULT_PORT
+
 log = logging.getLogger("kvtier.integrations.vllm")
 
 PREFIX = "kvtier."
@@ -22,7 +24,7 @@ TRANSFERS = ("auto", "gpu", "host")
 # key -> (default, one-line description); docs/integrations.md lists the same.
 KEYS: dict[str, tuple[Any, str]] = {
     "kvtier.host": ("127.0.0.1", "address of the kvtier server"),
-    "kvtier.port": (5555, "its ZMQ port (the hand-off socket is @kvtier-server-<port>)"),
+    "kvtier.port": (DEFAULT_PORT, "its ZMQ port (the hand-off socket is @kvtier-server-<port>)"),
     "kvtier.timeout_ms": (5000, "timeout of one request to the server"),
     "kvtier.lookup_timeout_ms": (2000, "how long the scheduler waits for a LOOKUP's result"),
     "kvtier.retry_interval_s": (5.0, "after a failure, how long until the server is tried again"),
