@@ -23,7 +23,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "fault/checksummed_value.h"
 #include "integration/prompt_round_trip.h"
 #include "integration/worker_fixture.h"
@@ -71,7 +71,7 @@ class FaultServer {
   // Starts `kvtier server` on free ports with a 64 MiB L1, then `args`, and waits until it
   // answers PING (throws if it does not within 10 s).
   explicit FaultServer(std::vector<std::string> args)
-      : port_(bench::FreeLoopbackPort()), http_port_(bench::FreeLoopbackPort()) {
+      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
     const char* bin = std::getenv("KVTIER_BIN");
     if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
     std::vector<std::string> all = {bin,          "server",        "--port",

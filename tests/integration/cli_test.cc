@@ -36,7 +36,7 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
 
 TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
   const std::string path = ::testing::TempDir() + "/kvtier-config.json";
-  const uint16_t port = bench::FreeLoopbackPort();
+  const uint16_t port = FreeLoopbackPort();
   std::ofstream(path) << "{\"port\": " << port << ", \"chunk_size\": 32, \"http-port\": 0, "
                       << "\"l1-size-gb\": 0.01, \"hash\": \"sha256\"}";
   // The server from the config answers HELLO with the config's chunk size; --hash overrides.
@@ -122,7 +122,7 @@ TEST(Cli, PortInUseIsReported) {
   EXPECT_NE(out.text.find("cannot bind"), std::string::npos) << out.text;
   // The HTTP port too: no second process may share a listening port (no SO_REUSEPORT).
   out = RunServerCli("server --no-l1-prefault --l1-size-gb 0.01 --port " +
-            std::to_string(bench::FreeLoopbackPort()) + " --http-port " + std::to_string(first.http_port()));
+            std::to_string(FreeLoopbackPort()) + " --http-port " + std::to_string(first.http_port()));
   EXPECT_EQ(out.status, 1);
   EXPECT_NE(out.text.find("cannot bind"), std::string::npos) << out.text;
 }

@@ -154,7 +154,7 @@ TEST_F(CtlServerTest, EvictDropsOneModelsObjects) {
 }
 
 TEST(CtlErrors, UnreachableTargetsExitThree) {
-  const std::string port = std::to_string(bench::FreeLoopbackPort());  // nobody listens there
+  const std::string port = std::to_string(FreeLoopbackPort());  // nobody listens there
   for (const std::string& args :
        {"--server 127.0.0.1:" + port + " ping", "--http 127.0.0.1:" + port + " status",
         "--master 127.0.0.1:" + port + " keys", "--node 127.0.0.1:" + port + " status"}) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "integration/prompt_round_trip.h"
 #include "integration/server_process.h"
 #include "support/http_status.h"
@@ -108,7 +108,7 @@ TEST(ServerAuth, WarnsWhenExposedWithoutASecretOnly) {
   for (const bool with_secret : {false, true}) {
     SCOPED_TRACE(with_secret ? "with a secret" : "without a secret");
     std::vector<std::string> args = {bin, "server", "--host", "0.0.0.0",
-                                     "--port", std::to_string(bench::FreeLoopbackPort()),
+                                     "--port", std::to_string(FreeLoopbackPort()),
                                      "--http-port", "0", "--l1-size-gb", "0.0625",
                                      "--no-l1-prefault"};
     if (with_secret) args.insert(args.end(), {"--auth-token-file", good});

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "client/cache_client.h"
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "support/token_file.h"
 
 namespace kvtier::testing {
@@ -26,8 +26,8 @@ class ServerProcess {
  public:
   // An --auth-token-file in `extra_args` is read, so Options() and Client() present its secret.
   explicit ServerProcess(std::vector<std::string> extra_args = {})
-      : port_(bench::FreeLoopbackPort()),
-        http_port_(bench::FreeLoopbackPort()),
+      : port_(FreeLoopbackPort()),
+        http_port_(FreeLoopbackPort()),
         auth_token_(TokenFromArgs(extra_args)) {
     const char* bin = std::getenv("KVTIER_BIN");
     if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");

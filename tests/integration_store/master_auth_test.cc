@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "integration_store/store_fixture.h"
-#include "support/kvtier_cli.h"
 #include "support/http_status.h"
+#include "support/kvtier_cli.h"
 #include "support/process_output.h"
 #include "support/token_file.h"
 
@@ -22,7 +22,7 @@ using std::chrono::milliseconds;
 
 std::string NodeArgs(const MasterProcess& master, const std::string& token_file) {
   std::string args = "node --master " + master.address() + " --port " +
-                     std::to_string(bench::FreeLoopbackPort()) +
+                     std::to_string(FreeLoopbackPort()) +
                      " --global-segment-size 1MB --no-prefault --log-level error";
   return token_file.empty() ? args : args + " --auth-token-file " + token_file;
 }
@@ -86,10 +86,10 @@ TEST(MasterAuth, WarnsWhenExposedWithoutASecretOnly) {
     SCOPED_TRACE(with_secret ? "with a secret" : "without a secret");
     std::vector<std::string> secret;
     if (with_secret) secret = {"--auth-token-file", good};
-    const uint16_t master_port = bench::FreeLoopbackPort();
+    const uint16_t master_port = FreeLoopbackPort();
     std::vector<std::string> master_args = {KvtierBin(), "master", "--host", "0.0.0.0",
                                             "--port", std::to_string(master_port),
-                                            "--http-port", std::to_string(bench::FreeLoopbackPort())};
+                                            "--http-port", std::to_string(FreeLoopbackPort())};
     master_args.insert(master_args.end(), secret.begin(), secret.end());
     ProcessWithStderr master(master_args, ::testing::TempDir() + "/master-exposed.log");
     ASSERT_TRUE(master.WaitForOutput("kvtier master listening", milliseconds(20'000)))
@@ -97,8 +97,8 @@ TEST(MasterAuth, WarnsWhenExposedWithoutASecretOnly) {
 
     std::vector<std::string> node_args = {
         KvtierBin(), "node", "--master", "127.0.0.1:" + std::to_string(master_port), "--host",
-        "0.0.0.0", "--port", std::to_string(bench::FreeLoopbackPort()), "--global-segment-size", "1MB",
-        "--no-prefault", "--http-port", std::to_string(bench::FreeLoopbackPort())};
+        "0.0.0.0", "--port", std::to_string(FreeLoopbackPort()), "--global-segment-size", "1MB",
+        "--no-prefault", "--http-port", std::to_string(FreeLoopbackPort())};
     node_args.insert(node_args.end(), secret.begin(), secret.end());
     ProcessWithStderr node(node_args, ::testing::TempDir() + "/node-exposed.log");
     ASSERT_TRUE(node.WaitForOutput("kvtier node ", milliseconds(20'000))) << node.Output();

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "support/child_process.h"
 #include "support/store_processes.h"
 
@@ -67,8 +67,8 @@ class NodeProcess {
  public:
   NodeProcess(const std::string& master, const std::string& segment_size,
               std::vector<std::string> extra = {}, uint16_t port = 0)
-      : port_(port != 0 ? port : bench::FreeLoopbackPort()),
-        http_port_(bench::FreeLoopbackPort()),
+      : port_(port != 0 ? port : FreeLoopbackPort()),
+        http_port_(FreeLoopbackPort()),
         auth_token_(TokenFromArgs(extra)) {
     std::vector<std::string> args = {KvtierBin(), "node", "--master", master, "--port",
                                      std::to_string(port_), "--http-port",

@@ -85,8 +85,8 @@ struct Store {
 // Runs `kvtier server` to its exit (at most `limit`): the exit status (-1: still running, then
 // killed) and what it wrote to stdout and stderr.
 std::pair<int, std::string> RunServerToExit(const std::string& adapter, seconds limit) {
-  const std::string port = std::to_string(bench::FreeLoopbackPort());
-  const std::string http_port = std::to_string(bench::FreeLoopbackPort());
+  const std::string port = std::to_string(FreeLoopbackPort());
+  const std::string http_port = std::to_string(FreeLoopbackPort());
   std::vector<std::string> args = {KvtierBin(),    "server",  "--port",          port,
                                    "--http-port",  http_port, "--log-level",     "error",
                                    "--l1-size-gb", "0.0625",  "--no-l1-prefault"};
@@ -343,7 +343,7 @@ TEST(StoreL2, AKilledNodeMakesLookupsMissAndL1KeepsServing) {
 
 TEST(StoreL2, AServerStartedBeforeItsNodeUsesItOnceItIsUp) {
   MasterProcess master;
-  const uint16_t port = bench::FreeLoopbackPort();
+  const uint16_t port = FreeLoopbackPort();
   ServerProcess server(ServerArgs(DummyAdapter("127.0.0.1:" + std::to_string(port))));
   auto client = server.Client();
   Worker w(*client, 1);

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "support/logged_server.h"
 
 namespace kvtier::testing {
@@ -36,8 +36,8 @@ class EtcdProcess : public LoggedServer {
     // A chosen port can be taken by someone else between our probe and etcd's bind; then etcd
     // exits at once and we try other ones.
     for (int i = 0; i < 5; ++i) {
-      e->port_ = bench::FreeLoopbackPort();
-      e->peer_port_ = bench::FreeLoopbackPort();
+      e->port_ = FreeLoopbackPort();
+      e->peer_port_ = FreeLoopbackPort();
       if (e->port_ != 0 && e->peer_port_ != 0 && e->Spawn() && e->WaitReady()) return e;
       e->Kill();
     }

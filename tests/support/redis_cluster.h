@@ -50,7 +50,7 @@ class RedisCluster {
       // again on other ports.
       std::unique_ptr<RedisProcess> node;
       for (int attempt = 0; attempt < 5 && !node; ++attempt) {
-        const uint16_t port = bench::FreeLoopbackPort(), bus = bench::FreeLoopbackPort();
+        const uint16_t port = FreeLoopbackPort(), bus = FreeLoopbackPort();
         if (port == 0 || bus == 0) continue;
         node = RedisProcess::Start(
             port, "",

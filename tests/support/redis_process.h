@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "support/logged_server.h"
 
 namespace kvtier::testing {
@@ -41,7 +41,7 @@ class RedisProcess : public LoggedServer {
     // bind; then redis exits at once and we try another one.
     const int attempts = port == 0 ? 5 : 1;
     for (int i = 0; i < attempts; ++i) {
-      r->port_ = port != 0 ? port : bench::FreeLoopbackPort();
+      r->port_ = port != 0 ? port : FreeLoopbackPort();
       if (r->port_ != 0 && r->Spawn() && r->WaitReady()) return r;
       r->Kill();
     }

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "store/client/master_client.h"
 #include "support/child_process.h"
 #include "support/token_file.h"
@@ -30,8 +30,8 @@ inline std::string KvtierBin() {
 class MasterProcess {
  public:
   explicit MasterProcess(std::vector<std::string> extra_args = {}, uint16_t port = 0)
-      : port_(port != 0 ? port : bench::FreeLoopbackPort()),
-        http_port_(bench::FreeLoopbackPort()),
+      : port_(port != 0 ? port : FreeLoopbackPort()),
+        http_port_(FreeLoopbackPort()),
         auth_token_(TokenFromArgs(extra_args)) {
     std::vector<std::string> args = {KvtierBin(), "master",
                                      "--port",    std::to_string(port_),

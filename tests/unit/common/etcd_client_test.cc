@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
-#include "support/silent_listener.h"
+#include "common/free_port.h"
 #include "support/etcd_process.h"
+#include "support/silent_listener.h"
 
 namespace kvtier {
 namespace {
@@ -248,7 +248,7 @@ TEST_F(EtcdClientTest, ExpiredLeaseDropsItsKeys) {
 }
 
 TEST_F(EtcdClientTest, FailsOverToTheNextEndpoint) {
-  const uint16_t dead = bench::FreeLoopbackPort();  // nobody listens there
+  const uint16_t dead = FreeLoopbackPort();  // nobody listens there
   EtcdClient c("127.0.0.1:" + std::to_string(dead) + "," + etcd_->endpoint());
   ASSERT_TRUE(c.Put("failover/k", "v").ok());
   auto got = c.Get("failover/k");
@@ -281,8 +281,8 @@ TEST_F(EtcdClientTest, SilentEndpointTimesOutAndOnlyIdempotentRequestsMoveOn) {
 }
 
 TEST(EtcdClientNoServerTest, AllEndpointsDeadIsUnavailable) {
-  const std::string endpoints = "127.0.0.1:" + std::to_string(bench::FreeLoopbackPort()) +
-                                ",127.0.0.1:" + std::to_string(bench::FreeLoopbackPort());
+  const std::string endpoints = "127.0.0.1:" + std::to_string(FreeLoopbackPort()) +
+                                ",127.0.0.1:" + std::to_string(FreeLoopbackPort());
   EtcdClient c(endpoints, 500ms);
   EXPECT_EQ(c.endpoints(), endpoints);
   const auto t0 = std::chrono::steady_clock::now();

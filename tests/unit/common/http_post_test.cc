@@ -10,7 +10,7 @@
 #include <chrono>
 #include <string>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "support/silent_listener.h"
 
 namespace kvtier {
@@ -54,7 +54,7 @@ TEST(HttpPostTest, RejectsBrokenAnswers) {
 
 TEST(HttpPostTest, RefusedIsNotSentAndSilenceIsSent) {
   auto refused =
-      HttpPost("127.0.0.1", bench::FreeLoopbackPort(), "/", "{}", "application/json", 500ms);
+      HttpPost("127.0.0.1", FreeLoopbackPort(), "/", "{}", "application/json", 500ms);
   EXPECT_FALSE(refused.answered);
   EXPECT_FALSE(refused.sent);
   EXPECT_NE(refused.error.find("connect"), std::string::npos) << refused.error;

@@ -359,7 +359,7 @@ TEST(RespClusterTest, ConfigErrorsAreClear) {
 }
 
 TEST(RespClusterTest, NoReachableSeedOrAStandaloneServerIsUnavailable) {
-  const uint16_t port = bench::FreeLoopbackPort();  // nothing listens there
+  const uint16_t port = FreeLoopbackPort();  // nothing listens there
   auto c = MakeConnector(R"({"type":"resp","cluster":true,"port":)" + std::to_string(port) +
                          R"(,"deadline_ms":600000})");
   ASSERT_TRUE(c);

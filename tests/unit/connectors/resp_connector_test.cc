@@ -245,7 +245,7 @@ TEST(RespConnectorTest, DbSelectionIsolatesKeys) {
 }
 
 TEST(RespConnectorTest, ServerDownAtStartFailsWithUnavailableNamingTheAddress) {
-  const uint16_t port = bench::FreeLoopbackPort();  // nothing listens there
+  const uint16_t port = FreeLoopbackPort();  // nothing listens there
   // A deadline far longer than the test: UNAVAILABLE (not TIMEOUT) shows the refusal was not
   // waited out.
   auto c = MakeConnector(R"({"type":"resp","port":)" + std::to_string(port) +

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "unit/store/master/loopback_master.h"
 
 namespace kvtier::store {
@@ -50,7 +50,7 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
   // A master that does not answer: the timeout is the answer (the node would wait as long), and
   // the node is asked for a while after it.
-  direct.Route("127.0.0.1:" + std::to_string(bench::FreeLoopbackPort()), "secret",
+  direct.Route("127.0.0.1:" + std::to_string(FreeLoopbackPort()), "secret",
                milliseconds(200));
   auto timed_out = direct.Call(dummy::Op::kExist, {"k"}, false);
   ASSERT_TRUE(timed_out.has_value());

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/common/free_port.h"
 #include "common/etcd_client.h"
+#include "common/free_port.h"
 #include "common/metrics.h"
 #include "store/client/leader_master_client.h"
 #include "store/master/etcd_journal.h"
@@ -184,14 +184,14 @@ TEST_F(EtcdFailoverTest, ACandidateWithoutEtcdKeepsTryingUntilStopped) {
 struct LoneMaster {
   LoneMaster() {
     for (int attempt = 0; attempt < 20 && !rpc.Start("127.0.0.1", port).ok(); ++attempt) {
-      port = bench::FreeLoopbackPort();
+      port = FreeLoopbackPort();
     }
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
   MetricsRegistry metrics;
   MasterService service{MasterOptions{}, Clock::Real(), &metrics};
   MasterRpcServer rpc{service, metrics};
-  uint16_t port = bench::FreeLoopbackPort();
+  uint16_t port = FreeLoopbackPort();
 };
 
 // Polls `pred` for up to 5 s.

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "bench/common/free_port.h"
 #include "common/clock.h"
+#include "common/free_port.h"
 #include "common/metrics.h"
 #include "store/master/master_rpc_server.h"
 #include "store/master/master_service.h"
@@ -19,7 +19,7 @@ struct LoopbackMaster {
   // `secret` empty: no authentication. A failed start fails the test (check with ASSERT_TRUE(ok)).
   explicit LoopbackMaster(const std::string& secret = "") {
     for (int attempt = 0; attempt < 20 && !ok; ++attempt) {
-      port = bench::FreeLoopbackPort();
+      port = FreeLoopbackPort();
       ok = rpc.Start("127.0.0.1", port, secret).ok();
     }
     EXPECT_TRUE(ok) << "no free port for the master";

@@ -11,17 +11,17 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/free_port.h"
 #include "common/clock.h"
 #include "common/endian.h"
+#include "common/free_port.h"
 #include "common/metrics.h"
 #include "store/client/master_client.h"
-#include "store/protocol/master_protocol.h"
 #include "store/master/master_rpc_server.h"
 #include "store/master/master_service.h"
-#include "unit/store/master/loopback_master.h"
+#include "store/protocol/master_protocol.h"
 #include "store/transport/rpc_records.h"
 #include "store/transport/tcp_io.h"
+#include "unit/store/master/loopback_master.h"
 #include "wire/secret_channel.h"
 
 namespace kvtier::store {
@@ -45,7 +45,7 @@ class MasterRpcTest : public ::testing::Test {
     service_ = std::make_unique<MasterService>(MasterOptions{}, Clock::Real(), metrics_.get());
     rpc_ = std::make_unique<MasterRpcServer>(*service_, *metrics_);
     for (int attempt = 0; attempt < 20; ++attempt) {
-      port_ = port != 0 ? port : bench::FreeLoopbackPort();
+      port_ = port != 0 ? port : FreeLoopbackPort();
       Status s = rpc_->Start("127.0.0.1", port_);
       if (s.ok()) return;
       ASSERT_EQ(port, 0) << s.ToString();
@@ -291,7 +291,7 @@ TEST_F(MasterRpcTest, BrokenStreamsAreClosedAndCountedAndOthersAreServed) {
 }
 
 TEST(MasterRpcNoMaster, UnreachableMasterTimesOutForEveryKey) {
-  const uint16_t port = bench::FreeLoopbackPort();  // nothing listens there
+  const uint16_t port = FreeLoopbackPort();  // nothing listens there
   auto client = ConnectMaster({"127.0.0.1:" + std::to_string(port), milliseconds(200)});
   auto r = client->Exist({"a", "b"});
   ASSERT_EQ(r.size(), 2u);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "store/client/master_client.h"
 #include "support/store_processes.h"
 
@@ -34,8 +34,8 @@ std::string Get(uint16_t port, const std::string& path, int* status = nullptr) {
 
 TEST(MasterServer, ServesRpcAndHttpAndRefusesTakenPorts) {
   MasterServerOptions o;
-  o.port = bench::FreeLoopbackPort();
-  o.http_port = bench::FreeLoopbackPort();
+  o.port = FreeLoopbackPort();
+  o.http_port = FreeLoopbackPort();
   MasterServer server(o);
   ASSERT_TRUE(server.Start().ok());
   auto client = ConnectMaster({"127.0.0.1:" + std::to_string(o.port), milliseconds(10'000)});
@@ -58,7 +58,7 @@ TEST(MasterServer, ServesRpcAndHttpAndRefusesTakenPorts) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find(std::to_string(o.port)), std::string::npos) << s.message();
   MasterServerOptions o2 = o;
-  o2.port = bench::FreeLoopbackPort();
+  o2.port = FreeLoopbackPort();
   MasterServer same_http(o2);
   s = same_http.Start();
   EXPECT_FALSE(s.ok());
@@ -123,7 +123,7 @@ TEST_F(MasterCommand, BadFlagsAreRefusedByName) {
   };
   for (const auto& [args, name] : cases) {
     std::string out;
-    EXPECT_EQ(Run(args + " --port " + std::to_string(bench::FreeLoopbackPort()) + " --http-port 0", &out),
+    EXPECT_EQ(Run(args + " --port " + std::to_string(FreeLoopbackPort()) + " --http-port 0", &out),
               2)
         << args << ": " << out;
     EXPECT_NE(out.find(name), std::string::npos) << args << ": " << out;
@@ -136,7 +136,7 @@ TEST_F(MasterCommand, TakenPortsFailAtStart) {
   EXPECT_EQ(Run("--port " + std::to_string(master.port()) + " --http-port 0", &out), 1) << out;
   EXPECT_NE(out.find("cannot bind"), std::string::npos) << out;
   out.clear();
-  EXPECT_EQ(Run("--port " + std::to_string(bench::FreeLoopbackPort()) + " --http-port " +
+  EXPECT_EQ(Run("--port " + std::to_string(FreeLoopbackPort()) + " --http-port " +
                     std::to_string(master.http_port()),
                 &out),
             1)

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "common/memfd.h"
 #include "store/master/master_server.h"
 #include "store/node/dummy_context.h"
@@ -118,12 +118,12 @@ TEST(PopulateOnRegisterTest, RegionAddedToADummyContextIsPopulated) {
 TEST(PopulateOnRegisterTest, EmbeddedClientPopulatesSharedMemoryAtRegistration) {
   SKIP_UNDER_SANITIZER();
   MasterServerOptions mo;
-  mo.port = bench::FreeLoopbackPort();
+  mo.port = FreeLoopbackPort();
   mo.http_port = 0;
   MasterServer master(mo);
   ASSERT_TRUE(master.Start().ok());
   auto config = ParseStoreClientConfig(
-      {{"local_hostname", "127.0.0.1:" + std::to_string(bench::FreeLoopbackPort())},
+      {{"local_hostname", "127.0.0.1:" + std::to_string(FreeLoopbackPort())},
        {"master_server_addr", "127.0.0.1:" + std::to_string(mo.port)},
        {"global_segment_size", "4MB"}});
   ASSERT_TRUE(config.ok()) << config.status().ToString();

@@ -10,7 +10,7 @@
 
 #include <cstring>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "common/memfd.h"
 #include "dummy_test_util.h"
 #include "store/master/master_server.h"
@@ -239,11 +239,11 @@ TEST(StoreClientFactoryTest, DummyClientFromConfigUsesItsSizes) {
 
 TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   MasterServerOptions mo;
-  mo.port = bench::FreeLoopbackPort();
+  mo.port = FreeLoopbackPort();
   mo.http_port = 0;
   MasterServer master(mo);
   ASSERT_TRUE(master.Start().ok());
-  const uint16_t port = bench::FreeLoopbackPort();
+  const uint16_t port = FreeLoopbackPort();
   auto client = CreateStoreClient(
       Parse({{"local_hostname", "localhost:" + std::to_string(port)},
              {"master_server_addr", "127.0.0.1:" + std::to_string(mo.port)},

@@ -15,10 +15,10 @@
 #include <optional>
 #include <thread>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 #include "store/transport/connection_pool.h"
-#include "wire/secret_channel.h"
 #include "transport_fixture.h"
+#include "wire/secret_channel.h"
 
 namespace kvtier::store::testing {
 namespace {
@@ -197,7 +197,7 @@ TEST(DataPlaneServer, PeerRestartedOnSamePortIsRedialled) {
 
 TEST(DataPlaneServer, UnreachableEndpointFailsFast) {
   TransferEngine engine(Opts(), nullptr);
-  const uint16_t port = bench::FreeLoopbackPort();
+  const uint16_t port = FreeLoopbackPort();
   ASSERT_NE(port, 0);
   std::vector<uint8_t> buf(16);
   TransferOp op = Read("127.0.0.1:" + std::to_string(port), 0, buf.data(), 16);
