@@ -27,6 +27,21 @@ def tokens_for(uid, n):
     return np.arange(uid * 1000, uid * 1000 + n, dtype=np.uint32)
 
 
+def test_default_port_is_the_servers():
+    """One default port: the server's --port default, the Python client's and the vLLM
+    connector's kvtier.port all come from wire::kDefaultServerPort."""
+    import re
+    import subprocess
+
+    from kvtier.integrations._vllm_config import KEYS
+    from kvtier.server import find_binary
+
+    help_text = subprocess.run([find_binary(), "server", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    assert re.search(rf"--port\b[^\n]*={kvtier.DEFAULT_PORT}\b", help_text), help_text
+    assert KEYS["kvtier.port"][0] == kvtier.DEFAULT_PORT
+
+
 def test_server_info(client, server):
     info = client.server_info()
     assert info["chunk_size"] == CHUNK

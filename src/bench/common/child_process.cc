@@ -17,7 +17,7 @@
 #include <iostream>
 #include <thread>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 
 namespace kvtier::bench {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 
 namespace kvtier::bench {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/common/admin_scrape.h"
-#include "bench/common/free_port.h"
+#include "common/free_port.h"
 
 namespace kvtier::bench {
 
