@@ -8,23 +8,9 @@ any error. The saves now run in ``handle_preemptions`` (before the forward) and 
 of a preempted request are dropped.
 """
 
-import pytest
-from vllm_rig import LAYERS, Engine, config_for, make_model_dir, prompt, settle
+from conftest import CHUNK
+from vllm_rig import Engine, config_for, prompt, settle
 
-from kvtier.server import LocalServer
-
-CHUNK = 32
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def model_dir():
-    return make_model_dir()
 
 
 

@@ -4,22 +4,8 @@ hits, loads them, and finds the first engine's bytes in its KV tensors (test_vll
 
 import numpy as np
 import pytest
-from vllm_rig import LAYERS, Engine, config_for, make_model_dir, prompt, settle
+from vllm_rig import LAYERS, Engine, config_for, prompt, settle
 
-from kvtier.server import LocalServer
-
-CHUNK = 32  # tokens per kvtier chunk: two vLLM blocks of 16
-
-
-@pytest.fixture(scope="module")
-def server():
-    with LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK) as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def model_dir():
-    return make_model_dir()
 
 
 

@@ -27,7 +27,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 import torch  # noqa: E402
 
 HAS_GPU = torch.cuda.is_available()
@@ -65,7 +64,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 )
 from vllm.v1.kv_cache_layout import KVCacheLayout  # noqa: E402
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.cpu.kv_connector import ActiveKVConnector  # noqa: E402
 from vllm.v1.worker.utils import allocate_kv_cache  # noqa: E402
@@ -425,3 +424,4 @@ def settle(engine, step=None, max_steps=30):
             return
         step()
     raise AssertionError(f"requests left: {list(engine.scheduler.requests)}")
+
