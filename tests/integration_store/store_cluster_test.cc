@@ -210,7 +210,10 @@ TEST(StoreCluster, KilledDummyIsFreedAndOthersCarryOn) {
 }
 
 TEST(StoreCluster, KilledNodeIsUnmountedAndItsObjectsGo) {
-  MasterProcess master({"--client-ttl-s", "1"});
+  // A TTL of three of the nodes' 1 s heartbeats: with 1 s a heartbeat late by a few ms on a
+  // loaded machine got the live node A reaped too, and "on-a" with it (failed in a clean-clone
+  // make test).
+  MasterProcess master({"--client-ttl-s", "3"});
   NodeProcess a(master.address(), "32MB"), b(master.address(), "32MB");
   auto on_a = Dummy(a.address());
   auto on_b = Dummy(b.address());
@@ -220,7 +223,7 @@ TEST(StoreCluster, KilledNodeIsUnmountedAndItsObjectsGo) {
   b.process().Kill();
   ASSERT_TRUE(WaitFor(
       [&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 1; },
-      std::chrono::seconds(5)));
+      std::chrono::seconds(10)));
   auto gone = on_a->Get("on-b");
   EXPECT_EQ(gone.status().code(), ErrorCode::OBJECT_NOT_FOUND) << gone.status().ToString();
   auto kept = on_a->Get("on-a");
