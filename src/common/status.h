@@ -35,18 +35,24 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  // detail: the finer code of the layer that raised the error, kept so it survives the trip
+  // back to that layer's edge (the store puts Mooncake's error code here; 0 = none).
+  Status(Code code, std::string message, int32_t detail)
+      : code_(code), message_(std::move(message)), detail_(detail) {}
 
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  int32_t detail() const { return detail_; }
   // "OUT_OF_RANGE: block id 9 >= 8"
   std::string ToString() const;
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  int32_t detail_ = 0;
 };
 
 // Either a value or a non-ok status. S is Status, or another status type with the same shape
