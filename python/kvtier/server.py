@@ -1,50 +1,11 @@
 """LocalServer: runs a `kvtier server` subprocess on free ports for tests, demos and notebooks."""
 
-import ctypes
 import os
-import random
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 from kvtier._cli import bundled_binary
 from kvtier._kvtier import CacheClient, KvtierError
-
-_PR_SET_PDEATHSIG = 1
-
-
-_recent_ports = []
-
-
-def free_port():
-    """A free loopback TCP port for a listener about to start, drawn at random from below the
-    ephemeral range: a port the kernel picks for bind(0) comes from the range outgoing
-    connections take their local ports from, so another client may hold it by the time the
-    listener binds. Never one of the last ports handed out in this process."""
-    low, ephemeral_low = 10000, 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral_low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    high = ephemeral_low - 1 if ephemeral_low > low + 1000 else 65535
-    for _ in range(200):
-        port = random.randint(low, high)
-        if port in _recent_ports:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _recent_ports.append(port)
-        del _recent_ports[:-64]
-        return port
-    raise OSError("no free loopback port found")
+from kvtier._process import Child, free_port  # noqa: F401 (free_port: re-exported)
 
 
 def find_binary(binary=None):
@@ -56,15 +17,6 @@ def find_binary(binary=None):
         if c and os.access(c, os.X_OK):
             return str(c)
     raise FileNotFoundError("kvtier binary not found: pass binary= or set $KVTIER_BIN")
-
-
-def _die_with_parent():
-    # An orphaned server would hold its ports and memory after a crashed test run. (The signal
-    # fires when the starting *thread* exits: start servers from a long-lived thread.)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 class LocalServer:
@@ -87,16 +39,15 @@ class LocalServer:
         self.prefault = prefault
         self.auth_token_file = auth_token_file
         self.port = self.http_port = None
-        self._proc = None
-        self._log = None
+        self._child = None
 
     @property
     def pid(self):
-        return self._proc.pid if self._proc else None
+        return self._child.pid if self._child else None
 
     @property
     def log_path(self):
-        return self._log.name if self._log else None
+        return self._child.log_path if self._child else None
 
     def client(self, timeout_ms=30000):
         return CacheClient("127.0.0.1", self.port, timeout_ms,
@@ -123,52 +74,31 @@ class LocalServer:
             args.append("--no-l1-prefault")
         if self.auth_token_file:
             args += ["--auth-token-file", str(self.auth_token_file)]
-        self._log = tempfile.NamedTemporaryFile(prefix="kvtier-server-", suffix=".log",
-                                                delete=False)
-        self._proc = subprocess.Popen(args + self.extra_args, stdin=subprocess.DEVNULL,
-                                      stdout=self._log, stderr=subprocess.STDOUT,
-                                      preexec_fn=_die_with_parent,
-                                      # Ctrl-C reaches only us; we stop the server after the
-                                      # call in flight returns, so no reply is ever lost.
-                                      start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"kvtier server exited with {self._proc.returncode}:\n"
-                                   + self.log_tail())
-            try:
-                c = self.client(timeout_ms=200)
-                c.ping()
-                c.close()
-                return
-            except KvtierError:
-                time.sleep(0.02)
-        raise RuntimeError("kvtier server did not answer PING in time:\n" + self.log_tail())
+        # A session of its own: Ctrl-C reaches only us; we stop the server after the call in
+        # flight returns, so no reply is ever lost.
+        self._child = Child("server", args + self.extra_args, new_session=True)
+        self._child.wait_ready(self._answers_ping, self.start_timeout_s,
+                               "kvtier server (PING)")
+
+    def _answers_ping(self):
+        try:
+            c = self.client(timeout_ms=200)
+            c.ping()
+            c.close()
+            return True
+        except KvtierError:
+            return False
 
     def log_tail(self, max_bytes=4000):
-        if not self._log:
-            return ""
-        with open(self._log.name, "rb") as f:
-            data = f.read()
-        return data[-max_bytes:].decode(errors="replace")
+        return self._child.log_tail(max_bytes) if self._child else ""
 
     def stop(self):
         """SIGTERM, wait, SIGKILL on timeout. Returns the exit code (None if never started)."""
-        proc, self._proc = self._proc, None
-        code = None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=self.stop_timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            code = proc.returncode
-        if self._log is not None:
-            self._log.close()
-            os.unlink(self._log.name)
-            self._log = None
+        child, self._child = self._child, None
+        if child is None:
+            return None
+        code = child.stop(self.stop_timeout_s)
+        child.remove_log()
         return code
 
     def __enter__(self):
