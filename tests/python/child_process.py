@@ -1,40 +1,31 @@
-"""What every launcher of a server subprocess in the tests and benches shares: the child dies with
-its parent, it is stopped by PID, a TCP port is probed. Imports no kvtier module, so a process that
-must stay free of the native modules (bench/peer_clusters.py's orchestrator) can use it too."""
+"""kvtier._process for a process that must stay free of kvtier's native module (bench/
+peer_clusters.py's orchestrator, the soak): importing kvtier._process would import the kvtier
+package, which loads it, so this loads python/kvtier/_process.py by path instead (or reuses the
+module where kvtier is already imported). Tests that import kvtier use kvtier._process."""
 
-import ctypes
-import os
-import signal
-import socket
-import subprocess
-
-_PR_SET_PDEATHSIG = 1
+import importlib.util
+import sys
+from pathlib import Path
 
 
-def die_with_parent():
-    """A preexec_fn: SIGTERM to the child when its parent dies, so a killed test or bench leaves
-    no server holding ports and memory."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
+def _load():
+    loaded = sys.modules.get("kvtier._process")
+    if loaded is not None:
+        return loaded
+    path = Path(__file__).resolve().parents[2] / "python" / "kvtier" / "_process.py"
+    spec = importlib.util.spec_from_file_location("kvtier_process_standalone", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def stop_process(proc, timeout_s=10.0):
-    """Stops a subprocess.Popen by its PID: SIGTERM, SIGKILL after timeout_s; safe to repeat."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def tcp_open(port):
-    """Whether something accepts connections on 127.0.0.1:port."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+_process = _load()
+Child = _process.Child
+ProcessError = _process.ProcessError
+die_with_parent = _process.die_with_parent
+free_port = _process.free_port
+http_get = _process.http_get
+start_on_free_ports = _process.start_on_free_ports
+stop_process = _process.stop_popen  # its old name
+tcp_open = _process.tcp_open
+wait_until = _process.wait_until

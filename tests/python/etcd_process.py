@@ -5,32 +5,19 @@ client and peer ports on 127.0.0.1, data in its own temp dir, stopped by pid.
         ...  # etcd.endpoint == "127.0.0.1:PORT"
         assert etcd_get(etcd.endpoint, b"key") is None
 
-The child gets PR_SET_PDEATHSIG (SIGKILL), so a test process that dies leaves no etcd behind.
+The child is a kvtier._process.Child: it gets SIGTERM when the test process dies.
 """
 
 import base64
-import ctypes
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
-import urllib.error
 import urllib.request
 
-from kvtier.server import free_port
+from kvtier._process import http_get, start_on_free_ports
 
 ETCD_BINARY = "/usr/bin/etcd"
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 def _post(endpoint, path, body, timeout=2.0):
@@ -55,7 +42,7 @@ def etcd_get(endpoint, key, timeout=2.0):
 
 class EtcdProcess:
     """Starts etcd in __init__ (retrying on other ports if one was taken), waits until it is
-    healthy and is ours; stop() (or leaving the `with` block) kills it and removes its dir."""
+    healthy and is ours; stop() (or leaving the `with` block) stops it and removes its dir."""
 
     @staticmethod
     def available():
@@ -64,77 +51,45 @@ class EtcdProcess:
     def __init__(self, attempts=5, start_timeout=20.0):
         self.dir = tempfile.mkdtemp(prefix="kvtier-etcd-")
         self.log_path = os.path.join(self.dir, "etcd.log")
-        self.proc = None
+        self.child = None
         try:
-            for _ in range(attempts):
-                self.port, self.peer_port = free_port(), free_port()
-                self.endpoint = f"127.0.0.1:{self.port}"
-                self._spawn()
-                if self._wait_ready(start_timeout):
-                    return
-                self._kill()
-            raise RuntimeError(f"etcd did not start; log tail:\n{self.log_tail()}")
+            self.child = start_on_free_ports("etcd", self._argv, self._ours_and_healthy,
+                                             start_timeout, n_ports=2, attempts=attempts,
+                                             log_path=self.log_path)
         except BaseException:
             self.stop()
             raise
+        self.port, self.peer_port = self.child.ports
+        self.endpoint = f"127.0.0.1:{self.port}"
 
-    def _spawn(self):
-        self.name = f"kvtier-test-{os.getpid()}-{self.port}"
-        client = f"http://127.0.0.1:{self.port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        args = [ETCD_BINARY, "--name", self.name,
-                "--data-dir", os.path.join(self.dir, f"data-{self.port}"),
+    def _argv(self, port, peer_port):
+        name = f"kvtier-test-{os.getpid()}-{port}"
+        client, peer = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{peer_port}"
+        return [ETCD_BINARY, "--name", name,
+                "--data-dir", os.path.join(self.dir, f"data-{port}"),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"{self.name}={peer}",
-                "--initial-cluster-token", self.name,
+                "--initial-cluster", f"{name}={peer}", "--initial-cluster-token", name,
                 "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         preexec_fn=_die_with_parent, close_fds=True)
 
-    def _wait_ready(self, timeout):
-        """True once /health says true and the member list names our member (another etcd
-        that grabbed the port in a race does not count); False if ours exits first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with urllib.request.urlopen(f"http://{self.endpoint}/health", timeout=2) as r:
-                    healthy = json.loads(r.read()).get("health") == "true"
-                if healthy:
-                    members = _post(self.endpoint, "/v3/cluster/member/list", {})
-                    if any(m.get("name") == self.name for m in members.get("members", [])):
-                        return True
-            except (OSError, ValueError, urllib.error.URLError):
-                pass
-            time.sleep(0.05)
-        return False
-
-    def _kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait()
-        self.proc = None
+    @staticmethod
+    def _ours_and_healthy(_, port, peer_port):
+        """/health says true and the member list names our member (another etcd that grabbed
+        the port in a race does not count)."""
+        endpoint = f"127.0.0.1:{port}"
+        if json.loads(http_get(f"http://{endpoint}/health")).get("health") != "true":
+            return False
+        name = f"kvtier-test-{os.getpid()}-{port}"
+        members = _post(endpoint, "/v3/cluster/member/list", {})
+        return any(m.get("name") == name for m in members.get("members", []))
 
     def log_tail(self, n=2000):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read()[-n:].decode(errors="replace")
-        except OSError:
-            return ""
+        return self.child.log_tail(n) if self.child else ""
 
     def stop(self):
         """SIGTERM, SIGKILL after 5 s; removes the temp dir. Safe to call twice."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill()
+        if self.child is not None:
+            self.child.stop(5)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

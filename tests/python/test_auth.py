@@ -46,16 +46,14 @@ def test_an_unreadable_token_file_is_a_clear_error(tmp_path):
 
 
 def test_an_embedded_store_client_proves_the_masters_secret(tmp_path):
-    from store_cluster import _Process, _tcp_open, _wait_for, free_port
+    from launchers import start_master
     from kvtier.store import DistributedStore, ErrorCode
 
     good = _token_file(tmp_path, "store-token", "store-secret\n")
     wrong = _token_file(tmp_path, "store-wrong", "not-the-store-secret\n")
-    port = free_port()
-    master = _Process("master", ["master", "--port", str(port), "--http-port", "0",
-                                 "--log-level", "error", "--auth-token-file", good])
+    master = start_master(["--log-level", "error", "--auth-token-file", good])
+    port = master.port
     try:
-        _wait_for("master", master, lambda: _tcp_open(port), 20.0)
         for token_file, expected in ((good, 0), (wrong, ErrorCode.ILLEGAL_CLIENT),
                                      (None, ErrorCode.ILLEGAL_CLIENT)):
             store = DistributedStore()

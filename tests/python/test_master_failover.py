@@ -6,14 +6,14 @@ flight either landed whole or failed. KVTIER_LONG=1 (make test-long) writes more
 objects."""
 
 import os
-import signal
 import threading
 import time
 
 import pytest
 
 from etcd_process import EtcdProcess, etcd_get
-from store_cluster import _Process, _tcp_open, _wait_for, free_port
+from kvtier._process import free_port, tcp_open, wait_until
+from launchers import spawn_kvtier, start_node
 from kvtier.store import DistributedStore, MooncakeDistributedStore
 
 LONG = os.environ.get("KVTIER_LONG") == "1"
@@ -23,6 +23,7 @@ LEASE_S = 2
 # At most this many in-flight puts per failover, 20 ms apart: together with the rest they stay
 # far below the segment's eviction watermark, so every object acknowledged is still there.
 INFLIGHT_MAX = 400
+INFLIGHT_BEFORE = 20  # puts the writer has answered before the kill, and after the takeover
 SEGMENT = "2GB" if LONG else "256MB"
 CLUSTER = "failover-test"
 LEADER_KEY = f"/kvtier/{CLUSTER}/leader"
@@ -46,7 +47,7 @@ class Masters:
 
     def start(self):
         port = free_port()
-        proc = _Process(f"master-{port}", [
+        proc = spawn_kvtier(f"master-{port}", [
             "master", "--host", "127.0.0.1", "--port", str(port), "--http-port", "0",
             "--etcd-endpoints", self.etcd.endpoint, "--cluster-id", CLUSTER,
             "--etcd-lease-ttl-s", str(LEASE_S), "--log-level", "info"])
@@ -58,18 +59,13 @@ class Masters:
         return int(value.decode().rsplit(":", 1)[1]) if value else None
 
     def wait_leader(self, not_port=None, timeout_s=TAKEOVER_WITHIN_S):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def serving_leader():
             port = self.leader()
-            if port is not None and port != not_port and _tcp_open(port):
-                return port
-            time.sleep(0.05)
-        raise AssertionError(f"no master took over in {timeout_s} s\n{self.logs()}")
+            return port if port is not None and port != not_port and tcp_open(port) else None
+        return wait_until(serving_leader, timeout_s, "a master to take over")
 
     def kill(self, port):
-        proc = self.procs[port]
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.proc.wait()
+        self.procs[port].kill()
 
     def logs(self):
         return "\n".join(f"--- {p.name} ---\n{p.log_text()[-4000:]}" for p in self.procs.values())
@@ -132,15 +128,12 @@ def test_standby_takes_over_and_serves_every_object():
             first = masters.start()
             assert masters.wait_leader() == first
             masters.start()  # the standby
-            node_port = free_port()
-            node = _Process("node", [
-                "node", "--master", f"etcd://{etcd.endpoint}/{CLUSTER}", "--host", "127.0.0.1",
-                "--port", str(node_port), "--global-segment-size", SEGMENT,
-                "--no-prefault", "--http-port", "0", "--log-level", "info"])
-            _wait_for("kvtier node", node, lambda: "kvtier node " in node.log_text(), 30)
+            node = start_node(f"etcd://{etcd.endpoint}/{CLUSTER}", ["--log-level", "info"],
+                              segment=SEGMENT, timeout_s=30)
+            node_port = node.port
             store = DistributedStore()
             assert store._setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}")[0] == 0
-            _wait_for("a first put", node, lambda: store.put("probe", b"x") == 0, 30)
+            node.wait_ready(lambda: store.put("probe", b"x") == 0, 30, "a first put")
 
             written = []
             for term in range(2):
@@ -150,19 +143,21 @@ def test_standby_takes_over_and_serves_every_object():
                 written += batch
                 writer = Writer(f"127.0.0.1:{node_port}", term)
                 writer.start()
-                time.sleep(0.5)  # writes in flight when the leader dies
+                # Writes in flight when the leader dies.
+                wait_until(lambda: len(writer.results) >= INFLIGHT_BEFORE, 30, "in-flight puts")
                 leader = masters.leader()
                 killed_at = time.monotonic()
                 masters.kill(leader)
                 new_leader = masters.wait_leader(not_port=leader)
                 elected_s = time.monotonic() - killed_at
                 # Service is back when a put through the node lands again.
-                deadline = time.monotonic() + TAKEOVER_WITHIN_S
-                while store.put(f"after-{term}", _value(f"after-{term}")) != 0:
-                    assert time.monotonic() < deadline, masters.logs() + node.log_text()
-                    time.sleep(0.05)
+                node.wait_ready(lambda: store.put(f"after-{term}", _value(f"after-{term}")) == 0,
+                                TAKEOVER_WITHIN_S, "a put after the takeover")
                 takeover_s = time.monotonic() - killed_at
-                time.sleep(0.5)
+                # And writes under the new leader before the writer stops.
+                after = len(writer.results)
+                wait_until(lambda: len(writer.results) >= after + INFLIGHT_BEFORE, 30,
+                           "puts under the new leader")
                 writer.stop()
                 landed, absent, whole = _check_inflight(store, writer.results)
                 print(f"term {term}: leader :{leader} killed; :{new_leader} leads after "

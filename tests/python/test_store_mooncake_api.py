@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -24,7 +23,9 @@ from kvtier.store import (BufferHandle, ErrorCode, MooncakeDistributedStore,
                           MooncakeHostMemAllocator, ReplicaStatus, ReplicateConfig,
                           SoftPinAction)
 from kvtier.server import find_binary
-from store_cluster import _Process, _tcp_open, _wait_for, free_port, running_cluster
+from kvtier._process import free_port, wait_until
+from launchers import NODE_BANNER, spawn_kvtier
+from store_cluster import running_cluster
 
 LEASE_MS = 300
 UNAVAILABLE = -1011  # Mooncake's UNAVAILABLE_IN_CURRENT_MODE
@@ -415,7 +416,7 @@ def test_concurrent_multi_buffer_clients(cluster, prefix):
 def test_mooncake_launch_flags_run_master_and_node(prefix):
     """A mooncake_master / mooncake_client command line, with only the binary name changed."""
     rpc, http, node_port = free_port(), free_port(), free_port()
-    master = _Process("master", [
+    master = spawn_kvtier("master", [
         "master", f"--rpc_port={rpc}", "--rpc_address=127.0.0.1", f"--metrics_port={http}",
         "--default_kv_lease_ttl=300", "--eviction_high_watermark_ratio=0.9",
         "--eviction_ratio=0.05", "--client_ttl=10", "--enable_http_metadata_server",
@@ -423,27 +424,23 @@ def test_mooncake_launch_flags_run_master_and_node(prefix):
         "--enable_multi_tenants=false"])
     node = None
     try:
-        _wait_for("master", master, lambda: _tcp_open(rpc), 20.0)
-        node = _Process("node", [
+        master.wait_port(rpc, 20.0)
+        node = spawn_kvtier("node", [
             "node", "--host=127.0.0.1", f"--port={node_port}",
             f"--master_server_address=127.0.0.1:{rpc}", "--global_segment_size=16MB",
             "--metadata_server=http://127.0.0.1:8080/metadata", "--protocol=rdma",
             "--device_names=mlx5_0", "--local_buffer_size=0", "--tenant_id=default",
             "--enable_offload=false", "--no-prefault"])
-        _wait_for("node", node, lambda: "kvtier node " in node.log_text(), 20.0)
+        node.wait_log(NODE_BANNER, 20.0)
         s = MooncakeDistributedStore()
-        deadline = time.monotonic() + 20
-        while s.setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}") != 0:
-            assert time.monotonic() < deadline, node.log_text()
-            time.sleep(0.1)
+        node.wait_ready(lambda: s.setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}") == 0, 20,
+                        "setup_dummy")
         key = f"{prefix}-k"
-        while s.put(key, b"launched the Mooncake way") != 0:
-            assert time.monotonic() < deadline, node.log_text()
-            time.sleep(0.1)
+        node.wait_ready(lambda: s.put(key, b"launched the Mooncake way") == 0, 20, "a put")
         assert s.get(key) == b"launched the Mooncake way"
         assert s.remove(key) == ErrorCode.OBJECT_HAS_LEASE  # the get's 300 ms lease ...
-        time.sleep(0.6)
-        assert s.remove(key) == 0  # ... has ended: --default_kv_lease_ttl took effect
+        # ... ends well before the 5 s default: --default_kv_lease_ttl took effect.
+        wait_until(lambda: s.remove(key) == 0, 3.0, "the get's 300 ms lease to end")
         check_mooncake_http_api(http, s, prefix, f"127.0.0.1:{node_port}")
         s.close()
         assert "ignoring Mooncake flag --enable_http_metadata_server" in master.log_text()
@@ -479,21 +476,18 @@ def test_master_and_node_take_a_config_file_and_the_environment(prefix, tmp_path
                                     "host": "127.0.0.1", "no-prefault": True}))
     monkeypatch.setenv("KVTIER_MASTER_DEFAULT_KV_LEASE_TTL_MS", "250")
     monkeypatch.setenv("KVTIER_NODE_PORT", str(node_port))
-    master = _Process("master", ["master", "--config", str(master_cfg), "--log-level", "warn"])
+    master = spawn_kvtier("master", ["master", "--config", str(master_cfg),
+                                    "--log-level", "warn"])
     node = None
     try:
-        _wait_for("master", master, lambda: _tcp_open(rpc), 20.0)
-        node = _Process("node", ["node", "--config", str(node_cfg)])
-        _wait_for("node", node, lambda: "kvtier node " in node.log_text(), 20.0)
+        master.wait_port(rpc, 20.0)
+        node = spawn_kvtier("node", ["node", "--config", str(node_cfg)])
+        node.wait_log(NODE_BANNER, 20.0)
         assert "lease 250 ms" in master.log_text()
         s = MooncakeDistributedStore()
-        deadline = time.monotonic() + 20
-        while s.setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}") != 0:
-            assert time.monotonic() < deadline, node.log_text()
-            time.sleep(0.1)
-        while s.put(f"{prefix}-k", b"configured") != 0:
-            assert time.monotonic() < deadline, node.log_text()
-            time.sleep(0.1)
+        node.wait_ready(lambda: s.setup_dummy(0, 1 << 20, f"127.0.0.1:{node_port}") == 0, 20,
+                        "setup_dummy")
+        node.wait_ready(lambda: s.put(f"{prefix}-k", b"configured") == 0, 20, "a put")
         assert s.get(f"{prefix}-k") == b"configured"
         s.close()
     finally:
