@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import kvtier
+from kvtier._process import wait_until
 from kvtier.server import LocalServer
 from kvtier.store import DistributedStore
 from store_cluster import running_cluster
@@ -110,7 +111,7 @@ def wait_quiet(port, token=None, timeout_s=15.0):
         if prev is not None and strip(cur) == strip(prev):
             return cur
         prev = cur
-        time.sleep(0.15)
+        time.sleep(0.15)  # the gap is part of the condition: unchanged over 150 ms
     raise AssertionError(f"/status still changing after {timeout_s} s")
 
 
@@ -377,7 +378,8 @@ def test_server_under_load(server, loaded, tmp_path):
     before = status(server.http_port)
     t.start()
     try:
-        time.sleep(0.3)
+        wait_until(lambda: status(server.http_port)["lookup_chunks"] > before["lookup_chunks"],
+                   20, "the load to show in /status")
         shot = tmp_path / "dashboard.png"
         page = load_page(dashboard_url(server.http_port), tmp_path, screenshot=shot,
                          budget_ms=2000)
@@ -466,7 +468,9 @@ def test_master_screenshot_under_load(cluster, dummy, tmp_path):
     before = status(port)
     t.start()
     try:
-        time.sleep(0.3)
+        wait_until(lambda: all(value_at(status(port), k) > value_at(before, k)
+                               for k in ("counters.puts_ok", "counters.gets_hit")),
+                   20, "the load to show in /status")
         shot = tmp_path / "dashboard-master.png"
         page = load_page(dashboard_url(port), tmp_path, screenshot=shot, budget_ms=2000)
         after = status(port)

@@ -9,10 +9,8 @@ pass `promtool check metrics` and the naming rules of docs/operations.md (Promet
 import json
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +21,7 @@ import pytest
 import yaml
 
 import kvtier
+from kvtier._process import Child
 from kvtier.server import LocalServer, free_port
 from kvtier.store import DistributedStore
 from store_cluster import running_cluster
@@ -186,11 +185,10 @@ def prometheus(stack, tmp_path_factory):
         job["static_configs"] = [{"targets": [f"127.0.0.1:{ports[job['job_name']]}"]}]
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
-    log = open(tmp / "prometheus.log", "w")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = Child("prometheus", [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}",
+                                f"--storage.tsdb.path={tmp / 'data'}",
+                                f"--web.listen-address=127.0.0.1:{port}"],
+                 log_path=tmp / "prometheus.log")
 
     def query(expr):
         url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -200,27 +198,15 @@ def prometheus(stack, tmp_path_factory):
         except urllib.error.HTTPError as e:   # a bad query: 400 with an error body
             return json.loads(e.read())
 
+    def scraped_every_target():
+        got = query('count_over_time(up{job=~"kvtier.*"}[1m]) >= 3 and up == 1')
+        return got["status"] == "success" and len(got["data"]["result"]) == len(ports)
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp / "prometheus.log").read_text()
-            try:
-                got = query('count_over_time(up{job=~"kvtier.*"}[1m]) >= 3 and up == 1')
-                if got["status"] == "success" and len(got["data"]["result"]) == len(ports):
-                    break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()
-            time.sleep(0.25)
+        proc.wait_ready(scraped_every_target, 60, "prometheus (3 scrapes of every target)")
         yield query
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        proc.stop(15)
 
 
 def dashboard_queries():

@@ -38,7 +38,7 @@ def test_network_calls_release_the_gil():
     t = threading.Thread(target=connect)
     t0 = time.monotonic()
     t.start()
-    time.sleep(0.05)
+    time.sleep(0.05)  # the behaviour under test: this thread gets the GIL back during the call
     # Had the call kept the GIL, this thread could only wake once it returned (after ~1 s).
     assert time.monotonic() - t0 < 0.5 and t.is_alive()
     t.join()

@@ -5,7 +5,6 @@ zero-copy batches through the mem pool, an embedded client in this process, erro
 import ctypes
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kvtier._process import Child
 from kvtier.store import DistributedStore, ErrorCode, MooncakeDistributedStore, ReplicateConfig
 from store_cluster import free_port, running_cluster
 
@@ -44,23 +44,17 @@ def ptr_view(ptr, size):
 # ---- (1) two dummy clients in two processes exchange keys through one node ----
 
 def test_two_dummy_processes_exchange_keys(cluster, prefix):
-    args = [cluster.node_address, prefix, str(LEASE_MS)]
-    env = dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, str(HERE / "_store_dummy_peer.py"), role] + args,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    args = [cluster.node_address, prefix]
+    procs = [Child(role, [sys.executable, HERE / "_store_dummy_peer.py", role, *args])
              for role in ("client1", "client2")]
-    outputs = []
     try:
         for p in procs:
-            out, _ = p.communicate(timeout=120)
-            outputs.append(out.decode(errors="replace"))
+            code = p.wait_exit(120)
+            assert code == 0, f"{p.name} exited {code}:\n{p.log_text()}\n{cluster.logs()}"
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for p, out in zip(procs, outputs):
-        assert p.returncode == 0, f"{p.args[2]} exited {p.returncode}:\n{out}\n{cluster.logs()}"
+            p.stop()
+            p.remove_log()
 
 
 # ---- (2) zero-copy: mem pool, registered buffers, batch_put_from / batch_get_into ----

@@ -1,26 +1,23 @@
 """A worker process that dies (kill -9) without unregistering: the server unregisters it and unmaps
 its buffers within a housekeeping round, counts it, and keeps serving the other workers."""
 
-import os
-import signal
-import subprocess
 import sys
-import time
 import urllib.request
 
 import numpy as np
 
 import kvtier
+from kvtier._process import Child, wait_until
 from kvtier.server import LocalServer
 
 # The child registers one KvCache under instance 77, says so, and waits to be killed.
 _CHILD = """
-import sys, time, kvtier
+import signal, sys, kvtier
 client = kvtier.CacheClient(port=int(sys.argv[1]))
 cache = kvtier.KvCache(num_layers=2, num_blocks=16, block_tokens=16, bytes_per_token=64)
 cache.register(client, instance_id=77, model="reap")
 print("registered", flush=True)
-time.sleep(600)
+signal.pause()
 """
 
 
@@ -32,26 +29,18 @@ def metric(srv, name):
     return None
 
 
-def wait_for(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_killed_worker_is_reaped_and_the_others_are_untouched():
     with LocalServer(l1_size_gb=0.0625, chunk_size=64) as srv:
         client = srv.client(timeout_ms=10000)
         ours = kvtier.KvCache(num_layers=2, num_blocks=16, block_tokens=16, bytes_per_token=64)
         ours.register(client, instance_id=1, model="reap")
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(srv.port)],
-                                 stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        child = Child("worker", [sys.executable, "-c", _CHILD, srv.port])
         try:
-            assert child.stdout.readline().strip() == "registered"
+            child.wait_log("registered", 20)
             assert client.stats()["registered_workers"] == 2
-            os.kill(child.pid, signal.SIGKILL)
-            child.wait(10)
-            wait_for(lambda: client.stats()["registered_workers"] == 1)
+            child.kill()
+            wait_until(lambda: client.stats()["registered_workers"] == 1, 20,
+                       "the server to reap the killed worker")
             assert metric(srv, "kvtier_workers_reaped_total") == 1
             # Its instance is gone: a transfer for it is refused, with the server's message.
             try:
@@ -67,7 +56,6 @@ def test_a_killed_worker_is_reaped_and_the_others_are_untouched():
             got = client.retrieve(1, np.arange(4, 8, dtype=np.uint32), tokens)
             assert got == 1 and (ours.kv[:, :, 4:8] == 7).all()
         finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+            child.kill()
+            child.remove_log()
         client.close()
