@@ -7,7 +7,10 @@ nftables). Needs root; `unavailable()` says why the tests must skip when it is m
 
 import os
 import shutil
+import signal
 import subprocess
+
+from kvtier._process import Child, stop_popen
 
 SUBNET = "10.77.0"
 
@@ -42,14 +45,16 @@ def _probe_qdisc(ns, *spec):
 
 
 class Hosts:
-    """`names` hosts; `address(h)` is h's IP; `popen(h, argv, **kw)` runs argv inside h."""
+    """`names` hosts; `address(h)` is h's IP; `spawn(h, name, argv, log_path)` runs argv inside h
+    as a kvtier._process.Child, `popen(h, argv, **kw)` as a Popen with the pipes asked for."""
 
     def __init__(self, names=("a", "b", "c")):
         tag = f"kvt{os.getpid()}"
         self.names = list(names)
         self.switch = f"{tag}sw"
         self._ns = {h: f"{tag}{h}" for h in self.names}
-        self._procs = []
+        self._procs = []     # Popen
+        self._children = []  # Child
 
     def __enter__(self):
         try:
@@ -85,10 +90,20 @@ class Hosts:
     def address(self, h):
         return f"{SUBNET}.{self.names.index(h) + 1}"
 
+    def spawn(self, h, name, argv, log_path=None):
+        c = Child(name, ["ip", "netns", "exec", self._ns[h], *argv], log_path=log_path)
+        self._children.append(c)
+        return c
+
     def popen(self, h, argv, **kwargs):
         p = subprocess.Popen(["ip", "netns", "exec", self._ns[h], *argv], **kwargs)
         self._procs.append(p)
         return p
+
+    def exited(self):
+        """The argv of every process started here that has exited."""
+        return ([c.argv for c in self._children if not c.alive()]
+                + [p.args for p in self._procs if p.poll() is not None])
 
     def cut(self, h):
         _ip("-n", self.switch, "link", "set", self._port(h), "down")
@@ -126,14 +141,14 @@ class Hosts:
     def close(self):
         """Stops what popen started (SIGTERM, then SIGKILL) and deletes the namespaces, which
         takes their links and addresses with them."""
+        for c in self._children:
+            c.signal(signal.SIGTERM)  # all first, so they stop together
         for p in self._procs:
             if p.poll() is None:
                 p.terminate()
+        for c in self._children:
+            c.stop()
         for p in self._procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_popen(p)
         for ns in [*self._ns.values(), self.switch]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)

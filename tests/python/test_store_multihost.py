@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import netns_hosts
+from kvtier._process import ProcessError, wait_until
+from kvtier.server import find_binary
 
 LONG = os.environ.get("KVTIER_LONG") == "1"
 KEYS_PER_HOST = 24 if LONG else 6
@@ -29,10 +31,6 @@ ANSWER_WITHIN_S = 30
 
 pytestmark = pytest.mark.skipif(netns_hosts.unavailable() is not None,
                                 reason=str(netns_hosts.unavailable()))
-
-
-def _bin():
-    return os.environ.get("KVTIER_BIN") or str(Path(__file__).parents[2] / "build" / "kvtier")
 
 
 class Client:
@@ -90,9 +88,8 @@ class Stack:
         self.clients = {h: Client(hosts, h, log_dir) for h in hosts.names}
 
     def _start(self, name, host, args):
-        path = self.log_dir / f"{name}.log"
-        self.logs[name] = path
-        self.hosts.popen(host, [_bin(), *args], stdout=open(path, "w"), stderr=subprocess.STDOUT)
+        self.logs[name] = self.log_dir / f"{name}.log"
+        self.hosts.spawn(host, name, [find_binary(), *args], self.logs[name])
 
     def http(self, host, url_path, port=NODE_HTTP_PORT, timeout_s=5):
         """GET on host's HTTP port from inside its namespace; (ok, body)."""
@@ -105,13 +102,13 @@ class Stack:
     def wait_mounted(self, host, want=True, timeout_s=30):
         """Waits until host's node says mounted == want: False once its heartbeat found the
         master unreachable, True once it has it (again)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def mounted_is_want():
             ok, body = self.http(host, "/status")
-            if ok and json.loads(body).get("mounted") is want:
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"node on {host}: mounted never became {want}\n{self.all_logs()}")
+            return ok and json.loads(body).get("mounted") is want
+        try:
+            wait_until(mounted_is_want, timeout_s, f"node on {host}: mounted == {want}")
+        except ProcessError as e:
+            raise AssertionError(f"{e}\n{self.all_logs()}") from None
 
     def endpoints_of(self, key):
         ok, body = self.http("a", f"/query_key?key={key}", port=MASTER_HTTP_PORT)
@@ -144,7 +141,7 @@ def stack(tmp_path):
         s = Stack(hosts, tmp_path)
         yield s
         # Every process must have survived what the test did to the network.
-        dead = [p.args for p in hosts._procs if p.poll() is not None]
+        dead = hosts.exited()
         assert not dead, f"processes exited: {dead}\n{s.all_logs()}"
 
 
@@ -213,12 +210,13 @@ def test_a_cut_link_fails_fast_the_others_go_on_and_it_heals(stack):
     # Everything works again, byte for byte, from every host: c's objects survived the cut.
     every_key = [k for keys in placed.values() for k in keys] + ["cut-during-b", "cut-during-a"]
     for h in "abc":
-        for attempt in range(50):  # a's and b's redial of c waits out its interval (2 s)
-            answer = stack.clients[h].get(every_key)
-            if answer["results"] == ["ok"] * len(every_key) or "corrupt" in answer["results"]:
-                break
-            time.sleep(0.1)
-        assert answer["results"] == ["ok"] * len(every_key), f"on {h}: {answer}"
+        answers = []
+
+        def settled():  # a's and b's redial of c waits out its interval (2 s)
+            answers.append(stack.clients[h].get(every_key)["results"])
+            return set(answers[-1]) == {"ok"} or "corrupt" in answers[-1]
+        wait_until(settled, ANSWER_WITHIN_S, f"reads of every key on {h}")
+        assert answers[-1] == ["ok"] * len(every_key), f"on {h}: {answers[-1]}"
     assert c.put(["cut-after-c"])["codes"] == [0]
     assert a.get(["cut-after-c"])["results"] == ["ok"]
     # The operator was told, in the nodes' logs, which peer was unreachable and when it was back.
