@@ -1,12 +1,20 @@
 """The processes the Python tests and the soak start, on kvtier._process (LocalServer starts
 `kvtier server`, etcd_process.py etcd): any `kvtier` subcommand, a master and a node ready on
 free loopback ports, a redis-server. Every one is a kvtier._process.Child: stopped by PID, its
-log kept in a file, a readiness timeout that names the log tail."""
+log kept in a file, a readiness timeout that names the log tail. Loads kvtier's native module
+only to find the binary when none is given (the soak gives one)."""
 
 import socket
 
-from kvtier._process import Child, start_on_free_ports, tcp_open
-from kvtier.server import find_binary
+from child_process import Child, http_ok, start_on_free_ports, tcp_open
+
+
+def find_binary(binary=None):
+    """`binary`, else kvtier.server.find_binary()'s."""
+    if binary:
+        return str(binary)
+    from kvtier.server import find_binary as find
+    return find()
 
 NODE_BANNER = "kvtier node "  # the node prints it once its dummy socket is up
 
@@ -44,12 +52,25 @@ def start_node(master, args=(), segment="64MB", http=False, ready=None, prefault
                 "--http-port", http_port if http else 0, *args]
 
     def is_ready(c, port, http_port):
-        c.port, c.address = port, f"127.0.0.1:{port}"
+        c.port, c.address, c.http_port = port, f"127.0.0.1:{port}", http_port if http else None
         return (NODE_BANNER in c.log_text() and (not http or tcp_open(http_port))
                 and (ready is None or ready(c)))
 
-    c = start_on_free_ports("node", argv, is_ready, timeout_s, n_ports=2, **child)
-    c.http_port = c.ports[1] if http else None
+    return start_on_free_ports("node", argv, is_ready, timeout_s, n_ports=2, **child)
+
+
+def start_server(args=(), timeout_s=20.0, binary=None, **child):
+    """`kvtier server` on 127.0.0.1, ready when GET /healthz answers 200: for a process without
+    kvtier's native module (the soak); the tests use kvtier.server.LocalServer. Adds `port` and
+    `http_port` to the Child."""
+    def argv(port, http_port):
+        return [find_binary(binary), "server", "--host", "127.0.0.1", "--port", port,
+                "--http-port", http_port, *args]
+
+    c = start_on_free_ports(
+        "server", argv, lambda _, port, http_port: http_ok(f"http://127.0.0.1:{http_port}/healthz"),
+        timeout_s, n_ports=2, **child)
+    c.port, c.http_port = c.ports
     return c
 
 

@@ -7,13 +7,11 @@ Fails on a wrong byte, a failed replay, a dead process, RSS or fds still growing
 of the run, or an adapter holding more than its capacity plus one STORE batch."""
 
 import argparse
-import ctypes
 import functools
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +19,9 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from child_process import ProcessError  # noqa: E402 (kvtier._process, no native module)
+from launchers import redis_call, start_master, start_node, start_redis, start_server  # noqa: E402
 BUILD = os.environ.get("BUILD", "build")
 MIB = 1 << 20
 RSS_TOLERANCE = (0.10, 16 * MIB)  # last third's max may exceed the middle's by 10% + 16 MiB
@@ -47,94 +48,46 @@ def parse_args():
     return a
 
 # ------------------------------------------------------------------------------- processes
-def _die_with_parent():
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: a killed soak leaves nothing
-
-def free_port():
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return s.getsockname()[1]
-
-class Proc:
-    """One child process and its log; stopped by PID (SIGTERM, then SIGKILL)."""
-    def __init__(self, name, argv, tmp):
-        self.name, self.log_path = name, os.path.join(tmp, name + ".log")
-        with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        self.pid = self.popen.pid
-
-    def alive(self):
-        return self.popen.poll() is None
-
-    def stop(self):
-        if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.popen.wait()
-        return self.popen.returncode
-
-    def log_tail(self, n=3000):
-        with open(self.log_path, errors="replace") as f:
-            return f.read()[-n:]
-
-def wait_ready(proc, ready, timeout_s=60):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not proc.alive():
-            sys.exit(f"soak: {proc.name} exited at startup ({proc.popen.returncode}):\n"
-                     f"{proc.log_tail()}")
-        try:
-            if ready():
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.1)
-    sys.exit(f"soak: {proc.name} not ready after {timeout_s} s:\n{proc.log_tail()}")
-
 def http_get(port, path, timeout=10):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
         return r.read().decode()
 
-def redis_call(port, command):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(command.encode() + b"\r\n")
-        return s.recv(64).decode().strip()
-
 def start_all(a, tmp, procs):
-    """redis, master, node, server, appended to `procs` as they start; returns the ports."""
-    ports = {k: free_port() for k in ("redis", "master", "master_http", "node", "node_http",
-                                      "server", "server_http")}
+    """redis, master, node, server (launchers.py: stopped by PID, logs in tmp), appended to
+    `procs` as they start; returns the ports."""
+    def log(name):
+        return {"log_path": os.path.join(tmp, name + ".log")}
     os.makedirs(os.path.join(tmp, "redis"))
-    procs.append(Proc("redis", ["redis-server", "--port", str(ports["redis"]), "--bind",
-                                "127.0.0.1", "--save", "", "--appendonly", "no",
-                                "--dir", os.path.join(tmp, "redis")], tmp))
-    wait_ready(procs[-1], lambda: redis_call(ports["redis"], "PING") == "+PONG")
-    procs.append(Proc("master", [a.binary, "master", "--port", str(ports["master"]),
-                                 "--http-port", str(ports["master_http"])], tmp))
-    # A segment of twice the capacity: kvtier's own eviction, not the master's watermark, is
-    # what must keep the store adapter at its capacity.
-    procs.append(Proc("node", [a.binary, "node", "--master", f"127.0.0.1:{ports['master']}",
-                               "--port", str(ports["node"]), "--http-port", str(ports["node_http"]),
-                               "--global-segment-size", str(2 * a.l2_mib * MIB)], tmp))
-    wait_ready(procs[-1], lambda: json.loads(http_get(ports["node_http"], "/status", 1))["mounted"])
-    cap = {} if a.no_l2_capacity else {"max_bytes": a.l2_mib * MIB}
-    adapters = [{"type": "fs", "path": os.path.join(tmp, "fs"), **cap},
-                {"type": "resp", "host": "127.0.0.1", "port": ports["redis"], **cap},
-                {"type": "store", "server_address": f"127.0.0.1:{ports['node']}", **cap}]
-    argv = [a.binary, "server", "--port", str(ports["server"]), "--http-port",
-            str(ports["server_http"]), "--l1-size-gb", str(a.l1_mib / 1024)]
-    argv += [x for ad in adapters for x in ("--l2-adapter", json.dumps(ad))]
-    procs.append(Proc("server", argv, tmp))
-    wait_ready(procs[-1], lambda: http_get(ports["server_http"], "/healthz", 1) is not None)
-    return ports
+    try:
+        procs.append(start_redis(os.path.join(tmp, "redis"), timeout_s=60, **log("redis")))
+        procs.append(start_master(http=True, binary=a.binary, timeout_s=60, **log("master")))
+        master = procs[-1]
+        # A segment of twice the capacity: kvtier's own eviction, not the master's watermark,
+        # is what must keep the store adapter at its capacity.
+        procs.append(start_node(
+            master.address, segment=str(2 * a.l2_mib * MIB), http=True, prefault=True,
+            ready=lambda n: json.loads(http_get(n.http_port, "/status", 1))["mounted"],
+            binary=a.binary, timeout_s=60, **log("node")))
+        node = procs[-1]
+        cap = {} if a.no_l2_capacity else {"max_bytes": a.l2_mib * MIB}
+        adapters = [{"type": "fs", "path": os.path.join(tmp, "fs"), **cap},
+                    {"type": "resp", "host": "127.0.0.1", "port": procs[0].port, **cap},
+                    {"type": "store", "server_address": node.address, **cap}]
+        args = ["--l1-size-gb", str(a.l1_mib / 1024)]
+        args += [x for ad in adapters for x in ("--l2-adapter", json.dumps(ad))]
+        procs.append(start_server(args, binary=a.binary, timeout_s=60, **log("server")))
+    except ProcessError as e:
+        sys.exit(f"soak: {e}")
+    return {"redis": procs[0].port, "master": master.port, "master_http": master.http_port,
+            "node": node.port, "node_http": node.http_port, "server": procs[-1].port,
+            "server_http": procs[-1].http_port}
 
 # ------------------------------------------------------------------------------- the load
 class Bench:
     """`kvtier bench server --trace` replays, one at a time, each in its own process group. The
-    bench checks every byte it loads; a wrong one is a "data mismatch" error and exit code 1."""
+    bench checks every byte it loads; a wrong one is a "data mismatch" error and exit code 1.
+    (Not a Child: its stdout is the JSON result, apart from its log, and stop() ends its whole
+    process group.)"""
     def __init__(self, a, tmp):
         self.a, self.tmp, self.port, self.popen, self.results = a, tmp, None, None, []
 
@@ -342,7 +295,7 @@ def run(a, tmp, procs, samples, bench):
     while True:
         dead = [p for p in procs if not p.alive()]
         if dead:
-            return [f"{p.name} (pid {p.pid}) died, exit code {p.popen.returncode}:\n"
+            return [f"{p.name} (pid {p.pid}) died, exit code {p.returncode}:\n"
                     f"{p.log_tail()}" for p in dead]
         r = bench.poll()
         if r is not None and not r["ok"]:
@@ -356,7 +309,7 @@ def run(a, tmp, procs, samples, bench):
             next_sample += interval
         if time.monotonic() >= end and bench.popen is None:
             return []  # the replay running at the end was let finish: its bytes are checked
-        time.sleep(0.5)
+        time.sleep(0.5)  # the monitor's pace: it watches deaths, replays and the sample clock
 
 def main():
     a = parse_args()
@@ -372,7 +325,7 @@ def main():
         # A clean SIGTERM shutdown (exit 0) is part of what is checked.
         for p in reversed(procs[1:]):
             if p.alive() and p.stop() != 0:
-                died.append(f"{p.name} exited with {p.popen.returncode} on SIGTERM:\n"
+                died.append(f"{p.name} exited with {p.returncode} on SIGTERM:\n"
                             f"{p.log_tail()}")
         fails, g_rows, c_rows = verdict(a, samples, bench.results, died)
         table = summary(a, (time.monotonic() - t0) / 60, bench.results, g_rows, c_rows, fails)
