@@ -108,7 +108,7 @@ def wait_until(ready, timeout_s, what, child=None, interval_s=POLL_S):
         if time.monotonic() >= deadline:
             raise ProcessError(f"{what} not ready after {timeout_s:g} s"
                                + (child.tail_block() if child is not None else ""))
-        time.sleep(interval_s)
+        time.sleep(interval_s)  # the poll interval; the condition ends the wait
 
 
 def stop_popen(popen, timeout_s=10.0, sig=signal.SIGTERM):

@@ -65,8 +65,10 @@ class LocalServer:
                 self.stop()
         raise last_error
 
-    def _start_once(self):
-        self.port, self.http_port = free_port(), free_port()
+    def _start_once(self, port=None):
+        """One try; `port`: the ZMQ port to use instead of a free one (a restart on the same
+        port)."""
+        self.port, self.http_port = port or free_port(), free_port()
         args = [self.binary, "server", "--host", "127.0.0.1", "--port", str(self.port),
                 "--http-port", str(self.http_port), "--l1-size-gb", str(self.l1_size_gb),
                 "--chunk-size", str(self.chunk_size), "--log-level", self.log_level]

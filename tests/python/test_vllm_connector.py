@@ -702,15 +702,8 @@ def test_server_restart_is_survived(model):
 
 def _start_on(port):
     """A LocalServer on a given ZMQ port (LocalServer itself picks free ones)."""
-    import kvtier.server as ks
-
     server = LocalServer(l1_size_gb=0.0625, chunk_size=CHUNK)
-    ports = iter([port, free_port()])
-    orig, ks.free_port = ks.free_port, lambda: next(ports)
-    try:
-        server._start_once()
-    finally:
-        ks.free_port = orig
+    server._start_once(port=port)
     return server
 
 
