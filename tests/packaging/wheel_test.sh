@@ -67,24 +67,17 @@ pids+=($!)
 "$venv/kvtier" node --port="$node" --master_server_address="127.0.0.1:$rpc" \
   --global_segment_size=16MB --no-prefault > "$work/node.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 200); do
-  grep -q "kvtier node " "$work/node.log" && break
-  sleep 0.1
-done
-grep -q "kvtier node " "$work/node.log" || fail "the node did not come up"
-
-"$venv/python" - "$rpc" "$http" "$node" <<'PY' || fail "clients"
-import sys, time, urllib.request
+"$venv/python" - "$rpc" "$http" "$node" "$work/node.log" <<'PY' || fail "clients"
+import sys, urllib.request
+from pathlib import Path
+from kvtier._process import wait_until
 from mooncake.store import MooncakeDistributedStore, ReplicateConfig
-rpc, http, node = sys.argv[1:]
+rpc, http, node, node_log = sys.argv[1:]
+wait_until(lambda: "kvtier node " in Path(node_log).read_text(errors="replace"), 20, "the node")
 dummy = MooncakeDistributedStore()
-deadline = time.monotonic() + 20
-while dummy.setup_dummy(0, 1 << 20, f"127.0.0.1:{node}") != 0:
-    assert time.monotonic() < deadline, "setup_dummy"
-    time.sleep(0.1)
-while dummy.put("wheel-key", b"from the installed wheel", ReplicateConfig()) != 0:
-    assert time.monotonic() < deadline, "put"
-    time.sleep(0.1)
+wait_until(lambda: dummy.setup_dummy(0, 1 << 20, f"127.0.0.1:{node}") == 0, 20, "setup_dummy")
+wait_until(lambda: dummy.put("wheel-key", b"from the installed wheel", ReplicateConfig()) == 0,
+           20, "a put")
 embedded = MooncakeDistributedStore()
 assert embedded.setup("127.0.0.1", "P2PHANDSHAKE", "8MB", "8MB", "tcp", "",
                       f"127.0.0.1:{rpc}") == 0
