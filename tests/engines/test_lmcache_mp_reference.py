@@ -192,6 +192,10 @@ def _next_batch(stream, timeout_s=RPC_TIMEOUT_S):
     return out[0]
 
 
+def _tensor_bytes(t):
+    return t.contiguous().view(torch.uint8).numpy().tobytes()
+
+
 def _same_bytes(a, b):
     return torch.equal(a.contiguous().view(torch.int16), b.contiguous().view(torch.int16))
 
@@ -220,6 +224,11 @@ def test_store_lookup_retrieve_through_lmcache_server_on_cpu_shm(lmcache_server)
         gen = torch.Generator().manual_seed(38)
         for t in kv.values():
             t.copy_(torch.randn(t.shape, generator=gen).to(torch.bfloat16))
+        # The descriptor's shm name is all the server gets: that object holds the tensor's bytes.
+        (register,) = [r for r in tap.requests if r[1] == msgspec.msgpack.encode(1)]
+        for (_, data), t in zip(_decode_raw(register[3]), kv.values()):
+            name = msgspec.msgpack.decode(data)["shm_name"]
+            assert Path("/dev/shm", name.lstrip("/")).read_bytes() == _tensor_bytes(t), name
 
         tokens = torch.randint(1, 50000, (CHUNKS * CHUNK + 5,), generator=gen).tolist()
         src = list(range(1, 1 + CHUNKS * CHUNK // BLOCK))  # block 0 is vLLM's null block
