@@ -40,6 +40,10 @@ def etcd_get(endpoint, key, timeout=2.0):
     return base64.b64decode(kvs[0].get("value", ""))  # an empty value is left out
 
 
+def _member_name(port):
+    return f"kvtier-test-{os.getpid()}-{port}"
+
+
 class EtcdProcess:
     """Starts etcd in __init__ (retrying on other ports if one was taken), waits until it is
     healthy and is ours; stop() (or leaving the `with` block) stops it and removes its dir."""
@@ -63,7 +67,7 @@ class EtcdProcess:
         self.endpoint = f"127.0.0.1:{self.port}"
 
     def _argv(self, port, peer_port):
-        name = f"kvtier-test-{os.getpid()}-{port}"
+        name = _member_name(port)
         client, peer = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{peer_port}"
         return [ETCD_BINARY, "--name", name,
                 "--data-dir", os.path.join(self.dir, f"data-{port}"),
@@ -79,9 +83,8 @@ class EtcdProcess:
         endpoint = f"127.0.0.1:{port}"
         if json.loads(http_get(f"http://{endpoint}/health")).get("health") != "true":
             return False
-        name = f"kvtier-test-{os.getpid()}-{port}"
         members = _post(endpoint, "/v3/cluster/member/list", {})
-        return any(m.get("name") == name for m in members.get("members", []))
+        return any(m.get("name") == _member_name(port) for m in members.get("members", []))
 
     def log_tail(self, n=2000):
         return self.child.log_tail(n) if self.child else ""

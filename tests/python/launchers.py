@@ -8,6 +8,8 @@ import socket
 
 from child_process import Child, http_ok, start_on_free_ports, tcp_open
 
+NODE_BANNER = "kvtier node "  # the node prints it once its dummy socket is up
+
 
 def find_binary(binary=None):
     """`binary`, else kvtier.server.find_binary()'s."""
@@ -15,8 +17,6 @@ def find_binary(binary=None):
         return str(binary)
     from kvtier.server import find_binary as find
     return find()
-
-NODE_BANNER = "kvtier node "  # the node prints it once its dummy socket is up
 
 
 def spawn_kvtier(name, args, binary=None, **child):
