@@ -5,12 +5,14 @@
 
 #include "common/listen_warning.h"
 #include "common/logging.h"
+#include "server/housekeeping.h"
 #include "server/server_stats.h"
 
 namespace kvtier {
 
 Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& config,
-                                                       const ConnectorRegistry& connectors) {
+                                                       const ConnectorRegistry& connectors,
+                                                       Clock& clock) {
   auto algo = ParseHashAlgo(config.hash);
   if (!algo) {
     return Status(Code::kInvalidArgument,
@@ -21,7 +23,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   if (config.pin_ttl_s <= 0 || config.session_ttl_s <= 0) {
     return Status(Code::kInvalidArgument, "TTLs must be > 0");
   }
-  auto ctx = std::make_unique<ServerContext>(config, *algo);
+  auto ctx = std::make_unique<ServerContext>(config, *algo, clock);
   L1Options l1;
   l1.capacity_bytes = static_cast<uint64_t>(config.l1_size_gb * (1ULL << 30));
   l1.trigger_watermark = config.eviction_trigger_watermark;
@@ -30,6 +32,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   l1.prefault = config.l1_prefault;
   l1.read_lock_ttl = std::chrono::milliseconds(static_cast<int64_t>(config.pin_ttl_s * 1000));
   l1.metrics = &ctx->metrics;
+  l1.clock = &clock;
   auto pool = L1Pool::Create(l1);
   if (!pool.ok()) return pool.status();
   ctx->l1 = std::move(pool).value();
@@ -45,7 +48,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
     // The whole L1 arena, for adapters that register memory with their backend once.
     const ConnectorEnv env{{SharedRegion{ctx->l1->ArenaBase(), ctx->l1->ArenaSize(),
                                          ctx->l1->ArenaFd()}}};
-    auto l2 = L2Cascade::Create(config.l2_adapters, connectors, ctx->metrics, env);
+    auto l2 = L2Cascade::Create(config.l2_adapters, connectors, ctx->metrics, env, clock);
     if (!l2.ok()) return l2.status();
     ctx->l2 = std::move(l2).value();
     ctx->l2_writer = std::make_unique<L2Writer>(*ctx->l1, *ctx->l2, ctx->metrics,
@@ -111,9 +114,7 @@ void CacheServer::Housekeeping() {
   pthread_setname_np(pthread_self(), "kvt-housekeep");
   pollfd pfd{housekeeping_stop_.Fd(), POLLIN, 0};
   while (::poll(&pfd, 1, 1000) == 0) {
-    ctx_->l1->Unpin(ctx_->sessions.Sweep());
-    ctx_->l1->EvictIfNeeded();
-    for (const auto& w : ctx_->workers.ReapExited()) {
+    for (const auto& w : Housekeep(*ctx_)) {
       workers_reaped_->Inc();
       KVT_LOG_WARN("worker instance={} model={} rank={}/{} (pid {}) exited without "
                    "unregistering: unregistered, its buffers unmapped",

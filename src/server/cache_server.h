@@ -1,6 +1,7 @@
 // The cache server, assembled: L1 pool, the L2 cascade with its store and prefetch controllers,
 // worker registry, sessions, the Unix-socket fd hand-off, the ZMQ rpc front with its handler
-// table, the HTTP admin, and a housekeeping thread (session TTLs, L1 eviction, expired locks).
+// table, the HTTP admin, and a housekeeping thread (housekeeping.h: session TTLs, L1 eviction,
+// expired locks, exited workers).
 // Thread-safety: Create, Start and Run from one thread; Shutdown from any thread.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "common/admin_http.h"
+#include "common/clock.h"
 #include "common/eventfd.h"
 #include "common/metrics.h"
 #include "server/fd_handoff_service.h"
@@ -25,9 +27,11 @@ namespace kvtier {
 class CacheServer {
  public:
   // Validates the config and creates the L1 arena and the L2 adapters (their types come from
-  // `connectors`: the caller decides which exist); binds nothing yet.
+  // `connectors`: the caller decides which exist); binds nothing yet. Every TTL, lease and
+  // back-off of the server reads `clock`.
   static Result<std::unique_ptr<CacheServer>> Create(const ServerConfig& config,
-                                                     const ConnectorRegistry& connectors);
+                                                     const ConnectorRegistry& connectors,
+                                                     Clock& clock = *Clock::Real());
   ~CacheServer();
 
   // Binds every listener; an error names the one that failed.

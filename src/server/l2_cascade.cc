@@ -10,8 +10,6 @@
 namespace kvtier {
 namespace {
 
-int64_t NowNs() { return Clock::Real()->NowNs(); }
-
 // 100 ms, 200 ms, 400 ms ... capped at 5 s.
 int64_t BackoffNs(uint32_t failures) {
   const int64_t ms = std::min<int64_t>(5000, 100LL << std::min<uint32_t>(failures - 1, 6));
@@ -23,7 +21,8 @@ int64_t BackoffNs(uint32_t failures) {
 Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::string>& adapter_json,
                                                      const ConnectorRegistry& registry,
                                                      MetricsRegistry& metrics,
-                                                     const ConnectorEnv& env) {
+                                                     const ConnectorEnv& env,
+                                                     Clock& clock) {
   std::vector<std::unique_ptr<L2Capacity>> adapters;
   for (size_t i = 0; i < adapter_json.size(); ++i) {
     auto cfg = ParseAdapterConfig(adapter_json[i], i);
@@ -36,11 +35,12 @@ Result<std::unique_ptr<L2Cascade>> L2Cascade::Create(const std::vector<std::stri
     KVT_LOG_INFO("L2 adapter {} ready", (*wrapped)->Options().name);
     adapters.push_back(std::move(wrapped).value());
   }
-  return std::unique_ptr<L2Cascade>(new L2Cascade(std::move(adapters), metrics));
+  return std::unique_ptr<L2Cascade>(new L2Cascade(std::move(adapters), metrics, clock));
 }
 
-L2Cascade::L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics)
-    : adapters_(std::move(adapters)) {
+L2Cascade::L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics,
+                     Clock& clock)
+    : clock_(clock), adapters_(std::move(adapters)) {
   std::vector<Connector*> raw;
   for (auto& a : adapters_) {
     raw.push_back(a.get());
@@ -119,8 +119,8 @@ uint64_t L2Cascade::Clear(std::string_view key_prefix) {
   return removed;
 }
 
-bool L2Cascade::Health::Available() const {
-  return up.load() || NowNs() >= retry_at_ns.load();
+bool L2Cascade::Health::Available(int64_t now_ns) const {
+  return up.load() || now_ns >= retry_at_ns.load();
 }
 
 bool L2Cascade::Health::MarkUp() {
@@ -141,7 +141,8 @@ bool L2Cascade::Up(size_t i) const {
 bool L2Cascade::Available(size_t i, ConnectorOp op) const {
   const AdapterHealth& h = *health_[i];
   const bool write = op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
-  return h.all.Available() && (!write || h.writes.Available());
+  const int64_t now = clock_.NowNs();
+  return h.all.Available(now) && (!write || h.writes.Available(now));
 }
 
 void L2Cascade::Record(size_t i, const Completion& c) {
@@ -171,7 +172,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
   if (code == Code::kInvalidArgument) return;  // a bad request, not a sick backend
   const bool unreachable = code == Code::kUnavailable || code == Code::kTimeout;
   if (write && !unreachable) {
-    if (h.writes.MarkDown(NowNs()) && was_up) {
+    if (h.writes.MarkDown(clock_.NowNs()) && was_up) {
       up_[i]->Set(0);
       KVT_LOG_WARN("L2 adapter {} takes no writes ({} failed: {}); its stores are skipped until "
                    "one succeeds, what it holds is still read",
@@ -179,7 +180,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
     }
     return;
   }
-  if (h.all.MarkDown(NowNs()) && was_up) {
+  if (h.all.MarkDown(clock_.NowNs()) && was_up) {
     up_[i]->Set(0);
     KVT_LOG_WARN("L2 adapter {} is down ({} failed: {}); its stores are skipped and its lookups "
                  "are misses until it answers again",

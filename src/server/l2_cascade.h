@@ -7,7 +7,7 @@
 // without the backend being out of reach (not UNAVAILABLE or TIMEOUT: a full disk, a backend out
 // of memory) only stops writes the same way, until a store succeeds: what the backend holds is
 // still read. Transitions are logged once each, so a burst of failures makes one warning, not
-// thousands.
+// thousands. Retry times are on the injected clock, so tests reach them by advancing a FakeClock.
 // Thread-safety: after Create, Submit, Available, Up and Status may be called from any thread
 // (health is atomics); Close from the owner.
 #pragma once
@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "connectors/completion_router.h"
 #include "connectors/connector.h"
@@ -35,11 +36,12 @@ class L2Cascade {
  public:
   // Parses and creates every adapter through `registry` (the caller picks which connector types
   // exist); the first bad one is the error (its message names it). `env` is the memory adapters
-  // may register with their backends (the L1 arena).
+  // may register with their backends (the L1 arena); `clock` times the health back-off.
   static Result<std::unique_ptr<L2Cascade>> Create(const std::vector<std::string>& adapter_json,
                                                    const ConnectorRegistry& registry,
                                                    MetricsRegistry& metrics,
-                                                   const ConnectorEnv& env = {});
+                                                   const ConnectorEnv& env = {},
+                                                   Clock& clock = *Clock::Real());
   ~L2Cascade();  // Close()
 
   size_t size() const { return adapters_.size(); }
@@ -50,7 +52,8 @@ class L2Cascade {
   // (on the router thread: keep `done` short).
   void Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit,
               CompletionRouter::Callback done);
-  std::future<Completion> Submit(size_t i, ConnectorOp op, const CompletionRouter::SubmitFn& submit);
+  std::future<Completion> Submit(size_t i, ConnectorOp op,
+                                 const CompletionRouter::SubmitFn& submit);
 
   // The adapter's LookupNow (connector.h: on this thread, or nullopt), recorded like a completion.
   std::optional<Completion> LookupNow(size_t i, std::vector<std::string> keys);
@@ -85,7 +88,7 @@ class L2Cascade {
     std::atomic<bool> up{true};
     std::atomic<uint32_t> failures{0};  // consecutive
     std::atomic<int64_t> retry_at_ns{0};
-    bool Available() const;
+    bool Available(int64_t now_ns) const;
     bool MarkUp();                    // true if it was down
     bool MarkDown(int64_t now_ns);    // true if it was up
   };
@@ -94,9 +97,11 @@ class L2Cascade {
     Health writes;  // and takes writes
   };
 
-  L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics);
+  L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsRegistry& metrics,
+            Clock& clock);
   void Record(size_t i, const Completion& c);
 
+  Clock& clock_;
   std::vector<std::unique_ptr<L2Capacity>> adapters_;
   std::vector<std::array<OpMetrics, kConnectorOps>> metrics_;
   std::vector<Gauge*> inflight_;

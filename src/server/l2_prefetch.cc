@@ -10,7 +10,9 @@
 namespace kvtier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+// Real time, not the server's injected clock: these deadlines bound a blocked condition-variable
+// wait for a backend, which only real time can end.
+using SteadyClock = std::chrono::steady_clock;
 
 // One submitted task that the job waits for, or gives up on: a completion that arrives after
 // the job gave up is handed to `late` so that its locks and buffers are released.
@@ -40,7 +42,8 @@ std::shared_ptr<Tracked> Submit(L2Cascade& l2, size_t a, ConnectorOp op,
   return t;
 }
 
-std::optional<Completion> Wait(Tracked& t, Clock::time_point until, const std::string& adapter) {
+std::optional<Completion> Wait(Tracked& t, SteadyClock::time_point until,
+                               const std::string& adapter) {
   std::unique_lock lock(t.mu);
   if (t.cv.wait_until(lock, until, [&] { return t.done.has_value(); })) return std::move(t.done);
   t.abandoned = true;
@@ -49,8 +52,8 @@ std::optional<Completion> Wait(Tracked& t, Clock::time_point until, const std::s
   return std::nullopt;
 }
 
-Clock::time_point WaitLimit(L2Cascade& l2, size_t a) {
-  return Clock::now() + l2.adapter(a).Options().deadline + std::chrono::seconds(1);
+SteadyClock::time_point WaitLimit(L2Cascade& l2, size_t a) {
+  return SteadyClock::now() + l2.adapter(a).Options().deadline + std::chrono::seconds(1);
 }
 
 // Keys (flat indexes) of the job that one adapter serves, with everything a late completion

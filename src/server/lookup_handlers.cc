@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "common/clock.h"
 #include "server/client_inflight.h"
 #include "server/handler_table.h"
 #include "server/prefetch_controller.h"
@@ -76,7 +75,7 @@ void RegisterLookupHandlers(ServerContext& ctx, HandlerTable& table,
                   s->status_waiters.size() < Session::kMaxStatusWaiters) {
                 const uint64_t wait_us = std::min(req->wait_us, wire::kMaxStatusWaitUs);
                 auto ticket = HoldCurrentReply(
-                    Clock::Real()->NowNs() + static_cast<int64_t>(wait_us) * 1000,
+                    ctx.clock.NowNs() + static_cast<int64_t>(wait_us) * 1000,
                     [s, id = req->request_id](wire::BodyWriter& w) {
                       std::lock_guard lock(s->mu);
                       return PrefetchStatus(*s, id, w);

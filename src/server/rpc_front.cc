@@ -7,7 +7,6 @@
 #include <optional>
 #include <thread>
 
-#include "common/clock.h"
 #include "common/logging.h"
 #include "server/after_reply.h"
 #include "wire/frames.h"
@@ -15,8 +14,6 @@
 
 namespace kvtier {
 namespace {
-
-int64_t NowNs() { return Clock::Real()->NowNs(); }
 
 // Codes that mean "the client sent something wrong": logged once per kind, never fatal.
 bool IsClientError(Code c) {
@@ -78,7 +75,8 @@ void RpcFront::Run(EventNotifier& stop) {
   while (true) {
     auto timeout = std::chrono::milliseconds(-1);
     if (auto next = held_->NextDeadlineNs()) {
-      const int64_t ns = std::max<int64_t>(0, *next - NowNs());
+      // Deadlines are on the context's clock; the poll sleeps their remaining time for real.
+      const int64_t ns = std::max<int64_t>(0, *next - ctx_.clock.NowNs());
       timeout = std::chrono::milliseconds((ns + 999'999) / 1'000'000);
     }
     try {
@@ -93,7 +91,7 @@ void RpcFront::Run(EventNotifier& stop) {
       SendReplies();
     }
     if (items[0].revents & ZMQ_POLLIN) ReceiveAll();
-    if (timeout.count() >= 0) held_->Expire(NowNs());
+    if (timeout.count() >= 0) held_->Expire(ctx_.clock.NowNs());
     if (items[2].revents & ZMQ_POLLIN) break;
   }
   // Finish what was accepted, so no client waits forever for a reply: held replies are answered
@@ -119,7 +117,7 @@ void RpcFront::ReceiveAll() {
       parts.push_back(std::move(msg));
       if (!more) break;
     }
-    Dispatch(parts, NowNs());
+    Dispatch(parts, ctx_.clock.NowNs());
   }
 }
 
@@ -275,7 +273,7 @@ void RpcFront::Complete(const Request& req, const Status& status, wire::BodyWrit
   ctx_.metrics
       .GetHistogram("kvtier_request_seconds", "Request latency (receive to reply queued)",
                     {{"type", type_name}})
-      ->Observe(static_cast<double>(NowNs() - req.start_ns) * 1e-9);
+      ->Observe(static_cast<double>(ctx_.clock.NowNs() - req.start_ns) * 1e-9);
   if (!status.ok() && IsClientError(status.code()) &&
       ShouldLog(fmt::format("{}:{}", type_name, CodeName(status.code())))) {
     KVT_LOG_WARN("bad {} request: {}", type_name, status.ToString());

@@ -2,8 +2,9 @@
 // checks every frame, answers HELLO, runs cheap handlers inline and hands the rest to the
 // transfer lane (per-client affinity) or the lookup lane. Workers give replies back through a
 // queue and an eventfd, so only this thread ever touches the socket. An inline handler may hold
-// its reply (held_replies.h); this thread answers it at its deadline if nothing did before. Bad input is answered with
-// an error status, counted, logged once, and never stops the loop.
+// its reply (held_replies.h); this thread answers it at its deadline (on the context's clock) if
+// nothing did before. Bad input is answered with an error status, counted, logged once, and never
+// stops the loop.
 #pragma once
 
 #include <zmq.hpp>

@@ -2,12 +2,15 @@
 // CacheServer; handlers get a reference and keep no state of their own.
 // Thread-safety: its members are each safe to use from any thread (see their headers); the
 // context itself is never reassigned after CacheServer::Create.
+// Time: every expiry, TTL and deadline the server decides reads `clock` (the real clock unless a
+// test hands in a FakeClock), never std::chrono directly.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 
+#include "common/clock.h"
 #include "common/hashing.h"
 #include "common/metrics.h"
 #include "l1/l1_pool.h"
@@ -22,15 +25,18 @@
 namespace kvtier {
 
 struct ServerContext {
-  ServerContext(const ServerConfig& cfg, HashAlgo algo)
+  ServerContext(const ServerConfig& cfg, HashAlgo algo, Clock& clk = *Clock::Real())
       : config(cfg),
         hash(algo),
-        sessions(std::chrono::milliseconds(static_cast<int64_t>(cfg.session_ttl_s * 1000))),
+        clock(clk),
+        workers(WorkerRegistry::kDefaultPendingTtl, clk),
+        sessions(std::chrono::milliseconds(static_cast<int64_t>(cfg.session_ttl_s * 1000)), clk),
         resolver(algo, cfg.chunk_size, cfg.max_chunks_per_request),
-        started(std::chrono::steady_clock::now()) {}
+        started_ns(clk.NowNs()) {}
 
   ServerConfig config;
   HashAlgo hash;
+  Clock& clock;  // declared before everything that reads it
   MetricsRegistry metrics;
   std::unique_ptr<L1Pool> l1;
   std::unique_ptr<L2Cascade> l2;                   // null without --l2-adapter
@@ -38,7 +44,7 @@ struct ServerContext {
   WorkerRegistry workers;
   SessionManager sessions;
   KeyResolver resolver;
-  std::chrono::steady_clock::time_point started;
+  int64_t started_ns;  // on `clock`, for the uptime in /status
   std::atomic<bool> l1_pinned{false};  // page-locked for GPU copies (at the first GPU worker)
 };
 

@@ -28,8 +28,7 @@ nlohmann::json WorkersJson(ServerContext& ctx) {
 
 std::vector<std::pair<std::string, double>> CollectStats(ServerContext& ctx) {
   const L1Stats l1 = ctx.l1->Stats();
-  const double uptime =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx.started).count();
+  const double uptime = static_cast<double>(ctx.clock.NowNs() - ctx.started_ns) * 1e-9;
   auto d = [](uint64_t v) { return static_cast<double>(v); };
   // Per-tier hit rates over all LOOKUPs so far (the counters belong to the prefetch controller).
   auto chunks = [&](const char* name, const Labels& l) {

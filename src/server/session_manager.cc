@@ -3,16 +3,16 @@
 namespace kvtier {
 
 std::shared_ptr<Session> SessionManager::GetOrCreate(const std::string& request_id) {
-  const auto now = std::chrono::steady_clock::now();
+  const int64_t now = clock_.NowNs();
   if (request_id.empty()) {
     auto s = std::make_shared<Session>();
-    s->last_used = now;
+    s->last_used_ns = now;
     return s;
   }
   std::lock_guard lock(mu_);
   auto& slot = sessions_[request_id];
   if (!slot) slot = std::make_shared<Session>();
-  slot->last_used = now;  // last_used is only touched under mu_
+  slot->last_used_ns = now;
   return slot;
 }
 
@@ -20,7 +20,7 @@ std::shared_ptr<Session> SessionManager::Find(const std::string& request_id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(request_id);
   if (it == sessions_.end()) return nullptr;
-  it->second->last_used = std::chrono::steady_clock::now();
+  it->second->last_used_ns = clock_.NowNs();
   return it->second;
 }
 
@@ -34,12 +34,13 @@ std::shared_ptr<Session> SessionManager::Remove(const std::string& request_id) {
 }
 
 std::vector<ObjectKey> SessionManager::Sweep() {
-  const auto now = std::chrono::steady_clock::now();
+  const int64_t now = clock_.NowNs();
+  const int64_t ttl_ns = std::chrono::nanoseconds(ttl_).count();
   std::vector<std::shared_ptr<Session>> expired;
   {
     std::lock_guard lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (now - it->second->last_used > ttl_) {
+      if (now - it->second->last_used_ns > ttl_ns) {
         expired.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {

@@ -1,7 +1,8 @@
 // Per-request sessions, keyed by the engine's request id. A session caches the chain hashes of
 // the request's tokens (so repeated STORE/RETRIEVE calls only hash new chunks) and holds the
 // state of its LOOKUP job and the read locks that job took. Idle sessions expire; their pins are
-// handed back to the caller of Sweep() to release.
+// handed back to the caller of Sweep() to release. Idleness is measured on the injected clock, so
+// tests expire sessions by advancing a FakeClock.
 // Thread-safety: every method may be called from any thread (one mutex for the map); a Session's
 // own fields are guarded by its `mu`.
 #pragma once
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/object_key.h"
 #include "server/held_replies.h"
 
@@ -30,12 +32,13 @@ struct Session {
   // QUERY_PREFETCH_STATUS long polls waiting for the running job (at most kMaxStatusWaiters).
   std::vector<HeldReplies::Ticket> status_waiters;
   static constexpr size_t kMaxStatusWaiters = 16;
-  std::chrono::steady_clock::time_point last_used;
+  int64_t last_used_ns = 0;  // on the manager's clock; touched only under the manager's mutex
 };
 
 class SessionManager {
  public:
-  explicit SessionManager(std::chrono::milliseconds ttl) : ttl_(ttl) {}
+  explicit SessionManager(std::chrono::milliseconds ttl, Clock& clock = *Clock::Real())
+      : ttl_(ttl), clock_(clock) {}
 
   // An empty id gets a fresh session that is not remembered.
   std::shared_ptr<Session> GetOrCreate(const std::string& request_id);
@@ -47,6 +50,7 @@ class SessionManager {
 
  private:
   std::chrono::milliseconds ttl_;
+  Clock& clock_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
 };

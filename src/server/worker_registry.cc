@@ -28,14 +28,19 @@ uint64_t WorkerRegistry::AddPending(std::vector<MappedFile> buffers, pid_t owner
   // another's buffers by racing REGISTER with small integers.
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t token = (rng() & ~0xffffULL) | (next_token_++ & 0xffff);
-  pending_[token] =
-      Pending{std::move(buffers), std::chrono::steady_clock::now(), owner_pid, std::move(owner)};
+  pending_[token] = Pending{std::move(buffers), clock_.NowNs(), owner_pid, std::move(owner)};
   return token;
 }
 
 void WorkerRegistry::DropExpiredPendingLocked() {
-  const auto now = std::chrono::steady_clock::now();
-  std::erase_if(pending_, [&](const auto& kv) { return now - kv.second.created > pending_ttl_; });
+  const int64_t now = clock_.NowNs();
+  const int64_t ttl_ns = std::chrono::nanoseconds(pending_ttl_).count();
+  std::erase_if(pending_, [&](const auto& kv) { return now - kv.second.created_ns > ttl_ns; });
+}
+
+void WorkerRegistry::DropExpiredPending() {
+  std::lock_guard lock(mu_);
+  DropExpiredPendingLocked();
 }
 
 Status WorkerRegistry::Register(const wire::RegisterRequest& req, uint32_t chunk_size) {

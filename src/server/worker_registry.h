@@ -3,7 +3,8 @@
 // return shared_ptr so that an UNREGISTER during a transfer cannot unmap memory in use.
 // The process that handed the buffers over is the worker's owner: when it exits (a crash, kill
 // -9), ReapExited unregisters the worker, so its mapping does not outlive it (the server's
-// housekeeping calls it every second). Owners are watched through pidfds.
+// housekeeping calls it every second). Owners are watched through pidfds. Unclaimed hand-offs
+// age on the injected clock, so tests expire them by advancing a FakeClock.
 // Thread-safety: every method may be called from any thread (one mutex); a returned worker stays
 // valid while its shared_ptr is held, whoever unregisters it.
 #pragma once
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/memfd.h"
 #include "common/status.h"
 #include "cuda/gpu_memory.h"
@@ -46,8 +48,10 @@ struct RegisteredWorker {
 
 class WorkerRegistry {
  public:
-  explicit WorkerRegistry(std::chrono::seconds pending_ttl = std::chrono::seconds(60))
-      : pending_ttl_(pending_ttl) {}
+  static constexpr std::chrono::seconds kDefaultPendingTtl{60};
+  explicit WorkerRegistry(std::chrono::seconds pending_ttl = kDefaultPendingTtl,
+                          Clock& clock = *Clock::Real())
+      : pending_ttl_(pending_ttl), clock_(clock) {}
 
   // Keeps mapped buffers until a REGISTER claims them; unclaimed ones expire after pending_ttl.
   // `owner_pid` (0: unknown) is watched once they are registered.
@@ -69,11 +73,14 @@ class WorkerRegistry {
 
   // Unregisters every worker whose owner process has exited; returns them (for the log).
   std::vector<std::shared_ptr<const RegisteredWorker>> ReapExited();
+  // Unmaps the hand-offs no REGISTER claimed within pending_ttl (also done by every AddPending
+  // and Register, so this only matters while no worker comes).
+  void DropExpiredPending();
 
  private:
   struct Pending {
     std::vector<MappedFile> buffers;
-    std::chrono::steady_clock::time_point created;
+    int64_t created_ns = 0;  // on the registry's clock
     pid_t owner_pid = 0;
     wire::UniqueFd owner;  // pidfd of owner_pid; invalid when it could not be opened
   };
@@ -84,6 +91,7 @@ class WorkerRegistry {
   void DropExpiredPendingLocked();
 
   std::chrono::seconds pending_ttl_;
+  Clock& clock_;
   mutable std::mutex mu_;
   uint64_t next_token_ = 1;
   std::map<uint64_t, Pending> pending_;

@@ -4,7 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
+
+#include "common/clock.h"
 
 namespace kvtier {
 namespace {
@@ -58,14 +59,15 @@ TEST(SessionManagerTest, Remove) {
 }
 
 TEST(SessionManagerTest, SweepReturnsPinsOfExpiredSessionsOnly) {
-  SessionManager m(milliseconds(20));
+  FakeClock clock;
+  SessionManager m(milliseconds(20), clock);
   auto old1 = m.GetOrCreate("old1");
   old1->lookup_pins = {Key("m", 1), Key("m", 2)};
   auto old2 = m.GetOrCreate("old2");
   old2->lookup_pins = {Key("m", 3)};
   auto kept = m.GetOrCreate("kept");
   kept->lookup_pins = {Key("m", 9)};
-  std::this_thread::sleep_for(milliseconds(40));
+  clock.Advance(milliseconds(40));
   ASSERT_NE(m.Find("kept"), nullptr);  // Find counts as use
   m.GetOrCreate("young");
 
@@ -87,6 +89,37 @@ TEST(SessionManagerTest, SweepOfFreshSessionsIsEmpty) {
   m.GetOrCreate("a")->lookup_pins = {Key("m", 1)};
   EXPECT_TRUE(m.Sweep().empty());
   EXPECT_EQ(m.Count(), 1u);
+}
+
+TEST(SessionManagerTest, ASessionExpiresOnlyOnceIdleForLongerThanTheTtl) {
+  FakeClock clock;
+  SessionManager m(milliseconds(100), clock);
+  m.GetOrCreate("r")->lookup_pins = {Key("m", 1)};
+  clock.Advance(milliseconds(100));  // idle for exactly the TTL: still alive
+  EXPECT_TRUE(m.Sweep().empty());
+  EXPECT_EQ(m.Count(), 1u);
+  clock.Advance(std::chrono::nanoseconds(1));
+  EXPECT_EQ(m.Sweep(), (std::vector<ObjectKey>{Key("m", 1)}));
+  EXPECT_EQ(m.Count(), 0u);
+}
+
+TEST(SessionManagerTest, EveryUseRestartsTheIdleTime) {
+  FakeClock clock;
+  SessionManager m(milliseconds(100), clock);
+  m.GetOrCreate("r");
+  for (int i = 0; i < 5; ++i) {  // 300 ms in all, never 100 ms idle
+    clock.Advance(milliseconds(60));
+    if (i % 2 == 0) {
+      ASSERT_NE(m.Find("r"), nullptr);
+    } else {
+      m.GetOrCreate("r");
+    }
+    EXPECT_TRUE(m.Sweep().empty());
+  }
+  EXPECT_EQ(m.Count(), 1u);
+  clock.Advance(milliseconds(101));
+  m.Sweep();
+  EXPECT_EQ(m.Count(), 0u);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 
 #include <chrono>
 #include <set>
-#include <thread>
 #include <vector>
+
+#include "common/clock.h"
 
 namespace kvtier {
 namespace {
@@ -150,18 +151,32 @@ TEST(WorkerRegistryTest, RankAndModelChecks) {
 }
 
 TEST(WorkerRegistryTest, PendingBuffersExpire) {
-  WorkerRegistry reg(std::chrono::seconds(0));  // anything older than "now" has expired
+  FakeClock clock;
+  WorkerRegistry reg(std::chrono::seconds(10), clock);
   const uint64_t token = reg.AddPending(Buffers({4096}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  clock.Advance(std::chrono::seconds(11));
   const Status s = reg.Register(Request(1, token), kChunk);
   EXPECT_EQ(s.code(), Code::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("expired"));
   EXPECT_EQ(reg.PendingCount(), 0u);
-  // Expiry also happens when new buffers arrive.
+  // Expiry also happens when new buffers arrive, and on its own.
   reg.AddPending({});
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  clock.Advance(std::chrono::seconds(11));
   reg.AddPending({});
   EXPECT_EQ(reg.PendingCount(), 1u);
+  clock.Advance(std::chrono::seconds(11));
+  reg.DropExpiredPending();
+  EXPECT_EQ(reg.PendingCount(), 0u);
+}
+
+TEST(WorkerRegistryTest, PendingBuffersWithinTheirTtlCanBeClaimed) {
+  FakeClock clock;
+  WorkerRegistry reg(std::chrono::seconds(10), clock);
+  const uint64_t token = reg.AddPending(Buffers({4096}));
+  clock.Advance(std::chrono::seconds(10));  // exactly the TTL: not yet expired
+  reg.DropExpiredPending();
+  EXPECT_TRUE(reg.Register(Request(1, token), kChunk).ok());
+  EXPECT_EQ(reg.Count(), 1u);
 }
 
 }  // namespace
