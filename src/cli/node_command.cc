@@ -14,11 +14,9 @@
 #include "cli/store_commands_common.h"
 #include "common/listen_warning.h"
 #include "common/logging.h"
-#include "common/memfd.h"
+#include "common/memfd.h"  // ParseByteSize
 #include "store/client/dummy_client.h"
-#include "common/admin_http.h"
-#include "store/node/dummy_service.h"
-#include "store/node/store_node.h"
+#include "store/node/node_server.h"
 
 namespace kvtier::cli {
 namespace {
@@ -40,25 +38,6 @@ struct NodeFlags {
   std::vector<std::string> ignored;
 };
 
-// /status "dummies": one object per connected dummy (docs/store/dummy.md).
-nlohmann::json DummiesJson(const std::vector<store::DummySummary>& dummies) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const store::DummySummary& d : dummies) {
-    out.push_back({{"client_id", d.client_id},
-                   {"pid", d.pid},
-                   {"regions", d.regions},
-                   {"region_bytes", d.region_bytes},
-                   {"buffers", d.buffers},
-                   {"staging_used_bytes", d.staging_used_bytes},
-                   {"requests", d.requests},
-                   {"put_bytes", d.put_bytes},
-                   {"get_bytes", d.get_bytes},
-                   {"connected_s", d.connected_s},
-                   {"idle_s", d.idle_s}});
-  }
-  return out;
-}
-
 int RunNode(const NodeFlags& f) {
   InitLogging();
   SetLogLevel(f.log_level);
@@ -70,69 +49,43 @@ int RunNode(const NodeFlags& f) {
   }
   std::string token;
   if (!ReadAuthTokenFlag(f.auth_token_file, token)) return 2;
+  store::NodeServerOptions options;
+  options.node.master = f.master;
+  options.node.host = f.host;
+  options.node.port = f.port;
+  options.node.segment_size = *segment_size;
+  options.node.prefault = f.prefault;
+  options.node.repair_bytes_per_s = static_cast<uint64_t>(f.repair_mb_s * 1024 * 1024);
+  options.node.auth_token = token;
+  options.node.copy_threads = f.copy_threads;
+  options.dummy_ttl = std::chrono::milliseconds(static_cast<int64_t>(f.dummy_ttl_s * 1000));
+  if (f.http_port != 0) options.http_port = f.http_port;
+  if (Status s = options.Validate(); !s.ok()) {
+    std::cerr << "error: " << s.message() << "\n";
+    return 2;
+  }
   const sigset_t signals = BlockStopSignals();  // the node's threads inherit the mask
 
   MetricsRegistry metrics;
-  store::NodeOptions options;
-  options.master = f.master;
-  options.host = f.host;
-  options.port = f.port;
-  options.segment_size = *segment_size;
-  options.prefault = f.prefault;
-  options.repair_bytes_per_s = static_cast<uint64_t>(f.repair_mb_s * 1024 * 1024);
-  options.auth_token = token;
-  options.copy_threads = f.copy_threads;
-  auto node = store::StoreNode::Start(options, &metrics);
-  if (!node.ok()) {
-    std::cerr << "error: " << node.status().ToString() << "\n";
+  auto server = store::NodeServer::Start(options, &metrics);
+  if (!server.ok()) {
+    std::cerr << "error: " << server.status().ToString() << "\n";
     return 1;
   }
-  store::DummyService dummies(**node,
-                              {(*node)->port(), std::chrono::milliseconds(
-                                                    static_cast<int64_t>(f.dummy_ttl_s * 1000))},
-                              &metrics);
-  if (Status s = dummies.Start(); !s.ok()) {
-    std::cerr << "error: dummy socket: " << s.ToString() << "\n";
-    return 1;
-  }
-  store::StoreNode* n = node->get();
-  AdminHttp http(
-      [n, &dummies, &f, bytes = *segment_size, started = std::chrono::steady_clock::now()] {
-        const std::chrono::duration<double> up = std::chrono::steady_clock::now() - started;
-        return nlohmann::json{{"version", KVTIER_VERSION},
-                              {"uptime_s", up.count()},
-                              {"id", n->info().id},
-                              {"endpoint", n->info().endpoint},
-                              {"master", f.master},
-                              {"mounted", n->mounted()},
-                              {"segment_bytes", bytes},
-                              {"dummies_connected", dummies.connected()},
-                              {"dummies", DummiesJson(dummies.Dummies())}};
-      },
-      &metrics);
-  if (f.http_port != 0) {
-    http.RequireToken(token);
-    if (Status s = http.Start(f.host, f.http_port); !s.ok()) {
-      std::cerr << "error: " << s.ToString() << "\n";
-      return 1;
-    }
-  }
+  store::StoreNode& n = (*server)->node();
   WarnIfExposed("node", f.host, !token.empty(),
-                f.http_port != 0 ? fmt::format("data-plane port {} and HTTP port {}", n->port(),
+                f.http_port != 0 ? fmt::format("data-plane port {} and HTTP port {}", n.port(),
                                                f.http_port)
-                                 : fmt::format("data-plane port {}", n->port()),
+                                 : fmt::format("data-plane port {}", n.port()),
                 "read and write this node's segment");
-  std::cerr << "kvtier node " << n->info().endpoint << " (segment " << f.segment_size
-            << ", master " << f.master << ", dummy socket @"
-            << store::DummySocketName(n->port())
+  std::cerr << "kvtier node " << n.info().endpoint << " (segment " << f.segment_size
+            << ", master " << f.master << ", dummy socket @" << store::DummySocketName(n.port())
             << (f.http_port != 0 ? ", http " + std::to_string(f.http_port) : std::string())
-            << (n->mounted() ? "" : "; master not reachable yet, will retry") << ")" << std::endl;
+            << (n.mounted() ? "" : "; master not reachable yet, will retry") << ")" << std::endl;
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "kvtier node stopping" << std::endl;
-  http.Stop();
-  dummies.Stop();
-  node->reset();  // unmounts the segment
+  server->reset();  // stops HTTP and the dummies, unmounts the segment
   return 0;
 }
 
