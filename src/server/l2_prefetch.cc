@@ -67,167 +67,211 @@ struct AdapterShare {
 
 }  // namespace
 
+// What one job knows, phase by phase. Keys are indexed flat, chunk-major: i = c * ranks + r.
+struct L2Prefetcher::Plan {
+  Plan(const std::vector<std::vector<ObjectKey>>& k, const std::vector<uint64_t>& s,
+       size_t adapter_count)
+      : keys(k),
+        sizes(s),
+        ranks(k.size()),
+        chunks(k.empty() ? 0 : k[0].size()),
+        adapters(adapter_count),
+        n(ranks * chunks),
+        names(std::make_shared<std::vector<std::string>>(n)) {
+    for (size_t i = 0; i < n; ++i) (*names)[i] = key(i).ToString();
+  }
+  const ObjectKey& key(size_t i) const { return keys[i % ranks][i / ranks]; }
+
+  const std::vector<std::vector<ObjectKey>>& keys;
+  const std::vector<uint64_t>& sizes;
+  const size_t ranks, chunks, adapters, n;
+  // Every key's adapter name; shared with late completions, which outlive the job.
+  std::shared_ptr<std::vector<std::string>> names;
+  // LookupAndLock: found[a][i] set when adapter a has key i (and locked it); empty: no answer.
+  std::vector<std::vector<uint8_t>> found;
+  // ChooseSources: the first adapter that has each key (-1: none), and the leading chunks that
+  // every rank has somewhere.
+  std::vector<int> from;
+  size_t found_chunks = 0;
+  // ReserveInL1: the staging objects (by rank, chunk), the keys already resident in L1 (pinned
+  // instead of loaded), and the leading chunks the job goes on with.
+  std::vector<std::vector<WriteSlot>> slots;
+  std::vector<uint8_t> present;
+  size_t planned = 0;
+  // LoadIntoL1, over the first planned * ranks keys: now in L1, or left to a late completion.
+  std::vector<uint8_t> loaded;
+  std::vector<uint8_t> abandoned;
+};
+
 L2PrefetchResult L2Prefetcher::Run(const std::vector<std::vector<ObjectKey>>& keys,
                                    const std::vector<uint64_t>& sizes) {
-  const size_t ranks = keys.size();
-  const size_t chunks = ranks == 0 ? 0 : keys[0].size();
-  const size_t adapters = l2_.size();
-  if (chunks == 0 || adapters == 0) return {};
-  // Flat, chunk-major: index i = c * ranks + r.
-  const size_t n = chunks * ranks;
-  auto key_at = [&](size_t i) -> const ObjectKey& { return keys[i % ranks][i / ranks]; };
-  auto names = std::make_shared<std::vector<std::string>>(n);
-  for (size_t i = 0; i < n; ++i) (*names)[i] = key_at(i).ToString();
+  if (keys.empty() || keys[0].empty() || l2_.size() == 0) return {};
+  Plan plan(keys, sizes, l2_.size());
+  LookupAndLock(plan);
+  ChooseSources(plan);
+  ReserveInL1(plan);
+  UnlockOutsidePlan(plan);
+  if (plan.planned == 0) return {};
+  LoadIntoL1(plan);
+  return Publish(plan);
+}
 
-  // 1. Lookup-and-lock in every available adapter at once: the last one on this thread, when it
-  // can (no hand-off to its worker and back, the whole cost when there is one adapter).
-  std::vector<std::vector<uint8_t>> found(adapters);  // empty: no answer
-  {
-    std::vector<size_t> up;
-    for (size_t a = 0; a < adapters; ++a) {
-      if (l2_.Available(a, ConnectorOp::kLookup)) up.push_back(a);
-    }
-    std::optional<Completion> now;
-    std::vector<std::shared_ptr<Tracked>> t(adapters);
-    for (size_t a : up) {
-      if (a == up.back() && (now = l2_.LookupNow(a, *names))) break;
-      t[a] = Submit(
-          l2_, a, ConnectorOp::kLookup, [&](Connector& c) { return c.SubmitLookup(*names); },
-          [this, a, names](const Completion& c) { Unlock(a, *names, c.results); });
-    }
-    if (now && now->results.size() == n) found[up.back()] = std::move(now->results);
-    for (size_t a = 0; a < adapters; ++a) {
-      if (!t[a]) continue;
-      auto c = Wait(*t[a], WaitLimit(l2_, a), l2_.name(a));
-      if (c && c->results.size() == n) found[a] = std::move(c->results);
+// Every available adapter at once: the last one on this thread, when it can (no hand-off to its
+// worker and back, the whole cost when there is one adapter).
+void L2Prefetcher::LookupAndLock(Plan& p) {
+  p.found.assign(p.adapters, {});
+  std::vector<size_t> up;
+  for (size_t a = 0; a < p.adapters; ++a) {
+    if (l2_.Available(a, ConnectorOp::kLookup)) up.push_back(a);
+  }
+  const auto names = p.names;
+  std::optional<Completion> now;
+  std::vector<std::shared_ptr<Tracked>> t(p.adapters);
+  for (size_t a : up) {
+    if (a == up.back() && (now = l2_.LookupNow(a, *names))) break;
+    t[a] = Submit(
+        l2_, a, ConnectorOp::kLookup, [&](Connector& c) { return c.SubmitLookup(*names); },
+        [this, a, names](const Completion& c) { Unlock(a, *names, c.results); });
+  }
+  if (now && now->results.size() == p.n) p.found[up.back()] = std::move(now->results);
+  for (size_t a = 0; a < p.adapters; ++a) {
+    if (!t[a]) continue;
+    auto c = Wait(*t[a], WaitLimit(l2_, a), l2_.name(a));
+    if (c && c->results.size() == p.n) p.found[a] = std::move(c->results);
+  }
+}
+
+void L2Prefetcher::ChooseSources(Plan& p) {
+  p.from.assign(p.n, -1);
+  for (size_t i = 0; i < p.n; ++i) {
+    for (size_t a = 0; a < p.adapters && p.from[i] < 0; ++a) {
+      if (!p.found[a].empty() && p.found[a][i]) p.from[i] = static_cast<int>(a);
     }
   }
-
-  // 2. Plan: the first adapter that has each key; the leading run of chunks every rank has.
-  std::vector<int> from(n, -1);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t a = 0; a < adapters && from[i] < 0; ++a) {
-      if (!found[a].empty() && found[a][i]) from[i] = static_cast<int>(a);
-    }
-  }
-  size_t planned = 0;
   auto chunk_found = [&](size_t c) {
-    for (size_t r = 0; r < ranks; ++r) {
-      if (from[c * ranks + r] < 0) return false;
+    for (size_t r = 0; r < p.ranks; ++r) {
+      if (p.from[c * p.ranks + r] < 0) return false;
     }
     return true;
   };
-  while (planned < chunks && chunk_found(planned)) ++planned;
+  p.found_chunks = 0;
+  while (p.found_chunks < p.chunks && chunk_found(p.found_chunks)) ++p.found_chunks;
+}
 
-  // 3. Reserve L1, halving the plan while there is no room. A key that is already resident
-  // (stored meanwhile, or held in L1 by another rank's pins) is pinned instead of loaded; one
-  // that someone else is writing ends the plan.
-  std::vector<std::vector<WriteSlot>> slots(ranks);
-  size_t reserved = planned;
-  while (reserved > 0 && !Reserve(keys, sizes, reserved, slots)) reserved /= 2;
-  std::vector<uint8_t> present(n, 0);  // flat index, like `from`
-  size_t plan = reserved;
-  for (size_t c = 0; c < plan; ++c) {
-    for (size_t r = 0; r < ranks && c < plan; ++r) {
-      if (slots[r][c].data != nullptr) continue;
-      auto pin = l1_.Pin(std::span(&keys[r][c], 1));
-      if (pin[0].data != nullptr && pin[0].size == sizes[r]) {
-        present[c * ranks + r] = 1;
+// Halves the plan while L1 has no room. A key that is already resident (stored meanwhile, or
+// held in L1 by another rank's pins) is pinned instead of loaded; one that someone else is
+// writing ends the plan.
+void L2Prefetcher::ReserveInL1(Plan& p) {
+  p.slots.assign(p.ranks, {});
+  size_t reserved = p.found_chunks;
+  while (reserved > 0 && !Reserve(p.keys, p.sizes, reserved, p.slots)) reserved /= 2;
+  p.present.assign(p.n, 0);
+  p.planned = reserved;
+  for (size_t c = 0; c < p.planned; ++c) {
+    for (size_t r = 0; r < p.ranks && c < p.planned; ++r) {
+      if (p.slots[r][c].data != nullptr) continue;
+      auto pin = l1_.Pin(std::span(&p.keys[r][c], 1));
+      if (pin[0].data != nullptr && pin[0].size == p.sizes[r]) {
+        p.present[c * p.ranks + r] = 1;
         continue;
       }
-      if (pin[0].data != nullptr) l1_.Unpin(std::span(&keys[r][c], 1));
-      plan = c;
+      if (pin[0].data != nullptr) l1_.Unpin(std::span(&p.keys[r][c], 1));
+      p.planned = c;
     }
   }
-  {
-    std::vector<ObjectKey> unused, unpin;
-    for (size_t r = 0; r < ranks; ++r) {
-      for (size_t c = plan; c < reserved; ++c) {
-        if (slots[r][c].data != nullptr) unused.push_back(keys[r][c]);
-        if (present[c * ranks + r]) unpin.push_back(keys[r][c]);
-      }
+  std::vector<ObjectKey> unused, unpin;
+  for (size_t r = 0; r < p.ranks; ++r) {
+    for (size_t c = p.planned; c < reserved; ++c) {
+      if (p.slots[r][c].data != nullptr) unused.push_back(p.keys[r][c]);
+      if (p.present[c * p.ranks + r]) unpin.push_back(p.keys[r][c]);
     }
-    l1_.AbortWrite(unused);
-    l1_.Unpin(unpin);
   }
-  // Phase-1 unlock: every lock outside the plan, and on keys L1 already has.
-  for (size_t a = 0; a < adapters; ++a) {
-    if (found[a].empty()) continue;
-    std::vector<uint8_t> drop(n, 0);
-    for (size_t i = 0; i < n; ++i) {
-      const bool in_plan = i / ranks < plan && !present[i] && from[i] == static_cast<int>(a);
-      drop[i] = found[a][i] && !in_plan;
-    }
-    Unlock(a, *names, drop);
-  }
-  if (plan == 0) return {};
+  l1_.AbortWrite(unused);
+  l1_.Unpin(unpin);
+}
 
-  // 4. Load each adapter's share straight into the staging objects.
-  const size_t m = plan * ranks;
-  std::vector<uint8_t> loaded(m, 0), abandoned(m, 0);
-  {
-    std::vector<std::shared_ptr<AdapterShare>> share(adapters);
-    std::vector<std::shared_ptr<Tracked>> t(adapters);
-    for (size_t i = 0; i < m; ++i) {
-      if (present[i]) {
-        loaded[i] = 1;
-        continue;
-      }
-      auto& s = share[from[i]];
-      if (!s) s = std::make_shared<AdapterShare>();
-      const size_t r = i % ranks, c = i / ranks;
-      s->index.push_back(i);
-      s->names.push_back((*names)[i]);
-      s->keys.push_back(keys[r][c]);
-      s->dst.push_back({slots[r][c].data, sizes[r]});
+// The phase-1 unlock: every adapter lock outside the plan, and on keys L1 already has.
+void L2Prefetcher::UnlockOutsidePlan(const Plan& p) {
+  for (size_t a = 0; a < p.adapters; ++a) {
+    if (p.found[a].empty()) continue;
+    std::vector<uint8_t> drop(p.n, 0);
+    for (size_t i = 0; i < p.n; ++i) {
+      const bool in_plan =
+          i / p.ranks < p.planned && !p.present[i] && p.from[i] == static_cast<int>(a);
+      drop[i] = p.found[a][i] && !in_plan;
     }
-    for (size_t a = 0; a < adapters; ++a) {
-      if (!share[a]) continue;
-      auto s = share[a];
-      t[a] = Submit(
-          l2_, a, ConnectorOp::kLoad, [&](Connector& c) { return c.SubmitLoad(s->names, s->dst); },
-          [this, a, s](const Completion&) {
-            l2_.adapter(a).Unlock(s->names);
-            l1_.AbortWrite(s->keys);
-          });
-    }
-    for (size_t a = 0; a < adapters; ++a) {
-      if (!t[a]) continue;
-      const AdapterShare& s = *share[a];
-      auto c = Wait(*t[a], WaitLimit(l2_, a), l2_.name(a));
-      if (!c) {
-        for (size_t i : s.index) abandoned[i] = 1;  // the late completion cleans up
-        continue;
-      }
-      for (size_t j = 0; j < s.index.size() && j < c->results.size(); ++j) {
-        loaded[s.index[j]] = c->results[j];
-      }
-      l2_.adapter(a).Unlock(s.names);  // phase-2 unlock
-    }
+    Unlock(a, *p.names, drop);
   }
+}
 
-  // 5. Publish: the leading complete chunks pinned, loaded keys after a gap unpinned.
-  size_t ok = 0;
+// Each adapter's share straight into the staging objects, then the phase-2 unlock.
+void L2Prefetcher::LoadIntoL1(Plan& p) {
+  const size_t m = p.planned * p.ranks;
+  p.loaded.assign(m, 0);
+  p.abandoned.assign(m, 0);
+  std::vector<std::shared_ptr<AdapterShare>> share(p.adapters);
+  std::vector<std::shared_ptr<Tracked>> t(p.adapters);
+  for (size_t i = 0; i < m; ++i) {
+    if (p.present[i]) {
+      p.loaded[i] = 1;
+      continue;
+    }
+    auto& s = share[p.from[i]];
+    if (!s) s = std::make_shared<AdapterShare>();
+    const size_t r = i % p.ranks, c = i / p.ranks;
+    s->index.push_back(i);
+    s->names.push_back((*p.names)[i]);
+    s->keys.push_back(p.keys[r][c]);
+    s->dst.push_back({p.slots[r][c].data, p.sizes[r]});
+  }
+  for (size_t a = 0; a < p.adapters; ++a) {
+    if (!share[a]) continue;
+    auto s = share[a];
+    t[a] = Submit(
+        l2_, a, ConnectorOp::kLoad, [&](Connector& c) { return c.SubmitLoad(s->names, s->dst); },
+        [this, a, s](const Completion&) {
+          l2_.adapter(a).Unlock(s->names);
+          l1_.AbortWrite(s->keys);
+        });
+  }
+  for (size_t a = 0; a < p.adapters; ++a) {
+    if (!t[a]) continue;
+    const AdapterShare& s = *share[a];
+    auto c = Wait(*t[a], WaitLimit(l2_, a), l2_.name(a));
+    if (!c) {
+      for (size_t i : s.index) p.abandoned[i] = 1;  // the late completion cleans up
+      continue;
+    }
+    for (size_t j = 0; j < s.index.size() && j < c->results.size(); ++j) {
+      p.loaded[s.index[j]] = c->results[j];
+    }
+    l2_.adapter(a).Unlock(s.names);
+  }
+}
+
+// The leading complete chunks pinned for the RETRIEVEs, loaded keys after a gap unpinned, failed
+// keys dropped.
+L2PrefetchResult L2Prefetcher::Publish(const Plan& p) {
+  const size_t m = p.planned * p.ranks;
   auto chunk_loaded = [&](size_t c) {
-    for (size_t r = 0; r < ranks; ++r) {
-      if (!loaded[c * ranks + r]) return false;
+    for (size_t r = 0; r < p.ranks; ++r) {
+      if (!p.loaded[c * p.ranks + r]) return false;
     }
     return true;
   };
-  while (ok < plan && chunk_loaded(ok)) ++ok;
   L2PrefetchResult out;
-  out.chunks = ok;
+  while (out.chunks < p.planned && chunk_loaded(out.chunks)) ++out.chunks;
   std::vector<ObjectKey> publish_pinned, rest_loaded, failed, rest_present;
   for (size_t i = 0; i < m; ++i) {
-    if (abandoned[i]) continue;
-    const ObjectKey& k = key_at(i);
-    if (i < ok * ranks) {
+    if (p.abandoned[i]) continue;
+    const ObjectKey& k = p.key(i);
+    if (i < out.chunks * p.ranks) {
       out.pinned.push_back(k);
-      if (!present[i]) publish_pinned.push_back(k);
-    } else if (present[i]) {
+      if (!p.present[i]) publish_pinned.push_back(k);
+    } else if (p.present[i]) {
       rest_present.push_back(k);
     } else {
-      (loaded[i] ? rest_loaded : failed).push_back(k);
+      (p.loaded[i] ? rest_loaded : failed).push_back(k);
     }
   }
   l1_.FinishWrite(publish_pinned, /*pin_count=*/1);

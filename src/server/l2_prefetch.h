@@ -1,12 +1,14 @@
 // The L2 phase of a LOOKUP job: brings the chunks that follow the L1 hits back from the L2
-// cascade into L1, so that the coming RETRIEVEs are served from memory.
-//  1. lookup-and-lock in every available adapter at once (a down adapter is a miss);
-//  2. plan: each key from the first adapter that has it, trimmed to the longest run of chunks
-//     that every rank has; locks outside the plan are released;
-//  3. reserve L1 staging objects for the plan (halving it while L1 has no room); keys already
-//     resident in L1 are pinned instead;
-//  4. load from each adapter straight into the staging objects, then unlock;
-//  5. publish what loaded: the leading run of complete chunks pinned for the RETRIEVEs, loaded
+// cascade into L1, so that the coming RETRIEVEs are served from memory. Run's phases, each a
+// function over one Plan:
+//  1. LookupAndLock: in every available adapter at once (a down adapter is a miss);
+//  2. ChooseSources: each key from the first adapter that has it, trimmed to the longest run of
+//     chunks that every rank has;
+//  3. ReserveInL1: L1 staging objects for the plan (halving it while L1 has no room); keys
+//     already resident in L1 are pinned instead; then UnlockOutsidePlan releases the adapter
+//     locks the plan does not use;
+//  4. LoadIntoL1: from each adapter straight into the staging objects, then unlock;
+//  5. Publish what loaded: the leading run of complete chunks pinned for the RETRIEVEs, loaded
 //     keys after a gap without pins, failed keys dropped (never visible).
 // Every wait is bounded by the adapter's deadline (plus a grace second for a backend that
 // overruns it): a slow or dead backend makes misses, never a hung LOOKUP. If a completion comes
@@ -38,6 +40,14 @@ class L2Prefetcher {
                        const std::vector<uint64_t>& sizes);
 
  private:
+  struct Plan;  // l2_prefetch.cc
+  void LookupAndLock(Plan& p);
+  void ChooseSources(Plan& p);
+  void ReserveInL1(Plan& p);
+  void UnlockOutsidePlan(const Plan& p);
+  void LoadIntoL1(Plan& p);
+  L2PrefetchResult Publish(const Plan& p);
+
   // Reserves the first `count` keys of every rank, all ranks or none.
   bool Reserve(const std::vector<std::vector<ObjectKey>>& keys, const std::vector<uint64_t>& sizes,
                size_t count, std::vector<std::vector<WriteSlot>>& slots);
