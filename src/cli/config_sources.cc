@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -55,8 +56,15 @@ std::string FlagEnvName(const std::string& subcommand, const std::string& long_n
 
 RunFn WithConfigSources(CLI::App* cmd, RunFn run) {
   for (CLI::Option* opt : cmd->get_options()) {
-    if (!opt->get_lnames().empty() && opt->get_lnames()[0] != "help") {
-      opt->envname(FlagEnvName(cmd->get_name(), opt->get_lnames()[0]));
+    const std::vector<std::string>& names = opt->get_lnames();
+    if (names.empty() || names[0] == "help") continue;
+    const std::string env = FlagEnvName(cmd->get_name(), names[0]);
+    opt->envname(env);
+    // CLI11 reads one variable per option: an old name's (--max-workers of --transfer-threads)
+    // stands in for the current one's when only it is set.
+    for (size_t i = 1; i < names.size() && std::getenv(env.c_str()) == nullptr; ++i) {
+      const char* old = std::getenv(FlagEnvName(cmd->get_name(), names[i]).c_str());
+      if (old != nullptr) ::setenv(env.c_str(), old, /*overwrite=*/0);
     }
   }
   auto path = std::make_shared<std::string>();

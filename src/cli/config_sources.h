@@ -1,6 +1,7 @@
 // Where a subcommand's flags come from besides the command line:
 //  - the environment: KVTIER_<SUBCOMMAND>_<FLAG>, e.g. KVTIER_SERVER_PORT=5556,
-//    KVTIER_MASTER_DEFAULT_KV_LEASE_TTL_MS=1000 (for containers);
+//    KVTIER_MASTER_DEFAULT_KV_LEASE_TTL_MS=1000 (for containers); a flag's old name (an alias
+//    such as --max-workers) names a variable too, read when the current one is unset;
 //  - `--config FILE`: a JSON object whose keys are the long flag names ('_' and '-' both
 //    accepted), e.g. {"port": 5556, "l1-size-gb": 2, "log_level": "info"}.
 // The command line wins over the environment, which wins over the file. Unknown keys and invalid

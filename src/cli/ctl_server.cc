@@ -125,16 +125,19 @@ int ShowStatus(const CtlOptions& o, const HostPort& http) {
   const nlohmann::json& l2 = j.value("l2", nlohmann::json::array());
   if (!l2.empty()) {
     std::cout << "\n";
-    Table t({"L2 ADAPTER", "TYPE", "UP", "WRITES_UP", "INFLIGHT", "STORED_KEYS", "LOOKUP_HITS",
+    Table t({"L2 ADAPTER", "TYPE", "UP", "WRITES_UP", "INFLIGHT", "WRITTEN_KEYS", "LOOKUP_HITS",
              "LOADED_BYTES"});
     for (const nlohmann::json& a : l2) {
-      auto op = [&](const char* lane, const char* field) {
-        return ScalarText(a.value(lane, nlohmann::json::object()).value(field, nlohmann::json()));
+      // A server names an operation by its new name ("write") or, before the rename reached
+      // /status, by its old one ("store").
+      auto op = [&](const char* name, const char* old_name, const char* field) {
+        const char* key = a.contains(name) ? name : old_name;
+        return ScalarText(a.value(key, nlohmann::json::object()).value(field, nlohmann::json()));
       };
       t.AddRow({ScalarText(a.value("name", "")), ScalarText(a.value("type", "")),
                 ScalarText(a.value("up", false)), ScalarText(a.value("writes_up", false)),
-                ScalarText(a.value("inflight_bytes", 0)), op("store", "keys"),
-                op("lookup", "hit_keys"), op("retrieve", "bytes")});
+                ScalarText(a.value("inflight_bytes", 0)), op("write", "store", "keys"),
+                op("lookup", "lookup", "hit_keys"), op("retrieve", "retrieve", "bytes")});
     }
     t.Print(std::cout);
   }

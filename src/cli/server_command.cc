@@ -71,8 +71,10 @@ RunFn AddServerCommand(CLI::App& app) {
                   "repeatable, the order is the cascade")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  cmd->add_option("--l2-store-policy", cfg->l2_store_policy,
-                  "default (keep in L1 and L2) or skip_l1 (drop from L1 once in L2)")
+  // TODO(rename): ServerConfig::l2_store_policy becomes l2_write_policy with cache_server.cc.
+  cmd->add_option("--l2-write-policy,--l2-store-policy", cfg->l2_store_policy,
+                  "default (keep in L1 and L2) or skip_l1 (drop from L1 once in L2); "
+                  "--l2-store-policy is its old name")
       ->capture_default_str()
       ->check(CLI::IsMember({"default", "skip_l1"}));
   cmd->add_option("--l2-prefetch-max-in-flight", cfg->l2_prefetch_max_in_flight,

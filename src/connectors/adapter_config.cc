@@ -55,10 +55,10 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
     } else if (key == "per_op_workers") {
       if (!v.is_object()) return Bad(at, "per_op_workers must be an object of lane -> threads");
       for (const auto& [lane, count] : v.items()) {
-        auto op = LaneFromName(lane);
+        auto op = OpPoolFromName(lane);
         if (!op) {
           return Bad(at, fmt::format("per_op_workers has unknown lane '{}' (lanes: lookup, "
-                                     "retrieve, store, delete)", lane));
+                                     "retrieve, write, delete)", lane));
         }
         auto n = ThreadCount(count, at, "per_op_workers." + lane);
         if (!n.ok()) return n.status();

@@ -1,4 +1,4 @@
-// The L2 connector contract: what the cache server's store and prefetch controllers (and
+// The L2 connector contract: what the cache server's L2 writer and prefetch controller (and
 // `kvtier bench l2`) see of a backend. Every operation is a batch, submitted without blocking;
 // each submission returns a task id (unique per connector, from 1) and completes exactly once.
 // Completions of one operation kind are drained in bulk with Drain(op), and EventFd(op) becomes
@@ -8,7 +8,7 @@
 // Keys are the L2 string form of ObjectKey
 // (`model@rank8hex@group@hash[@salt]`).
 //
-// Buffers passed to SubmitLoad/SubmitStore belong to the caller and must stay valid until the
+// Buffers passed to SubmitLoad/SubmitWrite belong to the caller and must stay valid until the
 // task's completion has been drained: a backend may still touch them until then, even when the
 // task failed or passed its deadline.
 //
@@ -32,22 +32,44 @@
 
 namespace kvtier {
 
-// The per-op lanes: lookup (EXISTS + lock), retrieve (GET), store (SET), delete (DEL).
-enum class ConnectorOp : uint8_t { kLookup = 0, kLoad = 1, kStore = 2, kRemove = 3 };
+// The operations: lookup (EXISTS + lock), load (GET), write (SET), remove (DEL).
+enum class ConnectorOp : uint8_t {
+  kLookup = 0,
+  kLoad = 1,
+  kWrite = 2,
+  kRemove = 3,
+  // TODO(rename): remove once store/connector/store_connector*.cc,
+  // tests/unit/store/connector/store_connector_test.cc, tests/integration_store/store_l2_test.cc
+  // and server/l2_cascade.cc say kWrite (docs/glossary.md, "store").
+  kStore = kWrite,
+};
 inline constexpr size_t kConnectorOps = 4;
 inline constexpr std::array<ConnectorOp, kConnectorOps> kAllConnectorOps = {
-    ConnectorOp::kLookup, ConnectorOp::kLoad, ConnectorOp::kStore, ConnectorOp::kRemove};
+    ConnectorOp::kLookup, ConnectorOp::kLoad, ConnectorOp::kWrite, ConnectorOp::kRemove};
 
-// The lane name used in `per_op_workers` and in metrics labels.
+// The name of an operation's thread pool: the `per_op_workers` key and its threads' names.
+inline const char* OpPoolName(ConnectorOp op) {
+  static constexpr const char* kNames[] = {"lookup", "retrieve", "write", "delete"};
+  return kNames[static_cast<size_t>(op)];
+}
+// The operation a `per_op_workers` key names; "store" is the old spelling of "write".
+inline std::optional<ConnectorOp> OpPoolFromName(std::string_view name) {
+  if (name == "store") return ConnectorOp::kWrite;
+  for (ConnectorOp op : kAllConnectorOps) {
+    if (name == OpPoolName(op)) return op;
+  }
+  return std::nullopt;
+}
+// The old names ("store" for a write): still the `op` label of kvtier_l2_* and the /status keys,
+// which dashboards and tests read. TODO(rename): remove once server/l2_cascade.cc labels with
+// OpPoolName and web/dashboard/dashboard.js, tests/integration/l2_tier_test.cc, tests/fault/*
+// and tests/soak/soak.py read the new keys.
 inline const char* LaneName(ConnectorOp op) {
   static constexpr const char* kNames[] = {"lookup", "retrieve", "store", "delete"};
   return kNames[static_cast<size_t>(op)];
 }
 inline std::optional<ConnectorOp> LaneFromName(std::string_view name) {
-  for (ConnectorOp op : kAllConnectorOps) {
-    if (name == LaneName(op)) return op;
-  }
-  return std::nullopt;
+  return OpPoolFromName(name);
 }
 
 using TaskId = uint64_t;
@@ -60,9 +82,9 @@ struct Completion {
   // (backend down, deadline passed, connector closed); keys it affected have result 0.
   Status status;
   // One byte per key, in submission order: 1 = found and locked (lookup), loaded completely
-  // (load), stored or already present (store), removed (remove); 0 otherwise.
+  // (load), written or already present (write), removed (remove); 0 otherwise.
   std::vector<uint8_t> results;
-  uint64_t bytes = 0;  // bytes loaded or stored by this task
+  uint64_t bytes = 0;  // bytes loaded or written by this task
   std::chrono::nanoseconds latency{0};  // submission to completion
   size_t Hits() const {
     size_t n = 0;
@@ -106,7 +128,7 @@ struct OpCounters {
 
 struct ConnectorStats {
   std::array<OpCounters, kConnectorOps> ops{};
-  uint64_t inflight_bytes = 0;  // submitted load/store bytes not yet completed
+  uint64_t inflight_bytes = 0;  // submitted load/write bytes not yet completed
   uint64_t locked_keys = 0;     // keys held by lookup-and-lock, not yet unlocked
 };
 
@@ -129,9 +151,14 @@ class Connector {
   virtual void Unlock(std::span<const std::string> keys) = 0;
   // Loads each key into its buffer; a stored value of another size is a miss.
   virtual TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) = 0;
-  // First writer wins: a key already present counts as stored and is left unchanged. A failed
-  // store never leaves a readable partial value.
-  virtual TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) = 0;
+  // First writer wins: a key already present counts as written and is left unchanged. A failed
+  // write never leaves a readable partial value.
+  virtual TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) = 0;
+  // TODO(rename): remove once store/connector/, tests/unit/store/connector/ and
+  // tests/integration_store/ call SubmitWrite.
+  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
+    return SubmitWrite(std::move(keys), std::move(src));
+  }
   virtual TaskId SubmitRemove(std::vector<std::string> keys) = 0;
 
   virtual int EventFd(ConnectorOp op) const = 0;

@@ -4,7 +4,7 @@
 //    pool of num_workers threads for the kinds not named; each lane has one connection per
 //    thread, opened when the thread starts (a failed one again when a tile next takes it), and
 //    a thread takes an idle one for each tile;
-//    dedicated store and delete lanes run at a lower CPU priority (common/thread_priority.h), so
+//    dedicated write and delete lanes run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
 //  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
 //    serves lookups (none idle: nullopt), so that a caller who would only wait saves the
@@ -114,8 +114,8 @@ class ConnectorBase : public Connector {
     b->dst = std::move(dst);
     return Submit(std::move(b));
   }
-  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) final {
-    auto b = NewBatch(ConnectorOp::kStore, std::move(keys));
+  TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) final {
+    auto b = NewBatch(ConnectorOp::kWrite, std::move(keys));
     if (src.size() != b->keys.size()) return Reject(std::move(b), "one buffer per key needed");
     for (const auto& s : src) b->inflight += s.size;
     b->src = std::move(src);
@@ -189,7 +189,7 @@ class ConnectorBase : public Connector {
     for (ConnectorOp op : kAllConnectorOps) {
       const uint32_t n = options_.per_op_workers[Idx(op)];
       if (n > 0) {
-        lane_for_[Idx(op)] = StartLane(LaneName(op), n, op);
+        lane_for_[Idx(op)] = StartLane(OpPoolName(op), n, op);
       } else {
         if (!shared) {
           shared = StartLane("shared", std::max<uint32_t>(1, options_.num_workers), std::nullopt);
@@ -262,7 +262,7 @@ class ConnectorBase : public Connector {
   // connection for it); nullopt in the shared pool and outside the workers.
   static std::optional<ConnectorOp> WorkerLane() { return worker_lane_; }
   static bool IsBulkLane(ConnectorOp op) {
-    return op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
+    return op == ConnectorOp::kWrite || op == ConnectorOp::kRemove;
   }
 
  private:
@@ -453,7 +453,7 @@ class ConnectorBase : public Connector {
           b.bytes.fetch_add(bytes);
           return s;
         }
-        case ConnectorOp::kStore: {
+        case ConnectorOp::kWrite: {
           uint64_t bytes = 0;
           Status s = self().BatchSet(c, keys, std::span<const ConstBuffer>(b.src).subspan(begin, n),
                                      b.deadline, out, bytes);

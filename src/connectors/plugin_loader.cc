@@ -32,8 +32,8 @@ class PluginConnector final : public Connector {
   TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override {
     return inner_->SubmitLoad(std::move(keys), std::move(dst));
   }
-  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) override {
-    return inner_->SubmitStore(std::move(keys), std::move(src));
+  TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) override {
+    return inner_->SubmitWrite(std::move(keys), std::move(src));
   }
   TaskId SubmitRemove(std::vector<std::string> keys) override {
     return inner_->SubmitRemove(std::move(keys));

@@ -103,13 +103,13 @@ TaskId L2Capacity::SubmitLoad(std::vector<std::string> keys, std::vector<Mutable
                [&] { return inner_->SubmitLoad(std::move(keys), std::move(dst)); });
 }
 
-TaskId L2Capacity::SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
+TaskId L2Capacity::SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
   std::vector<uint64_t> sizes;
   if (accounted_) {
     for (const ConstBuffer& b : src) sizes.push_back(b.size);
   }
-  return Track(ConnectorOp::kStore, keys, std::move(sizes),
-               [&] { return inner_->SubmitStore(std::move(keys), std::move(src)); });
+  return Track(ConnectorOp::kWrite, keys, std::move(sizes),
+               [&] { return inner_->SubmitWrite(std::move(keys), std::move(src)); });
 }
 
 TaskId L2Capacity::SubmitRemove(std::vector<std::string> keys) {
@@ -225,7 +225,7 @@ std::vector<Completion> L2Capacity::Drain(ConnectorOp op) {
     pending_.erase(it);
     if (!own) out.push_back(std::move(c));
   }
-  if (op == ConnectorOp::kStore) EvictOverCapacity();
+  if (op == ConnectorOp::kWrite) EvictOverCapacity();
   Publish();
   return out;
 }
@@ -242,7 +242,7 @@ void L2Capacity::Apply(Pending& p, Completion& c) {
           Forget(key);  // the backend answered that it is gone: the record was wrong
         }
         break;
-      case ConnectorOp::kStore:
+      case ConnectorOp::kWrite:
         if (c.results[k]) Account(key, p.sizes[k]);
         break;
       case ConnectorOp::kRemove:

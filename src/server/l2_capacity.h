@@ -52,7 +52,7 @@ class L2Capacity final : public Connector {
   std::optional<Completion> LookupNow(std::vector<std::string> keys) override;
   void Unlock(std::span<const std::string> keys) override;
   TaskId SubmitLoad(std::vector<std::string> keys, std::vector<MutableBuffer> dst) override;
-  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) override;
+  TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) override;
   TaskId SubmitRemove(std::vector<std::string> keys) override;
   int EventFd(ConnectorOp op) const override { return inner_->EventFd(op); }
   std::vector<Completion> Drain(ConnectorOp op) override;

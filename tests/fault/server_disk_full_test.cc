@@ -84,7 +84,7 @@ TEST(ServerDiskFull, FsStoresFailCleanlyWhileFullAndResumeOnceSpaceIsFreed) {
 
   ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "store", "failed_tasks") >= 1; }))
       << server.Http("/status");
-  EXPECT_GE(server.Metric(R"(kvtier_l2_store_failed_keys_total{adapter="fs#0"})"), 1);
+  EXPECT_GE(server.Metric(R"(kvtier_l2_write_failed_keys_total{adapter="fs#0"})"), 1);
   EXPECT_EQ(server.L2Count(0, "store", "hit_keys"), 4u);
   EXPECT_TRUE(WaitUntil([&] {
     return server.Log().find("No space left on device") != std::string::npos;

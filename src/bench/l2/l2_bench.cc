@@ -71,6 +71,7 @@ Result<Plan> Validate(const BenchL2Options& o) {
 }
 
 // "shared pool, 4 threads" or "per-op lookup 1, retrieve 1, store 2; shared 4 (delete)".
+// TODO(rename): OpPoolName once tests/integration/bench_l2_cli_test.cc expects the new names.
 std::string LanesLabel(const ConnectorOptions& o) {
   std::string named, shared;
   for (ConnectorOp op : kAllConnectorOps) {

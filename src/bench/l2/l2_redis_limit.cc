@@ -47,7 +47,7 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
     out.unavailable = fmt::format("{} not found", kRedisBenchmarkBinary);
     return out;
   }
-  const uint32_t set_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kStore));
+  const uint32_t set_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kWrite));
   const uint32_t get_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kLoad));
   const uint32_t requests = std::max(keys, kMinRequests);
   struct Run {

@@ -75,11 +75,11 @@ class Runner {
     if (CheckOk(e, "store", phase)) stored_[phase - 1][e.index] = true;
   }
 
-  void SubmitStore(uint32_t phase, uint32_t i) {
+  void SubmitWrite(uint32_t phase, uint32_t i) {
     std::string key = w_.Key(phase, i);
     const ConstBuffer src{w_.Value(i), w_.value_size()};
-    d_.Submit(ConnectorOp::kStore, i,
-              [&key, src](Connector& c) { return c.SubmitStore({std::move(key)}, {src}); });
+    d_.Submit(ConnectorOp::kWrite, i,
+              [&key, src](Connector& c) { return c.SubmitWrite({std::move(key)}, {src}); });
   }
 
   void SubmitLoad(uint32_t phase, uint32_t i) {
@@ -169,7 +169,7 @@ class Runner {
       if (r % 16 == 0)
         progress_(fmt::format("phase 1 (store bursts + probes): round {}/{}", r, rounds));
       const uint32_t base = r * o_.stores_per_round;
-      for (uint32_t k = 0; k < o_.stores_per_round; ++k) SubmitStore(kPhase1, base + k);
+      for (uint32_t k = 0; k < o_.stores_per_round; ++k) SubmitWrite(kPhase1, base + k);
       uint32_t pending = o_.stores_per_round;
       if (base > 0) {
         do {
@@ -189,14 +189,14 @@ class Runner {
   // the prefetcher keep a bounded number of tasks in flight.
   void Pass(ConnectorOp op, L2Pass& pass, uint32_t phase = kPhase2) {
     const uint32_t n = w_.keys();
-    const char* name = op == ConnectorOp::kStore ? "store" : "load";
+    const char* name = op == ConnectorOp::kWrite ? "store" : "load";
     uint32_t next = 0, done = 0;
     const BenchClock::time_point t0 = BenchClock::now();
     BenchClock::time_point last = t0;
     while (done < n && ok()) {
       while (d_.outstanding() < o_.inflight && next < n) {
-        if (op == ConnectorOp::kStore) {
-          SubmitStore(phase, next++);
+        if (op == ConnectorOp::kWrite) {
+          SubmitWrite(phase, next++);
         } else {
           SubmitLoad(phase, next++);
         }
@@ -205,7 +205,7 @@ class Runner {
       if (!e) return;
       ++done;
       last = e->done;
-      if (op == ConnectorOp::kStore) {
+      if (op == ConnectorOp::kWrite) {
         OnStore(*e, phase, pass.ops);
       } else {
         Record(pass.ops, *e);
@@ -216,7 +216,7 @@ class Runner {
     pass.wall_s = SecondsBetween(t0, last);
   }
 
-  void StoreAll() { Pass(ConnectorOp::kStore, out_.store_all); }
+  void StoreAll() { Pass(ConnectorOp::kWrite, out_.store_all); }
 
   // --warm-up: every value stored and loaded once, untimed, then removed, so that memory the
   // backend maps from this process (the store node's mapping of the bench's buffers, as of the
@@ -224,7 +224,7 @@ class Runner {
   void WarmUp() {
     progress_("warm-up: store, load and remove every key once");
     L2Pass scratch;
-    Pass(ConnectorOp::kStore, scratch, kWarmUp);
+    Pass(ConnectorOp::kWrite, scratch, kWarmUp);
     if (ok()) Pass(ConnectorOp::kLoad, scratch, kWarmUp);
     RemoveStored(kWarmUp);
   }
@@ -251,7 +251,7 @@ class Runner {
     // A failed pass may have left tasks of this phase in flight; stores among them count too.
     while (d_.outstanding() > 0 && !stuck_) {
       auto e = Next();
-      if (e && e->c.op == ConnectorOp::kStore && e->c.status.ok() && e->c.Hits() == 1) {
+      if (e && e->c.op == ConnectorOp::kWrite && e->c.status.ok() && e->c.Hits() == 1) {
         if (!stored[e->index]) ++expected;
         stored_[phase - 1][e->index] = true;
         if (batches.back().size() == kRemoveBatch) batches.emplace_back();

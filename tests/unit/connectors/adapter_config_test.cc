@@ -9,7 +9,7 @@ namespace {
 
 TEST(AdapterConfigTest, ReadsKvtierKeysAndPassesTheRestThrough) {
   auto c = ParseAdapterConfig(
-      R"({"type":"fs","path":"/tmp/x","num_workers":6,"per_op_workers":{"lookup":1,"store":2},
+      R"({"type":"fs","path":"/tmp/x","num_workers":6,"per_op_workers":{"lookup":1,"write":2},
           "max_inflight_mb":64,"deadline_ms":250,"use_odirect":true,"nested":{"a":1}})",
       1);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -18,11 +18,20 @@ TEST(AdapterConfigTest, ReadsKvtierKeysAndPassesTheRestThrough) {
   EXPECT_EQ(c->options.num_workers, 6u);
   EXPECT_EQ(c->options.per_op_workers[0], 1u);  // lookup
   EXPECT_EQ(c->options.per_op_workers[1], 0u);  // retrieve: shared pool
-  EXPECT_EQ(c->options.per_op_workers[2], 2u);  // store
+  EXPECT_EQ(c->options.per_op_workers[2], 2u);  // write
   EXPECT_EQ(c->options.max_inflight_bytes, 64u << 20);
   EXPECT_EQ(c->options.deadline.count(), 250);
   EXPECT_EQ(c->backend, nlohmann::json::parse(
                             R"({"path":"/tmp/x","use_odirect":true,"nested":{"a":1}})"));
+}
+
+TEST(AdapterConfigTest, OldPoolNamesStillNameTheirOperation) {
+  auto c = ParseAdapterConfig(R"({"type":"mem","per_op_workers":{"store":3}})", 0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kWrite)], 3u);
+  EXPECT_EQ(OpPoolName(ConnectorOp::kWrite), std::string("write"));
+  EXPECT_EQ(OpPoolFromName("store"), ConnectorOp::kWrite);
+  EXPECT_EQ(OpPoolFromName("stor"), std::nullopt);
 }
 
 TEST(AdapterConfigTest, DefaultsApply) {

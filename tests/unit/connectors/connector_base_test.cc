@@ -108,8 +108,8 @@ TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAStoreBacklog) {
   auto values = Values(4, 64);
   std::vector<ConstBuffer> src;
   for (auto& v : values) src.push_back({v.data(), v.size()});
-  auto store = router.Submit(0, ConnectorOp::kStore,
-                             [&](Connector& x) { return x.SubmitStore(keys, src); });
+  auto store = router.Submit(0, ConnectorOp::kWrite,
+                             [&](Connector& x) { return x.SubmitWrite(keys, src); });
   auto lookup = router.Submit(0, ConnectorOp::kLookup,
                               [&](Connector& x) { return x.SubmitLookup({"m@00000000@0@x"}); });
   // One lookup takes one delay (300 ms); the 4 stores take 4 delays on their single thread, so
@@ -135,8 +135,8 @@ TEST(ConnectorBaseTest, EmptyBatchAndMismatchedBuffersComplete) {
   auto empty = LookupAll(*c, {});
   EXPECT_TRUE(empty.status.ok());
   EXPECT_TRUE(empty.results.empty());
-  auto bad = Await(*c, ConnectorOp::kStore, [](Connector& x) {
-    return x.SubmitStore({"a", "b"}, std::vector<ConstBuffer>(1));
+  auto bad = Await(*c, ConnectorOp::kWrite, [](Connector& x) {
+    return x.SubmitWrite({"a", "b"}, std::vector<ConstBuffer>(1));
   });
   EXPECT_EQ(bad.status.code(), Code::kInvalidArgument);
 }
@@ -224,7 +224,7 @@ TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunUnderSchedIdle) {
   LoadAll(c, keys, out);  // the shared pool: no dedicated lane
   std::lock_guard lock(c.mu);
   ASSERT_EQ(c.seen.size(), 4u);
-  EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kStore), SCHED_IDLE));
+  EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kWrite), SCHED_IDLE));
   EXPECT_EQ(c.seen[1], std::make_pair(std::optional(ConnectorOp::kLookup), SCHED_OTHER));
   EXPECT_EQ(c.seen[2], std::make_pair(std::optional(ConnectorOp::kRemove), SCHED_IDLE));
   EXPECT_EQ(c.seen[3], std::make_pair(std::optional<ConnectorOp>(), SCHED_OTHER));

@@ -59,7 +59,7 @@ inline Completion StoreAll(Connector& c, const std::vector<std::string>& keys,
                            const std::vector<std::vector<uint8_t>>& values) {
   std::vector<ConstBuffer> src;
   for (const auto& v : values) src.push_back({v.data(), v.size()});
-  return Await(c, ConnectorOp::kStore, [&](Connector& x) { return x.SubmitStore(keys, src); });
+  return Await(c, ConnectorOp::kWrite, [&](Connector& x) { return x.SubmitWrite(keys, src); });
 }
 
 inline Completion LoadAll(Connector& c, const std::vector<std::string>& keys,

@@ -391,8 +391,8 @@ TEST(FsConnectorTest, ConcurrentStoresOfOneKeyLeaveOneValidFile) {
     CompletionRouter router({c1.get(), c2.get()});
     std::vector<std::future<Completion>> futures;
     for (size_t t = 0; t < kTasks; ++t) {
-      futures.push_back(router.Submit(t % 2, ConnectorOp::kStore, [&](Connector& x) {
-        return x.SubmitStore(std::vector<std::string>(kCopies, key),
+      futures.push_back(router.Submit(t % 2, ConnectorOp::kWrite, [&](Connector& x) {
+        return x.SubmitWrite(std::vector<std::string>(kCopies, key),
                              std::vector<ConstBuffer>(kCopies, {values[t].data(), kSize}));
       }));
     }
@@ -435,8 +435,8 @@ TEST(FsConnectorTest, ODirectRoundTripsAlignedAndUnalignedValues) {
     AlignedBuffer src(size), dst(size);
     for (size_t i = 0; i < size; ++i) src.data[i] = static_cast<uint8_t>(i * 13 + size);
     std::memset(dst.data, 0, size);
-    auto st = Await(*c, ConnectorOp::kStore, [&](Connector& x) {
-      return x.SubmitStore({key}, {ConstBuffer{src.data, size}});
+    auto st = Await(*c, ConnectorOp::kWrite, [&](Connector& x) {
+      return x.SubmitWrite({key}, {ConstBuffer{src.data, size}});
     });
     ASSERT_TRUE(st.status.ok()) << st.status.ToString();
     EXPECT_EQ(st.bytes, size);

@@ -68,7 +68,7 @@ Completion Store(L2Cascade& l2, size_t first, size_t n) {
   std::vector<std::string> keys(kKeys.begin() + first, kKeys.begin() + first + n);
   std::vector<ConstBuffer> src;
   for (size_t i = first; i < first + n; ++i) src.push_back({kValues[i].data(), kValue});
-  return l2.Submit(0, ConnectorOp::kStore, [&](Connector& c) { return c.SubmitStore(keys, src); })
+  return l2.Submit(0, ConnectorOp::kWrite, [&](Connector& c) { return c.SubmitWrite(keys, src); })
       .get();
 }
 

@@ -381,13 +381,13 @@ TEST_F(TransferHandlersTest, WithL2StoreHandsEveryChunkToTheWriterAndReleasesIts
   // for, stored or skipped, and every pin the STORE took for the writer is gone.
   ctx_->l2_writer->Stop();
   const std::string a = ctx_->l2->name(0);
-  const double stored =
-      ctx_->metrics.GetCounter("kvtier_l2_store_keys_total", "", {{"adapter", a}})->Value();
+  const double written =
+      ctx_->metrics.GetCounter("kvtier_l2_write_keys_total", "", {{"adapter", a}})->Value();
   const double skipped = ctx_->metrics
-                             .GetCounter("kvtier_l2_store_skipped_keys_total", "",
+                             .GetCounter("kvtier_l2_write_skipped_keys_total", "",
                                          {{"adapter", a}, {"reason", "adapter_down"}})
                              ->Value();
-  EXPECT_EQ(stored + skipped, 2.0);
+  EXPECT_EQ(written + skipped, 2.0);
   EXPECT_EQ(ctx_->l1->Stats().pinned_objects, 0u);
 }
 
