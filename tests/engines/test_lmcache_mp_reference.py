@@ -11,7 +11,6 @@ field name, ext type 1 holding a msgpack (not pickle) descriptor of the shared-m
 the server's chunk hashes (seen through its KV event stream) recomputed here from the tokens.
 kvtier's front must produce and accept the same frames."""
 
-import importlib.abc
 import os
 import struct
 import sys
@@ -27,40 +26,13 @@ import zmq
 from kvtier._process import start_on_free_ports, wait_until
 
 
-class _HideMooncake(importlib.abc.MetaPathFinder):
-    """Makes `mooncake` and its submodules look absent, as on a machine without Mooncake."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "mooncake" or name.startswith("mooncake."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name="mooncake")
-        return None
-
-
-def _import_mp_client():
-    """LMCache's MP client, imported with kvtier's `mooncake` package hidden. run.py puts that
-    package on the path for LMCache's Mooncake connector; the MP client's import chain reaches
-    lmcache.v1.distributed.transfer_channel.impl, which skips Mooncake's transfer engine only
-    when `mooncake` itself is missing and fails on kvtier's package, which has no
-    `mooncake.engine` (docs/lmcache-protocol.md, "In kvtier's engine suite")."""
-    saved = {name: sys.modules.pop(name) for name in list(sys.modules)
-             if name == "mooncake" or name.startswith("mooncake.")}
-    hider = _HideMooncake()
-    sys.meta_path.insert(0, hider)
-    try:
-        from lmcache.utils import EngineType
-        from lmcache.v1.multiprocess.custom_types import IPCCacheServerKey
-        from lmcache.v1.multiprocess.group_view import EngineGroupInfo
-        from lmcache.v1.multiprocess.transfer_context import create_transfer_context
-        from lmcache.v1.multiprocess.transport.factory import RequestClientFactory
-    finally:
-        sys.meta_path.remove(hider)
-        sys.modules.update(saved)
-    return (EngineType, IPCCacheServerKey, EngineGroupInfo, create_transfer_context,
-            RequestClientFactory)
-
-
-(EngineType, IPCCacheServerKey, EngineGroupInfo, create_transfer_context,
- RequestClientFactory) = _import_mp_client()
+# run.py puts kvtier's `mooncake` package on the path; its `mooncake.engine` lets LMCache's
+# transfer channels (imported by the MP client) load beside it (docs/mooncake-migration.md).
+from lmcache.utils import EngineType
+from lmcache.v1.multiprocess.custom_types import IPCCacheServerKey
+from lmcache.v1.multiprocess.group_view import EngineGroupInfo
+from lmcache.v1.multiprocess.transfer_context import create_transfer_context
+from lmcache.v1.multiprocess.transport.factory import RequestClientFactory
 
 CHUNK = 32  # tokens per LMCache chunk (the server's --chunk-size)
 BLOCK = 16  # tokens per engine block: two blocks per chunk
