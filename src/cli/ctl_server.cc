@@ -128,8 +128,8 @@ int ShowStatus(const CtlOptions& o, const HostPort& http) {
     Table t({"L2 ADAPTER", "TYPE", "UP", "WRITES_UP", "INFLIGHT", "WRITTEN_KEYS", "LOOKUP_HITS",
              "LOADED_BYTES"});
     for (const nlohmann::json& a : l2) {
-      // A server names an operation by its new name ("write") or, before the rename reached
-      // /status, by its old one ("store").
+      // A server names an operation by its new name ("write", "load") or, before the rename
+      // reached /status, by its old one ("store", "retrieve").
       auto op = [&](const char* name, const char* old_name, const char* field) {
         const char* key = a.contains(name) ? name : old_name;
         return ScalarText(a.value(key, nlohmann::json::object()).value(field, nlohmann::json()));
@@ -137,7 +137,7 @@ int ShowStatus(const CtlOptions& o, const HostPort& http) {
       t.AddRow({ScalarText(a.value("name", "")), ScalarText(a.value("type", "")),
                 ScalarText(a.value("up", false)), ScalarText(a.value("writes_up", false)),
                 ScalarText(a.value("inflight_bytes", 0)), op("write", "store", "keys"),
-                op("lookup", "lookup", "hit_keys"), op("retrieve", "retrieve", "bytes")});
+                op("lookup", "lookup", "hit_keys"), op("load", "retrieve", "bytes")});
     }
     t.Print(std::cout);
   }

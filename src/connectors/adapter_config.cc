@@ -58,7 +58,7 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
         auto op = OpPoolFromName(lane);
         if (!op) {
           return Bad(at, fmt::format("per_op_workers has unknown lane '{}' (lanes: lookup, "
-                                     "retrieve, write, delete)", lane));
+                                     "load, write, remove)", lane));
         }
         auto n = ThreadCount(count, at, "per_op_workers." + lane);
         if (!n.ok()) return n.status();

@@ -49,21 +49,25 @@ inline constexpr std::array<ConnectorOp, kConnectorOps> kAllConnectorOps = {
 
 // The name of an operation's thread pool: the `per_op_workers` key and its threads' names.
 inline const char* OpPoolName(ConnectorOp op) {
-  static constexpr const char* kNames[] = {"lookup", "retrieve", "write", "delete"};
+  static constexpr const char* kNames[] = {"lookup", "load", "write", "remove"};
   return kNames[static_cast<size_t>(op)];
 }
-// The operation a `per_op_workers` key names; "store" is the old spelling of "write".
+// The operation a `per_op_workers` key names; "retrieve", "store" and "delete" are the old
+// names of "load", "write" and "remove", still accepted.
 inline std::optional<ConnectorOp> OpPoolFromName(std::string_view name) {
+  if (name == "retrieve") return ConnectorOp::kLoad;
   if (name == "store") return ConnectorOp::kWrite;
+  if (name == "delete") return ConnectorOp::kRemove;
   for (ConnectorOp op : kAllConnectorOps) {
     if (name == OpPoolName(op)) return op;
   }
   return std::nullopt;
 }
-// The old names ("store" for a write): still the `op` label of kvtier_l2_* and the /status keys,
-// which dashboards and tests read. TODO(rename): remove once server/l2_cascade.cc labels with
-// OpPoolName and web/dashboard/dashboard.js, tests/integration/l2_tier_test.cc, tests/fault/*
-// and tests/soak/soak.py read the new keys.
+// The old names ("retrieve", "store", "delete"): still the `op` label of kvtier_l2_* and the
+// /status keys, which dashboards and tests read. TODO(rename): remove once server/l2_cascade.cc
+// labels with OpPoolName and web/dashboard/dashboard.js, deploy/grafana,
+// tests/integration/{l2_tier,bench_l2_cli}_test.cc, tests/fault/* and tests/soak/soak.py read the
+// new names (bench/l2/l2_bench.cc prints them then).
 inline const char* LaneName(ConnectorOp op) {
   static constexpr const char* kNames[] = {"lookup", "retrieve", "store", "delete"};
   return kNames[static_cast<size_t>(op)];

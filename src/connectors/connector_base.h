@@ -4,7 +4,7 @@
 //    pool of num_workers threads for the kinds not named; each lane has one connection per
 //    thread, opened when the thread starts (a failed one again when a tile next takes it), and
 //    a thread takes an idle one for each tile;
-//    dedicated write and delete lanes run at a lower CPU priority (common/thread_priority.h), so
+//    dedicated write and remove lanes run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
 //  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
 //    serves lookups (none idle: nullopt), so that a caller who would only wait saves the

@@ -4,7 +4,7 @@
 //  - a stored key (new, or already there) is accounted with its size; lookup and load hits count
 //    as accesses for the eviction policy (LRU or S3-FIFO, the same classes as L1);
 //  - after a store completes, while the accounted bytes exceed max_bytes, the policy's victims
-//    that no lookup holds locked are removed through the delete lane; those removes are the
+//    that no lookup holds locked are removed through the remove lane; those removes are the
 //    wrapper's own, so their completions never reach the caller;
 //  - a remove submitted by the caller (CLEAR, `kvtier bench l2`) forgets what it removed.
 // Without max_bytes (and not exclusive) the wrapper only forwards: no per-key state (it would

@@ -17,7 +17,7 @@ TEST(AdapterConfigTest, ReadsKvtierKeysAndPassesTheRestThrough) {
   EXPECT_EQ(c->options.name, "fs#1");
   EXPECT_EQ(c->options.num_workers, 6u);
   EXPECT_EQ(c->options.per_op_workers[0], 1u);  // lookup
-  EXPECT_EQ(c->options.per_op_workers[1], 0u);  // retrieve: shared pool
+  EXPECT_EQ(c->options.per_op_workers[1], 0u);  // load: shared pool
   EXPECT_EQ(c->options.per_op_workers[2], 2u);  // write
   EXPECT_EQ(c->options.max_inflight_bytes, 64u << 20);
   EXPECT_EQ(c->options.deadline.count(), 250);
@@ -26,11 +26,17 @@ TEST(AdapterConfigTest, ReadsKvtierKeysAndPassesTheRestThrough) {
 }
 
 TEST(AdapterConfigTest, OldPoolNamesStillNameTheirOperation) {
-  auto c = ParseAdapterConfig(R"({"type":"mem","per_op_workers":{"store":3}})", 0);
+  auto c = ParseAdapterConfig(
+      R"({"type":"mem","per_op_workers":{"retrieve":2,"store":3,"delete":4}})", 0);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kLoad)], 2u);
   EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kWrite)], 3u);
-  EXPECT_EQ(OpPoolName(ConnectorOp::kWrite), std::string("write"));
-  EXPECT_EQ(OpPoolFromName("store"), ConnectorOp::kWrite);
+  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kRemove)], 4u);
+  const char* names[] = {"lookup", "load", "write", "remove"};
+  for (ConnectorOp op : kAllConnectorOps) {
+    EXPECT_EQ(OpPoolName(op), std::string(names[static_cast<size_t>(op)]));
+    EXPECT_EQ(OpPoolFromName(OpPoolName(op)), op);
+  }
   EXPECT_EQ(OpPoolFromName("stor"), std::nullopt);
 }
 
@@ -54,7 +60,7 @@ TEST(AdapterConfigTest, ErrorsNameTheProblem) {
       {R"({"type":"fs","num_workers":0})", "num_workers must be an integer from 1"},
       {R"({"type":"fs","num_workers":"4"})", "num_workers must be an integer"},
       {R"({"type":"fs","per_op_workers":{"lookups":1}})", "unknown lane 'lookups'"},
-      {R"({"type":"fs","per_op_workers":{"store":-1}})", "per_op_workers.store must be"},
+      {R"({"type":"fs","per_op_workers":{"write":-1}})", "per_op_workers.write must be"},
       {R"({"type":"fs","per_op_workers":[1]})", "per_op_workers must be an object"},
       {R"({"type":"fs","deadline_ms":0})", "deadline_ms must be"},
       {R"({"type":"fs","max_inflight_mb":-3})", "max_inflight_mb must be"},

@@ -99,10 +99,10 @@ TEST(ConnectorBaseTest, SlowBackendPastDeadlineFailsInsteadOfHanging) {
   EXPECT_EQ(c->Stats().ops[0].failed_tasks, 1u);
 }
 
-TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAStoreBacklog) {
-  // The store lane is busy with slow stores; a lookup on its own lane still completes at once.
+TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAWriteBacklog) {
+  // The write lane is busy with slow writes; a lookup on its own lane still completes at once.
   auto c = MakeConnector(
-      R"({"type":"mem","delay_ms":300,"per_op_workers":{"store":1,"lookup":1}})");
+      R"({"type":"mem","delay_ms":300,"per_op_workers":{"write":1,"lookup":1}})");
   CompletionRouter router({c.get()});
   auto keys = Keys(4);
   auto values = Values(4, 64);
@@ -210,9 +210,9 @@ class NiceProbe final : public ConnectorBase<NiceProbe> {
   }
 };
 
-TEST(ConnectorBaseTest, DedicatedStoreAndDeleteLanesRunUnderSchedIdle) {
+TEST(ConnectorBaseTest, DedicatedWriteAndRemoveLanesRunUnderSchedIdle) {
   auto cfg = ParseAdapterConfig(
-      R"({"type":"probe","num_workers":1,"per_op_workers":{"lookup":1,"store":1,"delete":1}})", 0);
+      R"({"type":"probe","num_workers":1,"per_op_workers":{"lookup":1,"write":1,"remove":1}})", 0);
   ASSERT_TRUE(cfg.ok());
   NiceProbe c(cfg->options);
   const auto keys = Keys(1);
