@@ -42,10 +42,14 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--hash", cfg->hash, "Chunk hash: xxh3 or sha256")
       ->capture_default_str()
       ->check(CLI::IsMember({"xxh3", "sha256"}));
-  cmd->add_option("--max-workers", cfg->max_workers, "Threads for STORE/RETRIEVE copies")
+  // TODO(rename): ServerConfig::max_workers/lookup_workers become transfer_threads/lookup_threads
+  // with server/rpc_front.cc and server/prefetch_controller.cc.
+  cmd->add_option("--transfer-threads,--max-workers", cfg->max_workers,
+                  "Threads for STORE/RETRIEVE copies (--max-workers: old name)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--lookup-workers", cfg->lookup_workers, "Threads for lookups and sessions")
+  cmd->add_option("--lookup-threads,--lookup-workers", cfg->lookup_workers,
+                  "Threads for lookups and sessions (--lookup-workers: old name)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_option("--log-level", cfg->log_level, "trace, debug, info, warn, error, off")

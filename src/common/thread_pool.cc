@@ -18,11 +18,11 @@ void NameThisThread(const std::string& name) {
 
 ThreadPool::ThreadPool(std::string name, size_t threads) : name_(std::move(name)) {
   if (threads == 0) threads = 1;  // a pool that can never run its tasks is never what was meant
-  workers_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>());
-  // Start threads only after workers_ is complete: Run() indexes into it.
+  threads_.reserve(threads);
+  for (size_t i = 0; i < threads; ++i) threads_.push_back(std::make_unique<Thread>());
+  // Start threads only after threads_ is complete: Run() indexes into it.
   for (size_t i = 0; i < threads; ++i) {
-    workers_[i]->thread = std::thread([this, i] { Run(i); });
+    threads_[i]->thread = std::thread([this, i] { Run(i); });
   }
 }
 
@@ -30,17 +30,17 @@ ThreadPool::~ThreadPool() { Shutdown(); }
 
 void ThreadPool::Submit(std::function<void()> task) {
   uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
-  Enqueue(*workers_[n % workers_.size()], std::move(task));
+  Enqueue(*threads_[n % threads_.size()], std::move(task));
 }
 
 void ThreadPool::SubmitAffine(uint64_t key, std::function<void()> task) {
-  Enqueue(*workers_[key % workers_.size()], std::move(task));
+  Enqueue(*threads_[key % threads_.size()], std::move(task));
 }
 
-void ThreadPool::Enqueue(Worker& w, std::function<void()> task) {
+void ThreadPool::Enqueue(Thread& w, std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(w.mu);
-    // Checked under the worker's lock: a worker only exits while holding it with stopping_ set
+    // Checked under the thread's lock: a thread only exits while holding it with stopping_ set
     // and its queue empty, so a task accepted here is always run.
     if (stopping_.load()) {
       if (ShouldLog("thread_pool.submit_after_shutdown." + name_)) {
@@ -55,7 +55,7 @@ void ThreadPool::Enqueue(Worker& w, std::function<void()> task) {
 
 void ThreadPool::Run(size_t index) {
   NameThisThread(name_ + "-" + std::to_string(index));
-  Worker& w = *workers_[index];
+  Thread& w = *threads_[index];
   for (;;) {
     std::function<void()> task;
     {
@@ -77,21 +77,21 @@ void ThreadPool::Run(size_t index) {
 
 void ThreadPool::Shutdown() {
   stopping_.store(true);
-  for (auto& w : workers_) {
-    // Taking the lock before notifying closes the window where a worker has checked the
+  for (auto& w : threads_) {
+    // Taking the lock before notifying closes the window where a thread has checked the
     // predicate but not yet started waiting.
     { std::lock_guard<std::mutex> lock(w->mu); }
     w->cv.notify_all();
   }
   std::lock_guard<std::mutex> lock(join_mu_);
-  for (auto& w : workers_) {
+  for (auto& w : threads_) {
     if (w->thread.joinable()) w->thread.join();
   }
 }
 
 size_t ThreadPool::QueuedTasks() const {
   size_t total = 0;
-  for (const auto& w : workers_) {
+  for (const auto& w : threads_) {
     std::lock_guard<std::mutex> lock(w->mu);
     total += w->q.size();
   }

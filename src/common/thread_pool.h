@@ -1,6 +1,6 @@
 // Fixed-size thread pools with named lanes. A Lane is a FIFO served by its own threads; Submit()
 // never blocks. SubmitAffine(k, fn) runs every task with the same affinity key k on the same
-// thread, in submission order (one worker's STORE/RETRIEVE stay ordered without a lock).
+// thread, in submission order (one client's STORE/RETRIEVE stay ordered without a lock).
 // Thread-safety: Submit, SubmitAffine, Shutdown, QueuedTasks and Lanes::Get may be called from
 // any thread at once; Lanes::Configure belongs before the lanes are used.
 #pragma once
@@ -27,29 +27,29 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Tasks submitted after Shutdown() are dropped (logged once). A task that throws is logged and
-  // does not take its worker down.
+  // does not take its thread down.
   void Submit(std::function<void()> task);
   void SubmitAffine(uint64_t key, std::function<void()> task);
   // Stops accepting work, drains queued tasks and joins. Idempotent and thread-safe; must not be
   // called from one of this pool's own tasks (it would join itself).
   void Shutdown();
 
-  size_t Size() const { return workers_.size(); }
+  size_t Size() const { return threads_.size(); }
   const std::string& Name() const { return name_; }
   size_t QueuedTasks() const;
 
  private:
-  struct Worker {
+  struct Thread {  // one thread and its own queue
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::function<void()>> q;
     std::thread thread;
   };
   void Run(size_t index);
-  void Enqueue(Worker& w, std::function<void()> task);
+  void Enqueue(Thread& t, std::function<void()> task);
 
   std::string name_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Thread>> threads_;
   std::atomic<uint64_t> next_{0};
   std::atomic<bool> stopping_{false};
   std::mutex join_mu_;  // serializes concurrent Shutdown() calls around join()

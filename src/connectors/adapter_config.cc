@@ -48,21 +48,21 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
         return Bad(at, "'type' must be a non-empty string");
       }
       o.type = v.get<std::string>();
-    } else if (key == "num_workers") {
-      auto n = ThreadCount(v, at, "num_workers");
+    } else if (key == "num_threads" || key == "num_workers") {
+      auto n = ThreadCount(v, at, key);
       if (!n.ok()) return n.status();
-      o.num_workers = *n;
-    } else if (key == "per_op_workers") {
-      if (!v.is_object()) return Bad(at, "per_op_workers must be an object of lane -> threads");
+      o.num_threads = *n;
+    } else if (key == "per_op_threads" || key == "per_op_workers") {
+      if (!v.is_object()) return Bad(at, key + " must be an object of lane -> threads");
       for (const auto& [lane, count] : v.items()) {
         auto op = OpPoolFromName(lane);
         if (!op) {
-          return Bad(at, fmt::format("per_op_workers has unknown lane '{}' (lanes: lookup, "
-                                     "load, write, remove)", lane));
+          return Bad(at, fmt::format("{} has unknown lane '{}' (lanes: lookup, load, write, "
+                                     "remove)", key, lane));
         }
-        auto n = ThreadCount(count, at, "per_op_workers." + lane);
+        auto n = ThreadCount(count, at, key + "." + lane);
         if (!n.ok()) return n.status();
-        o.per_op_workers[static_cast<size_t>(*op)] = *n;
+        o.per_op_threads[static_cast<size_t>(*op)] = *n;
       }
     } else if (key == "max_inflight_mb") {
       // Bounded so the conversion to bytes cannot overflow (found by connectors_fuzzer).
@@ -105,6 +105,13 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
   if (o.type.empty()) return Bad(at, "missing 'type'");
   if (j.contains("max_bytes") && j.contains("max_gb")) {
     return Bad(at, "give max_bytes or max_gb, not both");
+  }
+  // The old names of num_threads and per_op_threads are still read; both spellings is a mistake.
+  for (const char* old : {"num_workers", "per_op_workers"}) {
+    const std::string now = old == std::string("num_workers") ? "num_threads" : "per_op_threads";
+    if (j.contains(old) && j.contains(now)) {
+      return Bad(at, fmt::format("give {} or its old name {}, not both", now, old));
+    }
   }
   o.name = fmt::format("{}#{}", o.type, position);
   return cfg;

@@ -1,6 +1,7 @@
-// One L2 adapter's JSON config (`--l2-adapter`): kvtier reads `type`, `num_workers`,
-// `per_op_workers`, `max_inflight_mb`, `deadline_ms`, `max_bytes` or `max_gb`, and
-// `eviction_policy`; every other key is handed to the backend
+// One L2 adapter's JSON config (`--l2-adapter`): kvtier reads `type`, `num_threads`,
+// `per_op_threads` (or their old names `num_workers`, `per_op_workers`), `max_inflight_mb`,
+// `deadline_ms`, `max_bytes` or `max_gb`, and `eviction_policy`; every other key is handed to
+// the backend
 // untouched, so backends grow options without kvtier changes.
 #pragma once
 

@@ -47,12 +47,12 @@ inline constexpr size_t kConnectorOps = 4;
 inline constexpr std::array<ConnectorOp, kConnectorOps> kAllConnectorOps = {
     ConnectorOp::kLookup, ConnectorOp::kLoad, ConnectorOp::kWrite, ConnectorOp::kRemove};
 
-// The name of an operation's thread pool: the `per_op_workers` key and its threads' names.
+// The name of an operation's thread pool: the `per_op_threads` key and its threads' names.
 inline const char* OpPoolName(ConnectorOp op) {
   static constexpr const char* kNames[] = {"lookup", "load", "write", "remove"};
   return kNames[static_cast<size_t>(op)];
 }
-// The operation a `per_op_workers` key names; "retrieve", "store" and "delete" are the old
+// The operation a `per_op_threads` key names; "retrieve", "store" and "delete" are the old
 // names of "load", "write" and "remove", still accepted.
 inline std::optional<ConnectorOp> OpPoolFromName(std::string_view name) {
   if (name == "retrieve") return ConnectorOp::kLoad;
@@ -101,8 +101,8 @@ struct Completion {
 struct ConnectorOptions {
   std::string type;
   std::string name;          // "<type>#<position in the cascade>", for logs and metrics
-  uint32_t num_workers = 4;  // the shared pool, serving every lane not named below
-  std::array<uint32_t, kConnectorOps> per_op_workers{};  // 0 = use the shared pool
+  uint32_t num_threads = 4;  // the shared pool, serving every lane not named below
+  std::array<uint32_t, kConnectorOps> per_op_threads{};  // 0 = use the shared pool
   uint64_t max_inflight_bytes = 256ULL << 20;  // L2 writer's bound (max_inflight_mb)
   std::chrono::milliseconds deadline{5000};    // per operation (deadline_ms)
   // What the server may keep in this adapter (max_bytes / max_gb): value bytes of the objects it
@@ -145,7 +145,7 @@ class Connector {
   // Lookup-and-lock: a found key stays locked (remove skips it) until Unlock.
   virtual TaskId SubmitLookup(std::vector<std::string> keys) = 0;
   // The same lookup, run on the calling thread for a caller that would only wait for it: it
-  // spares the hand-offs to a worker thread and back (a LOOKUP through the L2 waits on it). The
+  // spares the hand-offs to a connector thread and back (a LOOKUP through the L2 waits on it). The
   // completion is returned, never queued or signalled. Blocks for the backend's answer, which
   // the deadline bounds. nullopt where the connector cannot right now (ConnectorBase: no idle
   // connection): the caller submits instead.
@@ -180,8 +180,8 @@ class Connector {
   virtual Result<std::vector<StoredObject>> ListStored() {
     return Status(Code::kUnavailable, Options().type + " cannot list what it holds");
   }
-  // Stops the workers; tasks not yet run complete with UNAVAILABLE, later submissions too.
-  // Idempotent.
+  // Stops the connector's threads; tasks not yet run complete with UNAVAILABLE, later
+  // submissions too. Idempotent.
   virtual void Close() = 0;
 };
 

@@ -1,14 +1,14 @@
 // ConnectorBase<Derived>: everything generic about an L2 connector, so that a backend only says
 // how to move one key over one connection. The base owns
-//  - the worker lanes: one thread pool per operation kind named in per_op_workers, and a shared
-//    pool of num_workers threads for the kinds not named; each lane has one connection per
+//  - the lanes: one thread pool per operation kind named in per_op_threads, and a shared
+//    pool of num_threads threads for the kinds not named; each lane has one connection per
 //    thread, opened when the thread starts (a failed one again when a tile next takes it), and
 //    a thread takes an idle one for each tile;
 //    dedicated write and remove lanes run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
 //  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
 //    serves lookups (none idle: nullopt), so that a caller who would only wait saves the
-//    hand-offs to a worker and back (~3 thread wake-ups);
+//    hand-offs to a lane thread and back (~3 thread wake-ups);
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
 //    tile to finish completes the task (exactly once);
 //  - deadlines: a tile that starts after the task's deadline fails without asking the backend,
@@ -17,7 +17,7 @@
 //  - completion queues, one eventfd per operation kind, and counters.
 //
 // Derived (CRTP, resolved at compile time) provides, for its connection type C:
-//   Result<std::unique_ptr<C>> Connect();  // per worker thread; retried on the next tile after a
+//   Result<std::unique_ptr<C>> Connect();  // per lane thread; retried on the next tile after a
 //                                          // failure
 //   Status Get(C&, const std::string& key, MutableBuffer dst, Deadline);  // NOT_FOUND = miss
 //   Status Set(C&, const std::string& key, ConstBuffer src, Deadline);    // ALREADY_EXISTS = kept
@@ -25,11 +25,11 @@
 //   Result<bool> Remove(C&, const std::string& key, Deadline);
 // and may hide BatchGet/BatchSet/BatchExists/BatchRemove (a backend with batch commands) and
 // TilesFor (e.g. 1 to keep a batch on one connection). A per-key NOT_FOUND is a miss; any other
-// error fails the rest of the tile. Derived calls StartWorkers() at the end of its constructor
-// and Close() first thing in its destructor (workers call into Derived).
+// error fails the rest of the tile. Derived calls StartThreads() at the end of its constructor
+// and Close() first thing in its destructor (the lane threads call into Derived).
 //
 // Header-only on purpose: plugins build against the installed headers and nothing else.
-// Thread-safety: as connector.h says. Derived's per-key calls run on the worker threads, each with
+// Thread-safety: as connector.h says. Derived's per-key calls run on the lane threads, each with
 // its own connection; only state Derived shares between connections needs a lock.
 #pragma once
 
@@ -183,16 +183,19 @@ class ConnectorBase : public Connector {
   }
 
  protected:
+  // TODO(rename): remove once out-of-tree plugins and store/connector/store_connector.cc call
+  // StartThreads().
+  void StartWorkers() { StartThreads(); }
   // Starts the lanes. Call at the end of Derived's constructor.
-  void StartWorkers() {
+  void StartThreads() {
     std::shared_ptr<Lane> shared;
     for (ConnectorOp op : kAllConnectorOps) {
-      const uint32_t n = options_.per_op_workers[Idx(op)];
+      const uint32_t n = options_.per_op_threads[Idx(op)];
       if (n > 0) {
         lane_for_[Idx(op)] = StartLane(OpPoolName(op), n, op);
       } else {
         if (!shared) {
-          shared = StartLane("shared", std::max<uint32_t>(1, options_.num_workers), std::nullopt);
+          shared = StartLane("shared", std::max<uint32_t>(1, options_.num_threads), std::nullopt);
         }
         lane_for_[Idx(op)] = shared;
       }
@@ -258,9 +261,11 @@ class ConnectorBase : public Connector {
 
   static Status DeadlinePassed() { return Status(Code::kTimeout, "deadline passed"); }
 
-  // The dedicated lane the calling worker thread serves (e.g. in Connect(), to set up its
-  // connection for it); nullopt in the shared pool and outside the workers.
-  static std::optional<ConnectorOp> WorkerLane() { return worker_lane_; }
+  // The dedicated lane the calling thread serves (e.g. in Connect(), to set up its connection
+  // for it); nullopt in the shared pool and outside the connector's threads.
+  static std::optional<ConnectorOp> ThreadLane() { return thread_lane_; }
+  // TODO(rename): remove once store/connector/store_connector.cc calls ThreadLane().
+  static std::optional<ConnectorOp> WorkerLane() { return ThreadLane(); }
   static bool IsBulkLane(ConnectorOp op) {
     return op == ConnectorOp::kWrite || op == ConnectorOp::kRemove;
   }
@@ -364,8 +369,8 @@ class ConnectorBase : public Connector {
       lane->threads.emplace_back([this, l = lane.get(), lane_name, op] {
         const std::string tname = (options_.type + "-" + lane_name).substr(0, 15);
         pthread_setname_np(pthread_self(), tname.c_str());
-        worker_lane_ = op;
-        WorkerLoop(*l, op && IsBulkLane(*op));
+        thread_lane_ = op;
+        ThreadLoop(*l, op && IsBulkLane(*op));
       });
     }
     return lane;
@@ -374,7 +379,7 @@ class ConnectorBase : public Connector {
   // Connects at once, so that a backend's setup (e.g. mapping and prefaulting buffers) is paid
   // before the first task's deadline starts, and at normal priority; a bulk lane's thread then
   // drops to the bulk priority. A failed connect is retried by the next tile that takes it.
-  void WorkerLoop(Lane& lane, bool bulk) {
+  void ThreadLoop(Lane& lane, bool bulk) {
     Status connect_error;
     std::shared_ptr<void> conn = ConnectShared(connect_error);
     if (bulk) (void)MakeBulkThread();
@@ -538,7 +543,7 @@ class ConnectorBase : public Connector {
     }
   }
 
-  static inline thread_local std::optional<ConnectorOp> worker_lane_;
+  static inline thread_local std::optional<ConnectorOp> thread_lane_;
 
   ConnectorOptions options_;
   std::atomic<TaskId> next_id_{1};

@@ -146,7 +146,7 @@ class FsConnector final : public ConnectorBase<FsConnector> {
       : ConnectorBase(options), s_(std::move(settings)), root_(root_fd) {
     nonce_ = std::random_device{}();
     nonce_ = nonce_ << 32 | std::random_device{}();
-    StartWorkers();
+    StartThreads();
   }
   ~FsConnector() override { Close(); }
 

@@ -19,7 +19,7 @@ class MemConnector final : public ConnectorBase<MemConnector> {
 
   MemConnector(const ConnectorOptions& options, std::chrono::milliseconds delay)
       : ConnectorBase(options), delay_(delay) {
-    StartWorkers();
+    StartThreads();
   }
   ~MemConnector() override { Close(); }
 

@@ -64,7 +64,7 @@ Result<std::shared_ptr<const RespSlotMap>> RespSlotCache::Refresh(Deadline d, bo
   } release{*this};
   std::shared_ptr<const RespSlotMap> cur = Current();
   if (cur != nullptr) {
-    if (refreshes_.load() != gen) return cur;  // another worker read it while this one waited
+    if (refreshes_.load() != gen) return cur;  // another thread read it while this one waited
     if (!force && Clock::now() - last_read_ < kRespMinRefreshInterval) return cur;
   }
   last_read_ = Clock::now();

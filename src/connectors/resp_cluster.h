@@ -2,10 +2,10 @@
 // owns each key's slot, each part is one pipeline on that master's RespConnection (so values still
 // move without a copy), and the answers are put back in the caller's order.
 //
-// RespSlotCache is the connector's one slot map, shared by its worker threads: read with CLUSTER
+// RespSlotCache is the connector's one slot map, shared by its threads: read with CLUSTER
 // SLOTS from the seeds or any node of the last map, again after a -MOVED (at most once per call and
 // once per kRespMinRefreshInterval) and at the next call after a master could not be reached
-// (after a failover the promoted replica must be found). RespClusterConn is one worker's view:
+// (after a failover the promoted replica must be found). RespClusterConn is one thread's view:
 // one connection per master, opened lazily, and the redirection logic: -MOVED retries the key on
 // the node named, -ASK sends ASKING and the command to that node for that key only, and a key
 // redirected more than kRespMaxRedirects times in one call fails with UNAVAILABLE.
@@ -53,7 +53,7 @@ class RespSlotCache {
 
   // Successful reads so far (tests, logs).
   uint64_t refreshes() const { return refreshes_.load(); }
-  // Bumped by every successful read: workers drop connections to nodes no longer masters.
+  // Bumped by every successful read: threads drop connections to nodes no longer masters.
   uint64_t generation() const { return refreshes_.load(); }
 
   // The endpoint of one node: `base` with that host and port, in cluster mode.
@@ -80,7 +80,7 @@ class RespSlotCache {
   std::atomic<uint64_t> refreshes_{0};
 };
 
-// One worker thread's connections to the masters. Same contracts as RespConnection's batch calls;
+// One thread's connections to the masters. Same contracts as RespConnection's batch calls;
 // keys that could not be answered (node down, redirected too often, no owner) get 0 and the call
 // returns the first error. Not thread-safe.
 class RespClusterConn {

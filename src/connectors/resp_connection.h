@@ -1,4 +1,4 @@
-// One TCP connection to a Redis/Valkey server, owned by one worker thread of the `resp` connector.
+// One TCP connection to a Redis/Valkey server, owned by one thread of the `resp` connector.
 //
 // Every call takes a batch of keys and pipelines it: all commands are written (SET values straight
 // from the caller's buffers with sendmsg, no copy) while the replies are read in order as they

@@ -1,7 +1,7 @@
-// "type":"resp": a Redis/Valkey server over TCP. Each worker thread owns one RespConnection
+// "type":"resp": a Redis/Valkey server over TCP. Each connector thread owns one RespConnection
 // (opened lazily, reopened after any failure, so a restarted server is picked up by itself), and
 // every tile of a batch is one pipeline on it. Values move between the caller's buffers and the
-// socket without an intermediate copy (resp_connection.cc). With "cluster": true each worker owns
+// socket without an intermediate copy (resp_connection.cc). With "cluster": true each thread owns
 // one connection per master of a Redis Cluster instead, and a tile is split by slot owner
 // (resp_cluster.h).
 //
@@ -28,8 +28,8 @@ namespace {
 // smaller batches stay on one connection instead of waking several threads.
 constexpr size_t kSmallOpKeysPerTile = 256;
 
-// C is what one worker thread owns: RespConnection (one server) or RespClusterConn (one
-// connection per master); S is what every worker's C is made from: the server's endpoint, or the
+// C is what one connector thread owns: RespConnection (one server) or RespClusterConn (one
+// connection per master); S is what every thread's C is made from: the server's endpoint, or the
 // cluster's shared slot map. Both C have the same batch calls.
 template <class C, class S>
 class RespConnector final : public ConnectorBase<RespConnector<C, S>> {
@@ -38,7 +38,7 @@ class RespConnector final : public ConnectorBase<RespConnector<C, S>> {
 
   RespConnector(const ConnectorOptions& options, S shared)
       : ConnectorBase<RespConnector>(options), shared_(std::move(shared)) {
-    this->StartWorkers();
+    this->StartThreads();
   }
   ~RespConnector() override { this->Close(); }
 

@@ -75,14 +75,14 @@ Result<Plan> Validate(const BenchL2Options& o) {
 std::string LanesLabel(const ConnectorOptions& o) {
   std::string named, shared;
   for (ConnectorOp op : kAllConnectorOps) {
-    const uint32_t n = o.per_op_workers[static_cast<size_t>(op)];
+    const uint32_t n = o.per_op_threads[static_cast<size_t>(op)];
     std::string& list = n > 0 ? named : shared;
     list += fmt::format("{}{}{}", list.empty() ? "" : ", ", LaneName(op),
                         n > 0 ? fmt::format(" {}", n) : "");
   }
-  if (named.empty()) return fmt::format("shared pool, {} threads", o.num_workers);
+  if (named.empty()) return fmt::format("shared pool, {} threads", o.num_threads);
   if (shared.empty()) return "per-op " + named;
-  return fmt::format("per-op {}; shared {} ({})", named, o.num_workers, shared);
+  return fmt::format("per-op {}; shared {} ({})", named, o.num_threads, shared);
 }
 
 int RunBench(const BenchL2Options& o) {

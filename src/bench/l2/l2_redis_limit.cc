@@ -29,8 +29,8 @@ constexpr uint32_t kMinRequests = 1000;
 constexpr uint32_t kNewKeyRequests = 256;  // enough to show the cost of growing
 
 uint32_t LaneThreads(const ConnectorOptions& o, ConnectorOp op) {
-  const uint32_t n = o.per_op_workers[static_cast<size_t>(op)];
-  return n > 0 ? n : std::max<uint32_t>(1, o.num_workers);
+  const uint32_t n = o.per_op_threads[static_cast<size_t>(op)];
+  return n > 0 ? n : std::max<uint32_t>(1, o.num_threads);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TEST(ThreadPoolTest, AffineTasksRunInOrderOnOneThread) {
       seen.push_back(i);
       ids.insert(std::this_thread::get_id());
     });
-    pool.Submit([] {});  // unrelated work interleaved on the other workers
+    pool.Submit([] {});  // unrelated work interleaved on the other threads
   }
   pool.Shutdown();
   ASSERT_EQ(seen.size(), 1000u);
@@ -54,7 +54,7 @@ TEST(ThreadPoolTest, AffineTasksRunInOrderOnOneThread) {
   EXPECT_EQ(ids.size(), 1u);
 }
 
-TEST(ThreadPoolTest, AffinityKeyPicksWorkerModuloSize) {
+TEST(ThreadPoolTest, AffinityKeyPicksThreadModuloSize) {
   ThreadPool pool("mod", 3);
   auto thread_of = [&pool](uint64_t key) {
     std::promise<std::thread::id> p;
@@ -67,12 +67,12 @@ TEST(ThreadPoolTest, AffinityKeyPicksWorkerModuloSize) {
   EXPECT_NE(thread_of(1), thread_of(2));
 }
 
-TEST(ThreadPoolTest, SubmitSpreadsAcrossWorkers) {
+TEST(ThreadPoolTest, SubmitSpreadsAcrossThreads) {
   ThreadPool pool("rr", 4);
   std::mutex mu;
   std::set<std::thread::id> ids;
   std::atomic<int> arrived{0};
-  // Every task waits until all four have started, which only happens if each worker got one.
+  // Every task waits until all four have started, which only happens if each thread got one.
   for (int i = 0; i < 4; ++i) {
     pool.Submit([&] {
       {
@@ -130,7 +130,7 @@ TEST(ThreadPoolTest, ConcurrentShutdownCalls) {
   EXPECT_EQ(n.load(), 1000);
 }
 
-TEST(ThreadPoolTest, ThrowingTaskDoesNotKillWorker) {
+TEST(ThreadPoolTest, ThrowingTaskDoesNotKillItsThread) {
   ThreadPool pool("throw", 1);
   pool.Submit([] { throw std::runtime_error("boom"); });
   std::promise<void> done;

@@ -9,29 +9,42 @@ namespace {
 
 TEST(AdapterConfigTest, ReadsKvtierKeysAndPassesTheRestThrough) {
   auto c = ParseAdapterConfig(
-      R"({"type":"fs","path":"/tmp/x","num_workers":6,"per_op_workers":{"lookup":1,"write":2},
+      R"({"type":"fs","path":"/tmp/x","num_threads":6,"per_op_threads":{"lookup":1,"write":2},
           "max_inflight_mb":64,"deadline_ms":250,"use_odirect":true,"nested":{"a":1}})",
       1);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->options.type, "fs");
   EXPECT_EQ(c->options.name, "fs#1");
-  EXPECT_EQ(c->options.num_workers, 6u);
-  EXPECT_EQ(c->options.per_op_workers[0], 1u);  // lookup
-  EXPECT_EQ(c->options.per_op_workers[1], 0u);  // load: shared pool
-  EXPECT_EQ(c->options.per_op_workers[2], 2u);  // write
+  EXPECT_EQ(c->options.num_threads, 6u);
+  EXPECT_EQ(c->options.per_op_threads[0], 1u);  // lookup
+  EXPECT_EQ(c->options.per_op_threads[1], 0u);  // load: shared pool
+  EXPECT_EQ(c->options.per_op_threads[2], 2u);  // write
   EXPECT_EQ(c->options.max_inflight_bytes, 64u << 20);
   EXPECT_EQ(c->options.deadline.count(), 250);
   EXPECT_EQ(c->backend, nlohmann::json::parse(
                             R"({"path":"/tmp/x","use_odirect":true,"nested":{"a":1}})"));
 }
 
+TEST(AdapterConfigTest, OldThreadKeysAreStillRead) {
+  auto c =
+      ParseAdapterConfig(R"({"type":"mem","num_workers":3,"per_op_workers":{"lookup":2}})", 0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->options.num_threads, 3u);
+  EXPECT_EQ(c->options.per_op_threads[0], 2u);
+  auto both = ParseAdapterConfig(R"({"type":"mem","num_workers":3,"num_threads":2})", 0);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give num_threads or its old name num_workers"),
+            std::string::npos)
+      << both.status().message();
+}
+
 TEST(AdapterConfigTest, OldPoolNamesStillNameTheirOperation) {
   auto c = ParseAdapterConfig(
       R"({"type":"mem","per_op_workers":{"retrieve":2,"store":3,"delete":4}})", 0);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kLoad)], 2u);
-  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kWrite)], 3u);
-  EXPECT_EQ(c->options.per_op_workers[static_cast<size_t>(ConnectorOp::kRemove)], 4u);
+  EXPECT_EQ(c->options.per_op_threads[static_cast<size_t>(ConnectorOp::kLoad)], 2u);
+  EXPECT_EQ(c->options.per_op_threads[static_cast<size_t>(ConnectorOp::kWrite)], 3u);
+  EXPECT_EQ(c->options.per_op_threads[static_cast<size_t>(ConnectorOp::kRemove)], 4u);
   const char* names[] = {"lookup", "load", "write", "remove"};
   for (ConnectorOp op : kAllConnectorOps) {
     EXPECT_EQ(OpPoolName(op), std::string(names[static_cast<size_t>(op)]));
@@ -43,7 +56,7 @@ TEST(AdapterConfigTest, OldPoolNamesStillNameTheirOperation) {
 TEST(AdapterConfigTest, DefaultsApply) {
   auto c = ParseAdapterConfig(R"({"type":"mem"})", 0);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->options.num_workers, 4u);
+  EXPECT_EQ(c->options.num_threads, 4u);
   EXPECT_EQ(c->options.deadline.count(), 5000);
   EXPECT_TRUE(c->backend.empty());
 }
@@ -57,11 +70,13 @@ TEST(AdapterConfigTest, ErrorsNameTheProblem) {
       {"[1,2]", "must be a JSON object"},
       {R"({"num_workers":2})", "missing 'type'"},
       {R"({"type":""})", "'type' must be a non-empty string"},
+      {R"({"type":"fs","num_threads":0})", "num_threads must be an integer from 1"},
       {R"({"type":"fs","num_workers":0})", "num_workers must be an integer from 1"},
-      {R"({"type":"fs","num_workers":"4"})", "num_workers must be an integer"},
-      {R"({"type":"fs","per_op_workers":{"lookups":1}})", "unknown lane 'lookups'"},
+      {R"({"type":"fs","num_threads":"4"})", "num_threads must be an integer"},
+      {R"({"type":"fs","per_op_threads":{"lookups":1}})", "unknown lane 'lookups'"},
+      {R"({"type":"fs","per_op_threads":{"write":-1}})", "per_op_threads.write must be"},
       {R"({"type":"fs","per_op_workers":{"write":-1}})", "per_op_workers.write must be"},
-      {R"({"type":"fs","per_op_workers":[1]})", "per_op_workers must be an object"},
+      {R"({"type":"fs","per_op_threads":[1]})", "per_op_threads must be an object"},
       {R"({"type":"fs","deadline_ms":0})", "deadline_ms must be"},
       {R"({"type":"fs","max_inflight_mb":-3})", "max_inflight_mb must be"},
       {R"({"type":"fs","max_inflight_mb":6.6e123})", "max_inflight_mb must be"},

@@ -22,7 +22,7 @@ using namespace kvtier::testing;
 using std::chrono::milliseconds;
 
 TEST(ConnectorBaseTest, StoreLookupLoadRemoveRoundTrip) {
-  auto c = MakeConnector(R"({"type":"mem","num_workers":3})");
+  auto c = MakeConnector(R"({"type":"mem","num_threads":3})");
   ASSERT_TRUE(c);
   auto keys = Keys(10);
   auto values = Values(10, 4096);
@@ -88,7 +88,7 @@ TEST(ConnectorBaseTest, LockedKeysSurviveRemoveUntilUnlocked) {
 }
 
 TEST(ConnectorBaseTest, SlowBackendPastDeadlineFailsInsteadOfHanging) {
-  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_workers":1})");
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_threads":1})");
   auto keys = Keys(5);
   const auto start = std::chrono::steady_clock::now();
   auto lk = LookupAll(*c, keys);
@@ -102,7 +102,7 @@ TEST(ConnectorBaseTest, SlowBackendPastDeadlineFailsInsteadOfHanging) {
 TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAWriteBacklog) {
   // The write lane is busy with slow writes; a lookup on its own lane still completes at once.
   auto c = MakeConnector(
-      R"({"type":"mem","delay_ms":300,"per_op_workers":{"write":1,"lookup":1}})");
+      R"({"type":"mem","delay_ms":300,"per_op_threads":{"write":1,"lookup":1}})");
   CompletionRouter router({c.get()});
   auto keys = Keys(4);
   auto values = Values(4, 64);
@@ -121,7 +121,7 @@ TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAWriteBacklog) {
 }
 
 TEST(ConnectorBaseTest, ABatchIsSplitAcrossWorkersAndCompletesOnce) {
-  auto c = MakeConnector(R"({"type":"mem","num_workers":4})");
+  auto c = MakeConnector(R"({"type":"mem","num_threads":4})");
   auto keys = Keys(101);
   auto st = StoreAll(*c, keys, Values(101, 16));
   EXPECT_EQ(st.Hits(), 101u);
@@ -142,7 +142,7 @@ TEST(ConnectorBaseTest, EmptyBatchAndMismatchedBuffersComplete) {
 }
 
 TEST(ConnectorBaseTest, CloseCompletesQueuedTasksAndRefusesNewOnes) {
-  auto c = MakeConnector(R"({"type":"mem","delay_ms":200,"num_workers":1})");
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":200,"num_threads":1})");
   CompletionRouter router({c.get()});
   std::vector<std::future<Completion>> f;
   for (int i = 0; i < 5; ++i) {
@@ -212,7 +212,7 @@ class NiceProbe final : public ConnectorBase<NiceProbe> {
 
 TEST(ConnectorBaseTest, DedicatedWriteAndRemoveLanesRunUnderSchedIdle) {
   auto cfg = ParseAdapterConfig(
-      R"({"type":"probe","num_workers":1,"per_op_workers":{"lookup":1,"write":1,"remove":1}})", 0);
+      R"({"type":"probe","num_threads":1,"per_op_threads":{"lookup":1,"write":1,"remove":1}})", 0);
   ASSERT_TRUE(cfg.ok());
   NiceProbe c(cfg->options);
   const auto keys = Keys(1);
@@ -275,7 +275,7 @@ class GatedProbe final : public ConnectorBase<GatedProbe> {
 };
 
 std::unique_ptr<GatedProbe> MakeGatedProbe() {
-  auto cfg = ParseAdapterConfig(R"({"type":"gated","num_workers":1,"per_op_workers":{"lookup":1}})",
+  auto cfg = ParseAdapterConfig(R"({"type":"gated","num_threads":1,"per_op_threads":{"lookup":1}})",
                                 0);
   EXPECT_TRUE(cfg.ok());
   return std::make_unique<GatedProbe>(cfg->options);
@@ -287,7 +287,7 @@ bool Readable(int fd) {
 }
 
 TEST(ConnectorBaseTest, LookupNowAnswersAndLocksWithoutQueueingACompletion) {
-  auto c = MakeConnector(R"({"type":"mem","num_workers":2})");
+  auto c = MakeConnector(R"({"type":"mem","num_threads":2})");
   auto keys = Keys(3);
   StoreAll(*c, keys, Values(3, 64));
   auto probe = keys;
@@ -362,7 +362,7 @@ TEST(ConnectorBaseTest, CloseDuringLookupNowLetsItFinishAndRefusesTheNext) {
   std::optional<Completion> now;
   std::thread caller([&] { now = LookupNowWhenIdle(*c, {"a@hit"}); });
   c->AwaitCalls(1);
-  c->Close();  // the workers stop; the borrowed connection is the caller's until it returns
+  c->Close();  // the threads stop; the borrowed connection is the caller's until it returns
   c->Release();
   caller.join();
   ASSERT_TRUE(now.has_value());
@@ -371,7 +371,7 @@ TEST(ConnectorBaseTest, CloseDuringLookupNowLetsItFinishAndRefusesTheNext) {
 }
 
 TEST(ConnectorBaseTest, LookupNowIsBoundedByTheDeadline) {
-  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_workers":1})");
+  auto c = MakeConnector(R"({"type":"mem","delay_ms":2000,"deadline_ms":100,"num_threads":1})");
   const auto start = std::chrono::steady_clock::now();
   auto now = LookupNowWhenIdle(*c, Keys(5));
   const auto took = std::chrono::steady_clock::now() - start;

@@ -39,7 +39,7 @@ class TempDir {
 };
 
 std::string FsConfig(const std::string& path, nlohmann::json extra = nlohmann::json::object()) {
-  nlohmann::json j = {{"type", "fs"}, {"path", path}, {"num_workers", 2}};
+  nlohmann::json j = {{"type", "fs"}, {"path", path}, {"num_threads", 2}};
   j.update(extra);
   return j.dump();
 }
@@ -100,7 +100,7 @@ bool LoadsAs(Connector& c, const std::string& key, const std::vector<uint8_t>& w
 
 TEST(FsConnectorTest, RoundTripManyKeysAndAOneMiBValue) {
   TempDir d;
-  auto c = MakeConnector(FsConfig(d.path(), {{"num_workers", 3}}));
+  auto c = MakeConnector(FsConfig(d.path(), {{"num_threads", 3}}));
   ASSERT_TRUE(c);
   auto keys = Keys(40);
   auto values = Values(40, 3000);
@@ -379,8 +379,8 @@ TEST(FsConnectorTest, AFailedWriteLeavesNoFileBehind) {
 TEST(FsConnectorTest, ConcurrentStoresOfOneKeyLeaveOneValidFile) {
   TempDir d;
   // Two connectors on one directory stand in for two processes sharing it.
-  auto c1 = MakeConnector(FsConfig(d.path(), {{"num_workers", 4}}));
-  auto c2 = MakeConnector(FsConfig(d.path(), {{"num_workers", 4}}));
+  auto c1 = MakeConnector(FsConfig(d.path(), {{"num_threads", 4}}));
+  auto c2 = MakeConnector(FsConfig(d.path(), {{"num_threads", 4}}));
   constexpr size_t kTasks = 6, kCopies = 4, kSize = 200000;
   for (int round = 0; round < 5; ++round) {
     const std::string key = "same-key-" + std::to_string(round);

@@ -93,7 +93,7 @@ TEST(RespSlotsTest, RedirectionsAndNodesParse) {
 TEST(RespClusterTest, RoundTripsSpreadOverAllMastersByteForByte) {
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
-  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":3)"));
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_threads":3)"));
   ASSERT_TRUE(c);
   auto keys = Keys(300);
   auto values = Values(296, 3000);
@@ -153,7 +153,7 @@ TEST(RespClusterTest, RoundTripsSpreadOverAllMastersByteForByte) {
 TEST(RespClusterTest, MovedAfterASlotMigrationRefreshesTheMap) {
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
-  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":1)"));
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   auto keys = Keys(60);
   auto values = Values(60, 5000);
@@ -196,7 +196,7 @@ TEST(RespClusterTest, MovedAfterASlotMigrationRefreshesTheMap) {
 TEST(RespClusterTest, AskDuringAMigrationServesTheMovedKeyWithoutChangingTheMap) {
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
-  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":1)"));
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   // One slot for all of them (hash tag): the migration moves `moved` only.
   const std::string moved = "m@{tag7}@0@1", stays = "m@{tag7}@0@2", never = "m@{tag7}@0@3",
@@ -242,7 +242,7 @@ TEST(RespClusterTest, AskDuringAMigrationServesTheMovedKeyWithoutChangingTheMap)
 TEST(RespClusterTest, AKeyRedirectedInALoopFailsAndTheOthersAreAnswered) {
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
-  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":1)"));
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   auto keys = Keys(30);
   ASSERT_EQ(StoreAll(*c, keys, Values(30, 100)).Hits(), 30u);
@@ -270,7 +270,7 @@ TEST(RespClusterTest, MasterFailoverKeysFailFastThenLoadFromThePromotedReplica) 
   auto rc = RedisCluster::Start();
   ASSERT_TRUE(rc);
   // A deadline far longer than the test: the dead master's keys must fail, not wait it out.
-  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_workers":2,"deadline_ms":600000)"));
+  auto c = MakeConnector(ClusterConfig(*rc, R"(,"num_threads":2,"deadline_ms":600000)"));
   ASSERT_TRUE(c);
   auto keys = Keys(120);
   auto values = Values(120, 2000);

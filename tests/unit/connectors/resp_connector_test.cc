@@ -47,7 +47,7 @@ std::string RawCommand(uint16_t port, std::initializer_list<std::string> words) 
 TEST(RespConnectorTest, RoundTripManyKeysIncluding1MiBValues) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":3)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":3)"));
   ASSERT_TRUE(c);
   // Small and 1 MiB values in one batch, so tiles mix both.
   auto keys = Keys(70);
@@ -72,7 +72,7 @@ TEST(RespConnectorTest, RoundTripManyKeysIncluding1MiBValues) {
 TEST(RespConnectorTest, LongPipelinesOfSmallOps) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":2)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":2)"));
   ASSERT_TRUE(c);
   auto keys = Keys(3000);
   auto values = Values(3000, 16);
@@ -159,7 +159,7 @@ TEST(RespConnectorTest, LockedKeysAreNotRemoved) {
 TEST(RespConnectorTest, ValueOfAnotherSizeIsAMissAndTheConnectionStaysUsable) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":1)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   auto keys = Keys(2);
   auto values = Values(2, 70000);  // bigger than the read buffer: the skip spans several reads
@@ -175,7 +175,7 @@ TEST(RespConnectorTest, ValueOfAnotherSizeIsAMissAndTheConnectionStaysUsable) {
 TEST(RespConnectorTest, AnErrorReplyFailsOnlyItsKey) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":1)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   ASSERT_EQ(RawCommand(redis->port(), {"RPUSH", "a-list", "x"}), ":1");
   auto keys = Keys(2);
@@ -262,7 +262,7 @@ TEST(RespConnectorTest, ServerDownAtStartFailsWithUnavailableNamingTheAddress) {
 TEST(RespConnectorTest, RecoversByItselfWhenTheServerRestarts) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":2)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":2)"));
   ASSERT_TRUE(c);
   auto keys = Keys(8);
   auto values = Values(8, 100000);
@@ -286,7 +286,7 @@ TEST(RespConnectorTest, RecoversByItselfWhenTheServerRestarts) {
 TEST(RespConnectorTest, IdleConnectionsSurviveARestartUnnoticed) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
-  auto c = MakeConnector(Config(*redis, R"(,"num_workers":1)"));
+  auto c = MakeConnector(Config(*redis, R"(,"num_threads":1)"));
   ASSERT_TRUE(c);
   auto keys = Keys(2);
   auto values = Values(2, 64);
@@ -303,7 +303,7 @@ TEST(RespConnectorTest, StalledServerTimesOutAndTheConnectorWorksAfterwards) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
   auto c = MakeConnector(
-      Config(*redis, R"(,"num_workers":1,"deadline_ms":1500,"connect_timeout_ms":60000)"));
+      Config(*redis, R"(,"num_threads":1,"deadline_ms":1500,"connect_timeout_ms":60000)"));
   ASSERT_TRUE(c);
   auto keys = Keys(16);
   auto values = Values(16, 1 << 20);

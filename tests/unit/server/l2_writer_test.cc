@@ -63,7 +63,7 @@ bool WaitUntil(const std::function<bool()>& f) {
 TEST(L2WriterTest, CopiesToEveryAdapterAndReleasesAllPins) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
-  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})", R"({"type":"mem","num_workers":1})"},
+  auto l2 = std::move(L2Cascade::Create({R"({"type":"mem"})", R"({"type":"mem","num_threads":1})"},
                                         ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
   L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/false);
@@ -85,7 +85,7 @@ TEST(L2WriterTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   auto l1 = MakeL1();
   // 64 KiB in flight, 256 KiB queued at most; every store takes 300 ms and fails (deadline 50).
   auto l2 = std::move(L2Cascade::Create(
-                          {R"({"type":"mem","delay_ms":300,"deadline_ms":50,"max_inflight_mb":0.0625,"num_workers":1})"},
+                          {R"({"type":"mem","delay_ms":300,"deadline_ms":50,"max_inflight_mb":0.0625,"num_threads":1})"},
                           ConnectorRegistry::WithBuiltins(), metrics))
                 .value();
   L2Writer sc(*l1, *l2, metrics, false);
