@@ -58,7 +58,7 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # and spdlog (OpenSSL is needed: the master port's records are sealed with AES-GCM).
 lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc src/common/{status,printable}.cc
           src/store/protocol/{master_protocol,master_protocol_repairs,master_columns}.cc
-          src/store/protocol/dummy_protocol.cc src/store/protocol/store_status.cc
+          src/store/protocol/dummy_protocol.cc src/store/protocol/store_errors.cc
           src/store/transport/data_plane_protocol.cc src/store/transport/rpc_records.cc
           src/wire/secret_channel.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc

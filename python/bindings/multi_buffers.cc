@@ -7,27 +7,29 @@ namespace kvtier {
 namespace {
 
 using store::ErrorCode;
-using store::StoreStatus;
+using store::StoreError;
 
 constexpr size_t kAlign = 64;  // each value starts on a cache line of the area
 constexpr int64_t kInternalError = static_cast<int64_t>(ErrorCode::INTERNAL_ERROR);
 
 size_t Aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// A key's result for Python: 0, or Mooncake's negative code.
+int64_t CodeOf(const Status& s) { return static_cast<int64_t>(store::ErrorCodeOf(s)); }
+
 }  // namespace
 
-uint8_t* StagingArea::Reserve(store::StoreClient& client, size_t bytes, StoreStatus* error) {
+uint8_t* StagingArea::Reserve(store::StoreClient& client, size_t bytes, Status* error) {
   if (!areas_.empty() && areas_.back().size() >= bytes) return areas_.back().data();
   size_t size = std::max(kDefaultBytes, areas_.empty() ? 0 : 2 * areas_.back().size());
   while (size < bytes) size *= 2;
   auto file = MappedFile::Create("kvtier-multi-buffer-staging", size, /*prefault=*/true,
                                  /*huge_pages=*/true);
   if (!file.ok()) {
-    *error = StoreStatus(ErrorCode::INTERNAL_ERROR, "staging area: " + file.status().ToString());
+    *error = StoreError(ErrorCode::INTERNAL_ERROR, "staging area: " + file.status().ToString());
     return nullptr;
   }
-  if (StoreStatus s = client.RegisterSharedMemory(file->data(), file->size(), file->fd());
-      !s.ok()) {
+  if (Status s = client.RegisterSharedMemory(file->data(), file->size(), file->fd()); !s.ok()) {
     *error = s;
     return nullptr;
   }
@@ -58,10 +60,10 @@ std::vector<int64_t> StagingArea::InChunks(store::StoreClient& client,
     const size_t end = ChunkEnd(parts, begin);
     size_t bytes = 0;
     for (size_t i = begin; i < end; ++i) bytes += Aligned(parts[i].total);
-    StoreStatus error;
+    Status error;
     uint8_t* at = Reserve(client, bytes, &error);
     if (at == nullptr) {
-      out.insert(out.end(), end - begin, error.value());
+      out.insert(out.end(), end - begin, CodeOf(error));
       begin = end;
       continue;
     }
@@ -96,7 +98,7 @@ std::vector<int64_t> StagingArea::Put(store::StoreClient& client,
                     }
                     auto codes = client.BatchPutFrom(chunk, ptrs, sizes, config);
                     for (size_t i = 0; i < chunk.size(); ++i) {
-                      out.push_back(i < codes.size() ? codes[i].value() : kInternalError);
+                      out.push_back(i < codes.size() ? CodeOf(codes[i]) : kInternalError);
                     }
                   });
 }
@@ -111,7 +113,7 @@ std::vector<int64_t> StagingArea::Get(store::StoreClient& client,
                     auto got = client.BatchGetInto(chunk, ptrs, sizes);
                     for (size_t i = 0; i < chunk.size(); ++i) {
                       if (i >= got.size() || !got[i].ok()) {
-                        out.push_back(i < got.size() ? got[i].status().value() : kInternalError);
+                        out.push_back(i < got.size() ? CodeOf(got[i].status()) : kInternalError);
                         continue;
                       }
                       const size_t n = got[i].value();

@@ -41,7 +41,7 @@ class StagingArea {
   // An area of at least `bytes` shared with `client`, or nullptr (`error` says why). A bigger
   // area replaces the current one for later calls; old areas stay mapped, because the client
   // keeps naming their ranges until it closes.
-  uint8_t* Reserve(store::StoreClient& client, size_t bytes, store::StoreStatus* error);
+  uint8_t* Reserve(store::StoreClient& client, size_t bytes, Status* error);
   // Consecutive keys [begin, end) whose parts fit in the area together (at least one key).
   size_t ChunkEnd(const std::vector<Parts>& parts, size_t begin) const;
   template <typename Run>

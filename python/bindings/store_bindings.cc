@@ -31,42 +31,11 @@ namespace {
 
 using store::ErrorCode;
 using store::StoreClient;
-using store::StoreResult;
-using store::StoreStatus;
+using store::StoreError;
 
 constexpr int64_t kRpcFail = static_cast<int64_t>(ErrorCode::RPC_FAIL);
 constexpr int64_t kInvalidParams = static_cast<int64_t>(ErrorCode::INVALID_PARAMS);
 constexpr int64_t kInternalError = static_cast<int64_t>(ErrorCode::INTERNAL_ERROR);
-
-// Every ErrorCode enumerator, for kvtier.store.ErrorCode (keep in step with store_status.h).
-constexpr ErrorCode kAllCodes[] = {
-    ErrorCode::OK,
-    ErrorCode::INTERNAL_ERROR,
-    ErrorCode::BUFFER_OVERFLOW,
-    ErrorCode::SEGMENT_NOT_FOUND,
-    ErrorCode::SEGMENT_ALREADY_EXISTS,
-    ErrorCode::CLIENT_NOT_FOUND,
-    ErrorCode::NO_AVAILABLE_HANDLE,
-    ErrorCode::INVALID_KEY,
-    ErrorCode::WRITE_FAIL,
-    ErrorCode::INVALID_PARAMS,
-    ErrorCode::ILLEGAL_CLIENT,
-    ErrorCode::INVALID_WRITE,
-    ErrorCode::INVALID_READ,
-    ErrorCode::INVALID_REPLICA,
-    ErrorCode::REPLICA_IS_NOT_READY,
-    ErrorCode::OBJECT_NOT_FOUND,
-    ErrorCode::OBJECT_ALREADY_EXISTS,
-    ErrorCode::OBJECT_HAS_LEASE,
-    ErrorCode::LEASE_EXPIRED,
-    ErrorCode::TRANSFER_FAIL,
-    ErrorCode::RPC_FAIL,
-    ErrorCode::RPC_TIMEOUT,
-    ErrorCode::ETCD_OPERATION_ERROR,
-    ErrorCode::ETCD_TRANSACTION_FAIL,
-    ErrorCode::UNAVAILABLE_IN_CURRENT_MODE,
-    ErrorCode::FILE_NOT_FOUND,
-};
 
 template <typename F>
 auto NoGil(F&& f) {
@@ -74,13 +43,14 @@ auto NoGil(F&& f) {
   return f();
 }
 
-int64_t ValueOf(const StoreResult<uint64_t>& r) {
-  return r.ok() ? static_cast<int64_t>(r.value()) : r.status().value();
+// What Python gets for a status: 0, or Mooncake's negative code.
+int64_t ValueOf(const Status& s) { return static_cast<int64_t>(store::ErrorCodeOf(s)); }
+int64_t ValueOf(const Result<uint64_t>& r) {
+  return r.ok() ? static_cast<int64_t>(r.value()) : ValueOf(r.status());
 }
-int64_t ValueOf(const StoreResult<bool>& r) {
-  return r.ok() ? (r.value() ? 1 : 0) : r.status().value();
+int64_t ValueOf(const Result<bool>& r) {
+  return r.ok() ? (r.value() ? 1 : 0) : ValueOf(r.status());
 }
-int64_t ValueOf(const StoreStatus& s) { return s.value(); }
 
 // One int per key; a backend that answered the wrong number of results is an internal error
 // rather than an out-of-bounds read.
@@ -268,7 +238,7 @@ class StoreHandle {
       const Parts part{{{const_cast<void*>(v.data()), v.size()}}, v.size()};
       return NoGil([&] { return staging->Put(*c, {k}, {part}, cfg).front(); });
     }
-    return NoGil([&] { return c->Put(k, v.data(), v.size(), cfg).value(); });
+    return NoGil([&] { return ValueOf(c->Put(k, v.data(), v.size(), cfg)); });
   }
 
   py::bytes Get(py::handle key) {
@@ -276,7 +246,7 @@ class StoreHandle {
     if (!c) return py::bytes();
     const std::string k = KeyOf(key);
     auto staging = stage_bytes_ ? staging_ : nullptr;
-    StoreResult<std::string> r = NoGil([&] { return GetBytes(*c, staging.get(), k); });
+    Result<std::string> r = NoGil([&] { return GetBytes(*c, staging.get(), k); });
     if (!r.ok()) return py::bytes();
     return py::bytes(r.value());
   }
@@ -307,7 +277,7 @@ class StoreHandle {
     auto c = client_;
     if (!c) return kRpcFail;
     const std::string k = KeyOf(key);
-    return NoGil([&] { return c->Remove(k, force).value(); });
+    return NoGil([&] { return ValueOf(c->Remove(k, force)); });
   }
 
   int64_t RemoveAll(bool force) {
@@ -325,7 +295,7 @@ class StoreHandle {
   uintptr_t AllocFromMemPool(size_t size) {
     auto c = client_;
     if (!c) return 0;
-    StoreResult<void*> r = NoGil([&] { return c->AllocFromMemPool(size); });
+    Result<void*> r = NoGil([&] { return c->AllocFromMemPool(size); });
     return r.ok() ? reinterpret_cast<uintptr_t>(r.value()) : 0;
   }
 
@@ -336,9 +306,9 @@ class StoreHandle {
     if (!c) return kRpcFail;
     if (auto host = FindHostRegion(ptr, size)) {
       return NoGil(
-          [&] { return c->RegisterSharedMemory(host->base, host->size, host->fd).value(); });
+          [&] { return ValueOf(c->RegisterSharedMemory(host->base, host->size, host->fd)); });
     }
-    return NoGil([&] { return c->RegisterBuffer(reinterpret_cast<void*>(ptr), size).value(); });
+    return NoGil([&] { return ValueOf(c->RegisterBuffer(reinterpret_cast<void*>(ptr), size)); });
   }
 
   // Host-allocator memory stays shared until close() (the node keeps its mapping): 0.
@@ -346,7 +316,7 @@ class StoreHandle {
     auto c = client_;
     if (!c) return kRpcFail;
     if (FindHostRegion(ptr, 1)) return 0;
-    return NoGil([&] { return c->UnregisterBuffer(reinterpret_cast<void*>(ptr)).value(); });
+    return NoGil([&] { return ValueOf(c->UnregisterBuffer(reinterpret_cast<void*>(ptr))); });
   }
 
   std::vector<int64_t> BatchRemove(py::handle keys_obj, bool force) {
@@ -363,10 +333,10 @@ class StoreHandle {
     py::list out;
     auto c = client_;
     auto staging = stage_bytes_ ? staging_ : nullptr;
-    std::vector<StoreResult<std::string>> values;
+    std::vector<Result<std::string>> values;
     if (c) {
       values = NoGil([&] {
-        std::vector<StoreResult<std::string>> v;
+        std::vector<Result<std::string>> v;
         v.reserve(keys.size());
         for (const auto& k : keys) v.push_back(GetBytes(*c, staging.get(), k));
         return v;
@@ -464,7 +434,7 @@ class StoreHandle {
     stage_bytes_ = false;
     if (!c) return 0;
     return NoGil([&] {
-      const int64_t code = c->Close().value();
+      const int64_t code = ValueOf(c->Close());
       c.reset();  // the last reference (unless a call on another thread still holds one)
       return code;
     });
@@ -473,14 +443,13 @@ class StoreHandle {
  private:
   // The whole value: through the client's local buffer, or, with `staging` (a dummy without
   // one), through the staging area. Runs without the GIL.
-  static StoreResult<std::string> GetBytes(StoreClient& c, StagingArea* staging,
-                                           const std::string& k) {
+  static Result<std::string> GetBytes(StoreClient& c, StagingArea* staging, const std::string& k) {
     if (staging == nullptr) return c.Get(k);
     auto size = c.GetSize(k);
     if (!size.ok()) return size.status();
     std::string out(*size, '\0');
     const int64_t n = staging->Get(c, {k}, {Parts{{{out.data(), out.size()}}, out.size()}})[0];
-    if (n < 0) return StoreStatus(store::ErrorCodeFromInt(n), "get through the staging area");
+    if (n < 0) return StoreError(store::ErrorCodeFromInt(n), "get through the staging area");
     out.resize(static_cast<size_t>(n));
     return out;
   }
@@ -491,9 +460,9 @@ class StoreHandle {
       return py::make_tuple(kInvalidParams, "this store is already set up: close() it first");
     }
     setting_up_ = true;
-    StoreResult<std::unique_ptr<StoreClient>> r = NoGil(start);
+    Result<std::unique_ptr<StoreClient>> r = NoGil(start);
     setting_up_ = false;
-    if (!r.ok()) return py::make_tuple(r.status().value(), r.status().ToString());
+    if (!r.ok()) return py::make_tuple(ValueOf(r.status()), store::StoreErrorString(r.status()));
     client_ = std::shared_ptr<StoreClient>(std::move(r).value());
     staging_ = std::make_shared<StagingArea>();
     return py::make_tuple(0, "");
@@ -578,7 +547,8 @@ void InitStoreBindings(py::module_& m) {
       "store_error_codes",
       [] {
         py::dict d;
-        for (ErrorCode c : kAllCodes) d[py::str(store::ErrorName(c))] = static_cast<int>(c);
+        for (ErrorCode c : store::AllErrorCodes())
+          d[py::str(store::ErrorName(c))] = static_cast<int>(c);
         return d;
       },
       "{name: value} of every store ErrorCode.");

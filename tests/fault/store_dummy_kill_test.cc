@@ -47,7 +47,7 @@ int Victim(const std::string& node, int round, int report_fd) {
     const std::string key = VictimKey(round, i);
     const auto v = MakeValue(key, kBig);
     tell('S', i);
-    StoreStatus put;
+    Status put;
     if (i % 2 == 0) {
       put = c->Put(key, v.data(), v.size());
     } else {

@@ -18,9 +18,9 @@
 namespace kvtier::fault {
 
 using store::ErrorCode;
+using store::ErrorCodeOf;
 using store::PutConfig;
 using store::StoreClient;
-using store::StoreStatus;
 // What every store fault test names (each used to spell these out itself).
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -50,8 +50,8 @@ inline PutConfig Placement(uint32_t replicas, const std::string& preferred = "")
   return config;
 }
 
-inline StoreStatus PutValue(StoreClient& c, const std::string& key, size_t size,
-                            const PutConfig& config = {}, uint64_t version = 0) {
+inline Status PutValue(StoreClient& c, const std::string& key, size_t size,
+                       const PutConfig& config = {}, uint64_t version = 0) {
   const auto v = MakeValue(key, size, version);
   return c.Put(key, v.data(), v.size(), config);
 }
@@ -65,7 +65,7 @@ struct Read {
 inline Read ReadChecked(StoreClient& c, const std::string& key) {
   auto got = c.Get(key);
   if (!got.ok()) {
-    const bool missing = got.status().code() == ErrorCode::OBJECT_NOT_FOUND;
+    const bool missing = ErrorCodeOf(got.status()) == ErrorCode::OBJECT_NOT_FOUND;
     return {missing ? Read::kNotFound : Read::kError, got.status().ToString()};
   }
   const std::string problem = CheckValue(

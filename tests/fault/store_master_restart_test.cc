@@ -33,7 +33,7 @@ void Load(StoreClient& c, std::atomic<bool>& stop, std::atomic<int>& ops,
   for (int n = 0; !stop; ++n) {
     Written w{"load-" + std::to_string(n), false, {}};
     w.put_started = steady_clock::now();
-    const StoreStatus put = PutValue(c, w.key, kSize, Placement(1 + n % 2), n);
+    const Status put = PutValue(c, w.key, kSize, Placement(1 + n % 2), n);
     w.put_ok = put.ok();
     (put.ok() ? tally.puts_ok : tally.puts_failed)++;
     if (!put.ok()) tally.last_put_error = put.ToString();

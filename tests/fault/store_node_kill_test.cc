@@ -40,7 +40,7 @@ void Load(StoreClient& c, const std::string& c_address, const std::vector<LoadKe
     const PutConfig config = k.cls == kSoloA ? Placement(1)
                                              : Placement(k.cls == kPairC ? 2 : 1, c_address);
     k.put_started = steady_clock::now();
-    const StoreStatus put = PutValue(c, k.key, kSize, config, n);
+    const Status put = PutValue(c, k.key, kSize, config, n);
     k.put_ok = put.ok();
     (put.ok() ? tally.puts_ok : tally.puts_failed)++;
     if (!put.ok()) tally.last_put_error = put.ToString();

@@ -90,7 +90,7 @@ TEST(StoreNodePause, AWriteFromBeforeTheDropNeverLandsOnSpaceHandedOutAgain) {
 
   ASSERT_EQ(::kill(c.process().pid(), SIGSTOP), 0);
   std::atomic<bool> stalled_done{false};
-  StoreStatus stalled_put;
+  Status stalled_put;
   std::thread writer([&] {
     stalled_put = PutValue(*on_a, "stalled", kStalled, Placement(1, c.address()));
     stalled_done = true;

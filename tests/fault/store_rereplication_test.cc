@@ -62,7 +62,7 @@ TEST(StoreReReplication, ObjectsThatLostAReplicaGetANewOneAndSurviveASecondLoss)
     for (int n = 0; !stop; ++n) {
       if (n < kLoadPuts) {
         const std::string key = "rr-load-" + std::to_string(n);
-        const StoreStatus put = PutValue(*on_d, key, kSize);
+        const Status put = PutValue(*on_d, key, kSize);
         (put.ok() ? tally.puts_ok : tally.puts_failed)++;
         if (put.ok()) written.push_back(key);
       }

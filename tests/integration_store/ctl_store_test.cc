@@ -139,7 +139,8 @@ TEST_F(CtlStoreTest, RemoveTakesKeysOrAPrefixAndRespectsLeases) {
   EXPECT_EQ(some.status, 1) << some.err;  // one of the two was not removed
   ExpectContains(some.out, "removed 1 of 2 keys");
   ExpectContains(some.err, "key 'no-such-key' not removed");
-  EXPECT_EQ(dummy_->Get("ctl-a-1").status().code(), store::ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(store::ErrorCodeOf(dummy_->Get("ctl-a-1").status()),
+            store::ErrorCode::OBJECT_NOT_FOUND);
 
   const nlohmann::json prefix = CtlJson(Master() + " remove --prefix ctl-a-");
   EXPECT_EQ(prefix["removed"], 1);  // ctl-a-2

@@ -65,7 +65,7 @@ TEST(StoreAuth, OnlyHoldersOfTheSharedSecretMoveBytes) {
     auto embedded = store::CreateStoreClient(*parsed);
     if (token == bad) {
       ASSERT_FALSE(embedded.ok()) << "an embedded client with another secret was let in";
-      EXPECT_EQ(embedded.status().code(), store::ErrorCode::ILLEGAL_CLIENT)
+      EXPECT_EQ(store::ErrorCodeOf(embedded.status()), store::ErrorCode::ILLEGAL_CLIENT)
           << embedded.status().ToString();
       EXPECT_NE(embedded.status().message().find("refused authentication"), std::string::npos)
           << embedded.status().message();

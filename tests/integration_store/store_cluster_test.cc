@@ -152,9 +152,10 @@ int MetadataStraightToTheMaster(const std::string& node) {
   }
   auto size = c->GetSize(keys[1]);
   if (!size.ok() || *size != 1000) return 12;
-  if (c->GetSize("meta-missing").status().code() != ErrorCode::OBJECT_NOT_FOUND) return 13;
+  if (store::ErrorCodeOf(c->GetSize("meta-missing").status()) != ErrorCode::OBJECT_NOT_FOUND)
+    return 13;
   auto removed = c->BatchRemove({keys[0], "meta-missing"}, /*force=*/true);
-  if (!removed[0].ok() || removed[1].code() != ErrorCode::OBJECT_NOT_FOUND) return 14;
+  if (!removed[0].ok() || store::ErrorCodeOf(removed[1]) != ErrorCode::OBJECT_NOT_FOUND) return 14;
   if (*c->BatchIsExist({keys[0]})[0]) return 15;
   // Bad keys are refused here, as the node would.
   if (c->BatchIsExist({""})[0].ok()) return 16;
@@ -225,7 +226,8 @@ TEST(StoreCluster, KilledNodeIsUnmountedAndItsObjectsGo) {
       [&] { return HttpJson(master.http_port(), "/status").value("nodes_alive", -1) == 1; },
       std::chrono::seconds(10)));
   auto gone = on_a->Get("on-b");
-  EXPECT_EQ(gone.status().code(), ErrorCode::OBJECT_NOT_FOUND) << gone.status().ToString();
+  EXPECT_EQ(store::ErrorCodeOf(gone.status()), ErrorCode::OBJECT_NOT_FOUND)
+      << gone.status().ToString();
   auto kept = on_a->Get("on-a");
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
   EXPECT_EQ(*kept, va);

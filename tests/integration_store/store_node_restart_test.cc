@@ -57,10 +57,10 @@ void ExpectMissing(StoreClient& c, const std::string& prefix, const std::string&
   for (int i = 0; i < kKeys; ++i) {
     const std::string key = Key(prefix, i);
     auto got = c.Get(key);
-    EXPECT_EQ(got.status().code(), ErrorCode::OBJECT_NOT_FOUND)
+    EXPECT_EQ(store::ErrorCodeOf(got.status()), ErrorCode::OBJECT_NOT_FOUND)
         << via << " " << key << ": " << (got.ok() ? "got bytes" : got.status().ToString());
     auto into = c.BatchGetInto({key}, {*pool}, {kSize}).at(0);
-    EXPECT_EQ(into.status().code(), ErrorCode::OBJECT_NOT_FOUND)
+    EXPECT_EQ(store::ErrorCodeOf(into.status()), ErrorCode::OBJECT_NOT_FOUND)
         << via << " " << key << ": " << (into.ok() ? "got bytes" : into.status().ToString());
   }
   (void)c.UnregisterBuffer(*pool);

@@ -45,7 +45,7 @@ class MasterProcess {
       if (!proc_.Alive()) throw std::runtime_error("kvtier master exited at startup");
       // Exist grants no lease and changes nothing: a pure probe.
       auto r = client->Exist({"kvtier-test-probe"});
-      const auto code = r.at(0).status().code();
+      const auto code = store::ErrorCodeOf(r.at(0).status());
       if (code == store::ErrorCode::ILLEGAL_CLIENT) {  // refused: a test bug, not slowness
         Kill();
         throw std::runtime_error("kvtier master refused the probe: " + r.at(0).status().message());

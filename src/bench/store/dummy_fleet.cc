@@ -44,7 +44,7 @@ class DummyWorker {
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
       const auto t0 = BenchClock::now();
-      std::vector<store::StoreStatus> st = client_->BatchPutFrom(b.keys, b.buffers, b.sizes);
+      std::vector<Status> st = client_->BatchPutFrom(b.keys, b.buffers, b.sizes);
       s.batch_us.push_back(MicrosSince(t0));
       for (size_t i = 0; i < st.size(); ++i) {
         if (!st[i].ok()) AddError(s.errors, fmt::format("put '{}': {}", b.keys[i], st[i].ToString()));
@@ -65,7 +65,7 @@ class DummyWorker {
     s.start_ns = NowNs();
     for (const Batch& b : batches) {
       const auto t0 = BenchClock::now();
-      std::vector<store::StoreResult<uint64_t>> r = client_->BatchGetInto(b.keys, b.buffers, b.sizes);
+      std::vector<Result<uint64_t>> r = client_->BatchGetInto(b.keys, b.buffers, b.sizes);
       s.batch_us.push_back(MicrosSince(t0));
       for (size_t i = 0; i < r.size(); ++i) {
         if (!r[i].ok()) {
@@ -102,10 +102,10 @@ class DummyWorker {
     while (!left.empty()) {
       std::vector<std::string> leased;
       for (std::string& key : left) {
-        store::StoreStatus st = client_->Remove(key);
+        Status st = client_->Remove(key);
         if (st.ok()) {
           ++removed;
-        } else if (st.code() == store::ErrorCode::OBJECT_HAS_LEASE &&
+        } else if (store::ErrorCodeOf(st) == store::ErrorCode::OBJECT_HAS_LEASE &&
                    BenchClock::now() < deadline) {
           leased.push_back(std::move(key));
         } else {

@@ -50,7 +50,7 @@ struct ThreadTally {
 // One call; answers compared with what each key should be.
 void Call(store::MasterApi& master, const Batch& b, ThreadTally& t) {
   const auto t0 = BenchClock::now();
-  std::vector<store::StoreResult<bool>> r = master.Exist(b.keys);
+  std::vector<Result<bool>> r = master.Exist(b.keys);
   t.call_us.push_back(MicrosSince(t0));
   if (r.size() != b.keys.size()) {
     AddError(t.errors, fmt::format("exist: {} answers for {} keys", r.size(), b.keys.size()));

@@ -74,7 +74,7 @@ class Calls {
   }
 
   json Run() {
-    std::vector<store::StoreStatus> put = client_.BatchPutFrom(present_, buffers_, sizes_);
+    std::vector<Status> put = client_.BatchPutFrom(present_, buffers_, sizes_);
     if (Check("put (the keys that exist)", present_, put)) {
       for (uint32_t n = 0; n < spec_.warmup_calls + spec_.calls; ++n) {
         timed_ = n >= spec_.warmup_calls;
@@ -138,7 +138,7 @@ class Calls {
   }
 
   void Exists(Row row, const std::vector<std::string>& keys, const std::vector<bool>& expected) {
-    std::vector<store::StoreResult<bool>> r = Time(row, [&] { return client_.BatchIsExist(keys); });
+    std::vector<Result<bool>> r = Time(row, [&] { return client_.BatchIsExist(keys); });
     if (r.size() != keys.size()) {
       AddError(errors_, fmt::format("exists: {} answers for {} keys", r.size(), keys.size()));
       return;
@@ -157,7 +157,7 @@ class Calls {
   }
 
   void GetSize(const std::string& key) {
-    store::StoreResult<uint64_t> r = Time(kGetSize1, [&] { return client_.GetSize(key); });
+    Result<uint64_t> r = Time(kGetSize1, [&] { return client_.GetSize(key); });
     if (!r.ok()) {
       AddError(errors_, fmt::format("get-size '{}': {}", key, r.status().ToString()));
       return;
@@ -188,12 +188,12 @@ class Calls {
     const std::vector<std::string> keys = Keys("master-put", n, count);
     const std::vector<uint64_t> sizes(count, spec_.value_bytes);
     auto started = Time(start, [&] { return master_->PutStart(writer_id_, keys, sizes, {}); });
-    std::vector<store::StoreStatus> st;
+    std::vector<Status> st;
     for (auto& r : started) {
-      st.push_back(!r.ok()      ? r.status()
-                   : r->empty() ? store::StoreStatus(store::ErrorCode::INTERNAL_ERROR,
-                                                     "no replica allocated")
-                                : store::StoreStatus::Ok());
+      st.push_back(!r.ok() ? r.status()
+                   : r->empty()
+                       ? store::StoreError(store::ErrorCode::INTERNAL_ERROR, "no replica allocated")
+                       : Status::Ok());
     }
     if (!Check("put-start", keys, st)) return;
     if (!Check("put-end", keys, Time(end, [&] { return master_->PutEnd(writer_id_, keys); }))) {
@@ -203,8 +203,7 @@ class Calls {
   }
 
   // True when there is one OK status per key.
-  bool Check(const char* op, const std::vector<std::string>& keys,
-             const std::vector<store::StoreStatus>& st) {
+  bool Check(const char* op, const std::vector<std::string>& keys, const std::vector<Status>& st) {
     if (st.size() != keys.size()) {
       AddError(errors_, fmt::format("{}: {} answers for {} keys", op, st.size(), keys.size()));
       return false;

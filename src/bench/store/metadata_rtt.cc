@@ -32,7 +32,7 @@ constexpr auto kMasterTimeout = std::chrono::milliseconds(5000);
 
 // kMetadataBatchKeys values from the client's mem pool (registered: the dummy's zero-copy path),
 // each with bytes of its own.
-store::StoreResult<uint8_t*> Values(store::StoreClient& client, uint64_t value_bytes) {
+Result<uint8_t*> Values(store::StoreClient& client, uint64_t value_bytes) {
   const uint64_t bytes = (kMetadataBatchKeys * value_bytes + 4095) / 4096 * 4096;
   auto p = client.AllocFromMemPool(bytes);
   if (!p.ok()) return p.status();

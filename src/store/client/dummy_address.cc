@@ -8,7 +8,7 @@ namespace kvtier::store {
 
 std::string DummySocketName(uint16_t port) { return fmt::format("kvtier-node-{}", port); }
 
-StoreResult<uint16_t> DummyNodePort(const std::string& server_address) {
+Result<uint16_t> DummyNodePort(const std::string& server_address) {
   const size_t colon = server_address.rfind(':');
   const std::string digits = colon == std::string::npos ? "" : server_address.substr(colon + 1);
   uint32_t port = 0;
@@ -18,7 +18,7 @@ StoreResult<uint16_t> DummyNodePort(const std::string& server_address) {
     if (ok) port = port * 10 + static_cast<uint32_t>(c - '0');
   }
   if (!ok || port == 0 || port > 65535) {
-    return StoreStatus(
+    return StoreError(
         ErrorCode::INVALID_PARAMS,
         fmt::format("server_address '{}' must be the node's host:port", server_address));
   }

@@ -9,12 +9,12 @@
 namespace kvtier::store {
 namespace {
 
-StoreStatus NotShared(const std::string& key) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS,
-                     fmt::format("key {}: the buffer is not memory shared with the node (dummy "
-                                 "mode: buffers come from alloc_from_mem_pool or lie inside "
-                                 "register_shared_memory's range)",
-                                 KeyForMessage(key)));
+Status NotShared(const std::string& key) {
+  return StoreError(ErrorCode::INVALID_PARAMS,
+                    fmt::format("key {}: the buffer is not memory shared with the node (dummy "
+                                "mode: buffers come from alloc_from_mem_pool or lie inside "
+                                "register_shared_memory's range)",
+                                KeyForMessage(key)));
 }
 
 }  // namespace
@@ -22,15 +22,15 @@ StoreStatus NotShared(const std::string& key) {
 std::vector<size_t> PrepareZeroCopy(const DummyMemory& memory, const std::vector<std::string>& keys,
                                     const std::vector<void*>& buffers,
                                     const std::vector<size_t>& sizes, dummy::Request& req,
-                                    std::vector<StoreStatus>& out) {
+                                    std::vector<Status>& out) {
   std::vector<size_t> sent;
   if (keys.size() != buffers.size() || keys.size() != sizes.size() || keys.size() > kMaxBatchKeys) {
-    const StoreStatus bad(
-        ErrorCode::INVALID_PARAMS,
-        keys.size() > kMaxBatchKeys
-            ? fmt::format("batch of {} keys (limit {})", keys.size(), kMaxBatchKeys)
-            : fmt::format("{} keys, {} buffers and {} sizes: one each per key", keys.size(),
-                          buffers.size(), sizes.size()));
+    const Status bad =
+        StoreError(ErrorCode::INVALID_PARAMS,
+                   keys.size() > kMaxBatchKeys
+                       ? fmt::format("batch of {} keys (limit {})", keys.size(), kMaxBatchKeys)
+                       : fmt::format("{} keys, {} buffers and {} sizes: one each per key",
+                                     keys.size(), buffers.size(), sizes.size()));
     std::fill(out.begin(), out.end(), bad);
     return sent;
   }

@@ -16,6 +16,6 @@ namespace kvtier::store {
 std::vector<size_t> PrepareZeroCopy(const DummyMemory& memory, const std::vector<std::string>& keys,
                                     const std::vector<void*>& buffers,
                                     const std::vector<size_t>& sizes, dummy::Request& req,
-                                    std::vector<StoreStatus>& out);
+                                    std::vector<Status>& out);
 
 }  // namespace kvtier::store

@@ -57,22 +57,22 @@ class DummyClient final : public StoreClient {
         owner_pid_(::getpid()) {}
   ~DummyClient() override { (void)Close(); }
 
-  StoreStatus Start() {
+  Status Start() {
     {
       std::lock_guard lock(mu_);
-      KVT_STORE_RETURN_IF_ERROR(Connect());
+      KVT_RETURN_IF_ERROR(Connect());
     }
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
-  StoreStatus Put(const std::string& key, const void* data, size_t size,
-                  const PutConfig& config) override {
+  Status Put(const std::string& key, const void* data, size_t size,
+             const PutConfig& config) override {
     if (Forked()) return ForkedError();
-    KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
+    KVT_RETURN_IF_ERROR(CheckKey(key));
     if (memory_.local_buffer_size() == 0) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         "this dummy has no local buffer (local_buffer_size=0): use put_from");
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        "this dummy has no local buffer (local_buffer_size=0): use put_from");
     }
     auto lock = LockUnlessForked();
     Request alloc;
@@ -83,7 +83,7 @@ class DummyClient final : public StoreClient {
     if (!staged->status.ok()) return staged->status;
     uint8_t* dst = memory_.LocalBuffer(staged->offset, size);
     if (staged->region != DummyMemory::kLocalBufferRegion || dst == nullptr) {
-      return StoreStatus(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
+      return StoreError(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
     }
     if (size > 0) std::memcpy(dst, data, size);
     Request put;
@@ -98,12 +98,12 @@ class DummyClient final : public StoreClient {
     return OneStatus(*reply);
   }
 
-  StoreResult<std::string> Get(const std::string& key) override {
+  Result<std::string> Get(const std::string& key) override {
     if (Forked()) return ForkedError();
-    KVT_STORE_RETURN_IF_ERROR(CheckKey(key));
+    KVT_RETURN_IF_ERROR(CheckKey(key));
     if (memory_.local_buffer_size() == 0) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         "this dummy has no local buffer (local_buffer_size=0): use get_into");
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        "this dummy has no local buffer (local_buffer_size=0): use get_into");
     }
     auto lock = LockUnlessForked();
     Request req;
@@ -116,19 +116,19 @@ class DummyClient final : public StoreClient {
     pending_release_.push_back(reply->offset);  // rides on the next request
     const uint8_t* src = memory_.LocalBuffer(reply->offset, reply->size);
     if (reply->region != DummyMemory::kLocalBufferRegion || src == nullptr) {
-      return StoreStatus(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
+      return StoreError(ErrorCode::INTERNAL_ERROR, "node staged outside the local buffer");
     }
     return std::string(reinterpret_cast<const char*>(src), reply->size);
   }
 
-  std::vector<StoreStatus> BatchPutFrom(const std::vector<std::string>& keys,
-                                        const std::vector<void*>& buffers,
-                                        const std::vector<size_t>& sizes,
-                                        const PutConfig& config) override {
+  std::vector<Status> BatchPutFrom(const std::vector<std::string>& keys,
+                                   const std::vector<void*>& buffers,
+                                   const std::vector<size_t>& sizes,
+                                   const PutConfig& config) override {
     Request req;
     req.op = Op::kPutFrom;
     req.config = config;
-    std::vector<StoreStatus> out(keys.size());
+    std::vector<Status> out(keys.size());
     std::vector<size_t> sent = PrepareZeroCopy(memory_, keys, buffers, sizes, req, out);
     if (sent.empty()) return out;
     auto lock = LockUnlessForked();
@@ -137,61 +137,61 @@ class DummyClient final : public StoreClient {
     return out;
   }
 
-  std::vector<StoreResult<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
-                                                  const std::vector<void*>& buffers,
-                                                  const std::vector<size_t>& sizes) override {
+  std::vector<Result<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                             const std::vector<void*>& buffers,
+                                             const std::vector<size_t>& sizes) override {
     Request req;
     req.op = Op::kGetInto;
-    std::vector<StoreStatus> statuses(keys.size());
+    std::vector<Status> statuses(keys.size());
     std::vector<size_t> sent = PrepareZeroCopy(memory_, keys, buffers, sizes, req, statuses);
-    std::vector<StoreResult<uint64_t>> out(statuses.begin(), statuses.end());
+    std::vector<Result<uint64_t>> out(statuses.begin(), statuses.end());
     if (sent.empty()) return out;
     auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) {
-      StoreStatus s = PerKey(reply, j, sent.size());
-      out[sent[j]] = s.ok() ? StoreResult<uint64_t>(reply->values[j]) : StoreResult<uint64_t>(s);
+      Status s = PerKey(reply, j, sent.size());
+      out[sent[j]] = s.ok() ? Result<uint64_t>(reply->values[j]) : Result<uint64_t>(s);
     }
     return out;
   }
 
-  std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
+  std::vector<Result<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
     auto values = KeyValues(Op::kExist, keys);
-    std::vector<StoreResult<bool>> out;
+    std::vector<Result<bool>> out;
     out.reserve(values.size());
     for (auto& v : values) {
-      out.push_back(v.ok() ? StoreResult<bool>(*v != 0) : StoreResult<bool>(v.status()));
+      out.push_back(v.ok() ? Result<bool>(*v != 0) : Result<bool>(v.status()));
     }
     return out;
   }
 
-  StoreResult<uint64_t> GetSize(const std::string& key) override {
+  Result<uint64_t> GetSize(const std::string& key) override {
     return std::move(KeyValues(Op::kGetSize, {key})[0]);
   }
 
-  StoreStatus Remove(const std::string& key, bool force) override {
+  Status Remove(const std::string& key, bool force) override {
     return KeyValues(Op::kRemove, {key}, force)[0].status();
   }
 
-  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys, bool force) override {
-    std::vector<StoreStatus> out;
+  std::vector<Status> BatchRemove(const std::vector<std::string>& keys, bool force) override {
+    std::vector<Status> out;
     out.reserve(keys.size());
     for (auto& v : KeyValues(Op::kRemove, keys, force)) out.push_back(v.status());
     return out;
   }
 
-  StoreResult<uint64_t> RemoveAll(bool force) override {
+  Result<uint64_t> RemoveAll(bool force) override {
     Request req;
     req.op = Op::kRemoveAll;
     req.force = force;
     return RemovedCount(std::move(req));
   }
 
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
     if (pattern.size() > kMaxRegexBytes) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         fmt::format("remove_by_regex: pattern of {} bytes is over the limit of {}",
-                                     pattern.size(), kMaxRegexBytes));
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        fmt::format("remove_by_regex: pattern of {} bytes is over the limit of {}",
+                                    pattern.size(), kMaxRegexBytes));
     }
     Request req;
     req.op = Op::kRemoveByRegex;
@@ -200,19 +200,19 @@ class DummyClient final : public StoreClient {
     return RemovedCount(std::move(req));
   }
 
-  StoreResult<void*> AllocFromMemPool(size_t size) override {
+  Result<void*> AllocFromMemPool(size_t size) override {
     if (Forked()) return ForkedError();
-    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (closed_) return StoreError(ErrorCode::RPC_FAIL, "dummy client is closed");
     return memory_.AllocFromMemPool(size);
   }
 
-  StoreStatus RegisterBuffer(void* buffer, size_t size) override {
+  Status RegisterBuffer(void* buffer, size_t size) override {
     if (cuda::IsDevicePointer(buffer)) return RegisterGpuBuffer(buffer, size);
     auto range = memory_.TranslateMemPool(buffer, size);
     if (!range) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         "dummy mode: buffers must come from alloc_from_mem_pool (this range is "
-                         "not inside the mem pool)");
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        "dummy mode: buffers must come from alloc_from_mem_pool (this range is "
+                        "not inside the mem pool)");
     }
     auto lock = LockUnlessForked();
     Request req;
@@ -228,14 +228,14 @@ class DummyClient final : public StoreClient {
 
   // The buffer is forgotten here even when the node cannot be told (its context then no longer
   // exists, and a reconnect does not replay it).
-  StoreStatus UnregisterBuffer(void* buffer) override {
+  Status UnregisterBuffer(void* buffer) override {
     auto lock = LockUnlessForked();
     // The node keeps a GPU buffer opened until this client closes (IPC handles cannot be
     // closed per range); unregistering it only stops this client naming it again.
-    if (memory_.IsGpuRegion(buffer)) return StoreStatus::Ok();
+    if (memory_.IsGpuRegion(buffer)) return Status::Ok();
     auto it = buffers_.find(static_cast<uint8_t*>(buffer));
     if (it == buffers_.end()) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS, "unregister_buffer: buffer not registered");
+      return StoreError(ErrorCode::INVALID_PARAMS, "unregister_buffer: buffer not registered");
     }
     auto range = memory_.TranslateMemPool(buffer, it->second);
     buffers_.erase(it);
@@ -249,11 +249,11 @@ class DummyClient final : public StoreClient {
   }
 
   // Checked here, then told to the node (region + one buffer over all of it).
-  StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) override {
+  Status RegisterSharedMemory(void* base, size_t size, int fd) override {
     if (Forked()) return ForkedError();
     auto lock = LockUnlessForked();
-    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
-    if (memory_.IsShared(base, size)) return StoreStatus::Ok();
+    if (closed_) return StoreError(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (memory_.IsShared(base, size)) return Status::Ok();
     return AddSharedRegion(memory_.PrepareShared(base, size, fd));
   }
 
@@ -262,14 +262,14 @@ class DummyClient final : public StoreClient {
     return hostname_;
   }
 
-  StoreStatus Close() override {
+  Status Close() override {
     if (Forked()) {
       // A copy made by fork(): the parent's threads and connection are not this process's to
       // stop or use; only this process's copy of the socket is closed.
       closed_ = true;
       if (heartbeat_.joinable()) heartbeat_.detach();
       conn_ = wire::UniqueFd();
-      return StoreStatus::Ok();
+      return Status::Ok();
     }
     {
       std::lock_guard lock(hb_mu_);
@@ -282,31 +282,31 @@ class DummyClient final : public StoreClient {
     std::lock_guard lock(mu_);
     closed_ = true;
     Drop();
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
  private:
   // GPU memory (CUDA IPC, same host): a region of its own, one buffer, replayed like shared
   // memory. The node copies between it and its segments; no host copy on this side.
-  StoreStatus RegisterGpuBuffer(void* buffer, size_t size) {
+  Status RegisterGpuBuffer(void* buffer, size_t size) {
     if (Forked()) return ForkedError();
     auto lock = LockUnlessForked();
-    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
-    if (memory_.IsShared(buffer, size)) return StoreStatus::Ok();
+    if (closed_) return StoreError(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (memory_.IsShared(buffer, size)) return Status::Ok();
     return AddSharedRegion(memory_.PrepareGpu(buffer, size));
   }
 
   // Tells the node (connecting first if needed), and only then adds the region to memory_: a
   // refused region leaves nothing to replay. Caller holds mu_.
-  StoreStatus AddSharedRegion(StoreResult<DummyMemory::SharedRegion> shared) {
+  Status AddSharedRegion(Result<DummyMemory::SharedRegion> shared) {
     if (!shared.ok()) return shared.status();
     if (!conn_.valid() || PeerGone()) {
       Drop();
-      KVT_STORE_RETURN_IF_ERROR(Connect());
+      KVT_RETURN_IF_ERROR(Connect());
     }
-    KVT_STORE_RETURN_IF_ERROR(SetupRegion(shared->view()));
+    KVT_RETURN_IF_ERROR(SetupRegion(shared->view()));
     memory_.AddShared(std::move(*shared));
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
   // fork() copies the client but not its heartbeat thread, and a connection shared by two
@@ -316,15 +316,14 @@ class DummyClient final : public StoreClient {
   std::unique_lock<std::mutex> LockUnlessForked() {
     return Forked() ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mu_);
   }
-  static StoreStatus ForkedError() {
-    return StoreStatus(ErrorCode::RPC_FAIL,
-                       "this dummy client was created before fork(): create a new one in this "
-                       "process");
+  static Status ForkedError() {
+    return StoreError(ErrorCode::RPC_FAIL,
+                      "this dummy client was created before fork(): create a new one in this "
+                      "process");
   }
 
-
   // remove_all / remove_by_regex: how many went.
-  StoreResult<uint64_t> RemovedCount(Request req) {
+  Result<uint64_t> RemovedCount(Request req) {
     auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     if (!reply.ok()) return reply.status();
@@ -333,20 +332,20 @@ class DummyClient final : public StoreClient {
   }
 
   // Exist / GetSize / Remove: per-key values (0 for Remove).
-  std::vector<StoreResult<uint64_t>> KeyValues(Op op, const std::vector<std::string>& keys,
-                                               bool force = false) {
-    std::vector<StoreResult<uint64_t>> out(keys.size(), StoreResult<uint64_t>(uint64_t{0}));
+  std::vector<Result<uint64_t>> KeyValues(Op op, const std::vector<std::string>& keys,
+                                          bool force = false) {
+    std::vector<Result<uint64_t>> out(keys.size(), Result<uint64_t>(uint64_t{0}));
     Request req;
     req.op = op;
     req.force = force;
     std::vector<size_t> sent;
     for (size_t i = 0; i < keys.size(); ++i) {
-      StoreStatus s = CheckKey(keys[i]);
+      Status s = CheckKey(keys[i]);
       if (!s.ok()) {
         out[i] = s;
       } else if (req.keys.size() == kMaxBatchKeys) {
-        out[i] = StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("batch of {} keys (limit {})",
-                                                                    keys.size(), kMaxBatchKeys));
+        out[i] = StoreError(ErrorCode::INVALID_PARAMS,
+                            fmt::format("batch of {} keys (limit {})", keys.size(), kMaxBatchKeys));
       } else {
         req.keys.push_back(keys[i]);
         sent.push_back(i);
@@ -362,7 +361,7 @@ class DummyClient final : public StoreClient {
     auto lock = LockUnlessForked();
     auto reply = Call(std::move(req), true);
     for (size_t j = 0; j < sent.size(); ++j) {
-      StoreStatus s = PerKey(reply, j, sent.size());
+      Status s = PerKey(reply, j, sent.size());
       if (!s.ok()) {
         out[sent[j]] = std::move(s);
       } else if (op != Op::kRemove) {
@@ -373,48 +372,48 @@ class DummyClient final : public StoreClient {
   }
 
   // Key j's status of a batch reply with `n` keys (a failed call fails every key).
-  static StoreStatus PerKey(const StoreResult<Reply>& reply, size_t j, size_t n) {
+  static Status PerKey(const Result<Reply>& reply, size_t j, size_t n) {
     if (!reply.ok()) return reply.status();
     if (!reply->status.ok()) return reply->status;
     if (reply->statuses.size() != n || (!reply->values.empty() && reply->values.size() != n)) {
-      return StoreStatus(
+      return StoreError(
           ErrorCode::INTERNAL_ERROR,
           fmt::format("node answered {} results for {} keys", reply->statuses.size(), n));
     }
     return reply->statuses[j];
   }
-  static StoreStatus OneStatus(const Reply& reply) {
+  static Status OneStatus(const Reply& reply) {
     if (!reply.status.ok()) return reply.status;
-    if (reply.statuses.size() != 1) return StoreStatus(ErrorCode::INTERNAL_ERROR, "no result");
+    if (reply.statuses.size() != 1) return StoreError(ErrorCode::INTERNAL_ERROR, "no result");
     return reply.statuses[0];
   }
 
   // One request on the connection (caller holds mu_), reconnecting as the file comment says.
-  StoreResult<Reply> Call(Request req, bool may_reconnect) {
+  Result<Reply> Call(Request req, bool may_reconnect) {
     if (Forked()) return ForkedError();
-    if (closed_) return StoreStatus(ErrorCode::RPC_FAIL, "dummy client is closed");
+    if (closed_) return StoreError(ErrorCode::RPC_FAIL, "dummy client is closed");
     bool fresh = false;
     if (!conn_.valid() || PeerGone()) {
       Drop();
       if (!may_reconnect) {
-        return StoreStatus(ErrorCode::RPC_FAIL, "connection to the node lost mid-operation");
+        return StoreError(ErrorCode::RPC_FAIL, "connection to the node lost mid-operation");
       }
-      KVT_STORE_RETURN_IF_ERROR(Connect());
+      KVT_RETURN_IF_ERROR(Connect());
       fresh = true;
     }
     req.release = pending_release_;
     const std::string body = dummy::EncodeRequest(req);
     if (body.size() > dummy::kMaxFrameBytes) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         fmt::format("request of {} bytes exceeds the {}-byte frame limit: split "
-                                     "the batch",
-                                     body.size(), dummy::kMaxFrameBytes));
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        fmt::format("request of {} bytes exceeds the {}-byte frame limit: split "
+                                    "the batch",
+                                    body.size(), dummy::kMaxFrameBytes));
     }
     pending_release_.clear();  // sent with this request (or void with its connection)
     auto reply = Exchange(req.op, dummy::EncodeFrame(static_cast<uint32_t>(req.op), body), -1);
     if (!reply.ok() && reply.status().code() == Code::kUnavailable && !fresh && may_reconnect) {
       Drop();
-      KVT_STORE_RETURN_IF_ERROR(Connect());
+      KVT_RETURN_IF_ERROR(Connect());
       req.release.clear();  // those blocks died with the old connection's context
       reply = Exchange(
           req.op, dummy::EncodeFrame(static_cast<uint32_t>(req.op), dummy::EncodeRequest(req)), -1);
@@ -423,8 +422,8 @@ class DummyClient final : public StoreClient {
       Drop();
       const ErrorCode code =
           reply.status().code() == Code::kTimeout ? ErrorCode::RPC_TIMEOUT : ErrorCode::RPC_FAIL;
-      return StoreStatus(code, fmt::format("dummy connection to node @{}: {}", socket_name_,
-                                           reply.status().message()));
+      return StoreError(code, fmt::format("dummy connection to node @{}: {}", socket_name_,
+                                          reply.status().message()));
     }
     return std::move(*reply);
   }
@@ -455,12 +454,11 @@ class DummyClient final : public StoreClient {
   }
 
   // New connection: HELLO, then every region and buffer again (caller holds mu_).
-  StoreStatus Connect() {
+  Status Connect() {
     auto fd = dummy::ConnectSocket(socket_name_);
     if (!fd.ok()) {
-      return StoreStatus(
-          ErrorCode::RPC_FAIL,
-          fmt::format("cannot reach the node's dummy socket: {}", fd.status().message()));
+      return StoreError(ErrorCode::RPC_FAIL, fmt::format("cannot reach the node's dummy socket: {}",
+                                                         fd.status().message()));
     }
     (void)dummy::SetSocketTimeouts(fd->get(), options_.timeout, options_.timeout);
     conn_ = std::move(*fd);
@@ -476,7 +474,7 @@ class DummyClient final : public StoreClient {
       hostname_ = reply->endpoint;
     }
     metadata_.Route(reply->master, reply->master_token, options_.timeout);
-    for (const auto& region : memory_.Regions()) KVT_STORE_RETURN_IF_ERROR(SetupRegion(region));
+    for (const auto& region : memory_.Regions()) KVT_RETURN_IF_ERROR(SetupRegion(region));
     for (const auto& [ptr, size] : buffers_) {
       auto range = memory_.TranslateMemPool(ptr, size);
       Request reg;
@@ -484,13 +482,13 @@ class DummyClient final : public StoreClient {
       reg.region = range->region;
       reg.offset = range->offset;
       reg.size = size;
-      KVT_STORE_RETURN_IF_ERROR(Setup(reg, -1).status());
+      KVT_RETURN_IF_ERROR(Setup(reg, -1).status());
     }
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
   // A region's memfd; a shared region is also one buffer covering all of it.
-  StoreStatus SetupRegion(const DummyMemory::RegionView& region) {
+  Status SetupRegion(const DummyMemory::RegionView& region) {
     Request req;
     if (region.gpu) {  // opened by the node; the whole region is one buffer
       req.op = Op::kRegisterGpuRegion;
@@ -505,26 +503,27 @@ class DummyClient final : public StoreClient {
     req.region = region.id;
     req.size = region.size;
     req.kind = region.kind;
-    KVT_STORE_RETURN_IF_ERROR(Setup(req, region.fd).status());
-    if (!region.shared) return StoreStatus::Ok();
+    KVT_RETURN_IF_ERROR(Setup(req, region.fd).status());
+    if (!region.shared) return Status::Ok();
     req.op = Op::kRegisterBuffer;  // offset 0, the region's size
     return Setup(req, -1).status();
   }
 
   // One step of Connect(); any failure drops the connection.
-  StoreResult<Reply> Setup(const Request& req, int pass_fd) {
+  Result<Reply> Setup(const Request& req, int pass_fd) {
     const std::string frame =
         dummy::EncodeFrame(static_cast<uint32_t>(req.op), dummy::EncodeRequest(req));
     auto reply = Exchange(req.op, frame, pass_fd);
     if (!reply.ok() || !reply->status.ok()) {
       Drop();
       if (!reply.ok()) {
-        return StoreStatus(
+        return StoreError(
             ErrorCode::RPC_FAIL,
             fmt::format("{} to the node: {}", dummy::OpName(req.op), reply.status().message()));
       }
-      return StoreStatus(reply->status.code(),
-                         fmt::format("{}: {}", dummy::OpName(req.op), reply->status.message()));
+      return Status(reply->status.code(),
+                    fmt::format("{}: {}", dummy::OpName(req.op), reply->status.message()),
+                    reply->status.detail());
     }
     return std::move(*reply);
   }
@@ -587,13 +586,13 @@ class DummyClient final : public StoreClient {
 
 }  // namespace
 
-StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options) {
+Result<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options) {
   auto port = DummyNodePort(options.server_address);
   if (!port.ok()) return port.status();
   auto memory = DummyMemory::Create(options.mem_pool_size, options.local_buffer_size);
-  if (!memory.ok()) return FromStatus(memory.status());
+  if (!memory.ok()) return memory.status();
   auto client = std::make_unique<DummyClient>(options, DummySocketName(*port), std::move(*memory));
-  KVT_STORE_RETURN_IF_ERROR(client->Start());
+  KVT_RETURN_IF_ERROR(client->Start());
   return std::unique_ptr<StoreClient>(std::move(client));
 }
 

@@ -29,11 +29,11 @@ struct DummyOptions {
   bool bulk = false;
 };
 
-StoreResult<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options);
+Result<std::unique_ptr<StoreClient>> ConnectDummy(const DummyOptions& options);
 
 // The abstract Unix socket name a node on `port` listens on.
 std::string DummySocketName(uint16_t port);
 // The port in server_address "host:port" (it names the node's socket); INVALID_PARAMS otherwise.
-StoreResult<uint16_t> DummyNodePort(const std::string& server_address);
+Result<uint16_t> DummyNodePort(const std::string& server_address);
 
 }  // namespace kvtier::store

@@ -17,8 +17,8 @@ bool Inside(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
 }
 
-StoreStatus Invalid(std::string message) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS, "register_shared_memory: " + std::move(message));
+Status Invalid(std::string message) {
+  return StoreError(ErrorCode::INVALID_PARAMS, "register_shared_memory: " + std::move(message));
 }
 
 }  // namespace
@@ -77,8 +77,8 @@ std::optional<dummy::Range> DummyMemory::TranslateMemPool(const void* ptr, uint6
   return std::nullopt;
 }
 
-StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareShared(void* base, uint64_t size,
-                                                                  int fd) const {
+Result<DummyMemory::SharedRegion> DummyMemory::PrepareShared(void* base, uint64_t size,
+                                                             int fd) const {
   if (base == nullptr || size == 0 || fd < 0) {
     return Invalid(fmt::format("needs a mapped base, a size > 0 and an fd (got {}, {}, {})", base,
                                size, fd));
@@ -112,7 +112,7 @@ StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareShared(void* base, ui
   return out;
 }
 
-StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareGpu(void* base, uint64_t size) const {
+Result<DummyMemory::SharedRegion> DummyMemory::PrepareGpu(void* base, uint64_t size) const {
   if (base == nullptr || size == 0) return Invalid("needs a device pointer and a size > 0");
   auto exported = cuda::ExportRange(base, size);
   if (!exported.ok()) return Invalid(fmt::format("GPU buffer: {}", exported.status().message()));
@@ -121,7 +121,7 @@ StoreResult<DummyMemory::SharedRegion> DummyMemory::PrepareGpu(void* base, uint6
   return out;
 }
 
-StoreResult<DummyMemory::SharedRegion> DummyMemory::NewShared(void* base, uint64_t size) const {
+Result<DummyMemory::SharedRegion> DummyMemory::NewShared(void* base, uint64_t size) const {
   const auto b = reinterpret_cast<uintptr_t>(base);
   SharedRegion out;
   out.base = static_cast<uint8_t*>(base);
@@ -176,20 +176,20 @@ std::vector<DummyMemory::RegionView> DummyMemory::Regions() const {
   return out;
 }
 
-StoreResult<void*> DummyMemory::AllocFromMemPool(size_t size) {
+Result<void*> DummyMemory::AllocFromMemPool(size_t size) {
   if (pool_data_ == nullptr) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       "this dummy has no mem pool (mem_pool_size=0 at setup)");
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      "this dummy has no mem pool (mem_pool_size=0 at setup)");
   }
-  if (size == 0) return StoreStatus(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool(0)");
+  if (size == 0) return StoreError(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool(0)");
   std::lock_guard lock(pool_mu_);
   const uint64_t capacity = pool_size_;
   // The next aligned start; sizes are not rounded, only starts are aligned.
   const uint64_t start = (pool_used_ + kMemPoolAlignment - 1) & ~(kMemPoolAlignment - 1);
   if (!Inside(start, size, capacity)) {
-    return StoreStatus(ErrorCode::NO_AVAILABLE_HANDLE,
-                       fmt::format("mem pool exhausted: {} bytes wanted, {} of {} left", size,
-                                   start <= capacity ? capacity - start : 0, capacity));
+    return StoreError(ErrorCode::NO_AVAILABLE_HANDLE,
+                      fmt::format("mem pool exhausted: {} bytes wanted, {} of {} left", size,
+                                  start <= capacity ? capacity - start : 0, capacity));
   }
   pool_used_ = start + size;
   return static_cast<void*>(pool_data_ + start);

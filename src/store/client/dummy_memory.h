@@ -20,7 +20,7 @@
 #include "common/status.h"
 #include "cuda/gpu_memory.h"
 #include "store/protocol/dummy_protocol.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier::store {
@@ -67,10 +67,10 @@ class DummyMemory {
 
   // RegisterSharedMemory's checks: arguments, `fd` a memfd sealed against shrinking of at least
   // `size` bytes, no overlap with a region, the region limit. INVALID_PARAMS naming what is wrong.
-  StoreResult<SharedRegion> PrepareShared(void* base, uint64_t size, int fd) const;
+  Result<SharedRegion> PrepareShared(void* base, uint64_t size, int fd) const;
   // The same for [base, base + size) of this process's GPU memory (one cudaMalloc allocation),
   // exported for the node through CUDA IPC.
-  StoreResult<SharedRegion> PrepareGpu(void* base, uint64_t size) const;
+  Result<SharedRegion> PrepareGpu(void* base, uint64_t size) const;
   void AddShared(SharedRegion region);
   // True when exactly [base, base + size) is already shared.
   bool IsShared(const void* base, uint64_t size) const;
@@ -80,7 +80,7 @@ class DummyMemory {
   // Every region, in id order (a copy: safe while regions are added).
   std::vector<RegionView> Regions() const;
 
-  StoreResult<void*> AllocFromMemPool(size_t size);
+  Result<void*> AllocFromMemPool(size_t size);
 
   // The local buffer's bytes [offset, offset + len) when inside it, else nullptr.
   uint8_t* LocalBuffer(uint64_t offset, uint64_t len) const;
@@ -101,7 +101,7 @@ class DummyMemory {
   };
   DummyMemory() = default;
   // An id and no overlap with any region (both kinds of shared region).
-  StoreResult<SharedRegion> NewShared(void* base, uint64_t size) const;
+  Result<SharedRegion> NewShared(void* base, uint64_t size) const;
 
   mutable std::shared_mutex regions_mu_;  // guards regions_; the fields below are set at Create
   std::vector<Region> regions_;

@@ -9,15 +9,15 @@ namespace {
 // After a direct call fails for want of the master, the node is asked for this long.
 constexpr std::chrono::seconds kSuspend{5};
 
-const StoreStatus& StatusOf(const StoreStatus& s) { return s; }
+const Status& StatusOf(const Status& s) { return s; }
 template <typename U>
-StoreStatus StatusOf(const StoreResult<U>& r) {
+Status StatusOf(const Result<U>& r) {
   return r.status();
 }
 
 template <typename T, typename F>
-std::vector<StoreResult<uint64_t>> Values(const std::vector<T>& results, F value_of) {
-  std::vector<StoreResult<uint64_t>> out;
+std::vector<Result<uint64_t>> Values(const std::vector<T>& results, F value_of) {
+  std::vector<Result<uint64_t>> out;
   out.reserve(results.size());
   for (const auto& r : results) {
     if (r.ok()) {
@@ -30,9 +30,9 @@ std::vector<StoreResult<uint64_t>> Values(const std::vector<T>& results, F value
 }
 
 // The code of a call that failed as a whole for want of the master, or OK.
-ErrorCode CallFailure(const std::vector<StoreResult<uint64_t>>& out) {
+ErrorCode CallFailure(const std::vector<Result<uint64_t>>& out) {
   if (out.empty() || out[0].ok()) return ErrorCode::OK;
-  const ErrorCode c = out[0].status().code();
+  const ErrorCode c = ErrorCodeOf(out[0].status());
   const bool whole = c == ErrorCode::RPC_FAIL || c == ErrorCode::ILLEGAL_CLIENT ||
                      c == ErrorCode::RPC_TIMEOUT;
   return whole ? c : ErrorCode::OK;
@@ -55,22 +55,21 @@ std::shared_ptr<MasterApi> DummyMetadata::Master() {
   return master_;
 }
 
-std::optional<std::vector<StoreResult<uint64_t>>> DummyMetadata::Call(
+std::optional<std::vector<Result<uint64_t>>> DummyMetadata::Call(
     dummy::Op op, const std::vector<std::string>& keys, bool force) {
   std::shared_ptr<MasterApi> master = Master();
   if (!master) return std::nullopt;
-  std::vector<StoreResult<uint64_t>> out;
+  std::vector<Result<uint64_t>> out;
   switch (op) {
     case dummy::Op::kExist:
-      out = Values(master->Exist(keys),
-                   [](const StoreResult<bool>& r) { return uint64_t{*r ? 1u : 0u}; });
+      out =
+          Values(master->Exist(keys), [](const Result<bool>& r) { return uint64_t{*r ? 1u : 0u}; });
       break;
     case dummy::Op::kGetSize:
-      out = Values(master->GetReplicas(keys),
-                   [](const StoreResult<ObjectDesc>& r) { return r->size; });
+      out = Values(master->GetReplicas(keys), [](const Result<ObjectDesc>& r) { return r->size; });
       break;
     case dummy::Op::kRemove:
-      out = Values(master->Remove(keys, force), [](const StoreStatus&) { return uint64_t{0}; });
+      out = Values(master->Remove(keys, force), [](const Status&) { return uint64_t{0}; });
       break;
     default:
       return std::nullopt;

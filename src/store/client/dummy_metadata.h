@@ -28,9 +28,9 @@ class DummyMetadata {
   // (RPC_FAIL, ILLEGAL_CLIENT). After any such failure, and after a timeout, the node is asked
   // for 5 s (its client fails fast while the master is unreachable); a timeout and a failed
   // remove are answered as they are (the master may have run the remove).
-  std::optional<std::vector<StoreResult<uint64_t>>> Call(dummy::Op op,
-                                                         const std::vector<std::string>& keys,
-                                                         bool force);
+  std::optional<std::vector<Result<uint64_t>>> Call(dummy::Op op,
+                                                    const std::vector<std::string>& keys,
+                                                    bool force);
 
  private:
   std::shared_ptr<MasterApi> Master();

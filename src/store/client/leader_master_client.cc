@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "common/etcd_address.h"
 #include "common/etcd_client.h"
@@ -17,12 +18,6 @@ namespace kvtier::store {
 namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{250};
-
-// Every key of a batch fails alike.
-template <typename R>
-std::vector<R> FailAll(size_t n, const StoreStatus& status) {
-  return std::vector<R>(n, R(status));
-}
 
 class LeaderMasterClient final : public MasterApi {
  public:
@@ -43,81 +38,76 @@ class LeaderMasterClient final : public MasterApi {
     watcher_.join();
   }
 
-  StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->MountSegment(node, segment) : m.status();
+  Status MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
+    return OnLeader([&](MasterApi& m) { return m.MountSegment(node, segment); });
   }
-  StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->UnmountSegment(node_id, segment_id) : m.status();
+  Status UnmountSegment(const std::string& node_id, uint64_t segment_id) override {
+    return OnLeader([&](MasterApi& m) { return m.UnmountSegment(node_id, segment_id); });
   }
-  StoreResult<PingReply> Ping(const NodeInfo& node) override {
-    auto m = Leader();
-    if (!m.ok()) return m.status();
-    return (*m)->Ping(node);
+  Result<PingReply> Ping(const NodeInfo& node) override {
+    return OnLeader([&](MasterApi& m) { return m.Ping(node); });
   }
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(const std::string& node_id,
-                                                              const std::vector<std::string>& keys,
-                                                              const std::vector<uint64_t>& sizes,
-                                                              const PutConfig& config) override {
-    auto m = Leader();
-    if (!m.ok()) return FailAll<StoreResult<std::vector<ReplicaDesc>>>(keys.size(), m.status());
-    return (*m)->PutStart(node_id, keys, sizes, config);
+  std::vector<Result<std::vector<ReplicaDesc>>> PutStart(const std::string& node_id,
+                                                         const std::vector<std::string>& keys,
+                                                         const std::vector<uint64_t>& sizes,
+                                                         const PutConfig& config) override {
+    return OnLeader(keys.size(),
+                    [&](MasterApi& m) { return m.PutStart(node_id, keys, sizes, config); });
   }
-  std::vector<StoreStatus> PutEnd(const std::string& node_id,
-                                  const std::vector<std::string>& keys) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->PutEnd(node_id, keys) : FailAll<StoreStatus>(keys.size(), m.status());
+  std::vector<Status> PutEnd(const std::string& node_id,
+                             const std::vector<std::string>& keys) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.PutEnd(node_id, keys); });
   }
-  std::vector<StoreStatus> PutRevoke(const std::string& node_id,
-                                     const std::vector<std::string>& keys) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->PutRevoke(node_id, keys) : FailAll<StoreStatus>(keys.size(), m.status());
+  std::vector<Status> PutRevoke(const std::string& node_id,
+                                const std::vector<std::string>& keys) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.PutRevoke(node_id, keys); });
   }
-  std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->GetReplicas(keys)
-                  : FailAll<StoreResult<ObjectDesc>>(keys.size(), m.status());
+  std::vector<Result<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.GetReplicas(keys); });
   }
-  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->Exist(keys) : FailAll<StoreResult<bool>>(keys.size(), m.status());
+  std::vector<Result<bool>> Exist(const std::vector<std::string>& keys) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.Exist(keys); });
   }
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys, bool force) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->Remove(keys, force) : FailAll<StoreStatus>(keys.size(), m.status());
+  std::vector<Status> Remove(const std::vector<std::string>& keys, bool force) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.Remove(keys, force); });
   }
-  StoreResult<uint64_t> RemoveAll(bool force) override {
-    auto m = Leader();
-    if (!m.ok()) return m.status();
-    return (*m)->RemoveAll(force);
+  Result<uint64_t> RemoveAll(bool force) override {
+    return OnLeader([&](MasterApi& m) { return m.RemoveAll(force); });
   }
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
-    auto m = Leader();
-    if (!m.ok()) return m.status();
-    return (*m)->RemoveByRegex(pattern, force);
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+    return OnLeader([&](MasterApi& m) { return m.RemoveByRegex(pattern, force); });
   }
-  StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
-                                                   uint64_t max_bytes) override {
-    auto m = Leader();
-    if (!m.ok()) return m.status();
-    return (*m)->TakeRepairs(node_id, max_bytes);
+  Result<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                              uint64_t max_bytes) override {
+    return OnLeader([&](MasterApi& m) { return m.TakeRepairs(node_id, max_bytes); });
   }
-  std::vector<StoreStatus> EndRepairs(const std::string& node_id,
-                                      const std::vector<std::string>& keys,
-                                      const std::vector<bool>& copied) override {
-    auto m = Leader();
-    return m.ok() ? (*m)->EndRepairs(node_id, keys, copied)
-                  : FailAll<StoreStatus>(keys.size(), m.status());
+  std::vector<Status> EndRepairs(const std::string& node_id, const std::vector<std::string>& keys,
+                                 const std::vector<bool>& copied) override {
+    return OnLeader(keys.size(), [&](MasterApi& m) { return m.EndRepairs(node_id, keys, copied); });
   }
 
  private:
   // The leader's client, or why there is none as of the watcher's last read: a call never
   // waits for etcd itself.
-  StoreResult<std::shared_ptr<MasterApi>> Leader() {
+  Result<std::shared_ptr<MasterApi>> Leader() {
     std::lock_guard lock(mu_);
     if (current_) return current_;
     return no_leader_;
+  }
+
+  // `call` on the leader's client, or, without a leader, why there is none.
+  template <typename Call>
+  std::invoke_result_t<Call, MasterApi&> OnLeader(Call call) {
+    using R = std::invoke_result_t<Call, MasterApi&>;
+    auto m = Leader();
+    return m.ok() ? call(**m) : R(m.status());
+  }
+  // The same for a batch of `keys` keys: without a leader each fails alike.
+  template <typename Call>
+  std::invoke_result_t<Call, MasterApi&> OnLeader(size_t keys, Call call) {
+    using R = std::invoke_result_t<Call, MasterApi&>;
+    auto m = Leader();
+    return m.ok() ? call(**m) : R(keys, typename R::value_type(m.status()));
   }
 
   // Reads the leader key; follows a new leader.
@@ -126,17 +116,19 @@ class LeaderMasterClient final : public MasterApi {
     std::lock_guard lock(mu_);
     if (!kv.ok()) {
       // etcd unreachable: keep following the leader we know; it may well still lead.
-      no_leader_ = {ErrorCode::RPC_FAIL, fmt::format("cannot read {} from etcd: {}", leader_key_,
-                                                     kv.status().ToString())};
+      no_leader_ = StoreError(
+          ErrorCode::RPC_FAIL,
+          fmt::format("cannot read {} from etcd: {}", leader_key_, kv.status().ToString()));
       return;
     }
     if (!kv->has_value() || (*kv)->value.empty()) {
       if (current_) KVT_LOG_WARN("master: {} leads no more; waiting for a standby", endpoint_);
       AbandonCurrent();
-      no_leader_ = {ErrorCode::RPC_FAIL,
-                    fmt::format("no master leads: {} is absent in etcd at {} (a standby takes "
-                                "over within the leader's lease TTL)",
-                                leader_key_, etcd_.endpoints())};
+      no_leader_ =
+          StoreError(ErrorCode::RPC_FAIL,
+                     fmt::format("no master leads: {} is absent in etcd at {} (a standby takes "
+                                 "over within the leader's lease TTL)",
+                                 leader_key_, etcd_.endpoints()));
       return;
     }
     const std::string& leader = (*kv)->value;
@@ -179,16 +171,16 @@ class LeaderMasterClient final : public MasterApi {
   std::string endpoint_;
   std::shared_ptr<std::atomic<bool>> abandoned_;  // current_'s
   // What calls get while current_ is null (set by every Resolve that leaves it null).
-  StoreStatus no_leader_{ErrorCode::RPC_FAIL, "the leader was not looked up yet"};
+  Status no_leader_ = StoreError(ErrorCode::RPC_FAIL, "the leader was not looked up yet");
   bool stopping_ = false;
   std::thread watcher_;
 };
 
 }  // namespace
 
-StoreResult<std::unique_ptr<MasterApi>> ConnectLeader(const MasterClientOptions& options) {
+Result<std::unique_ptr<MasterApi>> ConnectLeader(const MasterClientOptions& options) {
   auto address = ParseEtcdAddress(options.address);
-  if (!address.ok()) return StoreStatus(ErrorCode::INVALID_PARAMS, address.status().message());
+  if (!address.ok()) return StoreError(ErrorCode::INVALID_PARAMS, address.status().message());
   return std::unique_ptr<MasterApi>(std::make_unique<LeaderMasterClient>(options, *address));
 }
 

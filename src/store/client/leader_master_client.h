@@ -14,6 +14,6 @@
 namespace kvtier::store {
 
 // options.address is the etcd:// form; INVALID_PARAMS when it does not parse.
-StoreResult<std::unique_ptr<MasterApi>> ConnectLeader(const MasterClientOptions& options);
+Result<std::unique_ptr<MasterApi>> ConnectLeader(const MasterClientOptions& options);
 
 }  // namespace kvtier::store

@@ -20,7 +20,7 @@
 namespace kvtier::store {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 using Socket = std::unique_ptr<rpc::Channel>;
 
@@ -35,38 +35,33 @@ class MasterClient final : public MasterApi {
         channel_{options.address, options.auth_token, "the master at " + options.address,
                  rpc::MaxPayloadFor(kMaxMasterBodyBytes)} {}
 
-  StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
+  Status MountSegment(const NodeInfo& node, const SegmentInfo& segment) override {
     MasterRequest q;
     q.op = MasterRpcOp::kMountSegment;
     q.node = node;
     q.segment = segment;
-    auto reply = Call(q);
-    if (!reply.ok()) return reply.status();
-    return DecodeStatusReply(reply->data(), reply->size());
+    return One(q, DecodeStatusReply);
   }
 
-  StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) override {
+  Status UnmountSegment(const std::string& node_id, uint64_t segment_id) override {
     MasterRequest q;
     q.op = MasterRpcOp::kUnmountSegment;
     q.node_id = node_id;
     q.segment_id = segment_id;
-    auto reply = Call(q);
-    if (!reply.ok()) return reply.status();
-    return DecodeStatusReply(reply->data(), reply->size());
+    return One(q, DecodeStatusReply);
   }
 
-  StoreResult<PingReply> Ping(const NodeInfo& node) override {
+  Result<PingReply> Ping(const NodeInfo& node) override {
     MasterRequest q;
     q.op = MasterRpcOp::kPing;
     q.node = node;
-    auto reply = Call(q);
-    if (!reply.ok()) return reply.status();
-    return DecodePingReply(reply->data(), reply->size());
+    return One(q, DecodePingReply);
   }
 
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
-      const std::string& node_id, const std::vector<std::string>& keys,
-      const std::vector<uint64_t>& sizes, const PutConfig& config) override {
+  std::vector<Result<std::vector<ReplicaDesc>>> PutStart(const std::string& node_id,
+                                                         const std::vector<std::string>& keys,
+                                                         const std::vector<uint64_t>& sizes,
+                                                         const PutConfig& config) override {
     MasterRequest q;
     q.op = MasterRpcOp::kPutStart;
     q.node_id = node_id;
@@ -76,59 +71,56 @@ class MasterClient final : public MasterApi {
     return Batch(q, DecodePutStartReply);
   }
 
-  std::vector<StoreStatus> PutEnd(const std::string& node_id,
-                                  const std::vector<std::string>& keys) override {
+  std::vector<Status> PutEnd(const std::string& node_id,
+                             const std::vector<std::string>& keys) override {
     return NodeKeys(MasterRpcOp::kPutEnd, node_id, keys);
   }
 
-  std::vector<StoreStatus> PutRevoke(const std::string& node_id,
-                                     const std::vector<std::string>& keys) override {
+  std::vector<Status> PutRevoke(const std::string& node_id,
+                                const std::vector<std::string>& keys) override {
     return NodeKeys(MasterRpcOp::kPutRevoke, node_id, keys);
   }
 
-  std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
+  std::vector<Result<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
     return Batch(KeysRequest(MasterRpcOp::kGetReplicas, keys), DecodeGetReplicasReply);
   }
 
-  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override {
+  std::vector<Result<bool>> Exist(const std::vector<std::string>& keys) override {
     return Batch(KeysRequest(MasterRpcOp::kExist, keys), DecodeExistReply);
   }
 
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys, bool force) override {
+  std::vector<Status> Remove(const std::vector<std::string>& keys, bool force) override {
     MasterRequest q = KeysRequest(MasterRpcOp::kRemove, keys);
     q.force = force;
     return Batch(q, DecodeStatusesReply);
   }
 
-  StoreResult<uint64_t> RemoveAll(bool force) override {
+  Result<uint64_t> RemoveAll(bool force) override {
     MasterRequest q;
     q.op = MasterRpcOp::kRemoveAll;
     q.force = force;
-    return RemovedCount(q);
+    return One(q, DecodeRemoveAllReply);
   }
 
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
     MasterRequest q;
     q.op = MasterRpcOp::kRemoveByRegex;
     q.pattern = pattern;
     q.force = force;
-    return RemovedCount(q);
+    return One(q, DecodeRemoveAllReply);
   }
 
-  StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
-                                                   uint64_t max_bytes) override {
+  Result<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                              uint64_t max_bytes) override {
     MasterRequest q;
     q.op = MasterRpcOp::kTakeRepairs;
     q.node_id = node_id;
     q.max_bytes = max_bytes;
-    auto reply = Call(q);
-    if (!reply.ok()) return reply.status();
-    return DecodeRepairsReply(reply->data(), reply->size());
+    return One(q, DecodeRepairsReply);
   }
 
-  std::vector<StoreStatus> EndRepairs(const std::string& node_id,
-                                      const std::vector<std::string>& keys,
-                                      const std::vector<bool>& copied) override {
+  std::vector<Status> EndRepairs(const std::string& node_id, const std::vector<std::string>& keys,
+                                 const std::vector<bool>& copied) override {
     MasterRequest q = KeysRequest(MasterRpcOp::kEndRepairs, keys);
     q.node_id = node_id;
     q.copied = copied;
@@ -136,10 +128,12 @@ class MasterClient final : public MasterApi {
   }
 
  private:
-  StoreResult<uint64_t> RemovedCount(const MasterRequest& q) {
+  // One answer for the whole request: the decoded reply, or the call's error.
+  template <typename R>
+  R One(const MasterRequest& q, R (*decode)(const void*, size_t)) {
     auto reply = Call(q);
     if (!reply.ok()) return reply.status();
-    return DecodeRemoveAllReply(reply->data(), reply->size());
+    return decode(reply->data(), reply->size());
   }
 
   static MasterRequest KeysRequest(MasterRpcOp op, const std::vector<std::string>& keys) {
@@ -149,8 +143,8 @@ class MasterClient final : public MasterApi {
     return q;
   }
 
-  std::vector<StoreStatus> NodeKeys(MasterRpcOp op, const std::string& node_id,
-                                    const std::vector<std::string>& keys) {
+  std::vector<Status> NodeKeys(MasterRpcOp op, const std::string& node_id,
+                               const std::vector<std::string>& keys) {
     MasterRequest q = KeysRequest(op, keys);
     q.node_id = node_id;
     return Batch(q, DecodeStatusesReply);
@@ -159,9 +153,9 @@ class MasterClient final : public MasterApi {
   // One result per key: the decoded reply, or the call's error repeated for every key.
   template <typename T>
   std::vector<T> Batch(const MasterRequest& q,
-                       StoreResult<std::vector<T>> (*decode)(const void*, size_t, size_t)) {
+                       Result<std::vector<T>> (*decode)(const void*, size_t, size_t)) {
     if (q.keys.empty()) return {};
-    StoreStatus error;
+    Status error;
     auto reply = Call(q);
     if (reply.ok()) {
       auto decoded = decode(reply->data(), reply->size(), q.keys.size());
@@ -173,14 +167,14 @@ class MasterClient final : public MasterApi {
     return std::vector<T>(q.keys.size(), T(error));
   }
 
-  StoreResult<std::string> Call(const MasterRequest& q);
+  Result<std::string> Call(const MasterRequest& q);
   Socket TakeIdle(bool check);
-  StoreResult<Socket> Dial(Clock::time_point deadline, const char* op_name);
-  StoreStatus NoLongerLeads(const char* op_name) const {
-    return StoreStatus(ErrorCode::RPC_FAIL,
-                       fmt::format("{}: the master at {} no longer leads; its answer, if any, is "
-                                   "not waited for",
-                                   op_name, endpoint_));
+  Result<Socket> Dial(SteadyClock::time_point deadline, const char* op_name);
+  Status NoLongerLeads(const char* op_name) const {
+    return StoreError(ErrorCode::RPC_FAIL,
+                      fmt::format("{}: the master at {} no longer leads; its answer, if any, is "
+                                  "not waited for",
+                                  op_name, endpoint_));
   }
   void Return(Socket socket);
 
@@ -203,7 +197,7 @@ bool SafeToResend(MasterRpcOp op) {
 }
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
       .count();
 }
 
@@ -220,7 +214,7 @@ Socket MasterClient::TakeIdle(bool check) {
 
 // A fresh connection. A refused dial is retried until the deadline: the master may be starting
 // or restarting.
-StoreResult<Socket> MasterClient::Dial(Clock::time_point deadline, const char* op_name) {
+Result<Socket> MasterClient::Dial(SteadyClock::time_point deadline, const char* op_name) {
   while (true) {
     if (options_.abandoned && options_.abandoned->load()) return NoLongerLeads(op_name);
     auto channel = rpc::Channel::Open(channel_, deadline, options_.abandoned.get());
@@ -228,18 +222,17 @@ StoreResult<Socket> MasterClient::Dial(Clock::time_point deadline, const char* o
     const Status& e = channel.status();
     if (e.code() == Code::kUnavailable) return NoLongerLeads(op_name);
     if (e.code() == Code::kPermissionDenied) {
-      return StoreStatus(ErrorCode::ILLEGAL_CLIENT, fmt::format("{}: {}", op_name, e.message()));
+      return StoreError(ErrorCode::ILLEGAL_CLIENT, fmt::format("{}: {}", op_name, e.message()));
     }
     if (e.code() == Code::kInvalidArgument || e.code() == Code::kProtocolError) {
-      return StoreStatus(ErrorCode::RPC_FAIL,
-                         fmt::format("{}: cannot talk to the master at {}: {}", op_name,
-                                     endpoint_, e.message()));
+      return StoreError(ErrorCode::RPC_FAIL, fmt::format("{}: cannot talk to the master at {}: {}",
+                                                         op_name, endpoint_, e.message()));
     }
     if (options_.abandoned && options_.abandoned->load()) return NoLongerLeads(op_name);
-    if (e.code() != Code::kIoError || Clock::now() + kRedial >= deadline) {
-      return StoreStatus(ErrorCode::RPC_TIMEOUT,
-                         fmt::format("{}: no reply from the master at {} within {} ms ({})",
-                                     op_name, endpoint_, options_.timeout.count(), e.message()));
+    if (e.code() != Code::kIoError || SteadyClock::now() + kRedial >= deadline) {
+      return StoreError(ErrorCode::RPC_TIMEOUT,
+                        fmt::format("{}: no reply from the master at {} within {} ms ({})", op_name,
+                                    endpoint_, options_.timeout.count(), e.message()));
     }
     std::this_thread::sleep_for(kRedial);
   }
@@ -250,17 +243,17 @@ void MasterClient::Return(Socket socket) {
   if (idle_.size() < kMaxIdleSockets) idle_.push_back(std::move(socket));
 }
 
-StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
+Result<std::string> MasterClient::Call(const MasterRequest& q) {
   const char* op_name = MasterRpcOpName(static_cast<uint64_t>(q.op));
   if (const int64_t at = unanswered_ping_at_.load(std::memory_order_relaxed);
       at != 0 && q.op != MasterRpcOp::kPing) {
-    return StoreStatus(ErrorCode::RPC_TIMEOUT,
-                       fmt::format("{}: the master at {} is unreachable (a ping {} ms ago got no "
-                                   "reply within {} ms; calls fail at once until one is answered)",
-                                   op_name, endpoint_, (NowNs() - at) / 1000000,
-                                   options_.timeout.count()));
+    return StoreError(
+        ErrorCode::RPC_TIMEOUT,
+        fmt::format("{}: the master at {} is unreachable (a ping {} ms ago got no "
+                    "reply within {} ms; calls fail at once until one is answered)",
+                    op_name, endpoint_, (NowNs() - at) / 1000000, options_.timeout.count()));
   }
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto deadline = SteadyClock::now() + options_.timeout;
   const std::string body = EncodeMasterRequest(q);
   // A pooled connection may have been closed by a master that restarted since. A call that is
   // safe to resend goes out on it unchecked and, if it turns out closed, once more on a fresh
@@ -280,7 +273,7 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
   if (!reply) {
     auto dialed = Dial(deadline, op_name);
     if (!dialed.ok()) {
-      if (q.op == MasterRpcOp::kPing && dialed.status().code() == ErrorCode::RPC_TIMEOUT) {
+      if (q.op == MasterRpcOp::kPing && ErrorCodeOf(dialed.status()) == ErrorCode::RPC_TIMEOUT) {
         int64_t none = 0;
         unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
       }
@@ -302,12 +295,12 @@ StoreResult<std::string> MasterClient::Call(const MasterRequest& q) {
       int64_t none = 0;
       unanswered_ping_at_.compare_exchange_strong(none, NowNs(), std::memory_order_relaxed);
     }
-    return StoreStatus(ErrorCode::RPC_TIMEOUT,
-                       fmt::format("{}: no reply from the master at {} within {} ms", op_name,
-                                   endpoint_, options_.timeout.count()));
+    return StoreError(ErrorCode::RPC_TIMEOUT,
+                      fmt::format("{}: no reply from the master at {} within {} ms", op_name,
+                                  endpoint_, options_.timeout.count()));
   }
-  return StoreStatus(ErrorCode::RPC_FAIL, fmt::format("{}: talking to the master at {}: {}",
-                                                      op_name, endpoint_, e.message()));
+  return StoreError(ErrorCode::RPC_FAIL, fmt::format("{}: talking to the master at {}: {}", op_name,
+                                                     endpoint_, e.message()));
 }
 
 }  // namespace

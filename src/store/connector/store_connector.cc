@@ -13,30 +13,19 @@ namespace kvtier {
 namespace {
 
 using store::ErrorCode;
+using store::ErrorCodeOf;
 using store::StoreClient;
-using store::StoreStatus;
 
 constexpr uint64_t kDefaultStagingBytes = 64ULL << 20;
 constexpr uint64_t kStagingAlignment = 64;
 // Lookups and removes carry no values: one call of this many keys is still a short round trip.
 constexpr size_t kSmallOpKeysPerTile = 256;
 
-// A store error as the connector contract's Status, keeping the store's code name.
-Status ToStatus(const StoreStatus& s) {
-  Code code = Code::kIoError;
-  switch (s.code()) {
-    case ErrorCode::RPC_FAIL: code = Code::kUnavailable; break;
-    case ErrorCode::RPC_TIMEOUT: code = Code::kTimeout; break;
-    case ErrorCode::INVALID_PARAMS: code = Code::kInvalidArgument; break;
-    case ErrorCode::INTERNAL_ERROR: code = Code::kInternal; break;
-    default: break;
-  }
-  return Status(code, "store: " + s.ToString());
-}
-
 // A missing object, or one a reader cannot have right now: an answer, not a failure.
-bool IsMiss(ErrorCode code) {
+bool IsMiss(const Status& s) {
+  const ErrorCode code = ErrorCodeOf(s);
   return code == ErrorCode::OBJECT_NOT_FOUND || code == ErrorCode::REPLICA_IS_NOT_READY ||
+
          code == ErrorCode::BUFFER_OVERFLOW || code == ErrorCode::LEASE_EXPIRED;
 }
 
@@ -84,21 +73,21 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
     // A store or delete lane's dummy asks the node to serve it at the bulk priority too.
     config.dummy_options.bulk = WorkerLane() && IsBulkLane(*WorkerLane());
     auto client = store::CreateStoreClient(config);
-    if (!client.ok()) return ToStatus(client.status());
+    if (!client.ok()) return client.status();
     c->own = std::move(*client);
     c->client = c->own.get();
     if (preregister_) {
       for (const SharedRegion& r : env_.regions) {
-        StoreStatus s = c->client->RegisterSharedMemory(r.base, r.size, r.fd);
-        if (!s.ok()) return ToStatus(s);
+        Status s = c->client->RegisterSharedMemory(r.base, r.size, r.fd);
+        if (!s.ok()) return s;
       }
       return c;
     }
     const uint64_t size = config_.dummy_options.mem_pool_size;
     auto block = c->client->AllocFromMemPool(size);
-    if (!block.ok()) return ToStatus(block.status());
-    StoreStatus s = c->client->RegisterBuffer(*block, size);
-    if (!s.ok()) return ToStatus(s);
+    if (!block.ok()) return block.status();
+    Status s = c->client->RegisterBuffer(*block, size);
+    if (!s.ok()) return s;
     c->staging = static_cast<uint8_t*>(*block);
     c->staging_size = size;
     return c;
@@ -118,8 +107,8 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
     for (size_t i = 0; i < keys.size(); ++i) {
       if (r[i].ok()) {
         out[i] = *r[i] ? 1 : 0;
-      } else if (!IsMiss(r[i].status().code())) {
-        first.Note(ToStatus(r[i].status()));
+      } else if (!IsMiss(r[i].status())) {
+        first.Note(r[i].status());
       }
     }
     return first.status;
@@ -134,8 +123,8 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
     for (size_t i = 0; i < keys.size(); ++i) {
       if (r[i].ok()) {
         out[i] = 1;
-      } else if (r[i].code() != ErrorCode::OBJECT_NOT_FOUND) {
-        return ToStatus(r[i]);
+      } else if (ErrorCodeOf(r[i]) != ErrorCode::OBJECT_NOT_FOUND) {
+        return r[i];
       }
     }
     return Status::Ok();
@@ -155,8 +144,8 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
                           if (c.staging) std::memcpy(dst[begin + j].data, ptrs[j], sizes[j]);
                           out[begin + j] = 1;
                           bytes += sizes[j];
-                        } else if (!r[j].ok() && !IsMiss(r[j].status().code())) {
-                          first.Note(ToStatus(r[j].status()));
+                        } else if (!r[j].ok() && !IsMiss(r[j].status())) {
+                          first.Note(r[j].status());
                         }
                       }
                       return first.status;
@@ -178,11 +167,11 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
                       auto r = c.client->BatchPutFrom(k, ptrs, sizes);
                       FirstError first;
                       for (size_t j = 0; j < k.size(); ++j) {
-                        if (r[j].ok() || r[j].code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
+                        if (r[j].ok() || ErrorCodeOf(r[j]) == ErrorCode::OBJECT_ALREADY_EXISTS) {
                           out[begin + j] = 1;
                           bytes += sizes[j];
                         } else {
-                          first.Note(ToStatus(r[j]));
+                          first.Note(r[j]);
                         }
                       }
                       return first.status;
@@ -254,7 +243,7 @@ ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
     }
   }
   auto config = store::ParseStoreClientConfig(setup);
-  if (!config.ok()) return ToStatus(config.status());
+  if (!config.ok()) return config.status();
   for (const std::string& note : config->notes) {
     KVT_LOG_WARN("{}: store setup: {}", options.name, note);
   }
@@ -263,7 +252,7 @@ ConnectorResult CreateStoreConnector(const ConnectorOptions& options,
       config->embedded_options.node.rpc_timeout = options.deadline;
     }
     auto client = store::CreateStoreClient(*config);
-    if (!client.ok()) return ToStatus(client.status());
+    if (!client.ok()) return client.status();
     return std::unique_ptr<Connector>(std::make_unique<StoreConnector>(
         options, std::move(*config), preregister, env, std::move(*client)));
   }

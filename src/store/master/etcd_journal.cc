@@ -17,7 +17,7 @@ constexpr std::chrono::milliseconds kRetryInterval{100};
 constexpr std::chrono::milliseconds kGather{2};
 }  // namespace
 
-StoreResult<JournalState> EtcdJournal::Load(EtcdClient* etcd, const std::string& prefix) {
+Result<JournalState> EtcdJournal::Load(EtcdClient* etcd, const std::string& prefix) {
   JournalState state;
   size_t damaged = 0;
   const std::string seg_prefix = SegmentKeyPrefix(prefix);
@@ -40,8 +40,8 @@ StoreResult<JournalState> EtcdJournal::Load(EtcdClient* etcd, const std::string&
     });
   }
   if (!s.ok()) {
-    return StoreStatus(ErrorCode::ETCD_OPERATION_ERROR,
-                       fmt::format("reading the journal under {}: {}", prefix, s.ToString()));
+    return StoreError(ErrorCode::ETCD_OPERATION_ERROR,
+                      fmt::format("reading the journal under {}: {}", prefix, s.ToString()));
   }
   if (damaged != 0) {
     KVT_LOG_WARN("master: {} record(s) under {} do not decode and are skipped", damaged, prefix);
@@ -92,7 +92,7 @@ MetadataJournal::Ticket EtcdJournal::RemoveSegment(uint64_t segment_id) {
   return Enqueue(SegmentRecordKey(prefix_, segment_id), std::nullopt);
 }
 
-StoreStatus EtcdJournal::Wait(Ticket ticket) {
+Status EtcdJournal::Wait(Ticket ticket) {
   std::unique_lock lock(mu_);
   if (recorded_ < ticket && !failed_) {
     ++waiting_;
@@ -100,10 +100,10 @@ StoreStatus EtcdJournal::Wait(Ticket ticket) {
     recorded_cv_.wait(lock, [&] { return recorded_ >= ticket || failed_; });
     --waiting_;
   }
-  return recorded_ >= ticket ? StoreStatus::Ok() : *failed_;
+  return recorded_ >= ticket ? Status::Ok() : *failed_;
 }
 
-StoreStatus EtcdJournal::Flush() {
+Status EtcdJournal::Flush() {
   Ticket last;
   {
     std::lock_guard lock(mu_);
@@ -147,7 +147,7 @@ void EtcdJournal::Run() {
       queue_.pop_front();
     }
     lock.unlock();
-    const StoreStatus st = Commit(batch);
+    const Status st = Commit(batch);
     if (!st.ok()) {
       Fail(st);
       return;
@@ -168,7 +168,7 @@ void EtcdJournal::Run() {
   }
 }
 
-StoreStatus EtcdJournal::Commit(const std::map<std::string, std::optional<std::string>>& batch) {
+Status EtcdJournal::Commit(const std::map<std::string, std::optional<std::string>>& batch) {
   std::vector<EtcdOp> ops;
   ops.reserve(batch.size());
   for (const auto& [key, value] : batch) {
@@ -177,25 +177,26 @@ StoreStatus EtcdJournal::Commit(const std::map<std::string, std::optional<std::s
   const auto deadline = std::chrono::steady_clock::now() + give_up_after_;
   while (true) {
     auto r = etcd_->Txn({fence_}, ops);
-    if (r.ok() && r->succeeded) return StoreStatus::Ok();
+    if (r.ok() && r->succeeded) return Status::Ok();
     if (r.ok()) {
-      return {ErrorCode::ETCD_TRANSACTION_FAIL,
-              fmt::format("this master lost its leadership: {} is no longer held by its term "
-                          "(create revision {})",
-                          fence_.key, fence_.create_revision)};
+      return StoreError(
+          ErrorCode::ETCD_TRANSACTION_FAIL,
+          fmt::format("this master lost its leadership: {} is no longer held by its term "
+                      "(create revision {})",
+                      fence_.key, fence_.create_revision));
     }
     const bool retry =
         r.status().code() == Code::kUnavailable || r.status().code() == Code::kTimeout;
     if (!retry || std::chrono::steady_clock::now() + kRetryInterval > deadline) {
-      return {ErrorCode::ETCD_OPERATION_ERROR,
-              fmt::format("recording {} change(s) in etcd failed: {}", batch.size(),
-                          r.status().ToString())};
+      return StoreError(ErrorCode::ETCD_OPERATION_ERROR,
+                        fmt::format("recording {} change(s) in etcd failed: {}", batch.size(),
+                                    r.status().ToString()));
     }
     std::this_thread::sleep_for(kRetryInterval);
   }
 }
 
-void EtcdJournal::Fail(const StoreStatus& why) {
+void EtcdJournal::Fail(const Status& why) {
   {
     std::lock_guard lock(mu_);
     failed_ = why;

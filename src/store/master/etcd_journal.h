@@ -34,7 +34,7 @@ class EtcdJournal final : public MetadataJournal {
 
   // Reads every record under `prefix`. Records that do not decode are skipped (and counted in
   // the log): one damaged record should not keep a standby from taking over.
-  static StoreResult<JournalState> Load(EtcdClient* etcd, const std::string& prefix);
+  static Result<JournalState> Load(EtcdClient* etcd, const std::string& prefix);
 
   // `fence`: the leader key and this term's create revision.
   EtcdJournal(EtcdClient* etcd, std::string prefix, EtcdCompare fence,
@@ -46,8 +46,8 @@ class EtcdJournal final : public MetadataJournal {
   Ticket RemoveObject(const std::string& key) override;
   Ticket PutSegment(const JournalSegment& segment) override;
   Ticket RemoveSegment(uint64_t segment_id) override;
-  StoreStatus Wait(Ticket ticket) override;
-  StoreStatus Flush() override;
+  Status Wait(Ticket ticket) override;
+  Status Flush() override;
   void AfterRecorded(Ticket ticket, std::function<void()> fn) override;
 
   uint64_t transactions() const;  // committed so far
@@ -61,8 +61,8 @@ class EtcdJournal final : public MetadataJournal {
   Ticket Enqueue(std::string key, std::optional<std::string> value);
   void Run();
   // One transaction of `batch` (already coalesced); retries while etcd is unreachable.
-  StoreStatus Commit(const std::map<std::string, std::optional<std::string>>& batch);
-  void Fail(const StoreStatus& why);
+  Status Commit(const std::map<std::string, std::optional<std::string>>& batch);
+  void Fail(const Status& why);
 
   EtcdClient* const etcd_;
   const std::string prefix_;
@@ -78,7 +78,7 @@ class EtcdJournal final : public MetadataJournal {
   Ticket committed_ = 0;  // every change up to here is in etcd ...
   Ticket recorded_ = 0;   // ... and its AfterRecorded callbacks have run
   std::multimap<Ticket, std::function<void()>> after_;
-  std::optional<StoreStatus> failed_;
+  std::optional<Status> failed_;
   bool stopping_ = false;
   int waiting_ = 0;  // threads in Wait
   uint64_t transactions_ = 0;

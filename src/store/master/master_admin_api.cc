@@ -46,14 +46,14 @@ HttpReply Remove(MasterService& service, const std::string& body) {
   if (keys.empty() || keys.size() != keys_json.size()) {
     return BadRequest("\"keys\" must be a non-empty list of strings");
   }
-  const std::vector<StoreStatus> statuses = service.Remove(keys, force.get<bool>());
+  const std::vector<Status> statuses = service.Remove(keys, force.get<bool>());
   uint64_t removed = 0;
   nlohmann::json failed = nlohmann::json::object();
   for (size_t i = 0; i < keys.size(); ++i) {
     if (statuses[i].ok()) {
       ++removed;
     } else {
-      failed[keys[i]] = {{"error", ErrorName(statuses[i].code())},
+      failed[keys[i]] = {{"error", ErrorName(ErrorCodeOf(statuses[i]))},
                          {"message", statuses[i].message()}};
     }
   }

@@ -67,7 +67,7 @@ void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service) {
   });
   http.AddGet("/query_key", [m](const auto& params) {
     auto desc = m->Describe(Param(params, "key"));
-    if (!desc.ok()) return HttpReply{404, ErrorName(desc.status().code())};
+    if (!desc.ok()) return HttpReply{404, ErrorName(ErrorCodeOf(desc.status()))};
     std::string body;
     for (const ReplicaDesc& r : desc->replicas) body += ReplicaJson(r).dump() + "\n";
     return HttpReply{200, body};
@@ -85,7 +85,7 @@ void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service) {
     for (const std::string& key : keys) {
       auto desc = m->Describe(key);
       if (!desc.ok()) {
-        data[key] = {{"ok", false}, {"error", ErrorName(desc.status().code())}};
+        data[key] = {{"ok", false}, {"error", ErrorName(ErrorCodeOf(desc.status()))}};
         continue;
       }
       nlohmann::json values = nlohmann::json::array();

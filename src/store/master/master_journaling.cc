@@ -29,8 +29,8 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
   {
     std::lock_guard lock(s.membership_mu);
     for (const JournalSegment& seg : state.segments) {
-      StoreStatus st = s.pool.Restore(seg.node_id, seg.endpoint,
-                                      SegmentInfo{seg.id, seg.size, seg.endpoint}, seg.generation);
+      Status st = s.pool.Restore(seg.node_id, seg.endpoint,
+                                 SegmentInfo{seg.id, seg.size, seg.endpoint}, seg.generation);
       if (!st.ok()) {
         KVT_LOG_WARN("master: recorded segment {} of node {} not restored: {}", seg.id, seg.node_id,
                      st.ToString());
@@ -115,8 +115,8 @@ void MasterService::Impl::FreeAfterRecorded(std::vector<Replica> replicas,
   journal->AfterRecorded(ticket, [this, r = std::move(replicas)] { pool.FreeAll(r); });
 }
 
-StoreStatus MasterService::Impl::WaitRecorded(MetadataJournal::Ticket ticket) {
-  if (journal == nullptr || ticket == 0) return StoreStatus::Ok();
+Status MasterService::Impl::WaitRecorded(MetadataJournal::Ticket ticket) {
+  if (journal == nullptr || ticket == 0) return Status::Ok();
   return journal->Wait(ticket);
 }
 

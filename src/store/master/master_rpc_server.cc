@@ -21,24 +21,24 @@ constexpr const char* kBadRequestsHelp =
     "when the record itself could not be read)";
 
 std::string Execute(MasterApi& api, const MasterRequest& q, ErrorCode* code) {
-  auto single = [&](const StoreStatus& s) {
-    if (code != nullptr) *code = s.code();
+  auto single = [&](const Status& s) {
+    if (code != nullptr) *code = ErrorCodeOf(s);
   };
   if (code != nullptr) *code = ErrorCode::OK;
   switch (q.op) {
     case MasterRpcOp::kMountSegment: {
-      StoreStatus s = api.MountSegment(q.node, q.segment);
+      Status s = api.MountSegment(q.node, q.segment);
       single(s);
       return EncodeStatusReply(s);
     }
     case MasterRpcOp::kUnmountSegment: {
-      StoreStatus s = api.UnmountSegment(q.node_id, q.segment_id);
+      Status s = api.UnmountSegment(q.node_id, q.segment_id);
       single(s);
       return EncodeStatusReply(s);
     }
     case MasterRpcOp::kPing: {
       auto r = api.Ping(q.node);
-      single(r.ok() ? StoreStatus::Ok() : r.status());
+      single(r.ok() ? Status::Ok() : r.status());
       return EncodePingReply(r);
     }
     case MasterRpcOp::kPutStart:
@@ -57,18 +57,18 @@ std::string Execute(MasterApi& api, const MasterRequest& q, ErrorCode* code) {
     case MasterRpcOp::kRemoveByRegex: {
       auto r = q.op == MasterRpcOp::kRemoveAll ? api.RemoveAll(q.force)
                                                : api.RemoveByRegex(q.pattern, q.force);
-      single(r.ok() ? StoreStatus::Ok() : r.status());
+      single(r.ok() ? Status::Ok() : r.status());
       return EncodeRemoveAllReply(r);
     }
     case MasterRpcOp::kTakeRepairs: {
       auto r = api.TakeRepairs(q.node_id, q.max_bytes);
-      single(r.ok() ? StoreStatus::Ok() : r.status());
+      single(r.ok() ? Status::Ok() : r.status());
       return EncodeRepairsReply(r);
     }
     case MasterRpcOp::kEndRepairs:
       return EncodeStatusesReply(api.EndRepairs(q.node_id, q.keys, q.copied));
   }
-  const StoreStatus bad(ErrorCode::INVALID_PARAMS, "unknown op");
+  const Status bad = StoreError(ErrorCode::INVALID_PARAMS, "unknown op");
   single(bad);
   return EncodeStatusReply(bad);
 }
@@ -78,10 +78,10 @@ std::string ExecuteGuarded(MasterApi& api, const MasterRequest& q, ErrorCode* co
   try {
     return Execute(api, q, code);
   } catch (const std::exception& e) {
-    const StoreStatus s(ErrorCode::INTERNAL_ERROR,
-                        fmt::format("{} failed: {}", MasterRpcOpName(static_cast<uint64_t>(q.op)),
-                                    e.what()));
-    if (code != nullptr) *code = s.code();
+    const Status s = StoreError(
+        ErrorCode::INTERNAL_ERROR,
+        fmt::format("{} failed: {}", MasterRpcOpName(static_cast<uint64_t>(q.op)), e.what()));
+    if (code != nullptr) *code = ErrorCodeOf(s);
     return EncodeStatusReply(s);
   }
 }
@@ -92,7 +92,7 @@ std::string ServeMasterRequest(MasterApi& api, uint64_t op, const void* body, si
                                ErrorCode* request_code) {
   auto q = DecodeMasterRequest(op, body, size);
   if (!q.ok()) {
-    if (request_code != nullptr) *request_code = q.status().code();
+    if (request_code != nullptr) *request_code = ErrorCodeOf(q.status());
     return EncodeStatusReply(q.status());
   }
   return ExecuteGuarded(api, *q, request_code);
@@ -130,8 +130,9 @@ Status MasterRpcServer::Start(const std::string& host, uint16_t port,
   }
   Status s = listener_.Start(host, port, auth_token);
   if (!s.ok()) {
-    return Status(s.code(), fmt::format("master rpc: cannot bind {}:{}: {}", host, port,
-                                        s.message()));
+    return Status(s.code(),
+                  fmt::format("master rpc: cannot bind {}:{}: {}", host, port, s.message()),
+                  s.detail());
   }
   return Status::Ok();
 }
@@ -144,7 +145,8 @@ std::string MasterRpcServer::Serve(uint32_t op, std::string_view body) {
   if (!q.ok()) {
     CountBad(std::string_view(MasterRpcOpName(op)) == "unknown" ? "op" : "body",
              fmt::format("{}: {}", MasterRpcOpName(op), q.status().ToString()));
-    CountDone(op, q.status().code(), 0);
+    CountDone(op, ErrorCodeOf(q.status()), 0);
+
     return EncodeStatusReply(q.status());
   }
   ErrorCode code = ErrorCode::OK;

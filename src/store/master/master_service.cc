@@ -21,11 +21,12 @@ MasterService::MasterService(MasterOptions options, Clock* clock, MetricsRegistr
 
 MasterService::~MasterService() = default;
 
-StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo& segment) {
+Status MasterService::MountSegment(const NodeInfo& node, const SegmentInfo& segment) {
   Impl& s = *impl_;
-  if (node.id.empty()) return {ErrorCode::INVALID_PARAMS, "mount: node id is empty"};
+  if (node.id.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "mount: node id is empty");
   if (segment.size == 0) {
-    return {ErrorCode::INVALID_PARAMS, fmt::format("mount: segment {} has size 0", segment.id)};
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("mount: segment {} has size 0", segment.id));
   }
   const std::string& endpoint = segment.endpoint.empty() ? node.endpoint : segment.endpoint;
   // Another node's segment at this endpoint: that node is gone (an endpoint is one listening
@@ -36,7 +37,7 @@ StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo&
   std::vector<MountRef> gone;
   {
     std::lock_guard lock(s.membership_mu);
-    KVT_STORE_RETURN_IF_ERROR(s.pool.Mount(node.id, endpoint, segment));
+    KVT_RETURN_IF_ERROR(s.pool.Mount(node.id, endpoint, segment));
     replaced = s.pool.OthersAt(endpoint, node.id);
     for (const auto& [old_id, segments] : replaced) {
       std::vector<MountRef> mounts = s.pool.UnmountNode(old_id);
@@ -56,12 +57,12 @@ StoreStatus MasterService::MountSegment(const NodeInfo& node, const SegmentInfo&
   s.m.node_replacements->Inc(static_cast<double>(replaced.size()));
   s.DropMounts(gone);
   s.RefreshGauges();
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t segment_id) {
+Status MasterService::UnmountSegment(const std::string& node_id, uint64_t segment_id) {
   Impl& s = *impl_;
-  StoreResult<MountRef> gone = [&] {
+  Result<MountRef> gone = [&] {
     std::lock_guard lock(s.membership_mu);
     s.nodes.Touch(node_id, s.Now());
     return s.pool.Unmount(node_id, segment_id);
@@ -70,12 +71,12 @@ StoreStatus MasterService::UnmountSegment(const std::string& node_id, uint64_t s
   s.RecordUnmounts({*gone});
   s.DropMounts({*gone});
   s.RefreshGauges();
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreResult<PingReply> MasterService::Ping(const NodeInfo& node) {
+Result<PingReply> MasterService::Ping(const NodeInfo& node) {
   Impl& s = *impl_;
-  if (node.id.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "ping: node id is empty");
+  if (node.id.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "ping: node id is empty");
   PingReply reply;
   reply.lease_ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());
   std::lock_guard lock(s.membership_mu);

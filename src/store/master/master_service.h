@@ -46,27 +46,26 @@ class MasterService final : public MasterApi {
   MasterService(MasterOptions options, Clock* clock, MetricsRegistry* metrics);
   ~MasterService() override;
 
-  StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) override;
-  StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) override;
-  StoreResult<PingReply> Ping(const NodeInfo& node) override;
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
-      const std::string& node_id, const std::vector<std::string>& keys,
-      const std::vector<uint64_t>& sizes, const PutConfig& config) override;
-  std::vector<StoreStatus> PutEnd(const std::string& node_id,
-                                  const std::vector<std::string>& keys) override;
-  std::vector<StoreStatus> PutRevoke(const std::string& node_id,
-                                     const std::vector<std::string>& keys) override;
-  std::vector<StoreResult<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override;
-  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) override;
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys,
-                                  bool force = false) override;
-  StoreResult<uint64_t> RemoveAll(bool force = false) override;
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
-  StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
-                                                   uint64_t max_bytes) override;
-  std::vector<StoreStatus> EndRepairs(const std::string& node_id,
-                                      const std::vector<std::string>& keys,
-                                      const std::vector<bool>& copied) override;
+  Status MountSegment(const NodeInfo& node, const SegmentInfo& segment) override;
+  Status UnmountSegment(const std::string& node_id, uint64_t segment_id) override;
+  Result<PingReply> Ping(const NodeInfo& node) override;
+  std::vector<Result<std::vector<ReplicaDesc>>> PutStart(const std::string& node_id,
+                                                         const std::vector<std::string>& keys,
+                                                         const std::vector<uint64_t>& sizes,
+                                                         const PutConfig& config) override;
+  std::vector<Status> PutEnd(const std::string& node_id,
+                             const std::vector<std::string>& keys) override;
+  std::vector<Status> PutRevoke(const std::string& node_id,
+                                const std::vector<std::string>& keys) override;
+  std::vector<Result<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override;
+  std::vector<Result<bool>> Exist(const std::vector<std::string>& keys) override;
+  std::vector<Status> Remove(const std::vector<std::string>& keys, bool force = false) override;
+  Result<uint64_t> RemoveAll(bool force = false) override;
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) override;
+  Result<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                              uint64_t max_bytes) override;
+  std::vector<Status> EndRepairs(const std::string& node_id, const std::vector<std::string>& keys,
+                                 const std::vector<bool>& copied) override;
   // RemoveAll of the keys that start with `prefix` (the operators' remove, master_admin_api.h);
   // the keys under it that were left (unfinished, or leased without `force`) go to `*kept`.
   uint64_t RemoveByPrefix(const std::string& prefix, bool force = false, uint64_t* kept = nullptr);
@@ -89,7 +88,7 @@ class MasterService final : public MasterApi {
   // no get. Up to `limit` complete keys, in no particular order.
   std::vector<std::string> CompleteKeys(size_t limit) const;
   // A complete object's size and replicas (lease_ttl_ms 0); OBJECT_NOT_FOUND otherwise.
-  StoreResult<ObjectDesc> Describe(const std::string& key) const;
+  Result<ObjectDesc> Describe(const std::string& key) const;
   std::vector<SegmentSnapshot> Segments() const;
 
  private:

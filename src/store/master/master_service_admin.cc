@@ -17,13 +17,13 @@ std::vector<std::string> MasterService::CompleteKeys(size_t limit) const {
   return keys;
 }
 
-StoreResult<ObjectDesc> MasterService::Describe(const std::string& key) const {
+Result<ObjectDesc> MasterService::Describe(const std::string& key) const {
   Impl& s = *impl_;
-  if (StoreStatus bad = CheckKey(key); !bad.ok()) return bad;
+  if (Status bad = CheckKey(key); !bad.ok()) return bad;
   auto shard = s.shards.Lock(key);
   const ObjectMeta* meta = shard->Find(key);
   if (meta == nullptr || !meta->complete) {
-    return StoreStatus(ErrorCode::OBJECT_NOT_FOUND, "key " + KeyForMessage(key) + " not found");
+    return StoreError(ErrorCode::OBJECT_NOT_FOUND, "key " + KeyForMessage(key) + " not found");
   }
   ObjectDesc desc;
   desc.size = meta->size;

@@ -40,10 +40,9 @@ struct MasterService::Impl {
 
   // One key of PutStart: under the key's shard lock, refuses a live key, preempts a stale
   // unfinished put, allocates and records the object (with config's preferred segment and pins).
-  StoreResult<std::vector<ReplicaDesc>> TryPutStart(const std::string& node_id,
-                                                    const std::string& key, uint64_t size,
-                                                    uint32_t replicas, const PutConfig& config,
-                                                    int64_t now);
+  Result<std::vector<ReplicaDesc>> TryPutStart(const std::string& node_id, const std::string& key,
+                                               uint64_t size, uint32_t replicas,
+                                               const PutConfig& config, int64_t now);
   // Drops every replica on these (now unmounted) mounts; erases objects left with none and
   // queues those left with fewer than they want for re-replication.
   void DropMounts(const std::vector<MountRef>& gone);
@@ -71,7 +70,7 @@ struct MasterService::Impl {
   // Frees a removed object's replicas once its removal is recorded (metadata_journal.h).
   void FreeAfterRecorded(std::vector<Replica> replicas, MetadataJournal::Ticket ticket);
   // OK, or why the changes up to `ticket` may not survive a failover.
-  StoreStatus WaitRecorded(MetadataJournal::Ticket ticket);
+  Status WaitRecorded(MetadataJournal::Ticket ticket);
 
   const MasterOptions options;
   Clock* const clock;
@@ -91,6 +90,6 @@ struct MasterService::Impl {
 };
 
 // The batch-size check shared by the batch operations (keys: store/protocol/store_key.h).
-StoreStatus CheckBatch(size_t keys);
+Status CheckBatch(size_t keys);
 
 }  // namespace kvtier::store

@@ -12,12 +12,12 @@
 
 namespace kvtier::store {
 
-StoreStatus CheckBatch(size_t keys) {
+Status CheckBatch(size_t keys) {
   if (keys > kMaxBatchKeys) {
-    return {ErrorCode::INVALID_PARAMS,
-            fmt::format("batch of {} keys is over the limit of {}", keys, kMaxBatchKeys)};
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("batch of {} keys is over the limit of {}", keys, kMaxBatchKeys));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 namespace {
@@ -28,40 +28,45 @@ constexpr std::chrono::seconds kRevokeQuarantine{31};
 
 // Checks shared by every batch call: the batch limit (every result fails) and each key.
 template <typename R>
-bool FailBatch(const StoreStatus& status, size_t n, std::vector<R>* out) {
+bool FailBatch(const Status& status, size_t n, std::vector<R>* out) {
   if (status.ok()) return false;
   out->assign(n, R(status));
   return true;
 }
 
-StoreStatus NotFound(const std::string& key) {
-  return {ErrorCode::OBJECT_NOT_FOUND, fmt::format("key {} not found", KeyForMessage(key))};
+Status NotFound(const std::string& key) {
+  return StoreError(ErrorCode::OBJECT_NOT_FOUND,
+                    fmt::format("key {} not found", KeyForMessage(key)));
 }
 
-StoreStatus NotReady(const std::string& key) {
-  return {ErrorCode::REPLICA_IS_NOT_READY,
-          fmt::format("key {} is being written (its put has not ended)", KeyForMessage(key))};
+Status NotReady(const std::string& key) {
+  return StoreError(
+      ErrorCode::REPLICA_IS_NOT_READY,
+      fmt::format("key {} is being written (its put has not ended)", KeyForMessage(key)));
 }
 
-StoreStatus NotWriter(const char* op, const std::string& key, const std::string& writer,
-                      const std::string& node_id) {
-  return {ErrorCode::ILLEGAL_CLIENT, fmt::format("{}: key {} was started by node {}, not by {}", op,
-                                                 KeyForMessage(key), writer, node_id)};
+Status NotWriter(const char* op, const std::string& key, const std::string& writer,
+                 const std::string& node_id) {
+  return StoreError(ErrorCode::ILLEGAL_CLIENT,
+                    fmt::format("{}: key {} was started by node {}, not by {}", op,
+                                KeyForMessage(key), writer, node_id));
 }
 
 }  // namespace
 
-StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
-    const std::string& node_id, const std::string& key, uint64_t size, uint32_t replicas,
-    const PutConfig& config, int64_t now) {
+Result<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(const std::string& node_id,
+                                                                  const std::string& key,
+                                                                  uint64_t size, uint32_t replicas,
+                                                                  const PutConfig& config,
+                                                                  int64_t now) {
   auto shard = shards.Lock(key);
   if (ObjectMeta* old = shard->Find(key)) {
     const int64_t discard_at =
         old->put_start_ns + std::chrono::nanoseconds(options.put_start_discard_timeout).count();
     if (old->complete || now < discard_at) {
-      return StoreStatus(ErrorCode::OBJECT_ALREADY_EXISTS,
-                         fmt::format("key {} already exists{}", KeyForMessage(key),
-                                     old->complete ? "" : " (its put has not ended)"));
+      return StoreError(ErrorCode::OBJECT_ALREADY_EXISTS,
+                        fmt::format("key {} already exists{}", KeyForMessage(key),
+                                    old->complete ? "" : " (its put has not ended)"));
     }
     // A stale put: take the key over. The old writer may still be writing into its replicas,
     // so their space is freed only at put_start + put_start_release_timeout.
@@ -79,7 +84,7 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
       pool.Allocate(size, replicas, node_id, config.preferred_segment);
   if (allocated.empty()) {
     const PoolTotals t = pool.Totals();
-    return StoreStatus(
+    return StoreError(
         ErrorCode::NO_AVAILABLE_HANDLE,
         fmt::format("no segment has room for key {} of {} bytes ({} segments, {} of {} bytes "
                     "allocated); mount more segments or lower the eviction watermark",
@@ -106,21 +111,22 @@ StoreResult<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(
   return descs;
 }
 
-std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
+std::vector<Result<std::vector<ReplicaDesc>>> MasterService::PutStart(
     const std::string& node_id, const std::vector<std::string>& keys,
     const std::vector<uint64_t>& sizes, const PutConfig& config) {
   Impl& s = *impl_;
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> out;
+  std::vector<Result<std::vector<ReplicaDesc>>> out;
   const uint32_t replicas = config.replicas != 0 ? config.replicas : s.options.replicas;
-  StoreStatus batch = CheckBatch(keys.size());
+  Status batch = CheckBatch(keys.size());
   if (batch.ok() && keys.size() != sizes.size()) {
-    batch = {ErrorCode::INVALID_PARAMS,
-             fmt::format("put_start: {} keys but {} sizes", keys.size(), sizes.size())};
+    batch = StoreError(ErrorCode::INVALID_PARAMS,
+                       fmt::format("put_start: {} keys but {} sizes", keys.size(), sizes.size()));
   }
   if (batch.ok() && node_id.empty())
-    batch = {ErrorCode::INVALID_PARAMS, "put_start: node id is empty"};
+    batch = StoreError(ErrorCode::INVALID_PARAMS, "put_start: node id is empty");
   if (batch.ok() && replicas == 0) {
-    batch = {ErrorCode::INVALID_PARAMS, "put_start: replicas is 0 (and so is the master's)"};
+    batch =
+        StoreError(ErrorCode::INVALID_PARAMS, "put_start: replicas is 0 (and so is the master's)");
   }
   if (FailBatch(batch, keys.size(), &out)) {
     s.m.puts_invalid->Inc(static_cast<double>(keys.size()));
@@ -129,10 +135,10 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
   out.reserve(keys.size());
   bool may_evict = true;  // one eviction pass that frees nothing is enough for the batch
   for (size_t i = 0; i < keys.size(); ++i) {
-    StoreStatus bad = CheckKey(keys[i]);
+    Status bad = CheckKey(keys[i]);
     if (bad.ok() && sizes[i] == 0) {
-      bad = {ErrorCode::INVALID_PARAMS,
-             fmt::format("put_start: key {} has size 0", KeyForMessage(keys[i]))};
+      bad = StoreError(ErrorCode::INVALID_PARAMS,
+                       fmt::format("put_start: key {} has size 0", KeyForMessage(keys[i])));
     }
     if (!bad.ok()) {
       s.m.puts_invalid->Inc();
@@ -142,7 +148,7 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
     const int64_t now = s.Now();
     const uint64_t passes_seen = s.evictor.passes();
     auto r = s.TryPutStart(node_id, keys[i], sizes[i], replicas, config, now);
-    if (!r.ok() && r.status().code() == ErrorCode::NO_AVAILABLE_HANDLE && may_evict) {
+    if (!r.ok() && ErrorCodeOf(r.status()) == ErrorCode::NO_AVAILABLE_HANDLE && may_evict) {
       // Out of space now: evict synchronously (what the object needs plus eviction_ratio of
       // capacity, so the next puts do not land here again) and try once more. When another
       // pass ran since this key looked, it just tries again: that pass may have made room.
@@ -164,7 +170,7 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
     }
     if (r.ok()) {
       s.m.puts_ok->Inc();
-    } else if (r.status().code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
+    } else if (ErrorCodeOf(r.status()) == ErrorCode::OBJECT_ALREADY_EXISTS) {
       s.m.puts_exists->Inc();
     } else {
       s.m.puts_no_space->Inc();
@@ -174,16 +180,16 @@ std::vector<StoreResult<std::vector<ReplicaDesc>>> MasterService::PutStart(
   return out;
 }
 
-std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
-                                               const std::vector<std::string>& keys) {
+std::vector<Status> MasterService::PutEnd(const std::string& node_id,
+                                          const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<StoreStatus> out;
+  std::vector<Status> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
   std::vector<size_t> published;  // their ends must be recorded before they are answered
   MetadataJournal::Ticket last = 0;
   for (const std::string& key : keys) {
-    StoreStatus st = CheckKey(key);
+    Status st = CheckKey(key);
     if (st.ok()) {
       auto shard = s.shards.Lock(key);
       ObjectMeta* meta = shard->Find(key);
@@ -203,25 +209,26 @@ std::vector<StoreStatus> MasterService::PutEnd(const std::string& node_id,
     }
     out.push_back(std::move(st));
   }
-  if (StoreStatus recorded = s.WaitRecorded(last); !recorded.ok()) {
+  if (Status recorded = s.WaitRecorded(last); !recorded.ok()) {
     for (size_t i : published) {
       out[i] = {recorded.code(),
                 fmt::format("put_end: key {} could not be recorded, so it may be gone after a "
                             "master failover: {}",
-                            KeyForMessage(keys[i]), recorded.message())};
+                            KeyForMessage(keys[i]), recorded.message()),
+                recorded.detail()};
     }
   }
   return out;
 }
 
-std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
-                                                  const std::vector<std::string>& keys) {
+std::vector<Status> MasterService::PutRevoke(const std::string& node_id,
+                                             const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<StoreStatus> out;
+  std::vector<Status> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
   for (const std::string& key : keys) {
-    StoreStatus st = CheckKey(key);
+    Status st = CheckKey(key);
     if (st.ok()) {
       auto shard = s.shards.Lock(key);
       ObjectMeta* meta = shard->Find(key);
@@ -230,9 +237,9 @@ std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
       } else if (meta->writer != node_id) {
         st = NotWriter("put_revoke", key, meta->writer, node_id);
       } else if (meta->complete) {
-        st = {
+        st = StoreError(
             ErrorCode::INVALID_WRITE,
-            fmt::format("put_revoke: key {} is already complete; use remove", KeyForMessage(key))};
+            fmt::format("put_revoke: key {} is already complete; use remove", KeyForMessage(key)));
       } else {
         // A revoke follows a failed write, and bytes the writer had already sent may still land
         // in the replica (docs/store/data_plane.md): keep the space out of use for a while.
@@ -246,10 +253,9 @@ std::vector<StoreStatus> MasterService::PutRevoke(const std::string& node_id,
   return out;
 }
 
-std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
-    const std::vector<std::string>& keys) {
+std::vector<Result<ObjectDesc>> MasterService::GetReplicas(const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<StoreResult<ObjectDesc>> out;
+  std::vector<Result<ObjectDesc>> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
     s.m.gets_invalid->Inc(static_cast<double>(keys.size()));
     return out;
@@ -258,7 +264,7 @@ std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
   const auto ttl = std::chrono::nanoseconds(s.options.default_kv_lease_ttl);
   const auto ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());
   for (const std::string& key : keys) {
-    if (StoreStatus bad = CheckKey(key); !bad.ok()) {
+    if (Status bad = CheckKey(key); !bad.ok()) {
       s.m.gets_invalid->Inc();
       out.emplace_back(std::move(bad));
       continue;
@@ -287,13 +293,13 @@ std::vector<StoreResult<ObjectDesc>> MasterService::GetReplicas(
   return out;
 }
 
-std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::string>& keys) {
+std::vector<Result<bool>> MasterService::Exist(const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<StoreResult<bool>> out;
+  std::vector<Result<bool>> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
   out.reserve(keys.size());
   for (const std::string& key : keys) {
-    if (StoreStatus bad = CheckKey(key); !bad.ok()) {
+    if (Status bad = CheckKey(key); !bad.ok()) {
       out.emplace_back(std::move(bad));
       continue;
     }
@@ -304,10 +310,9 @@ std::vector<StoreResult<bool>> MasterService::Exist(const std::vector<std::strin
   return out;
 }
 
-std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& keys,
-                                               bool force) {
+std::vector<Status> MasterService::Remove(const std::vector<std::string>& keys, bool force) {
   Impl& s = *impl_;
-  std::vector<StoreStatus> out;
+  std::vector<Status> out;
   if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) {
     s.m.removes_invalid->Inc(static_cast<double>(keys.size()));
     return out;
@@ -315,7 +320,7 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
   out.reserve(keys.size());
   MetadataJournal::Ticket last = 0;
   for (const std::string& key : keys) {
-    StoreStatus st = CheckKey(key);
+    Status st = CheckKey(key);
     if (!st.ok()) {
       s.m.removes_invalid->Inc();
       out.push_back(std::move(st));
@@ -332,9 +337,10 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
       st = NotReady(key);
     } else if (LeaseLive(meta->lease_until_ns, now) && !force) {
       s.m.removes_has_lease->Inc();
-      st = {ErrorCode::OBJECT_HAS_LEASE,
-            fmt::format("key {} has a read lease for {} more ms (remove with force to override)",
-                        KeyForMessage(key), (meta->lease_until_ns - now + 999999) / 1000000)};
+      st = StoreError(
+          ErrorCode::OBJECT_HAS_LEASE,
+          fmt::format("key {} has a read lease for {} more ms (remove with force to override)",
+                      KeyForMessage(key), (meta->lease_until_ns - now + 999999) / 1000000));
     } else {
       last = s.RecordRemoval(key);
       s.FreeRemoved(*meta, now, last);
@@ -348,19 +354,19 @@ std::vector<StoreStatus> MasterService::Remove(const std::vector<std::string>& k
   return out;
 }
 
-StoreResult<uint64_t> MasterService::RemoveAll(bool force) {
+Result<uint64_t> MasterService::RemoveAll(bool force) {
   Impl& s = *impl_;
   return s.RemoveMatching([](const std::string&) { return true; }, force);
 }
 
-StoreResult<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, bool force) {
+Result<uint64_t> MasterService::RemoveByRegex(const std::string& pattern, bool force) {
   Impl& s = *impl_;
   std::regex re;
   try {
     re.assign(pattern, std::regex::ECMAScript | std::regex::optimize);
   } catch (const std::regex_error& e) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("remove_by_regex: pattern does not compile: {}", e.what()));
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("remove_by_regex: pattern does not compile: {}", e.what()));
   }
   return s.RemoveMatching([&re](const std::string& key) { return std::regex_search(key, re); },
                           force);

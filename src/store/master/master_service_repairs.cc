@@ -18,10 +18,10 @@ constexpr size_t kMaxRepairTasks = 256;
 
 }  // namespace
 
-StoreResult<std::vector<RepairTask>> MasterService::TakeRepairs(const std::string& node_id,
-                                                                uint64_t max_bytes) {
+Result<std::vector<RepairTask>> MasterService::TakeRepairs(const std::string& node_id,
+                                                           uint64_t max_bytes) {
   Impl& s = *impl_;
-  if (node_id.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "take_repairs: no node id");
+  if (node_id.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "take_repairs: no node id");
   std::vector<RepairTask> tasks;
   uint64_t budget = max_bytes;
   const int64_t now = s.Now();
@@ -51,26 +51,26 @@ StoreResult<std::vector<RepairTask>> MasterService::TakeRepairs(const std::strin
   return tasks;
 }
 
-std::vector<StoreStatus> MasterService::EndRepairs(const std::string& node_id,
-                                                   const std::vector<std::string>& keys,
-                                                   const std::vector<bool>& copied) {
+std::vector<Status> MasterService::EndRepairs(const std::string& node_id,
+                                              const std::vector<std::string>& keys,
+                                              const std::vector<bool>& copied) {
   Impl& s = *impl_;
   if (keys.size() != copied.size()) {
-    return std::vector<StoreStatus>(
+    return std::vector<Status>(
         keys.size(),
-        StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("end_repairs: {} keys but {} results",
-                                                           keys.size(), copied.size())));
+        StoreError(ErrorCode::INVALID_PARAMS,
+                   fmt::format("end_repairs: {} keys but {} results", keys.size(), copied.size())));
   }
-  std::vector<StoreStatus> out;
+  std::vector<Status> out;
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string& key = keys[i];
     auto shard = s.shards.Lock(key);
     std::optional<PendingRepair> repair = s.repairs.Finish(key, node_id);
     if (!repair) {
-      out.emplace_back(ErrorCode::OBJECT_NOT_FOUND,
-                       fmt::format("end_repairs: no copy of key {} is pending for node {}",
-                                   KeyForMessage(key), node_id));
+      out.push_back(StoreError(ErrorCode::OBJECT_NOT_FOUND,
+                               fmt::format("end_repairs: no copy of key {} is pending for node {}",
+                                           KeyForMessage(key), node_id)));
       continue;
     }
     ObjectMeta* meta = shard->Find(key);
@@ -80,13 +80,13 @@ std::vector<StoreStatus> MasterService::EndRepairs(const std::string& node_id,
       if (!copied[i] && same) {
         s.m.repairs_failed->Inc();
         s.repairs.Add(key);  // another try, maybe by another node
-        out.push_back(StoreStatus::Ok());
+        out.push_back(Status::Ok());
       } else {
         s.m.repairs_dropped->Inc();
-        out.emplace_back(ErrorCode::OBJECT_NOT_FOUND,
-                         fmt::format("end_repairs: key {} changed or its target went away "
-                                     "during the copy; the copy is discarded",
-                                     KeyForMessage(key)));
+        out.push_back(StoreError(ErrorCode::OBJECT_NOT_FOUND,
+                                 fmt::format("end_repairs: key {} changed or its target went away "
+                                             "during the copy; the copy is discarded",
+                                             KeyForMessage(key))));
       }
       continue;
     }
@@ -95,7 +95,7 @@ std::vector<StoreStatus> MasterService::EndRepairs(const std::string& node_id,
     s.m.repairs_done->Inc();
     s.m.repaired_bytes->Inc(static_cast<double>(meta->size));
     if (meta->replicas.size() < meta->want_replicas) s.repairs.Add(key);
-    out.push_back(StoreStatus::Ok());
+    out.push_back(Status::Ok());
   }
   s.RefreshGauges();
   return out;

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 
 namespace kvtier::store {
 
@@ -61,9 +61,9 @@ class MetadataJournal {
 
   // Blocks until every change up to `ticket` is recorded. An error when the journal failed: those
   // changes may or may not have been recorded, and this master is stepping down.
-  virtual StoreStatus Wait(Ticket ticket) = 0;
+  virtual Status Wait(Ticket ticket) = 0;
   // Wait for every change made so far.
-  virtual StoreStatus Flush() = 0;
+  virtual Status Flush() = 0;
   // Runs `fn` once every change up to `ticket` is recorded (at once when they are; else on the
   // journal's thread). A removed object's space is freed only then: were it reused first, a
   // failover could bring back the removed object's record over another object's bytes. Never

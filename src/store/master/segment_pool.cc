@@ -11,49 +11,51 @@ namespace kvtier::store {
 
 SegmentPool::SegmentPool(uint64_t seed) : rng_(seed) {}
 
-StoreStatus SegmentPool::Mount(const std::string& node_id, const std::string& endpoint,
-                               const SegmentInfo& segment) {
-  if (node_id.empty()) return {ErrorCode::INVALID_PARAMS, "mount: node id is empty"};
+Status SegmentPool::Mount(const std::string& node_id, const std::string& endpoint,
+                          const SegmentInfo& segment) {
+  if (node_id.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "mount: node id is empty");
   if (endpoint.empty()) {
-    return {ErrorCode::INVALID_PARAMS,
-            fmt::format("mount: segment {} has no endpoint (neither the segment's nor the node's)",
-                        segment.id)};
+    return StoreError(
+        ErrorCode::INVALID_PARAMS,
+        fmt::format("mount: segment {} has no endpoint (neither the segment's nor the node's)",
+                    segment.id));
   }
   if (segment.size < kSegmentAlignment) {
-    return {ErrorCode::INVALID_PARAMS,
-            fmt::format("mount: segment {} size {} is below the minimum of {} bytes", segment.id,
-                        segment.size, kSegmentAlignment)};
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("mount: segment {} size {} is below the minimum of {} bytes",
+                                  segment.id, segment.size, kSegmentAlignment));
   }
   std::lock_guard lock(mu_);
   auto it = segments_.find(segment.id);
   if (it != segments_.end()) {
     const Segment& s = it->second;
     if (s.node_id != node_id) {
-      return {
+      return StoreError(
           ErrorCode::SEGMENT_ALREADY_EXISTS,
-          fmt::format("mount: segment {} is already mounted by node {}", segment.id, s.node_id)};
+          fmt::format("mount: segment {} is already mounted by node {}", segment.id, s.node_id));
     }
     const uint64_t capacity = ArenaAllocator(segment.size, kSegmentAlignment).capacity();
     if (s.allocator.capacity() != capacity || s.endpoint != endpoint) {
-      return {ErrorCode::INVALID_PARAMS,
-              fmt::format("mount: segment {} is already mounted with size {} at '{}' (now {} at "
-                          "'{}'); unmount it first",
-                          segment.id, s.allocator.capacity(), s.endpoint, segment.size, endpoint)};
+      return StoreError(
+          ErrorCode::INVALID_PARAMS,
+          fmt::format("mount: segment {} is already mounted with size {} at '{}' (now {} at "
+                      "'{}'); unmount it first",
+                      segment.id, s.allocator.capacity(), s.endpoint, segment.size, endpoint));
     }
-    return StoreStatus::Ok();  // idempotent re-mount
+    return Status::Ok();  // idempotent re-mount
   }
   segments_.emplace(segment.id, Segment{node_id, endpoint, next_generation_++,
                                         ArenaAllocator(segment.size, kSegmentAlignment)});
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus SegmentPool::Restore(const std::string& node_id, const std::string& endpoint,
-                                 const SegmentInfo& segment, uint64_t generation) {
-  KVT_STORE_RETURN_IF_ERROR(Mount(node_id, endpoint, segment));
+Status SegmentPool::Restore(const std::string& node_id, const std::string& endpoint,
+                            const SegmentInfo& segment, uint64_t generation) {
+  KVT_RETURN_IF_ERROR(Mount(node_id, endpoint, segment));
   std::lock_guard lock(mu_);
   segments_.at(segment.id).generation = generation;
   next_generation_ = std::max(next_generation_, generation + 1);
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 bool SegmentPool::Reserve(const Replica& replica) {
@@ -74,17 +76,17 @@ uint64_t SegmentPool::GenerationOf(uint64_t segment_id) const {
   return it == segments_.end() ? 0 : it->second.generation;
 }
 
-StoreResult<MountRef> SegmentPool::Unmount(const std::string& node_id, uint64_t segment_id) {
+Result<MountRef> SegmentPool::Unmount(const std::string& node_id, uint64_t segment_id) {
   std::lock_guard lock(mu_);
   auto it = segments_.find(segment_id);
   if (it == segments_.end()) {
-    return StoreStatus(ErrorCode::SEGMENT_NOT_FOUND,
-                       fmt::format("unmount: segment {} is not mounted", segment_id));
+    return StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                      fmt::format("unmount: segment {} is not mounted", segment_id));
   }
   if (it->second.node_id != node_id) {
-    return StoreStatus(ErrorCode::SEGMENT_NOT_FOUND,
-                       fmt::format("unmount: segment {} is mounted by node {}, not by {}",
-                                   segment_id, it->second.node_id, node_id));
+    return StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                      fmt::format("unmount: segment {} is mounted by node {}, not by {}",
+                                  segment_id, it->second.node_id, node_id));
   }
   MountRef ref{segment_id, it->second.generation};
   segments_.erase(it);

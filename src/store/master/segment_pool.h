@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/arena_allocator.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 
 namespace kvtier::store {
@@ -63,12 +63,11 @@ class SegmentPool {
 
   // OK when new or when the same node mounts the same id again with the same size.
   // SEGMENT_ALREADY_EXISTS when another node owns the id; INVALID_PARAMS for a bad size/endpoint.
-  StoreStatus Mount(const std::string& node_id, const std::string& endpoint,
-                    const SegmentInfo& segment);
+  Status Mount(const std::string& node_id, const std::string& endpoint, const SegmentInfo& segment);
   // A mount its predecessor recorded, re-created by a master that takes over (master_restore.cc)
   // with the same generation, so the recorded replicas name it. Fails like Mount.
-  StoreStatus Restore(const std::string& node_id, const std::string& endpoint,
-                      const SegmentInfo& segment, uint64_t generation);
+  Status Restore(const std::string& node_id, const std::string& endpoint,
+                 const SegmentInfo& segment, uint64_t generation);
   // Takes a recorded replica's range again; false when its mount is not here or the range is
   // not free (two records claim it: the caller drops the replica).
   bool Reserve(const Replica& replica);
@@ -78,7 +77,7 @@ class SegmentPool {
   // The mount's generation; 0 when the segment is not mounted.
   uint64_t GenerationOf(uint64_t segment_id) const;
   // SEGMENT_NOT_FOUND when the id is not mounted, or mounted by another node.
-  StoreResult<MountRef> Unmount(const std::string& node_id, uint64_t segment_id);
+  Result<MountRef> Unmount(const std::string& node_id, uint64_t segment_id);
   // Every segment of the node; what was unmounted.
   std::vector<MountRef> UnmountNode(const std::string& node_id);
   // The nodes other than `node_id` with a segment at `endpoint`, and those segments' ids: a node

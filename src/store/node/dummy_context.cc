@@ -8,8 +8,8 @@
 namespace kvtier::store {
 namespace {
 
-StoreStatus Invalid(std::string message) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS, std::move(message));
+Status Invalid(std::string message) {
+  return StoreError(ErrorCode::INVALID_PARAMS, std::move(message));
 }
 
 // [offset, offset + length) inside [0, size), without overflow.
@@ -27,19 +27,19 @@ const DummyContext::Region* DummyContext::FindRegion(uint64_t id) const {
   return it == regions_.end() ? nullptr : &it->second;
 }
 
-StoreStatus DummyContext::CheckNewRegion(uint64_t id) const {
+Status DummyContext::CheckNewRegion(uint64_t id) const {
   if (regions_.count(id) != 0) return Invalid(fmt::format("region {} is already registered", id));
   if (regions_.size() >= dummy::kMaxRegionsPerDummy) {
     return Invalid(
         fmt::format("a dummy may register at most {} regions", dummy::kMaxRegionsPerDummy));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus DummyContext::AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory) {
+Status DummyContext::AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory) {
   {
     std::lock_guard lock(mu_);
-    KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
+    KVT_RETURN_IF_ERROR(CheckNewRegion(id));
   }
   auto opened = cuda::IpcMemory::Open({memory}, "");  // outside mu_: it takes a while
   if (!opened.ok()) {
@@ -47,22 +47,22 @@ StoreStatus DummyContext::AddGpuRegion(uint64_t id, const cuda::IpcMemory::Expor
     const ErrorCode code = opened.status().code() == Code::kUnavailable
                                ? ErrorCode::UNAVAILABLE_IN_CURRENT_MODE
                                : ErrorCode::INVALID_PARAMS;
-    return StoreStatus(code, fmt::format("GPU region {}: {}", id, opened.status().message()));
+    return StoreError(code, fmt::format("GPU region {}: {}", id, opened.status().message()));
   }
   std::lock_guard lock(mu_);
-  KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
+  KVT_RETURN_IF_ERROR(CheckNewRegion(id));
   Region r;
   r.size = memory.size;
   r.gpu = std::move(opened).value();
   regions_.emplace(id, std::move(r));
   buffers_.emplace(std::make_pair(id, uint64_t{0}), memory.size);
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind,
-                                    wire::UniqueFd fd) {
+Status DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind,
+                               wire::UniqueFd fd) {
   std::lock_guard lock(mu_);
-  KVT_STORE_RETURN_IF_ERROR(CheckNewRegion(id));
+  KVT_RETURN_IF_ERROR(CheckNewRegion(id));
   if (kind == dummy::RegionKind::kLocalBuffer && local_region_) {
     return Invalid(fmt::format("region {}: this dummy already has a local buffer (region {})", id,
                                *local_region_));
@@ -72,18 +72,18 @@ StoreStatus DummyContext::AddRegion(uint64_t id, uint64_t size, dummy::RegionKin
   }
   auto mapped = mappings_->Map(std::move(fd), size);
   if (!mapped.ok()) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("region {}: {}", id, mapped.status().message()));
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("region {}: {}", id, mapped.status().message()));
   }
   if (kind == dummy::RegionKind::kLocalBuffer) {
     staging_.emplace(size, kStagingAlignment);
     local_region_ = id;
   }
   regions_.emplace(id, Region{std::move(*mapped), size, kind, nullptr});
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size) {
+Status DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size) {
   std::lock_guard lock(mu_);
   const Region* r = FindRegion(region);
   if (r == nullptr) return Invalid(fmt::format("buffer in unknown region {}", region));
@@ -101,7 +101,7 @@ StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint6
   const auto key = std::make_pair(region, offset);
   auto next = buffers_.lower_bound(key);
   if (next != buffers_.end() && next->first == key && next->second == size) {
-    return StoreStatus::Ok();  // the same registration again
+    return Status::Ok();  // the same registration again
   }
   if (next != buffers_.end() && next->first.first == region && next->first.second - offset < size) {
     return Invalid(fmt::format("buffer [{}, +{}) overlaps the registered buffer [{}, +{})", offset,
@@ -119,10 +119,10 @@ StoreStatus DummyContext::RegisterBuffer(uint64_t region, uint64_t offset, uint6
         fmt::format("a dummy may register at most {} buffers", dummy::kMaxBuffersPerDummy));
   }
   buffers_.emplace(key, size);
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreResult<uint64_t> DummyContext::UnregisterBuffer(uint64_t region, uint64_t offset) {
+Result<uint64_t> DummyContext::UnregisterBuffer(uint64_t region, uint64_t offset) {
   std::lock_guard lock(mu_);
   auto it = buffers_.find({region, offset});
   if (it == buffers_.end()) {
@@ -133,7 +133,7 @@ StoreResult<uint64_t> DummyContext::UnregisterBuffer(uint64_t region, uint64_t o
   return size;
 }
 
-StoreResult<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range) const {
+Result<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range) const {
   std::lock_guard lock(mu_);
   const Region* r = FindRegion(range.region);
   if (r == nullptr) return Invalid(fmt::format("unknown region {}", range.region));
@@ -152,7 +152,7 @@ StoreResult<ResolvedRange> DummyContext::ResolveBuffer(const dummy::Range& range
                              range.offset, range.length, range.region));
 }
 
-StoreResult<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& range) const {
+Result<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& range) const {
   std::lock_guard lock(mu_);
   if (!local_region_ || range.region != *local_region_) {
     return Invalid(fmt::format("region {} is not this dummy's local buffer", range.region));
@@ -165,7 +165,7 @@ StoreResult<ResolvedRange> DummyContext::ResolveStaging(const dummy::Range& rang
   return ResolvedRange{regions_.at(*local_region_).file->data() + range.offset, range.length};
 }
 
-StoreResult<dummy::Range> DummyContext::AllocStaging(uint64_t size) {
+Result<dummy::Range> DummyContext::AllocStaging(uint64_t size) {
   std::lock_guard lock(mu_);
   if (!staging_) {
     return Invalid(
@@ -174,22 +174,22 @@ StoreResult<dummy::Range> DummyContext::AllocStaging(uint64_t size) {
   }
   if (size == 0) return Invalid("staging allocation of 0 bytes");
   if (size > staging_->capacity()) {
-    return StoreStatus(ErrorCode::BUFFER_OVERFLOW,
-                       fmt::format("{} bytes do not fit this dummy's local buffer of {} bytes; "
-                                   "use a larger local_buffer_size or put_from / get_into",
-                                   size, staging_->capacity()));
+    return StoreError(ErrorCode::BUFFER_OVERFLOW,
+                      fmt::format("{} bytes do not fit this dummy's local buffer of {} bytes; "
+                                  "use a larger local_buffer_size or put_from / get_into",
+                                  size, staging_->capacity()));
   }
   auto offset = staging_->Allocate(size);
   if (!offset) {
-    return StoreStatus(ErrorCode::NO_AVAILABLE_HANDLE,
-                       fmt::format("local buffer full: {} bytes wanted, {} of {} free", size,
-                                   staging_->free_bytes(), staging_->capacity()));
+    return StoreError(ErrorCode::NO_AVAILABLE_HANDLE,
+                      fmt::format("local buffer full: {} bytes wanted, {} of {} free", size,
+                                  staging_->free_bytes(), staging_->capacity()));
   }
   staged_.emplace(*offset, size);
   return dummy::Range{*local_region_, *offset, size};
 }
 
-StoreStatus DummyContext::FreeStaging(uint64_t offset) {
+Status DummyContext::FreeStaging(uint64_t offset) {
   std::lock_guard lock(mu_);
   auto it = staged_.find(offset);
   if (it == staged_.end() || !staging_) {
@@ -197,7 +197,7 @@ StoreStatus DummyContext::FreeStaging(uint64_t offset) {
   }
   staging_->Free(it->first, it->second);
   staged_.erase(it);
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 void DummyContext::SetPeer(int64_t pid, int64_t hello_ns) {
@@ -233,15 +233,15 @@ DummySummary DummyContext::Summary(int64_t now_ns) const {
   return s;
 }
 
-StoreStatus DummyContextTable::Attach(const std::shared_ptr<DummyContext>& context) {
+Status DummyContextTable::Attach(const std::shared_ptr<DummyContext>& context) {
   std::lock_guard lock(mu_);
   auto [it, inserted] = contexts_.emplace(context->client_id(), context);
   if (!inserted) {
-    return StoreStatus(
+    return StoreError(
         ErrorCode::ILLEGAL_CLIENT,
         fmt::format("client id '{}' is already connected to this node", context->client_id()));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 void DummyContextTable::Detach(const DummyContext& context) {

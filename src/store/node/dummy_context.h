@@ -22,12 +22,12 @@
 #include <utility>
 #include <vector>
 
-#include "common/memfd.h"
 #include "common/arena_allocator.h"
+#include "common/memfd.h"
 #include "cuda/gpu_memory.h"
-#include "store/protocol/dummy_protocol.h"
-#include "store/protocol/store_status.h"
 #include "store/node/region_mappings.h"
+#include "store/protocol/dummy_protocol.h"
+#include "store/protocol/store_errors.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier::store {
@@ -67,23 +67,23 @@ class DummyContext {
   // Maps `fd`, which must be a memfd sealed against shrinking (a shrink would turn the node's
   // accesses into SIGBUS) of at least `size` bytes. The first `size` bytes become region `id`.
   // A local_buffer region (at most one) becomes the staging area.
-  StoreStatus AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind, wire::UniqueFd fd);
+  Status AddRegion(uint64_t id, uint64_t size, dummy::RegionKind kind, wire::UniqueFd fd);
   // GPU memory of the dummy (CUDA IPC, same host): opens the handle and makes [0, size) of it
   // region `id`, one buffer. UNAVAILABLE where this node has no usable GPU.
-  StoreStatus AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory);
+  Status AddGpuRegion(uint64_t id, const cuda::IpcMemory::Export& memory);
   // A buffer lies inside one mem_pool region and overlaps no other buffer (registering the
   // same range again is OK).
-  StoreStatus RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size);
-  StoreResult<uint64_t> UnregisterBuffer(uint64_t region, uint64_t offset);  // -> its size
+  Status RegisterBuffer(uint64_t region, uint64_t offset, uint64_t size);
+  Result<uint64_t> UnregisterBuffer(uint64_t region, uint64_t offset);  // -> its size
 
   // INVALID_PARAMS unless the whole range lies inside one registered buffer.
-  StoreResult<ResolvedRange> ResolveBuffer(const dummy::Range& range) const;
+  Result<ResolvedRange> ResolveBuffer(const dummy::Range& range) const;
   // INVALID_PARAMS unless the range starts at a live staging allocation and fits inside it.
-  StoreResult<ResolvedRange> ResolveStaging(const dummy::Range& range) const;
+  Result<ResolvedRange> ResolveStaging(const dummy::Range& range) const;
 
   // A block of the local buffer for the node to stage through: (local-buffer region, offset).
-  StoreResult<dummy::Range> AllocStaging(uint64_t size);
-  StoreStatus FreeStaging(uint64_t offset);
+  Result<dummy::Range> AllocStaging(uint64_t size);
+  Status FreeStaging(uint64_t offset);
 
   // Before Attach: the peer's pid (SO_PEERCRED) and the time of its HELLO on the service clock.
   void SetPeer(int64_t pid, int64_t hello_ns);
@@ -100,7 +100,7 @@ class DummyContext {
     std::shared_ptr<const cuda::IpcMemory> gpu;  // a GPU region instead of a file
     uint8_t* data() const { return gpu ? gpu->data(0) : file->data(); }
   };
-  StoreStatus CheckNewRegion(uint64_t id) const;  // caller holds mu_
+  Status CheckNewRegion(uint64_t id) const;     // caller holds mu_
   const Region* FindRegion(uint64_t id) const;  // caller holds mu_
 
   const std::string client_id_;
@@ -126,7 +126,7 @@ class DummyContextTable {
   explicit DummyContextTable(Gauge* mapped_bytes = nullptr)
       : mappings_(std::make_shared<RegionMappings>(mapped_bytes)) {}
   // ILLEGAL_CLIENT when a context with the same id is live (another connection claims it).
-  StoreStatus Attach(const std::shared_ptr<DummyContext>& context);
+  Status Attach(const std::shared_ptr<DummyContext>& context);
   // Removes the entry if it is still this very context.
   void Detach(const DummyContext& context);
   size_t size() const;

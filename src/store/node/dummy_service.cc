@@ -31,7 +31,7 @@ constexpr size_t kMaxConnections = 1024;
 // Answers a connection the node will not serve, then it is closed.
 void Refuse(int fd, ErrorCode code, const std::string& why) {
   dummy::Reply reply;
-  reply.status = StoreStatus(code, why);
+  reply.status = StoreError(code, why);
   (void)dummy::SendFrame(fd, dummy::EncodeFrame(static_cast<uint32_t>(dummy::Op::kHello),
                                                 dummy::EncodeReply(dummy::Op::kHello, reply)));
 }

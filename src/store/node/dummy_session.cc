@@ -20,8 +20,9 @@ using dummy::Op;
 using dummy::Reply;
 using dummy::Request;
 
-StoreStatus RangeError(const std::string& key, const StoreStatus& why) {
-  return StoreStatus(why.code(), fmt::format("key {}: {}", KeyForMessage(key), why.message()));
+Status RangeError(const std::string& key, const Status& why) {
+  return Status(why.code(), fmt::format("key {}: {}", KeyForMessage(key), why.message()),
+                why.detail());
 }
 
 // Keys of a batch that passed the per-key checks, and where their answers go.
@@ -43,10 +44,10 @@ struct GpuBounce {
 };
 
 template <typename T>
-StoreStatus StatusOf(const StoreResult<T>& r) {
+Status StatusOf(const Result<T>& r) {
   return r.status();
 }
-StoreStatus StatusOf(const StoreStatus& s) { return s; }
+Status StatusOf(const Status& s) { return s; }
 
 }  // namespace
 
@@ -114,7 +115,7 @@ DummySession::End DummySession::Run() {
         }
         // Type 0: a connection-level error; the stream is not trusted any more.
         Reply reply;
-        reply.status = StoreStatus(ErrorCode::INVALID_PARAMS, s.message());
+        reply.status = StoreError(ErrorCode::INVALID_PARAMS, s.message());
         (void)dummy::SendFrame(fd_, dummy::EncodeFrame(0, dummy::EncodeReply(Op{}, reply)));
       }
       return End::kError;
@@ -134,7 +135,7 @@ DummySession::End DummySession::Run() {
   }
 }
 
-Reply DummySession::Fail(const std::string& reason, StoreStatus status) {
+Reply DummySession::Fail(const std::string& reason, Status status) {
   metrics_.Error(reason)->Inc();
   Reply reply;
   reply.status = std::move(status);
@@ -156,13 +157,13 @@ Reply DummySession::Handle(uint32_t type, const std::string& body,
     if (ShouldLog("dummy-decode")) {
       KVT_LOG_WARN("dummy '{}': bad request: {}", client_id(), req.status().message());
     }
-    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS, req.status().message()));
+    return Fail("protocol", StoreError(ErrorCode::INVALID_PARAMS, req.status().message()));
   }
   if (!fds.empty() && req->op != Op::kRegisterRegion) {
-    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
-                                        fmt::format("{} carried {} file descriptor(s): only "
-                                                    "register_region may carry one (closed)",
-                                                    dummy::OpName(req->op), fds.size())));
+    return Fail("protocol", StoreError(ErrorCode::INVALID_PARAMS,
+                                       fmt::format("{} carried {} file descriptor(s): only "
+                                                   "register_region may carry one (closed)",
+                                                   dummy::OpName(req->op), fds.size())));
   }
   return Dispatch(*req, fds);
 }
@@ -170,10 +171,10 @@ Reply DummySession::Handle(uint32_t type, const std::string& body,
 Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
   if (req.op == Op::kHello) return Hello(req);
   if (!context_) {
-    return Fail("refused", StoreStatus(ErrorCode::CLIENT_NOT_FOUND,
-                                       fmt::format("{} before HELLO: this connection has not "
-                                                   "identified itself",
-                                                   dummy::OpName(req.op))));
+    return Fail("refused", StoreError(ErrorCode::CLIENT_NOT_FOUND,
+                                      fmt::format("{} before HELLO: this connection has not "
+                                                  "identified itself",
+                                                  dummy::OpName(req.op))));
   }
   for (uint64_t offset : req.release) {
     if (!context_->FreeStaging(offset).ok()) metrics_.Error("staging")->Inc();
@@ -182,23 +183,23 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
   switch (req.op) {
     case Op::kRegisterRegion: {
       if (fds.size() != 1) {
-        return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
-                                            fmt::format("register_region must carry exactly one "
-                                                        "memfd, got {}",
-                                                        fds.size())));
+        return Fail("protocol", StoreError(ErrorCode::INVALID_PARAMS,
+                                           fmt::format("register_region must carry exactly one "
+                                                       "memfd, got {}",
+                                                       fds.size())));
       }
-      StoreStatus s = context_->AddRegion(req.region, req.size, req.kind, std::move(fds[0]));
+      Status s = context_->AddRegion(req.region, req.size, req.kind, std::move(fds[0]));
       if (!s.ok()) return Fail("refused", std::move(s));
       return reply;
     }
     case Op::kRegisterGpuRegion: {
-      StoreStatus s = context_->AddGpuRegion(
-          req.region, {req.gpu_handle, req.offset, req.size, req.gpu_device});
+      Status s = context_->AddGpuRegion(req.region,
+                                        {req.gpu_handle, req.offset, req.size, req.gpu_device});
       if (!s.ok()) return Fail("refused", std::move(s));
       return reply;
     }
     case Op::kRegisterBuffer: {
-      StoreStatus s = context_->RegisterBuffer(req.region, req.offset, req.size);
+      Status s = context_->RegisterBuffer(req.region, req.offset, req.size);
       if (!s.ok()) return Fail("bounds", std::move(s));
       return reply;
     }
@@ -262,19 +263,19 @@ void DummySession::LowerPriorityIfBulk() {
 
 Reply DummySession::Hello(const Request& req) {
   if (context_) {
-    return Fail("protocol", StoreStatus(ErrorCode::INVALID_PARAMS,
-                                        fmt::format("this connection already said HELLO as '{}'",
-                                                    context_->client_id())));
+    return Fail("protocol", StoreError(ErrorCode::INVALID_PARAMS,
+                                       fmt::format("this connection already said HELLO as '{}'",
+                                                   context_->client_id())));
   }
   if (req.version != dummy::kProtocolVersion) {
-    return Fail("refused", StoreStatus(ErrorCode::INVALID_PARAMS,
-                                       fmt::format("dummy protocol version {} is not supported; "
-                                                   "this node speaks version {}",
-                                                   req.version, dummy::kProtocolVersion)));
+    return Fail("refused", StoreError(ErrorCode::INVALID_PARAMS,
+                                      fmt::format("dummy protocol version {} is not supported; "
+                                                  "this node speaks version {}",
+                                                  req.version, dummy::kProtocolVersion)));
   }
   auto context = std::make_shared<DummyContext>(req.client_id, table_.mappings());
   context->SetPeer(state_.peer_pid, clock_.NowNs());
-  StoreStatus attached = table_.Attach(context);
+  Status attached = table_.Attach(context);
   if (!attached.ok()) {
     KVT_LOG_WARN("dummy HELLO refused: {}", attached.message());
     return Fail("refused", std::move(attached));
@@ -305,7 +306,7 @@ Reply DummySession::PutFrom(const Request& req) {
     auto range = req.free_after ? context_->ResolveStaging(req.ranges[i])
                                 : context_->ResolveBuffer(req.ranges[i]);
     if (req.free_after && range.ok()) staged.push_back(req.ranges[i].offset);
-    StoreStatus key_ok = CheckKey(req.keys[i]);
+    Status key_ok = CheckKey(req.keys[i]);
     if (!key_ok.ok()) {
       reply.statuses[i] = std::move(key_ok);
     } else if (!range.ok()) {
@@ -316,7 +317,7 @@ Reply DummySession::PutFrom(const Request& req) {
       if (range->gpu != nullptr) {
         GpuBounce& b = bounces.emplace_back(*range);
         if (Status copied = b.FromGpu(); !copied.ok()) {
-          reply.statuses[i] = StoreStatus(ErrorCode::TRANSFER_FAIL, copied.message());
+          reply.statuses[i] = StoreError(ErrorCode::TRANSFER_FAIL, copied.message());
           continue;
         }
         data = b.host.data();
@@ -332,7 +333,7 @@ Reply DummySession::PutFrom(const Request& req) {
     for (size_t j = 0; j < sel.keys.size(); ++j) {
       reply.statuses[sel.index[j]] =
           j < results.size() ? results[j]
-                             : StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+                             : StoreError(ErrorCode::INTERNAL_ERROR, "node answered too few");
       if (reply.statuses[sel.index[j]].ok()) bytes += buffers[j].size;
     }
     CountBytes(bytes, 0);
@@ -349,7 +350,7 @@ Reply DummySession::GetInto(const Request& req) {
   std::vector<MutableBuffer> buffers;
   std::vector<std::optional<GpuBounce>> bounces;  // per selected key
   for (size_t i = 0; i < req.keys.size(); ++i) {
-    StoreStatus key_ok = CheckKey(req.keys[i]);
+    Status key_ok = CheckKey(req.keys[i]);
     if (!key_ok.ok()) {
       reply.statuses[i] = std::move(key_ok);
       continue;
@@ -373,12 +374,12 @@ Reply DummySession::GetInto(const Request& req) {
     for (size_t j = 0; j < sel.keys.size(); ++j) {
       const size_t i = sel.index[j];
       if (j >= results.size()) {
-        reply.statuses[i] = StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+        reply.statuses[i] = StoreError(ErrorCode::INTERNAL_ERROR, "node answered too few");
       } else if (!results[j].ok()) {
         reply.statuses[i] = results[j].status();
       } else if (Status copied = bounces[j] ? bounces[j]->ToGpu(*results[j]) : Status::Ok();
                  !copied.ok()) {
-        reply.statuses[i] = StoreStatus(ErrorCode::TRANSFER_FAIL, copied.message());
+        reply.statuses[i] = StoreError(ErrorCode::TRANSFER_FAIL, copied.message());
       } else {
         reply.values[i] = *results[j];
         bytes += *results[j];
@@ -400,7 +401,7 @@ Reply DummySession::GetStaged(const Request& req) {
     auto sizes = node_.GetSize({key});
     if (sizes.empty() || !sizes[0].ok()) {
       reply.status =
-          sizes.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : sizes[0].status();
+          sizes.empty() ? StoreError(ErrorCode::INTERNAL_ERROR, "no answer") : sizes[0].status();
       return reply;
     }
     if (*sizes[0] == 0) return reply;  // an empty value: nothing staged, nothing to release
@@ -419,8 +420,8 @@ Reply DummySession::GetStaged(const Request& req) {
     }
     (void)context_->FreeStaging(range->offset);
     reply.status =
-        got.empty() ? StoreStatus(ErrorCode::INTERNAL_ERROR, "no answer") : got[0].status();
-    if (reply.status.code() != ErrorCode::BUFFER_OVERFLOW) break;
+        got.empty() ? StoreError(ErrorCode::INTERNAL_ERROR, "no answer") : got[0].status();
+    if (ErrorCodeOf(reply.status) != ErrorCode::BUFFER_OVERFLOW) break;
   }
   return reply;
 }
@@ -431,7 +432,7 @@ Reply DummySession::KeyOp(const Request& req) {
   if (req.op != Op::kRemove) reply.values.assign(req.keys.size(), 0);
   Selected sel;
   for (size_t i = 0; i < req.keys.size(); ++i) {
-    StoreStatus key_ok = CheckKey(req.keys[i]);
+    Status key_ok = CheckKey(req.keys[i]);
     if (!key_ok.ok()) {
       reply.statuses[i] = std::move(key_ok);
     } else {
@@ -444,7 +445,7 @@ Reply DummySession::KeyOp(const Request& req) {
     for (size_t j = 0; j < sel.keys.size(); ++j) {
       const size_t i = sel.index[j];
       if (j >= results.size()) {
-        reply.statuses[i] = StoreStatus(ErrorCode::INTERNAL_ERROR, "node answered too few");
+        reply.statuses[i] = StoreError(ErrorCode::INTERNAL_ERROR, "node answered too few");
         continue;
       }
       reply.statuses[i] = StatusOf(results[j]);
@@ -454,14 +455,14 @@ Reply DummySession::KeyOp(const Request& req) {
   switch (req.op) {
     case Op::kExist:
       scatter(node_.Exist(sel.keys),
-              [&](size_t i, const StoreResult<bool>& r) { reply.values[i] = *r ? 1 : 0; });
+              [&](size_t i, const Result<bool>& r) { reply.values[i] = *r ? 1 : 0; });
       break;
     case Op::kGetSize:
       scatter(node_.GetSize(sel.keys),
-              [&](size_t i, const StoreResult<uint64_t>& r) { reply.values[i] = *r; });
+              [&](size_t i, const Result<uint64_t>& r) { reply.values[i] = *r; });
       break;
     default:
-      scatter(node_.Remove(sel.keys, req.force), [](size_t, const StoreStatus&) {});
+      scatter(node_.Remove(sel.keys, req.force), [](size_t, const Status&) {});
       break;
   }
   return reply;

@@ -66,7 +66,7 @@ class DummySession {
   dummy::Reply GetInto(const dummy::Request& req);
   dummy::Reply GetStaged(const dummy::Request& req);
   dummy::Reply KeyOp(const dummy::Request& req);  // exist, get_size, remove
-  dummy::Reply Fail(const std::string& reason, StoreStatus status);
+  dummy::Reply Fail(const std::string& reason, Status status);
   void CountBytes(uint64_t put, uint64_t get);  // in the metrics and the dummy's own counters
 
   const int fd_;

@@ -19,16 +19,16 @@
 namespace kvtier::store {
 namespace {
 
-StoreStatus Closed() { return {ErrorCode::RPC_FAIL, "the store client is closed"}; }
+Status Closed() { return StoreError(ErrorCode::RPC_FAIL, "the store client is closed"); }
 
 // This node's data plane reads and writes host memory: a GPU buffer is refused, not touched
 // (a dummy client moves GPU memory: its node copies it through CUDA IPC).
-std::optional<StoreStatus> RefuseGpu(const std::vector<void*>& buffers) {
+std::optional<Status> RefuseGpu(const std::vector<void*>& buffers) {
   for (const void* b : buffers) {
     if (cuda::IsDevicePointer(b)) {
-      return StoreStatus(ErrorCode::INVALID_PARAMS,
-                         "GPU memory in an embedded client: use a dummy client (its node copies "
-                         "GPU buffers through CUDA IPC) or host memory");
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        "GPU memory in an embedded client: use a dummy client (its node copies "
+                        "GPU buffers through CUDA IPC) or host memory");
     }
   }
   return std::nullopt;
@@ -40,15 +40,15 @@ class EmbeddedClient final : public StoreClient {
       : metrics_(std::move(metrics)), node_(std::move(node)), hostname_(node_->info().endpoint) {}
   ~EmbeddedClient() override { (void)Close(); }
 
-  StoreStatus Put(const std::string& key, const void* data, size_t size,
-                  const PutConfig& config) override {
+  Status Put(const std::string& key, const void* data, size_t size,
+             const PutConfig& config) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     const ConstBuffer value{static_cast<const uint8_t*>(data), size};
     return std::move(node_->Put({key}, {&value, 1}, config)[0]);
   }
 
-  StoreResult<std::string> Get(const std::string& key) override {
+  Result<std::string> Get(const std::string& key) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     auto size = std::move(node_->GetSize({key})[0]);
@@ -61,16 +61,16 @@ class EmbeddedClient final : public StoreClient {
     return out;
   }
 
-  std::vector<StoreStatus> BatchPutFrom(const std::vector<std::string>& keys,
-                                        const std::vector<void*>& buffers,
-                                        const std::vector<size_t>& sizes,
-                                        const PutConfig& config) override {
+  std::vector<Status> BatchPutFrom(const std::vector<std::string>& keys,
+                                   const std::vector<void*>& buffers,
+                                   const std::vector<size_t>& sizes,
+                                   const PutConfig& config) override {
     std::shared_lock lk(mu_);
-    if (!node_) return std::vector<StoreStatus>(keys.size(), Closed());
+    if (!node_) return std::vector<Status>(keys.size(), Closed());
     if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
-      return std::vector<StoreStatus>(keys.size(), Mismatch(keys, buffers, sizes));
+      return std::vector<Status>(keys.size(), Mismatch(keys, buffers, sizes));
     }
-    if (auto gpu = RefuseGpu(buffers)) return std::vector<StoreStatus>(keys.size(), *gpu);
+    if (auto gpu = RefuseGpu(buffers)) return std::vector<Status>(keys.size(), *gpu);
     std::vector<ConstBuffer> values;
     values.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -79,16 +79,16 @@ class EmbeddedClient final : public StoreClient {
     return node_->Put(keys, values, config);
   }
 
-  std::vector<StoreResult<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
-                                                  const std::vector<void*>& buffers,
-                                                  const std::vector<size_t>& sizes) override {
+  std::vector<Result<uint64_t>> BatchGetInto(const std::vector<std::string>& keys,
+                                             const std::vector<void*>& buffers,
+                                             const std::vector<size_t>& sizes) override {
     std::shared_lock lk(mu_);
-    if (!node_) return std::vector<StoreResult<uint64_t>>(keys.size(), Closed());
+    if (!node_) return std::vector<Result<uint64_t>>(keys.size(), Closed());
     if (buffers.size() != keys.size() || sizes.size() != keys.size()) {
-      return std::vector<StoreResult<uint64_t>>(keys.size(), Mismatch(keys, buffers, sizes));
+      return std::vector<Result<uint64_t>>(keys.size(), Mismatch(keys, buffers, sizes));
     }
     if (auto gpu = RefuseGpu(buffers)) {
-      return std::vector<StoreResult<uint64_t>>(keys.size(), *gpu);
+      return std::vector<Result<uint64_t>>(keys.size(), *gpu);
     }
     std::vector<MutableBuffer> bufs;
     bufs.reserve(keys.size());
@@ -98,111 +98,112 @@ class EmbeddedClient final : public StoreClient {
     return node_->Get(keys, bufs);
   }
 
-  std::vector<StoreResult<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
+  std::vector<Result<bool>> BatchIsExist(const std::vector<std::string>& keys) override {
     std::shared_lock lk(mu_);
-    if (!node_) return std::vector<StoreResult<bool>>(keys.size(), Closed());
+    if (!node_) return std::vector<Result<bool>>(keys.size(), Closed());
     return node_->Exist(keys);
   }
 
-  StoreResult<uint64_t> GetSize(const std::string& key) override {
+  Result<uint64_t> GetSize(const std::string& key) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     return std::move(node_->GetSize({key})[0]);
   }
 
-  StoreStatus Remove(const std::string& key, bool force) override {
+  Status Remove(const std::string& key, bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     return std::move(node_->Remove({key}, force)[0]);
   }
 
-  std::vector<StoreStatus> BatchRemove(const std::vector<std::string>& keys, bool force) override {
+  std::vector<Status> BatchRemove(const std::vector<std::string>& keys, bool force) override {
     std::shared_lock lk(mu_);
-    if (!node_) return std::vector<StoreStatus>(keys.size(), Closed());
+    if (!node_) return std::vector<Status>(keys.size(), Closed());
     return node_->Remove(keys, force);
   }
 
-  StoreResult<uint64_t> RemoveAll(bool force) override {
+  Result<uint64_t> RemoveAll(bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     return node_->RemoveAll(force);
   }
 
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force) override {
     std::shared_lock lk(mu_);
     if (!node_) return Closed();
     return node_->RemoveByRegex(pattern, force);
   }
 
-  StoreResult<void*> AllocFromMemPool(size_t size) override {
+  Result<void*> AllocFromMemPool(size_t size) override {
     std::unique_lock lk(mu_);
     if (!node_) return Closed();
-    if (size == 0) return StoreStatus(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool: size 0");
+    if (size == 0) return StoreError(ErrorCode::INVALID_PARAMS, "alloc_from_mem_pool: size 0");
     auto mem = MappedFile::Create("kvtier-pool", size, /*prefault=*/true, /*huge_pages=*/true);
-    if (!mem.ok()) return FromStatus(mem.status());
+    if (!mem.ok()) return mem.status();
     void* p = mem->data();
     pools_.push_back(std::move(*mem));
     return p;
   }
 
-  StoreStatus RegisterBuffer(void* buffer, size_t size) override {
+  Status RegisterBuffer(void* buffer, size_t size) override {
     std::unique_lock lk(mu_);
     if (!node_) return Closed();
     if (buffer == nullptr || size == 0) {
-      return {ErrorCode::INVALID_PARAMS, "register_buffer: null pointer or size 0"};
+      return StoreError(ErrorCode::INVALID_PARAMS, "register_buffer: null pointer or size 0");
     }
     registered_[buffer] = size;
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
-  StoreStatus UnregisterBuffer(void* buffer) override {
+  Status UnregisterBuffer(void* buffer) override {
     std::unique_lock lk(mu_);
     if (!node_) return Closed();
     if (registered_.erase(buffer) == 0) {
-      return {ErrorCode::INVALID_PARAMS, fmt::format("unregister_buffer: {} is not registered",
-                                                     buffer)};
+      return StoreError(ErrorCode::INVALID_PARAMS,
+                        fmt::format("unregister_buffer: {} is not registered", buffer));
     }
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
   // The node runs in this process and reaches this memory anyway: the arguments are checked, and
   // the range is populated the first time it is shared, so that the first get into it (often
   // memory nobody has touched yet: MooncakeHostMemAllocator's is lazy) pays no page faults.
-  StoreStatus RegisterSharedMemory(void* base, size_t size, int fd) override {
+  Status RegisterSharedMemory(void* base, size_t size, int fd) override {
     {
       std::shared_lock lk(mu_);
       if (!node_) return Closed();
       if (base == nullptr || size == 0 || fd < 0) {
-        return {ErrorCode::INVALID_PARAMS,
-                fmt::format("register_shared_memory: needs a mapped base, a size > 0 and an fd "
-                            "(got {}, {}, {})",
-                            base, size, fd)};
+        return StoreError(
+            ErrorCode::INVALID_PARAMS,
+            fmt::format("register_shared_memory: needs a mapped base, a size > 0 and an fd "
+                        "(got {}, {}, {})",
+                        base, size, fd));
       }
     }
     {
       std::lock_guard lk(populated_mu_);
-      if (!populated_.emplace(base, size).second) return StoreStatus::Ok();
+      if (!populated_.emplace(base, size).second) return Status::Ok();
     }
     PopulateSharedRange(base, size);  // outside the locks: it takes ~0.1 s per 100 MB here
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
   std::string Hostname() const override { return hostname_; }
 
-  StoreStatus Close() override {
+  Status Close() override {
     std::unique_lock lk(mu_);
     node_.reset();  // unmounts the segment: objects stored only here disappear from the store
     pools_.clear();
     registered_.clear();
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
  private:
-  static StoreStatus Mismatch(const std::vector<std::string>& keys,
-                              const std::vector<void*>& buffers,
-                              const std::vector<size_t>& sizes) {
-    return {ErrorCode::INVALID_PARAMS, fmt::format("{} keys, {} buffers, {} sizes", keys.size(),
-                                                   buffers.size(), sizes.size())};
+  static Status Mismatch(const std::vector<std::string>& keys, const std::vector<void*>& buffers,
+                         const std::vector<size_t>& sizes) {
+    return StoreError(
+        ErrorCode::INVALID_PARAMS,
+        fmt::format("{} keys, {} buffers, {} sizes", keys.size(), buffers.size(), sizes.size()));
   }
 
   std::unique_ptr<MetricsRegistry> metrics_;
@@ -217,7 +218,7 @@ class EmbeddedClient final : public StoreClient {
 
 }  // namespace
 
-StoreResult<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options) {
+Result<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options) {
   auto metrics = std::make_unique<MetricsRegistry>();
   auto node = StoreNode::Start(options.node, metrics.get());
   if (!node.ok()) return node.status();

@@ -18,6 +18,6 @@ struct EmbeddedOptions {
   uint64_t local_buffer_size = 16ull << 20;
 };
 
-StoreResult<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options);
+Result<std::unique_ptr<StoreClient>> StartEmbedded(const EmbeddedOptions& options);
 
 }  // namespace kvtier::store

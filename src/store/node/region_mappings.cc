@@ -11,11 +11,10 @@
 
 namespace kvtier::store {
 
-StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueFd fd,
-                                                                    uint64_t size) {
+Result<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueFd fd, uint64_t size) {
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS, fmt::format("fstat: {}", std::strerror(errno)));
+    return StoreError(ErrorCode::INVALID_PARAMS, fmt::format("fstat: {}", std::strerror(errno)));
   }
   const auto file = std::make_pair(st.st_dev, st.st_ino);
   std::lock_guard lock(mu_);
@@ -26,7 +25,7 @@ StoreResult<std::shared_ptr<const MappedFile>> RegionMappings::Map(wire::UniqueF
     if (mapping && mapping->size() >= size) return mapping;
   }
   auto mapped = MappedFile::MapFd(fd.Release(), size);
-  if (!mapped.ok()) return StoreStatus(ErrorCode::INVALID_PARAMS, mapped.status().message());
+  if (!mapped.ok()) return StoreError(ErrorCode::INVALID_PARAMS, mapped.status().message());
   if (populate_) mapped->PopulateForWrite();
   Gauge* gauge = mapped_bytes_;
   const double bytes = static_cast<double>(mapped->size());

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "common/memfd.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "wire/fd_passing.h"
 
 namespace kvtier {
@@ -39,7 +39,7 @@ class RegionMappings {
   // populate is off): a live one
   // when there is (fd is then just closed), else a new one (a memfd sealed against shrinking
   // only grows, so a live mapping too short for `size` is replaced for later callers).
-  StoreResult<std::shared_ptr<const MappedFile>> Map(wire::UniqueFd fd, uint64_t size);
+  Result<std::shared_ptr<const MappedFile>> Map(wire::UniqueFd fd, uint64_t size);
 
  private:
   Gauge* const mapped_bytes_;  // may be null

@@ -32,18 +32,19 @@ void Repairer::Stop() {
 }
 
 void Repairer::Loop() {
-  using Clock = std::chrono::steady_clock;
+  using SteadyClock = std::chrono::steady_clock;
   std::unique_lock lock(mu_);
-  Clock::time_point next = Clock::now() + options_.interval;
+  SteadyClock::time_point next = SteadyClock::now() + options_.interval;
   while (!cv_.wait_until(lock, next, [this] { return stopping_; })) {
     lock.unlock();
-    const Clock::time_point start = Clock::now();
+    const SteadyClock::time_point start = SteadyClock::now();
     const uint64_t bytes = t_.mounted() ? RunOnce() : 0;
     next =
         bytes == 0
             ? start + options_.interval
-            : start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                          static_cast<double>(bytes) / static_cast<double>(options_.bytes_per_s)));
+            : start +
+                  std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
+                      static_cast<double>(bytes) / static_cast<double>(options_.bytes_per_s)));
     lock.lock();
   }
 }
@@ -81,7 +82,7 @@ uint64_t Repairer::RunOnce() {
                    task.source.offset, t_.segment + to.offset, to.size});
     op_task.push_back(i);
   }
-  const std::vector<StoreStatus> read = t_.engine->Run(ops);
+  const std::vector<Status> read = t_.engine->Run(ops);
   passes.clear();
   uint64_t ok_bytes = 0;
   for (size_t j = 0; j < ops.size(); ++j) {
@@ -94,7 +95,7 @@ uint64_t Repairer::RunOnce() {
     }
     copied[op_task[j]] = true;
   }
-  const std::vector<StoreStatus> ended = t_.master->EndRepairs(t_.node_id, keys, copied);
+  const std::vector<Status> ended = t_.master->EndRepairs(t_.node_id, keys, copied);
   for (size_t i = 0; i < keys.size(); ++i) {
     const bool published = copied[i] && i < ended.size() && ended[i].ok();
     (published ? copied_ : failed_)->Inc();

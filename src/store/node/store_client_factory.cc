@@ -31,8 +31,8 @@ bool In(const std::array<std::string_view, N>& keys, const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-StoreStatus Bad(const std::string& message) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS, "store setup: " + message);
+Status Bad(const std::string& message) {
+  return StoreError(ErrorCode::INVALID_PARAMS, "store setup: " + message);
 }
 
 // The value as the config spelled it, cut short.
@@ -62,13 +62,13 @@ std::string AllKeys() {
   return out;
 }
 
-StoreResult<std::string> String(const std::string& key, const nlohmann::json& value) {
+Result<std::string> String(const std::string& key, const nlohmann::json& value) {
   if (!value.is_string()) return Bad(fmt::format("'{}' must be a string, got {}", key, Shown(value)));
   return value.get<std::string>();
 }
 
 // A byte count: a non-negative whole number, or a string ParseByteSize reads ("3221225472", "4GB").
-StoreResult<uint64_t> Size(const std::string& key, const nlohmann::json& value) {
+Result<uint64_t> Size(const std::string& key, const nlohmann::json& value) {
   if (auto n = Whole(value)) return *n;
   const std::string expected = "a byte size (e.g. 3221225472, \"4GB\", \"512MiB\")";
   if (value.is_string()) {
@@ -82,8 +82,7 @@ StoreResult<uint64_t> Size(const std::string& key, const nlohmann::json& value) 
   return Bad(fmt::format("'{}' must be {}, got {}", key, expected, Shown(value)));
 }
 
-StoreResult<std::chrono::milliseconds> Timeout(const std::string& key,
-                                               const nlohmann::json& value) {
+Result<std::chrono::milliseconds> Timeout(const std::string& key, const nlohmann::json& value) {
   uint64_t ms = 0;
   bool ok = false;
   if (auto n = Whole(value)) {
@@ -113,7 +112,7 @@ std::optional<uint16_t> Port(std::string_view text) {
 
 // local_hostname: "host", "host:port" or "[v6]:port" (a bare IPv6 address has no port); no
 // port -> 0, a free one. "localhost" is 127.0.0.1: the node binds there and peers dial it.
-StoreStatus Hostname(const std::string& text, NodeOptions& node) {
+Status Hostname(const std::string& text, NodeOptions& node) {
   std::string host = text;
   std::string port;
   bool has_port = false;
@@ -147,11 +146,11 @@ StoreStatus Hostname(const std::string& text, NodeOptions& node) {
   }
   node.host = host == "localhost" ? "127.0.0.1" : host;
   node.port = *p;
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 // master_server_addr: the master's "host:port" (one master: no HA "etcd://..." addresses).
-StoreStatus MasterAddress(const std::string& text) {
+Status MasterAddress(const std::string& text) {
   const size_t colon = text.rfind(':');
   const auto port = colon == std::string::npos ? std::nullopt : Port(text.substr(colon + 1));
   if (text.find("://") != std::string::npos || colon == 0 || colon == std::string::npos ||
@@ -159,11 +158,11 @@ StoreStatus MasterAddress(const std::string& text) {
     return Bad(fmt::format("'master_server_addr' must be the master's \"host:port\", got \"{}\"",
                            text));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
-StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClientConfig& out) {
-  if (In(kIgnoredKeys, key)) return StoreStatus::Ok();  // Mooncake's transport knobs
+Status Apply(const std::string& key, const nlohmann::json& value, StoreClientConfig& out) {
+  if (In(kIgnoredKeys, key)) return Status::Ok();  // Mooncake's transport knobs
   if (key == "protocol") {
     std::string p = value.is_string() ? value.get<std::string>() : "";
     std::transform(p.begin(), p.end(), p.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -174,14 +173,14 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
       out.notes.push_back(fmt::format(
           "'protocol' {} runs over TCP: the kvtier store moves bytes over TCP only", Shown(value)));
     }
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
   if (key == "rpc_timeout_ms") {
     auto t = Timeout(key, value);
     if (!t.ok()) return t.status();
     out.embedded_options.node.rpc_timeout = *t;
     out.dummy_options.timeout = *t;
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
   if (key == "local_buffer_size" || key == "global_segment_size" || key == "mem_pool_size") {
     auto bytes = Size(key, value);
@@ -194,7 +193,7 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
     } else {
       out.dummy_options.mem_pool_size = *bytes;
     }
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
   auto text = String(key, value);
   if (!text.ok()) return text.status();
@@ -203,23 +202,23 @@ StoreStatus Apply(const std::string& key, const nlohmann::json& value, StoreClie
     auto secret = ReadSecretFile(*text, kMaxSecretBytes);
     if (!secret.ok()) return Bad("'auth_token_file' " + secret.status().message());
     out.embedded_options.node.auth_token = std::move(*secret);
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
   if (key == "master_server_addr" || key == "master_server_address") {
-    KVT_STORE_RETURN_IF_ERROR(MasterAddress(*text));
+    KVT_RETURN_IF_ERROR(MasterAddress(*text));
     out.embedded_options.node.master = *text;
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
   // server_address
   auto port = DummyNodePort(*text);
   if (!port.ok()) return Bad(port.status().message());
   out.dummy_options.server_address = *text;
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 }  // namespace
 
-StoreResult<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config) {
+Result<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config) {
   if (!config.is_object()) {
     return Bad(fmt::format("the config must be a JSON object of keys ({}), got {}", AllKeys(),
                            Shown(config)));
@@ -258,12 +257,12 @@ StoreResult<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& conf
           key));
       continue;
     }
-    KVT_STORE_RETURN_IF_ERROR(Apply(key, it.value(), out));
+    KVT_RETURN_IF_ERROR(Apply(key, it.value(), out));
   }
   return out;
 }
 
-StoreResult<std::unique_ptr<StoreClient>> CreateStoreClient(const StoreClientConfig& config) {
+Result<std::unique_ptr<StoreClient>> CreateStoreClient(const StoreClientConfig& config) {
   return config.dummy ? ConnectDummy(config.dummy_options)
                       : StartEmbedded(config.embedded_options);
 }

@@ -36,7 +36,7 @@ struct StoreClientConfig {
   EmbeddedOptions embedded_options;
 };
 
-StoreResult<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config);
-StoreResult<std::unique_ptr<StoreClient>> CreateStoreClient(const StoreClientConfig& config);
+Result<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config);
+Result<std::unique_ptr<StoreClient>> CreateStoreClient(const StoreClientConfig& config);
 
 }  // namespace kvtier::store

@@ -86,7 +86,7 @@ struct StoreNode::Impl {
 
   // One heartbeat: ping, and (re-)mount when the master does not know this node. Returns the
   // error of the ping or the mount, if any.
-  StoreStatus Beat() {
+  Status Beat() {
     auto reply = master->Ping(info);
     if (!reply.ok()) {
       if (mounted.exchange(false)) {
@@ -94,13 +94,13 @@ struct StoreNode::Impl {
       }
       return reply.status();
     }
-    if (!reply->need_remount && mounted) return StoreStatus::Ok();
+    if (!reply->need_remount && mounted) return Status::Ok();
     if (reply->need_remount) {
       mounted = false;  // until the master has the segment again
-      if (segment.size > 0 && !ReadyToMountAfresh()) return StoreStatus::Ok();  // next beat
+      if (segment.size > 0 && !ReadyToMountAfresh()) return Status::Ok();  // next beat
     }
     id_offered = id_offered || segment.size > 0;
-    StoreStatus s = segment.size == 0 ? StoreStatus::Ok() : master->MountSegment(info, segment);
+    Status s = segment.size == 0 ? Status::Ok() : master->MountSegment(info, segment);
     if (!s.ok()) {
       if (ShouldLog("node-mount")) KVT_LOG_WARN("node: mount failed: {}", s.ToString());
       return s;
@@ -110,7 +110,7 @@ struct StoreNode::Impl {
       KVT_LOG_INFO("node {}: segment of {} bytes mounted at {}", info.endpoint, segment.size,
                    options.master);
     }
-    return StoreStatus::Ok();
+    return Status::Ok();
   }
 
   // The master has forgotten this node (it restarted, or timed the node out) and every replica
@@ -143,8 +143,8 @@ struct StoreNode::Impl {
       if (stopping) break;
       lk.unlock();
       // A master restarted with another secret refuses every beat: say why, now and then.
-      if (StoreStatus s = Beat();
-          s.code() == ErrorCode::ILLEGAL_CLIENT && ShouldLog("node-master-auth", 60.0)) {
+      if (Status s = Beat();
+          ErrorCodeOf(s) == ErrorCode::ILLEGAL_CLIENT && ShouldLog("node-master-auth", 60.0)) {
         KVT_LOG_ERROR("node: {}", s.ToString());
       }
       lk.lock();
@@ -152,12 +152,12 @@ struct StoreNode::Impl {
   }
 
   // Reads one replica per key; a key whose replica failed is retried on its next replica.
-  std::vector<StoreResult<uint64_t>> Read(const std::vector<std::string>& keys,
-                                          std::span<const MutableBuffer> buffers);
+  std::vector<Result<uint64_t>> Read(const std::vector<std::string>& keys,
+                                     std::span<const MutableBuffer> buffers);
 };
 
-StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
-                                                         MetricsRegistry* metrics) {
+Result<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
+                                                    MetricsRegistry* metrics) {
   const MasterClientOptions master{options.master, options.rpc_timeout, options.auth_token};
   if (IsEtcdAddress(options.master)) {  // masters that fail over (docs/store/failover.md)
     auto leader = ConnectLeader(master);
@@ -169,9 +169,9 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   return node;
 }
 
-StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
-                                                         std::unique_ptr<MasterApi> master,
-                                                         MetricsRegistry* metrics) {
+Result<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
+                                                    std::unique_ptr<MasterApi> master,
+                                                    MetricsRegistry* metrics) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->clock = options.clock != nullptr ? options.clock : Clock::Real();
@@ -180,7 +180,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   if (options.segment_size > 0) {
     auto mem = MappedFile::Create("kvtier-segment", options.segment_size, options.prefault,
                                   /*huge_pages=*/true);
-    if (!mem.ok()) return FromStatus(mem.status());
+    if (!mem.ok()) return mem.status();
     impl->memory = std::move(*mem);
   }
   // The segment id is new every run and chosen before the data plane serves it, so every request
@@ -193,9 +193,9 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
                        segment_id, options.auth_token, impl->gate},
       impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("node: cannot serve the data plane on {}:{}: {}", options.host,
-                                   options.port, s.message()));
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("node: cannot serve the data plane on {}:{}: {}", options.host,
+                                  options.port, s.message()));
   }
   impl->info.id = RandomHex(16);
   impl->info.endpoint = fmt::format("{}:{}", options.host, impl->data_plane->Port());
@@ -208,7 +208,7 @@ StoreResult<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& opti
   impl->InitMetrics();
   // Mounted at once when the master is up; otherwise the heartbeat keeps trying. A master that
   // refuses this node's secret will not change its mind: that is a startup error.
-  if (StoreStatus s = impl->Beat(); s.code() == ErrorCode::ILLEGAL_CLIENT) return s;
+  if (Status s = impl->Beat(); ErrorCodeOf(s) == ErrorCode::ILLEGAL_CLIENT) return s;
   Impl* raw = impl.get();
   impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
   impl->repairer = std::make_unique<Repairer>(
@@ -241,25 +241,24 @@ uint16_t StoreNode::port() const { return impl_->data_plane->Port(); }
 bool StoreNode::mounted() const { return impl_->mounted; }
 MetricsRegistry& StoreNode::metrics() { return *impl_->metrics; }
 
-std::vector<StoreStatus> StoreNode::Put(const std::vector<std::string>& keys,
-                                        std::span<const ConstBuffer> values,
-                                        const PutConfig& config) {
+std::vector<Status> StoreNode::Put(const std::vector<std::string>& keys,
+                                   std::span<const ConstBuffer> values, const PutConfig& config) {
   if (keys.size() != values.size()) {
-    return std::vector<StoreStatus>(
-        keys.size(), StoreStatus(ErrorCode::INVALID_PARAMS,
-                                 fmt::format("{} keys but {} values", keys.size(), values.size())));
+    return std::vector<Status>(
+        keys.size(), StoreError(ErrorCode::INVALID_PARAMS,
+                                fmt::format("{} keys but {} values", keys.size(), values.size())));
   }
   std::vector<uint64_t> sizes;
   sizes.reserve(values.size());
   for (const auto& v : values) sizes.push_back(v.size);
   auto starts = impl_->master->PutStart(impl_->info.id, keys, sizes, config);
-  std::vector<StoreStatus> results(keys.size());
+  std::vector<Status> results(keys.size());
   std::vector<TransferOp> ops;
   std::vector<size_t> op_key;  // ops[i] writes a replica of keys[op_key[i]]
   for (size_t k = 0; k < keys.size(); ++k) {
     if (!starts[k].ok()) {
       // First writer wins: a key that exists is a success, and nothing is written.
-      if (starts[k].status().code() != ErrorCode::OBJECT_ALREADY_EXISTS) {
+      if (ErrorCodeOf(starts[k].status()) != ErrorCode::OBJECT_ALREADY_EXISTS) {
         results[k] = starts[k].status();
       }
       continue;
@@ -300,36 +299,36 @@ std::vector<StoreStatus> StoreNode::Put(const std::vector<std::string>& keys,
   return results;
 }
 
-std::vector<StoreResult<uint64_t>> StoreNode::Get(const std::vector<std::string>& keys,
-                                                  std::span<const MutableBuffer> buffers) {
+std::vector<Result<uint64_t>> StoreNode::Get(const std::vector<std::string>& keys,
+                                             std::span<const MutableBuffer> buffers) {
   if (keys.size() != buffers.size()) {
-    return std::vector<StoreResult<uint64_t>>(
+    return std::vector<Result<uint64_t>>(
         keys.size(),
-        StoreStatus(ErrorCode::INVALID_PARAMS,
-                    fmt::format("{} keys but {} buffers", keys.size(), buffers.size())));
+        StoreError(ErrorCode::INVALID_PARAMS,
+                   fmt::format("{} keys but {} buffers", keys.size(), buffers.size())));
   }
   auto results = impl_->Read(keys, buffers);
   for (const auto& r : results) (r.ok() ? impl_->get_keys_ok : impl_->get_keys_failed)->Inc();
   return results;
 }
 
-std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::string>& keys,
-                                                         std::span<const MutableBuffer> buffers) {
+std::vector<Result<uint64_t>> StoreNode::Impl::Read(const std::vector<std::string>& keys,
+                                                    std::span<const MutableBuffer> buffers) {
   const int64_t sent_ns = clock->NowNs();  // the lease counts from the request
   auto descs = master->GetReplicas(keys);
-  std::vector<StoreResult<uint64_t>> results;
+  std::vector<Result<uint64_t>> results;
   results.reserve(keys.size());
   std::vector<size_t> pending;  // keys still to read
   for (size_t k = 0; k < keys.size(); ++k) {
     if (!descs[k].ok()) {
       results.emplace_back(descs[k].status());
     } else if (descs[k]->size > buffers[k].size) {
-      results.emplace_back(StoreStatus(
-          ErrorCode::BUFFER_OVERFLOW, fmt::format("'{}' has {} bytes, the buffer {}", keys[k],
+      results.emplace_back(StoreError(ErrorCode::BUFFER_OVERFLOW,
+                                      fmt::format("'{}' has {} bytes, the buffer {}", keys[k],
                                                   descs[k]->size, buffers[k].size)));
     } else if (descs[k]->replicas.empty()) {
-      results.emplace_back(StoreStatus(ErrorCode::INVALID_REPLICA,
-                                       fmt::format("'{}' has no readable replica", keys[k])));
+      results.emplace_back(StoreError(ErrorCode::INVALID_REPLICA,
+                                      fmt::format("'{}' has no readable replica", keys[k])));
     } else {
       results.emplace_back(descs[k]->size);
       pending.push_back(k);
@@ -343,7 +342,7 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
   // node restarted there and the master has not dropped it yet): it is gone, like a missing
   // replica. A key whose every replica is gone is OBJECT_NOT_FOUND; one with a replica that
   // failed otherwise (it may still exist) reports that failure.
-  std::vector<StoreStatus> failure(keys.size());
+  std::vector<Status> failure(keys.size());
   for (size_t attempt = 0; !pending.empty(); ++attempt) {
     std::vector<TransferOp> ops;
     std::vector<size_t> op_key;
@@ -358,13 +357,13 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
     for (size_t i = 0; i < ops.size(); ++i) {
       const size_t k = op_key[i];
       if (read[i].ok()) continue;
-      if (read[i].code() != ErrorCode::SEGMENT_NOT_FOUND) failure[k] = read[i];
+      if (ErrorCodeOf(read[i]) != ErrorCode::SEGMENT_NOT_FOUND) failure[k] = read[i];
       if (attempt + 1 < descs[k]->replicas.size()) {
         pending.push_back(k);  // another replica may still answer
       } else if (!failure[k].ok()) {
         results[k] = failure[k];
       } else {
-        results[k] = StoreStatus(
+        results[k] = StoreError(
             ErrorCode::OBJECT_NOT_FOUND,
             fmt::format("'{}': every replica is on a segment its node no longer serves ({})",
                         keys[k], read[i].message()));
@@ -377,9 +376,9 @@ std::vector<StoreResult<uint64_t>> StoreNode::Impl::Read(const std::vector<std::
     const int64_t lease_ns = static_cast<int64_t>(descs[k]->lease_ttl_ms) * 1'000'000;
     if (lease_ns > 0 && done_ns - sent_ns > lease_ns) {
       lease_expired->Inc();
-      results[k] = StoreStatus(ErrorCode::LEASE_EXPIRED,
-                               fmt::format("'{}': the read outlasted its {} ms lease", keys[k],
-                                           descs[k]->lease_ttl_ms));
+      results[k] = StoreError(
+          ErrorCode::LEASE_EXPIRED,
+          fmt::format("'{}': the read outlasted its {} ms lease", keys[k], descs[k]->lease_ttl_ms));
     }
   }
   return results;
@@ -389,9 +388,9 @@ std::optional<MasterClientOptions> StoreNode::MasterForClients() const {
   return impl_->master_for_clients;
 }
 
-std::vector<StoreResult<uint64_t>> StoreNode::GetSize(const std::vector<std::string>& keys) {
+std::vector<Result<uint64_t>> StoreNode::GetSize(const std::vector<std::string>& keys) {
   auto descs = impl_->master->GetReplicas(keys);
-  std::vector<StoreResult<uint64_t>> out;
+  std::vector<Result<uint64_t>> out;
   out.reserve(descs.size());
   for (auto& d : descs) {
     if (d.ok()) {
@@ -403,17 +402,17 @@ std::vector<StoreResult<uint64_t>> StoreNode::GetSize(const std::vector<std::str
   return out;
 }
 
-std::vector<StoreResult<bool>> StoreNode::Exist(const std::vector<std::string>& keys) {
+std::vector<Result<bool>> StoreNode::Exist(const std::vector<std::string>& keys) {
   return impl_->master->Exist(keys);
 }
 
-std::vector<StoreStatus> StoreNode::Remove(const std::vector<std::string>& keys, bool force) {
+std::vector<Status> StoreNode::Remove(const std::vector<std::string>& keys, bool force) {
   return impl_->master->Remove(keys, force);
 }
 
-StoreResult<uint64_t> StoreNode::RemoveAll(bool force) { return impl_->master->RemoveAll(force); }
+Result<uint64_t> StoreNode::RemoveAll(bool force) { return impl_->master->RemoveAll(force); }
 
-StoreResult<uint64_t> StoreNode::RemoveByRegex(const std::string& pattern, bool force) {
+Result<uint64_t> StoreNode::RemoveByRegex(const std::string& pattern, bool force) {
   return impl_->master->RemoveByRegex(pattern, force);
 }
 

@@ -24,7 +24,7 @@
 #include "common/metrics.h"
 #include "store/client/master_client.h"
 #include "store/protocol/master_api.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 
 namespace kvtier::store {
 
@@ -54,12 +54,12 @@ class StoreNode {
   // Maps the segment, starts the data plane, mounts at the master and starts heartbeats. A master
   // that is not up yet is not an error: the heartbeat mounts once it answers. A master that
   // refuses this node's secret (or its lack of one) is: ILLEGAL_CLIENT.
-  static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
-                                                       MetricsRegistry* metrics);
+  static Result<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
+                                                  MetricsRegistry* metrics);
   // For tests: a node whose master is in-process. `metrics` may be null (the node keeps its own).
-  static StoreResult<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
-                                                       std::unique_ptr<MasterApi> master,
-                                                       MetricsRegistry* metrics);
+  static Result<std::unique_ptr<StoreNode>> Start(const NodeOptions& options,
+                                                  std::unique_ptr<MasterApi> master,
+                                                  MetricsRegistry* metrics);
   ~StoreNode();  // unmounts (best effort) and stops
 
   const NodeInfo& info() const;
@@ -69,17 +69,17 @@ class StoreNode {
   uint16_t port() const;
   bool mounted() const;  // the master has acknowledged the segment since the last NEED_REMOUNT
 
-  std::vector<StoreStatus> Put(const std::vector<std::string>& keys,
-                               std::span<const ConstBuffer> values, const PutConfig& config);
+  std::vector<Status> Put(const std::vector<std::string>& keys, std::span<const ConstBuffer> values,
+                          const PutConfig& config);
   // Bytes read per key.
-  std::vector<StoreResult<uint64_t>> Get(const std::vector<std::string>& keys,
-                                         std::span<const MutableBuffer> buffers);
-  std::vector<StoreResult<uint64_t>> GetSize(const std::vector<std::string>& keys);
-  std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys);
+  std::vector<Result<uint64_t>> Get(const std::vector<std::string>& keys,
+                                    std::span<const MutableBuffer> buffers);
+  std::vector<Result<uint64_t>> GetSize(const std::vector<std::string>& keys);
+  std::vector<Result<bool>> Exist(const std::vector<std::string>& keys);
   // `force`: read leases do not stop the remove (master_api.h).
-  std::vector<StoreStatus> Remove(const std::vector<std::string>& keys, bool force);
-  StoreResult<uint64_t> RemoveAll(bool force);
-  StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force);
+  std::vector<Status> Remove(const std::vector<std::string>& keys, bool force);
+  Result<uint64_t> RemoveAll(bool force);
+  Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force);
 
   MetricsRegistry& metrics();
 

@@ -51,7 +51,9 @@ Status DecodeKeys(const wire::BodyReader& r, Request& req) {
   std::string packed;
   KVT_RETURN_IF_ERROR(r.Get("keys", packed));
   auto keys = UnpackStrings(packed, kMaxBatchKeys, kMaxKeyBytes);
-  if (!keys.ok()) return Status(keys.status().code(), "field 'keys': " + keys.status().message());
+  if (!keys.ok())
+    return Status(keys.status().code(), "field 'keys': " + keys.status().message(),
+                  keys.status().detail());
   req.keys = std::move(*keys);
   if (req.op == Op::kGetStaged && req.keys.size() != 1) {
     return Invalid(fmt::format("get_staged takes exactly one key, got {}", req.keys.size()));
@@ -76,7 +78,8 @@ Status DecodeBody(const wire::BodyReader& r, Request& req) {
   if (!release.empty()) {
     auto offsets = UnpackU64s(release, kMaxBatchKeys);
     if (!offsets.ok()) {
-      return Status(offsets.status().code(), "field 'release': " + offsets.status().message());
+      return Status(offsets.status().code(), "field 'release': " + offsets.status().message(),
+                    offsets.status().detail());
     }
     req.release = std::move(*offsets);
   }
@@ -345,7 +348,8 @@ Result<Request> DecodeRequest(uint32_t type, const void* body, size_t size) {
   Request req;
   req.op = static_cast<Op>(type);
   Status s = DecodeBody(*reader, req);
-  if (!s.ok()) return Status(s.code(), fmt::format("{}: {}", OpName(req.op), s.message()));
+  if (!s.ok())
+    return Status(s.code(), fmt::format("{}: {}", OpName(req.op), s.message()), s.detail());
   return req;
 }
 
@@ -365,7 +369,7 @@ Result<Request> DecodeRequestFrame(const void* data, size_t size) {
 
 std::string EncodeReply(Op op, const Reply& reply) {
   wire::BodyWriter w;
-  w.Put("code", CodeBits(reply.status.code()));
+  w.Put("code", CodeBits(ErrorCodeOf(reply.status)));
   if (!reply.status.ok()) {
     w.Put("message", std::string_view(reply.status.message()));
     return w.Finish();
@@ -374,7 +378,7 @@ std::string EncodeReply(Op op, const Reply& reply) {
     std::vector<uint32_t> codes(reply.statuses.size());
     bool any_error = false;
     for (size_t i = 0; i < codes.size(); ++i) {
-      codes[i] = CodeBits(reply.statuses[i].code());
+      codes[i] = CodeBits(ErrorCodeOf(reply.statuses[i]));
       any_error |= !reply.statuses[i].ok();
     }
     w.PutU32Bin("codes", codes);
@@ -424,7 +428,7 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
   if (code != 0) {
     std::string message;
     KVT_RETURN_IF_ERROR(r.GetOptional("message", message));
-    reply.status = StoreStatus(CodeFromBits(code), std::move(message));
+    reply.status = StoreError(CodeFromBits(code), std::move(message));
     return reply;
   }
   if (HasKeys(op) && op != Op::kGetStaged) {
@@ -442,7 +446,7 @@ Result<Reply> DecodeReply(Op op, const void* body, size_t size) {
     for (size_t i = 0; i < codes.size(); ++i) {
       if (codes[i] != 0) {
         reply.statuses[i] =
-            StoreStatus(CodeFromBits(codes[i]), i < messages.size() ? messages[i] : "");
+            StoreError(CodeFromBits(codes[i]), i < messages.size() ? messages[i] : "");
       }
     }
     if (HasValues(op)) {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 
 namespace kvtier::store::dummy {
@@ -93,8 +93,8 @@ struct Request {
 // One reply. `status` non-ok means the whole request failed; otherwise batch ops answer one
 // entry of `statuses` (and of `values`, where the op has one) per key, in order.
 struct Reply {
-  StoreStatus status;
-  std::vector<StoreStatus> statuses;
+  Status status;
+  std::vector<Status> statuses;
   std::vector<uint64_t> values;
   std::string endpoint;
   std::string node_id;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 
 namespace kvtier::store {
@@ -31,43 +31,41 @@ class MasterApi {
   virtual ~MasterApi() = default;
 
   // Idempotent: mounting the same (node, segment id) again is OK. Also registers the node.
-  virtual StoreStatus MountSegment(const NodeInfo& node, const SegmentInfo& segment) = 0;
+  virtual Status MountSegment(const NodeInfo& node, const SegmentInfo& segment) = 0;
   // Its replicas disappear; objects left without one are erased.
-  virtual StoreStatus UnmountSegment(const std::string& node_id, uint64_t segment_id) = 0;
+  virtual Status UnmountSegment(const std::string& node_id, uint64_t segment_id) = 0;
   // Heartbeat. need_remount when the master does not know the node.
-  virtual StoreResult<PingReply> Ping(const NodeInfo& node) = 0;
+  virtual Result<PingReply> Ping(const NodeInfo& node) = 0;
 
-  virtual std::vector<StoreResult<std::vector<ReplicaDesc>>> PutStart(
+  virtual std::vector<Result<std::vector<ReplicaDesc>>> PutStart(
       const std::string& node_id, const std::vector<std::string>& keys,
       const std::vector<uint64_t>& sizes, const PutConfig& config) = 0;
-  virtual std::vector<StoreStatus> PutEnd(const std::string& node_id,
-                                          const std::vector<std::string>& keys) = 0;
-  virtual std::vector<StoreStatus> PutRevoke(const std::string& node_id,
-                                             const std::vector<std::string>& keys) = 0;
+  virtual std::vector<Status> PutEnd(const std::string& node_id,
+                                     const std::vector<std::string>& keys) = 0;
+  virtual std::vector<Status> PutRevoke(const std::string& node_id,
+                                        const std::vector<std::string>& keys) = 0;
 
-  virtual std::vector<StoreResult<ObjectDesc>> GetReplicas(
-      const std::vector<std::string>& keys) = 0;
-  virtual std::vector<StoreResult<bool>> Exist(const std::vector<std::string>& keys) = 0;
-  virtual std::vector<StoreStatus> Remove(const std::vector<std::string>& keys,
-                                          bool force = false) = 0;
+  virtual std::vector<Result<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) = 0;
+  virtual std::vector<Result<bool>> Exist(const std::vector<std::string>& keys) = 0;
+  virtual std::vector<Status> Remove(const std::vector<std::string>& keys, bool force = false) = 0;
   // Removes every finished, unleased (or, with `force`, leased too) object; returns how many.
-  virtual StoreResult<uint64_t> RemoveAll(bool force = false) = 0;
+  virtual Result<uint64_t> RemoveAll(bool force = false) = 0;
   // The same for the finished objects whose key the ECMAScript `pattern` matches somewhere
   // (std::regex_search); INVALID_PARAMS when it does not compile.
-  virtual StoreResult<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) = 0;
+  virtual Result<uint64_t> RemoveByRegex(const std::string& pattern, bool force = false) = 0;
 
   // Re-replication (docs/store/master.md): complete objects with fewer replicas than their put
   // asked for and none on this node, each with new space allocated in this node's segment, up to
   // about `max_bytes` (at least one object). The node copies each source into its target and
   // reports with EndRepairs; until then readers do not see the target.
-  virtual StoreResult<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
-                                                           uint64_t max_bytes) = 0;
+  virtual Result<std::vector<RepairTask>> TakeRepairs(const std::string& node_id,
+                                                      uint64_t max_bytes) = 0;
   // copied[i]: the target of keys[i] holds the bytes, publish it; false: free it. Per key:
   // OBJECT_NOT_FOUND when no repair of it is pending for this node, or the object went away
   // meanwhile (its target is freed).
-  virtual std::vector<StoreStatus> EndRepairs(const std::string& node_id,
-                                              const std::vector<std::string>& keys,
-                                              const std::vector<bool>& copied) = 0;
+  virtual std::vector<Status> EndRepairs(const std::string& node_id,
+                                         const std::vector<std::string>& keys,
+                                         const std::vector<bool>& copied) = 0;
 };
 
 }  // namespace kvtier::store

@@ -22,19 +22,19 @@ Status GetCode(const BodyReader& r, ErrorCode& out) {
 }
 
 // The whole-request status of a reply: an error result when "code" is not 0.
-StoreStatus ReadReplyStatus(const BodyReader& r) {
+Status ReadReplyStatus(const BodyReader& r) {
   ErrorCode code = ErrorCode::OK;
   if (Status s = GetCode(r, code); !s.ok()) return BadReply(s.message());
   std::string message;
   if (Status s = r.GetOptional("message", message); !s.ok()) return BadReply(s.message());
-  if (code == ErrorCode::OK) return StoreStatus::Ok();
-  return StoreStatus(code, std::move(message));
+  if (code == ErrorCode::OK) return Status::Ok();
+  return StoreError(code, std::move(message));
 }
 
 }  // namespace
 
-StoreStatus BadReply(const std::string& message) {
-  return StoreStatus(ErrorCode::RPC_FAIL, "malformed reply from the master: " + message);
+Status BadReply(const std::string& message) {
+  return StoreError(ErrorCode::RPC_FAIL, "malformed reply from the master: " + message);
 }
 
 // A list of byte strings: "<name>" = concatenation, "<name>_lens" = LE uint32 lengths.
@@ -84,28 +84,28 @@ Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
   return Status::Ok();
 }
 
-void PutStatus(BodyWriter& w, const StoreStatus& s) {
-  w.Put("code", int64_t{s.value()});
+void PutStatus(BodyWriter& w, const Status& s) {
+  w.Put("code", int64_t{static_cast<int32_t>(ErrorCodeOf(s))});
   w.Put("message", std::string_view(s.message()));
 }
 
 // Parses a reply body and reads its whole-request status.
-StoreResult<BodyReader> ParseReply(const void* body, size_t size) {
+Result<BodyReader> ParseReply(const void* body, size_t size) {
   auto r = BodyReader::Parse(body, size);
   if (!r.ok()) return BadReply(r.status().message());
-  if (StoreStatus s = ReadReplyStatus(*r); !s.ok()) return s;
+  if (Status s = ReadReplyStatus(*r); !s.ok()) return s;
   return std::move(r).value();
 }
 
 // Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
-void PutKeyStatuses(BodyWriter& w, const std::vector<StoreStatus>& results) {
+void PutKeyStatuses(BodyWriter& w, const std::vector<Status>& results) {
   std::vector<uint32_t> codes;
   std::vector<std::string> messages;
   bool any_message = false;
   codes.reserve(results.size());
   messages.reserve(results.size());
-  for (const StoreStatus& s : results) {
-    codes.push_back(static_cast<uint32_t>(s.value()));
+  for (const Status& s : results) {
+    codes.push_back(static_cast<uint32_t>(ErrorCodeOf(s)));
     messages.push_back(s.message());
     any_message = any_message || !s.message().empty();
   }
@@ -113,7 +113,7 @@ void PutKeyStatuses(BodyWriter& w, const std::vector<StoreStatus>& results) {
   if (any_message) PutByteList(w, "messages", messages);
 }
 
-Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys) {
+Result<std::vector<Status>> GetKeyStatuses(const BodyReader& r, size_t keys) {
   std::vector<uint32_t> codes;
   if (!r.Has("codes")) return Status(Code::kInvalidArgument, "missing field 'codes'");
   if (Status s = r.GetOptional("codes", codes); !s.ok()) return s;
@@ -129,12 +129,12 @@ Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys
                                                         messages.size(), keys));
     }
   }
-  std::vector<StoreStatus> out;
+  std::vector<Status> out;
   out.reserve(keys);
   for (size_t i = 0; i < keys; ++i) {
     const ErrorCode code = ErrorCodeFromInt(static_cast<int32_t>(codes[i]));
-    out.push_back(code == ErrorCode::OK ? StoreStatus::Ok()
-                                        : StoreStatus(code, messages.empty() ? "" : messages[i]));
+    out.push_back(code == ErrorCode::OK ? Status::Ok()
+                                        : StoreError(code, messages.empty() ? "" : messages[i]));
   }
   return out;
 }

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 #include "wire/body_codec.h"
 
@@ -20,7 +20,7 @@ using wire::BodyReader;
 using wire::BodyWriter;
 
 // RPC_FAIL "malformed reply from the master: <message>".
-StoreStatus BadReply(const std::string& message);
+Status BadReply(const std::string& message);
 
 void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::string>& items);
 // Reads a list written by PutByteList; at most `max_items` items. Required fields.
@@ -28,17 +28,17 @@ Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                    std::vector<std::string>& out);
 
 // A reply's "code" (0 or a negative ErrorCode) and "message".
-void PutStatus(BodyWriter& w, const StoreStatus& s);
+void PutStatus(BodyWriter& w, const Status& s);
 // Parses a reply body and reads its whole-request status (an error result when not 0).
-StoreResult<BodyReader> ParseReply(const void* body, size_t size);
+Result<BodyReader> ParseReply(const void* body, size_t size);
 
 // Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
-void PutKeyStatuses(BodyWriter& w, const std::vector<StoreStatus>& results);
-Result<std::vector<StoreStatus>> GetKeyStatuses(const BodyReader& r, size_t keys);
+void PutKeyStatuses(BodyWriter& w, const std::vector<Status>& results);
+Result<std::vector<Status>> GetKeyStatuses(const BodyReader& r, size_t keys);
 
 template <typename T>
-StoreStatus StatusOf(const StoreResult<T>& r) {
-  return r.ok() ? StoreStatus::Ok() : r.status();
+Status StatusOf(const Result<T>& r) {
+  return r.ok() ? Status::Ok() : r.status();
 }
 
 // Replica columns: "replica_counts" per key, "replicas" rows [segment_id, offset, size,

@@ -18,11 +18,11 @@ using wire::BodyReader;
 using wire::BodyWriter;
 using namespace master_columns;
 
-StoreStatus BadRequest(std::string message) {
-  return StoreStatus(ErrorCode::INVALID_PARAMS, std::move(message));
+Status BadRequest(std::string message) {
+  return StoreError(ErrorCode::INVALID_PARAMS, std::move(message));
 }
 
-StoreStatus ToRequestError(const Status& s) { return BadRequest(s.message()); }
+Status ToRequestError(const Status& s) { return BadRequest(s.message()); }
 
 }  // namespace
 
@@ -109,7 +109,7 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
   return w.Finish();
 }
 
-StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size) {
+Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size) {
   if (op < 1 || op > kMaxMasterRpcOp) return BadRequest(fmt::format("unknown op {}", op));
   MasterRequest q;
   q.op = static_cast<MasterRpcOp>(op);
@@ -210,25 +210,25 @@ StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, si
   return q;
 }
 
-std::string EncodeStatusReply(const StoreStatus& status) {
+std::string EncodeStatusReply(const Status& status) {
   BodyWriter w;
   PutStatus(w, status);
   return w.Finish();
 }
 
-std::string EncodePingReply(const StoreResult<PingReply>& reply) {
+std::string EncodePingReply(const Result<PingReply>& reply) {
   if (!reply.ok()) return EncodeStatusReply(reply.status());
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
+  PutStatus(w, Status::Ok());
   w.Put("need_remount", reply->need_remount);
   w.Put("lease_ttl_ms", reply->lease_ttl_ms);
   return w.Finish();
 }
 
-std::string EncodePutStartReply(const std::vector<StoreResult<std::vector<ReplicaDesc>>>& results) {
+std::string EncodePutStartReply(const std::vector<Result<std::vector<ReplicaDesc>>>& results) {
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
-  std::vector<StoreStatus> statuses;
+  PutStatus(w, Status::Ok());
+  std::vector<Status> statuses;
   statuses.reserve(results.size());
   ReplicaColumns columns;
   for (const auto& r : results) {
@@ -240,17 +240,17 @@ std::string EncodePutStartReply(const std::vector<StoreResult<std::vector<Replic
   return w.Finish();
 }
 
-std::string EncodeStatusesReply(const std::vector<StoreStatus>& results) {
+std::string EncodeStatusesReply(const std::vector<Status>& results) {
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
+  PutStatus(w, Status::Ok());
   PutKeyStatuses(w, results);
   return w.Finish();
 }
 
-std::string EncodeGetReplicasReply(const std::vector<StoreResult<ObjectDesc>>& results) {
+std::string EncodeGetReplicasReply(const std::vector<Result<ObjectDesc>>& results) {
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
-  std::vector<StoreStatus> statuses;
+  PutStatus(w, Status::Ok());
+  std::vector<Status> statuses;
   statuses.reserve(results.size());
   ReplicaColumns columns;
   std::vector<std::vector<uint64_t>> objects;
@@ -266,10 +266,10 @@ std::string EncodeGetReplicasReply(const std::vector<StoreResult<ObjectDesc>>& r
   return w.Finish();
 }
 
-std::string EncodeExistReply(const std::vector<StoreResult<bool>>& results) {
+std::string EncodeExistReply(const std::vector<Result<bool>>& results) {
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
-  std::vector<StoreStatus> statuses;
+  PutStatus(w, Status::Ok());
+  std::vector<Status> statuses;
   std::vector<uint32_t> exists;
   statuses.reserve(results.size());
   exists.reserve(results.size());
@@ -282,20 +282,20 @@ std::string EncodeExistReply(const std::vector<StoreResult<bool>>& results) {
   return w.Finish();
 }
 
-std::string EncodeRemoveAllReply(const StoreResult<uint64_t>& removed) {
+std::string EncodeRemoveAllReply(const Result<uint64_t>& removed) {
   if (!removed.ok()) return EncodeStatusReply(removed.status());
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
+  PutStatus(w, Status::Ok());
   w.Put("removed", *removed);
   return w.Finish();
 }
 
-StoreStatus DecodeStatusReply(const void* body, size_t size) {
+Status DecodeStatusReply(const void* body, size_t size) {
   auto r = ParseReply(body, size);
-  return r.ok() ? StoreStatus::Ok() : r.status();
+  return r.ok() ? Status::Ok() : r.status();
 }
 
-StoreResult<PingReply> DecodePingReply(const void* body, size_t size) {
+Result<PingReply> DecodePingReply(const void* body, size_t size) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   PingReply out;
@@ -305,15 +305,16 @@ StoreResult<PingReply> DecodePingReply(const void* body, size_t size) {
   return out;
 }
 
-StoreResult<std::vector<StoreResult<std::vector<ReplicaDesc>>>> DecodePutStartReply(
-    const void* body, size_t size, size_t keys) {
+Result<std::vector<Result<std::vector<ReplicaDesc>>>> DecodePutStartReply(const void* body,
+                                                                          size_t size,
+                                                                          size_t keys) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   auto statuses = GetKeyStatuses(*r, keys);
   if (!statuses.ok()) return BadReply(statuses.status().message());
   auto replicas = GetReplicaColumns(*r, keys);
   if (!replicas.ok()) return BadReply(replicas.status().message());
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> out;
+  std::vector<Result<std::vector<ReplicaDesc>>> out;
   out.reserve(keys);
   for (size_t i = 0; i < keys; ++i) {
     if ((*statuses)[i].ok()) {
@@ -325,8 +326,7 @@ StoreResult<std::vector<StoreResult<std::vector<ReplicaDesc>>>> DecodePutStartRe
   return out;
 }
 
-StoreResult<std::vector<StoreStatus>> DecodeStatusesReply(const void* body, size_t size,
-                                                          size_t keys) {
+Result<std::vector<Status>> DecodeStatusesReply(const void* body, size_t size, size_t keys) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   auto statuses = GetKeyStatuses(*r, keys);
@@ -334,9 +334,8 @@ StoreResult<std::vector<StoreStatus>> DecodeStatusesReply(const void* body, size
   return std::move(statuses).value();
 }
 
-StoreResult<std::vector<StoreResult<ObjectDesc>>> DecodeGetReplicasReply(const void* body,
-                                                                         size_t size,
-                                                                         size_t keys) {
+Result<std::vector<Result<ObjectDesc>>> DecodeGetReplicasReply(const void* body, size_t size,
+                                                               size_t keys) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   auto statuses = GetKeyStatuses(*r, keys);
@@ -348,7 +347,7 @@ StoreResult<std::vector<StoreResult<ObjectDesc>>> DecodeGetReplicasReply(const v
   }
   auto replicas = GetReplicaColumns(*r, keys);
   if (!replicas.ok()) return BadReply(replicas.status().message());
-  std::vector<StoreResult<ObjectDesc>> out;
+  std::vector<Result<ObjectDesc>> out;
   out.reserve(keys);
   for (size_t i = 0; i < keys; ++i) {
     if (!(*statuses)[i].ok()) {
@@ -364,8 +363,7 @@ StoreResult<std::vector<StoreResult<ObjectDesc>>> DecodeGetReplicasReply(const v
   return out;
 }
 
-StoreResult<std::vector<StoreResult<bool>>> DecodeExistReply(const void* body, size_t size,
-                                                             size_t keys) {
+Result<std::vector<Result<bool>>> DecodeExistReply(const void* body, size_t size, size_t keys) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   auto statuses = GetKeyStatuses(*r, keys);
@@ -376,7 +374,7 @@ StoreResult<std::vector<StoreResult<bool>>> DecodeExistReply(const void* body, s
   if (exists.size() != keys) {
     return BadReply(fmt::format("field 'exists' has {} items for {} keys", exists.size(), keys));
   }
-  std::vector<StoreResult<bool>> out;
+  std::vector<Result<bool>> out;
   out.reserve(keys);
   for (size_t i = 0; i < keys; ++i) {
     if ((*statuses)[i].ok()) {
@@ -388,7 +386,7 @@ StoreResult<std::vector<StoreResult<bool>>> DecodeExistReply(const void* body, s
   return out;
 }
 
-StoreResult<uint64_t> DecodeRemoveAllReply(const void* body, size_t size) {
+Result<uint64_t> DecodeRemoveAllReply(const void* body, size_t size) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   uint64_t removed = 0;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 
 namespace kvtier::store {
@@ -65,32 +65,30 @@ std::string EncodeMasterRequest(const MasterRequest& request);  // the body fram
 
 // The fuzz entry point: the op frame's value and the body frame's bytes, as they came off the
 // socket. Errors are INVALID_PARAMS with a message naming the field (or the op, or "v").
-StoreResult<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size);
+Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size);
 
 // Reply bodies. Each carries "code" (0 or a negative ErrorCode) and "message" for the request
 // as a whole; batch replies add one result per key when "code" is 0.
-std::string EncodeStatusReply(const StoreStatus& status);  // mount, unmount, any request error
-std::string EncodePingReply(const StoreResult<PingReply>& reply);
-std::string EncodePutStartReply(const std::vector<StoreResult<std::vector<ReplicaDesc>>>& results);
-std::string EncodeStatusesReply(const std::vector<StoreStatus>& results);  // put_end/revoke, remove
-std::string EncodeGetReplicasReply(const std::vector<StoreResult<ObjectDesc>>& results);
-std::string EncodeExistReply(const std::vector<StoreResult<bool>>& results);
-std::string EncodeRemoveAllReply(const StoreResult<uint64_t>& removed);  // and remove_by_regex
-std::string EncodeRepairsReply(const StoreResult<std::vector<RepairTask>>& tasks);  // take_repairs
+std::string EncodeStatusReply(const Status& status);  // mount, unmount, any request error
+std::string EncodePingReply(const Result<PingReply>& reply);
+std::string EncodePutStartReply(const std::vector<Result<std::vector<ReplicaDesc>>>& results);
+std::string EncodeStatusesReply(const std::vector<Status>& results);  // put_end/revoke, remove
+std::string EncodeGetReplicasReply(const std::vector<Result<ObjectDesc>>& results);
+std::string EncodeExistReply(const std::vector<Result<bool>>& results);
+std::string EncodeRemoveAllReply(const Result<uint64_t>& removed);  // and remove_by_regex
+std::string EncodeRepairsReply(const Result<std::vector<RepairTask>>& tasks);  // take_repairs
 
 // Reply decoders (client side). An error result is the master's whole-request error, or
 // RPC_FAIL when the reply does not parse. Batch decoders require exactly `keys` results.
-StoreStatus DecodeStatusReply(const void* body, size_t size);
-StoreResult<PingReply> DecodePingReply(const void* body, size_t size);
-StoreResult<std::vector<StoreResult<std::vector<ReplicaDesc>>>> DecodePutStartReply(
-    const void* body, size_t size, size_t keys);
-StoreResult<std::vector<StoreStatus>> DecodeStatusesReply(const void* body, size_t size,
-                                                          size_t keys);
-StoreResult<std::vector<StoreResult<ObjectDesc>>> DecodeGetReplicasReply(const void* body,
-                                                                         size_t size, size_t keys);
-StoreResult<std::vector<StoreResult<bool>>> DecodeExistReply(const void* body, size_t size,
-                                                             size_t keys);
-StoreResult<uint64_t> DecodeRemoveAllReply(const void* body, size_t size);
-StoreResult<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t size);
+Status DecodeStatusReply(const void* body, size_t size);
+Result<PingReply> DecodePingReply(const void* body, size_t size);
+Result<std::vector<Result<std::vector<ReplicaDesc>>>> DecodePutStartReply(const void* body,
+                                                                          size_t size, size_t keys);
+Result<std::vector<Status>> DecodeStatusesReply(const void* body, size_t size, size_t keys);
+Result<std::vector<Result<ObjectDesc>>> DecodeGetReplicasReply(const void* body, size_t size,
+                                                               size_t keys);
+Result<std::vector<Result<bool>>> DecodeExistReply(const void* body, size_t size, size_t keys);
+Result<uint64_t> DecodeRemoveAllReply(const void* body, size_t size);
+Result<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t size);
 
 }  // namespace kvtier::store

@@ -9,10 +9,10 @@ namespace kvtier::store {
 
 using namespace master_columns;
 
-std::string EncodeRepairsReply(const StoreResult<std::vector<RepairTask>>& tasks) {
+std::string EncodeRepairsReply(const Result<std::vector<RepairTask>>& tasks) {
   if (!tasks.ok()) return EncodeStatusReply(tasks.status());
   BodyWriter w;
-  PutStatus(w, StoreStatus::Ok());
+  PutStatus(w, Status::Ok());
   std::vector<std::string> keys;
   ReplicaColumns columns;
   for (const RepairTask& t : *tasks) {
@@ -25,7 +25,7 @@ std::string EncodeRepairsReply(const StoreResult<std::vector<RepairTask>>& tasks
   return w.Finish();
 }
 
-StoreResult<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t size) {
+Result<std::vector<RepairTask>> DecodeRepairsReply(const void* body, size_t size) {
   auto r = ParseReply(body, size);
   if (!r.ok()) return r.status();
   std::vector<std::string> keys;

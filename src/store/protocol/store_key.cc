@@ -7,14 +7,14 @@
 
 namespace kvtier::store {
 
-StoreStatus CheckKey(std::string_view key) {
-  if (key.empty()) return StoreStatus(ErrorCode::INVALID_PARAMS, "key is empty");
+Status CheckKey(std::string_view key) {
+  if (key.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "key is empty");
   if (key.size() > kMaxKeyBytes) {
-    return StoreStatus(ErrorCode::INVALID_PARAMS,
-                       fmt::format("key {} is longer than the limit of {} bytes",
-                                   KeyForMessage(key), kMaxKeyBytes));
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("key {} is longer than the limit of {} bytes", KeyForMessage(key),
+                                  kMaxKeyBytes));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 std::string KeyForMessage(std::string_view key) { return "'" + PrintableText(key) + "'"; }

@@ -6,12 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 
 namespace kvtier::store {
 
 // OK, or INVALID_PARAMS saying whether the key is empty or over kMaxKeyBytes.
-StoreStatus CheckKey(std::string_view key);
+Status CheckKey(std::string_view key);
 
 // The key between single quotes, escaped and cut as PrintableText does: "'model@00000001@...'".
 std::string KeyForMessage(std::string_view key);

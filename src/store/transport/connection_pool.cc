@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "common/logging.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/transport/data_plane_protocol.h"
 #include "wire/secret_channel.h"
 
@@ -55,7 +55,8 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoin
       if (peer.redialling || tcp::Clock::now() < peer.redial_at) {
         return Status(peer.last_error.code(),
                       fmt::format("{} (unreachable since {} ms ago: not dialled again yet)",
-                                  peer.last_error.message(), MillisSince(peer.failed_at)));
+                                  peer.last_error.message(), MillisSince(peer.failed_at)),
+                      peer.last_error.detail());
       }
       peer.redialling = true;
     }
@@ -111,7 +112,8 @@ Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::De
   // AUTH gets a fresh nonce from the server; PROOF answers it with a MAC of the secret over both
   // nonces, so the secret itself never crosses the wire. Once per connection, so not pipelined.
   const auto fail = [&](const Status& s) {
-    return Status(s.code(), fmt::format("data-plane AUTH with {}: {}", endpoint, s.message()));
+    return Status(s.code(), fmt::format("data-plane AUTH with {}: {}", endpoint, s.message()),
+                  s.detail());
   };
   auto challenge = Ask(fd->get(), dp::Op::kAuth, {}, dp::kNonceBytes, deadline);
   if (!challenge.ok()) return fail(challenge.status());

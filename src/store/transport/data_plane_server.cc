@@ -35,7 +35,7 @@
 
 #include "common/eventfd.h"
 #include "common/logging.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/tcp_io.h"
 #include "wire/secret_channel.h"
@@ -96,7 +96,7 @@ struct DataPlaneServer::Impl {
   Io SendFull(int fd, iovec* iov, int iovcnt);
   Io Drain(int fd, uint64_t len);
   // `payload` goes with an OK status only (an AUTH's nonce).
-  Io Reply(int fd, uint64_t request_id, const StoreStatus& status, std::string_view payload = {});
+  Io Reply(int fd, uint64_t request_id, const Status& status, std::string_view payload = {});
   void Bad(const std::string& peer, const std::string& what) {
     bad_requests->Inc();
     LogBad(peer, what);
@@ -157,12 +157,13 @@ Io DataPlaneServer::Impl::Drain(int fd, uint64_t len) {
   return Io::kOk;
 }
 
-Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const StoreStatus& status,
+Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const Status& status,
                                 std::string_view payload) {
   std::string message = status.ok() ? std::string(payload) : status.message();
   if (message.size() > dp::kMaxErrorMessageBytes) message.resize(dp::kMaxErrorMessageBytes);
   uint8_t hdr[dp::kReplyHeaderBytes];
-  dp::EncodeReplyHeader({status.value(), request_id, message.size()}, hdr);
+  dp::EncodeReplyHeader({static_cast<int32_t>(ErrorCodeOf(status)), request_id, message.size()},
+                        hdr);
   iovec iov[2] = {{hdr, sizeof(hdr)}, {message.data(), message.size()}};
   return SendFull(fd, iov, message.empty() ? 1 : 2);
 }
@@ -189,7 +190,7 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     const Status prefix = dp::CheckRequestPrefix(std::span(raw).first<dp::kRequestPrefixBytes>());
     if (!prefix.ok()) {
       Bad(peer, prefix.message() + "; closing the connection");
-      (void)Reply(fd, 0, {ErrorCode::INVALID_PARAMS, prefix.message()});
+      (void)Reply(fd, 0, StoreError(ErrorCode::INVALID_PARAMS, prefix.message()));
       break;
     }
     io = RecvFull(fd, raw + dp::kRequestPrefixBytes, sizeof(raw) - dp::kRequestPrefixBytes, false);
@@ -200,14 +201,15 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     auto decoded = dp::DecodeRequestHeader(raw);
     if (!decoded.ok()) {
       Bad(peer, decoded.status().message() + "; closing the connection");
-      (void)Reply(fd, 0, {ErrorCode::INVALID_PARAMS, decoded.status().message()});
+      (void)Reply(fd, 0, StoreError(ErrorCode::INVALID_PARAMS, decoded.status().message()));
       break;
     }
     const dp::RequestHeader& h = *decoded;
     if (!authed && h.op != dp::Op::kAuth && h.op != dp::Op::kProof) {
       Bad(peer, "request before AUTH on a server that requires the secret; closing the connection");
-      (void)Reply(fd, h.request_id,
-                  {ErrorCode::ILLEGAL_CLIENT, "data plane requires AUTH and PROOF first"});
+      (void)Reply(
+          fd, h.request_id,
+          StoreError(ErrorCode::ILLEGAL_CLIENT, "data plane requires AUTH and PROOF first"));
       break;
     }
     const Status valid = dp::ValidateRequest(h, opt.segment_size);
@@ -215,14 +217,14 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     if (h.op == dp::Op::kAuth || h.op == dp::Op::kProof) {
       if (!valid.ok()) {
         Bad(peer, valid.message() + "; closing the connection");
-        (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
+        (void)Reply(fd, h.request_id, StoreError(ErrorCode::INVALID_PARAMS, valid.message()));
         break;
       }
       if (h.op == dp::Op::kAuth) {  // the challenge: a fresh nonce for this connection
         challenge = wire::RandomNonce();
         const std::string_view nonce(reinterpret_cast<const char*>(challenge->data()),
                                      challenge->size());
-        if (Reply(fd, h.request_id, StoreStatus::Ok(), nonce) != Io::kOk) break;
+        if (Reply(fd, h.request_id, Status::Ok(), nonce) != Io::kOk) break;
         continue;
       }
       uint8_t proof[dp::kProofPayloadBytes];  // client nonce | HMAC over both nonces
@@ -241,14 +243,15 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
                 : nullptr;
         if (wrong != nullptr) {
           Bad(peer, fmt::format("{}; closing the connection", wrong));
-          (void)Reply(fd, h.request_id, {ErrorCode::ILLEGAL_CLIENT,
-                                         fmt::format("data plane AUTH rejected: {}", wrong)});
+          (void)Reply(fd, h.request_id,
+                      StoreError(ErrorCode::ILLEGAL_CLIENT,
+                                 fmt::format("data plane AUTH rejected: {}", wrong)));
           break;
         }
       }
       challenge.reset();  // one proof per challenge
       authed = true;
-      if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
+      if (Reply(fd, h.request_id, Status::Ok()) != Io::kOk) break;
       continue;
     }
 
@@ -257,11 +260,12 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     // which belong to that other segment. An admitted one counts as running until this
     // iteration ends, however it ends (segment_gate.h).
     SegmentGate::Pass pass;
-    StoreStatus wrong_segment;
+    Status wrong_segment;
     if (valid.code() != Code::kTooLarge && !(pass = gate->Enter(h.segment_id))) {
-      wrong_segment = {ErrorCode::SEGMENT_NOT_FOUND,
-                       fmt::format("segment {} is not served here: this node serves segment {}",
-                                   h.segment_id, gate->id())};
+      wrong_segment =
+          StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                     fmt::format("segment {} is not served here: this node serves segment {}",
+                                 h.segment_id, gate->id()));
     }
 
     if (h.op == dp::Op::kRead) {
@@ -272,7 +276,9 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       }
       if (!valid.ok()) {
         Bad(peer, valid.message());
-        if (Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()}) != Io::kOk) break;
+        if (Reply(fd, h.request_id, StoreError(ErrorCode::INVALID_PARAMS, valid.message())) !=
+            Io::kOk)
+          break;
         continue;
       }
       uint8_t hdr[dp::kReplyHeaderBytes];
@@ -289,13 +295,13 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     // WRITE
     if (valid.code() == Code::kTooLarge) {
       Bad(peer, valid.message() + "; closing the connection (payload not drained)");
-      (void)Reply(fd, h.request_id, {ErrorCode::INVALID_PARAMS, valid.message()});
+      (void)Reply(fd, h.request_id, StoreError(ErrorCode::INVALID_PARAMS, valid.message()));
       break;
     }
     if (!wrong_segment.ok() || !valid.ok()) {
-      const StoreStatus refusal =
-          !wrong_segment.ok() ? wrong_segment
-                              : StoreStatus(ErrorCode::INVALID_PARAMS, valid.message());
+      const Status refusal = !wrong_segment.ok()
+                                 ? wrong_segment
+                                 : StoreError(ErrorCode::INVALID_PARAMS, valid.message());
       Bad(peer, refusal.message() + " (payload discarded)");
       if (Drain(fd, h.length) != Io::kOk) {
         close_reason = "connection lost inside a discarded WRITE payload";
@@ -310,7 +316,7 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     }
     served_write_bytes->Inc(static_cast<double>(h.length));
     pass.Release();
-    if (Reply(fd, h.request_id, StoreStatus::Ok()) != Io::kOk) break;
+    if (Reply(fd, h.request_id, Status::Ok()) != Io::kOk) break;
   }
 
   if (!close_reason.empty() && !stopping.load()) {

@@ -132,7 +132,8 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
   uint8_t answer[wire::kHelloBytes];
   Status got = RecvExact(s, answer, wire::kHelloBytes, deadline, abandoned);
   if (!got.ok()) {
-    return Status(got.code(), fmt::format("handshake with {}: {}", options.peer, got.message()));
+    return Status(got.code(), fmt::format("handshake with {}: {}", options.peer, got.message()),
+                  got.detail());
   }
   auto theirs = wire::DecodeHello(answer, wire::kHelloBytes);
   if (!theirs.ok()) {
@@ -171,7 +172,8 @@ Result<std::unique_ptr<Channel>> Channel::Open(const ChannelOptions& options,
     }
     uint8_t verdict[wire::kVerdictBytes];
     if (Status v = RecvExact(s, verdict, sizeof(verdict), deadline, abandoned); !v.ok()) {
-      return Status(v.code(), fmt::format("handshake with {}: {}", options.peer, v.message()));
+      return Status(v.code(), fmt::format("handshake with {}: {}", options.peer, v.message()),
+                    v.detail());
     }
     if (verdict[0] != 0) {
       return Status(Code::kPermissionDenied,

@@ -140,7 +140,8 @@ Result<wire::UniqueFd> Connect(const std::string& endpoint, Deadline deadline) {
       }
       Status waited = WaitFor(fd.get(), POLLOUT, deadline, "connect");
       if (!waited.ok()) {
-        last = Status(waited.code(), fmt::format("connect to {}: {}", endpoint, waited.message()));
+        last = Status(waited.code(), fmt::format("connect to {}: {}", endpoint, waited.message()),
+                      waited.detail());
         if (waited.code() == Code::kTimeout) return last;
         continue;
       }

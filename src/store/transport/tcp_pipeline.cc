@@ -43,12 +43,12 @@ struct LaneState {
 
 class Runner {
  public:
-  Runner(std::span<const TransferOp> ops, std::span<StoreStatus> results)
+  Runner(std::span<const TransferOp> ops, std::span<Status> results)
       : ops_(ops), results_(results) {}
 
   void Fail(LaneState& s, ErrorCode code, const std::string& why) {
     for (size_t j = s.answered; j < s.size(); ++j) {
-      results_[s.lane->ops[j]] = StoreStatus(code, fmt::format("{}: {}", s.lane->endpoint, why));
+      results_[s.lane->ops[j]] = StoreError(code, fmt::format("{}: {}", s.lane->endpoint, why));
     }
     s.lane->broken = true;
   }
@@ -169,12 +169,12 @@ class Runner {
   }
 
   void Complete(LaneState& s) {
-    StoreStatus& out = results_[s.lane->ops[s.answered]];
+    Status& out = results_[s.lane->ops[s.answered]];
     if (s.reply.status == 0) {
-      out = StoreStatus::Ok();
+      out = Status::Ok();
     } else {
-      out = StoreStatus(ErrorCodeFromInt(s.reply.status),
-                        fmt::format("{}: {}", s.lane->endpoint, s.message));
+      out = StoreError(ErrorCodeFromInt(s.reply.status),
+                       fmt::format("{}: {}", s.lane->endpoint, s.message));
     }
     ++s.answered;
     s.in_payload = false;
@@ -182,13 +182,13 @@ class Runner {
 
  private:
   std::span<const TransferOp> ops_;
-  std::span<StoreStatus> results_;
+  std::span<Status> results_;
 };
 
 }  // namespace
 
 void RunPipeline(std::span<PipelineLane> lanes, std::span<const TransferOp> ops,
-                 std::span<StoreStatus> results, tcp::Deadline deadline) {
+                 std::span<Status> results, tcp::Deadline deadline) {
   Runner runner(ops, results);
   std::vector<LaneState> states(lanes.size());
   for (size_t i = 0; i < lanes.size(); ++i) {

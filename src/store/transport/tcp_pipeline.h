@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/transport/tcp_io.h"
 #include "store/transport/transfer_engine.h"
 
@@ -30,6 +30,6 @@ struct PipelineLane {
 // index named in a lane. Connection errors fail the lane's unanswered ops with TRANSFER_FAIL,
 // the deadline with RPC_TIMEOUT; an error reply fails only its own op.
 void RunPipeline(std::span<PipelineLane> lanes, std::span<const TransferOp> ops,
-                 std::span<StoreStatus> results, tcp::Deadline deadline);
+                 std::span<Status> results, tcp::Deadline deadline);
 
 }  // namespace kvtier::store

@@ -72,30 +72,28 @@ struct TransferEngine::Impl {
   }
 
   // Admits a local op: `pass` stays running until its copy is done.
-  StoreStatus AdmitLocal(const TransferOp& op, SegmentGate::Pass& pass) const;
+  Status AdmitLocal(const TransferOp& op, SegmentGate::Pass& pass) const;
   MemCopy LocalCopy(const TransferOp& op) const;
   void RunPeers(const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
-                std::span<const TransferOp> ops, std::span<StoreStatus> results,
-                tcp::Deadline deadline);
-  void Account(std::span<const TransferOp> ops, std::span<const StoreStatus> results,
+                std::span<const TransferOp> ops, std::span<Status> results, tcp::Deadline deadline);
+  void Account(std::span<const TransferOp> ops, std::span<const Status> results,
                const std::vector<bool>& local);
 };
 
-StoreStatus TransferEngine::Impl::AdmitLocal(const TransferOp& op,
-                                             SegmentGate::Pass& pass) const {
+Status TransferEngine::Impl::AdmitLocal(const TransferOp& op, SegmentGate::Pass& pass) const {
   pass = gate->Enter(op.segment_id);
   if (!pass) {
-    return {ErrorCode::SEGMENT_NOT_FOUND,
-            fmt::format("{}: segment {} is not served here: this node serves segment {}",
-                        op.endpoint, op.segment_id, gate->id())};
+    return StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                      fmt::format("{}: segment {} is not served here: this node serves segment {}",
+                                  op.endpoint, op.segment_id, gate->id()));
   }
   if (opt.local_segment == nullptr ||
       !dp::RangeInside(op.offset, op.length, opt.local_segment_size)) {
-    return {ErrorCode::INVALID_PARAMS,
-            fmt::format("{}: offset {} length {} is outside the local segment ({} bytes)",
-                        op.endpoint, op.offset, op.length, opt.local_segment_size)};
+    return StoreError(ErrorCode::INVALID_PARAMS,
+                      fmt::format("{}: offset {} length {} is outside the local segment ({} bytes)",
+                                  op.endpoint, op.offset, op.length, opt.local_segment_size));
   }
-  return StoreStatus::Ok();
+  return Status::Ok();
 }
 
 MemCopy TransferEngine::Impl::LocalCopy(const TransferOp& op) const {
@@ -107,7 +105,7 @@ MemCopy TransferEngine::Impl::LocalCopy(const TransferOp& op) const {
 // Serves some endpoint groups on the calling thread: connections first, then one poll loop.
 void TransferEngine::Impl::RunPeers(
     const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
-    std::span<const TransferOp> ops, std::span<StoreStatus> results, tcp::Deadline deadline) {
+    std::span<const TransferOp> ops, std::span<Status> results, tcp::Deadline deadline) {
   std::vector<PipelineLane> lanes;
   std::vector<ConnectionPool::Lease> leases;
   for (const auto& [endpoint, indices] : groups) {
@@ -118,13 +116,7 @@ void TransferEngine::Impl::RunPeers(
       for (size_t j = l; j < indices.size(); j += n_lanes) lane.ops.push_back(indices[j]);
       auto lease = pool.Acquire(endpoint, deadline);
       if (!lease.ok()) {
-        StoreStatus err = FromStatus(lease.status());
-        if (lease.status().code() == Code::kIoError) {
-          err = StoreStatus(ErrorCode::TRANSFER_FAIL, lease.status().message());
-        } else if (lease.status().code() == Code::kInvalidArgument) {
-          err = StoreStatus(ErrorCode::INVALID_PARAMS, lease.status().message());
-        }
-        for (size_t i : lane.ops) results[i] = err;
+        for (size_t i : lane.ops) results[i] = lease.status();
         continue;
       }
       lane.fd = lease->fd.get();
@@ -138,13 +130,13 @@ void TransferEngine::Impl::RunPeers(
   }
 }
 
-void TransferEngine::Impl::Account(std::span<const TransferOp> ops,
-                                   std::span<const StoreStatus> results,
+void TransferEngine::Impl::Account(std::span<const TransferOp> ops, std::span<const Status> results,
                                    const std::vector<bool>& local) {
   double sums[2][2] = {};
   std::map<ErrorCode, uint64_t> counts;
   for (size_t i = 0; i < ops.size(); ++i) {
-    ++counts[results[i].code()];
+    ++counts[ErrorCodeOf(results[i])];
+
     if (!results[i].ok()) continue;
     const int dir = ops[i].kind == TransferOp::Kind::kRead ? kDirRead : kDirWrite;
     sums[dir][local[i] ? kPathLocal : kPathTcp] += static_cast<double>(ops[i].length);
@@ -177,9 +169,9 @@ TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics
 
 TransferEngine::~TransferEngine() = default;
 
-std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
+std::vector<Status> TransferEngine::Run(std::span<const TransferOp> ops) {
   const tcp::Deadline deadline = tcp::Clock::now() + impl_->opt.timeout;
-  std::vector<StoreStatus> results(ops.size());
+  std::vector<Status> results(ops.size());
   std::vector<bool> local(ops.size(), false);
   std::vector<std::pair<std::string, std::vector<size_t>>> groups;
   std::map<std::string_view, size_t> group_of;
@@ -189,14 +181,14 @@ std::vector<StoreStatus> TransferEngine::Run(std::span<const TransferOp> ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const TransferOp& op = ops[i];
     if (op.length > dp::kMaxOpBytes) {
-      results[i] = {ErrorCode::INVALID_PARAMS,
-                    fmt::format("transfer of {} bytes is over the {} byte per-op limit", op.length,
-                                dp::kMaxOpBytes)};
+      results[i] = StoreError(ErrorCode::INVALID_PARAMS,
+                              fmt::format("transfer of {} bytes is over the {} byte per-op limit",
+                                          op.length, dp::kMaxOpBytes));
       continue;
     }
     if (op.length == 0) continue;  // nothing to move
     if (op.local == nullptr) {
-      results[i] = {ErrorCode::INVALID_PARAMS, "transfer op has a null local pointer"};
+      results[i] = StoreError(ErrorCode::INVALID_PARAMS, "transfer op has a null local pointer");
       continue;
     }
     if (!impl_->opt.local_endpoint.empty() && op.endpoint == impl_->opt.local_endpoint) {

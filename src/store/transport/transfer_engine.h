@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/metrics.h"
-#include "store/protocol/store_status.h"
+#include "store/protocol/store_errors.h"
 #include "store/transport/segment_gate.h"
 
 namespace kvtier::store {
@@ -57,7 +57,7 @@ class TransferEngine {
   // One status per op, in order. A failed op never affects the others' results; a peer that is
   // down or dies mid-transfer gives TRANSFER_FAIL (or RPC_TIMEOUT) for its ops; an op naming a
   // segment its endpoint does not serve gives SEGMENT_NOT_FOUND and moves no bytes.
-  std::vector<StoreStatus> Run(std::span<const TransferOp> ops);
+  std::vector<Status> Run(std::span<const TransferOp> ops);
 
   // Drops pooled connections to `endpoint` (its node went away).
   void Forget(const std::string& endpoint);

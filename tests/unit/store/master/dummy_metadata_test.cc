@@ -36,7 +36,7 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
   auto size = direct.Call(dummy::Op::kGetSize, {"k", "missing"}, false);
   ASSERT_TRUE(size.has_value());
   EXPECT_EQ(*(*size)[0], 123u);
-  EXPECT_EQ((*size)[1].status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf((*size)[1].status()), ErrorCode::OBJECT_NOT_FOUND);
   auto removed = direct.Call(dummy::Op::kRemove, {"k"}, /*force=*/true);
   ASSERT_TRUE(removed.has_value());
   EXPECT_TRUE((*removed)[0].ok()) << (*removed)[0].status().ToString();
@@ -54,7 +54,7 @@ TEST(DummyMetadata, AnswersLikeTheNodeAndFallsBackWhenItMustAskTheNode) {
                milliseconds(200));
   auto timed_out = direct.Call(dummy::Op::kExist, {"k"}, false);
   ASSERT_TRUE(timed_out.has_value());
-  EXPECT_EQ((*timed_out)[0].status().code(), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(ErrorCodeOf((*timed_out)[0].status()), ErrorCode::RPC_TIMEOUT);
   EXPECT_FALSE(direct.Call(dummy::Op::kExist, {"k"}, false).has_value());
   // An empty route (a node whose master fails over): the node is asked.
   direct.Route("", "", milliseconds(5000));

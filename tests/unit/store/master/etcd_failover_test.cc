@@ -102,8 +102,8 @@ TEST_F(EtcdFailoverTest, AJournalWhoseTermEndedWritesNothingAndFails) {
   // A successor's term: the key was deleted (the lease lapsed) and taken again.
   ASSERT_TRUE(client_->Delete(LeaderKey(prefix_)).ok());
   Lead("m2:1");
-  const StoreStatus st = journal.Wait(journal.PutObject("after", Object(1)));
-  EXPECT_EQ(st.code(), ErrorCode::ETCD_TRANSACTION_FAIL);
+  const Status st = journal.Wait(journal.PutObject("after", Object(1)));
+  EXPECT_EQ(ErrorCodeOf(st), ErrorCode::ETCD_TRANSACTION_FAIL);
   EXPECT_NE(st.message().find("lost its leadership"), std::string::npos) << st.message();
   EXPECT_EQ(failed.load(), 1);
   auto after = client_->Get(ObjectRecordKey(prefix_, "after"));
@@ -119,8 +119,8 @@ TEST_F(EtcdFailoverTest, AJournalThatCannotReachEtcdGivesUp) {
   EtcdJournal journal(&dead, prefix_, EtcdCompare{LeaderKey(prefix_), 5}, milliseconds(500),
                       [&failed](const std::string&) { failed.fetch_add(1); });
   const auto t0 = std::chrono::steady_clock::now();
-  const StoreStatus st = journal.Wait(journal.PutObject("k", Object(1)));
-  EXPECT_EQ(st.code(), ErrorCode::ETCD_OPERATION_ERROR);
+  const Status st = journal.Wait(journal.PutObject("k", Object(1)));
+  EXPECT_EQ(ErrorCodeOf(st), ErrorCode::ETCD_OPERATION_ERROR);
   EXPECT_NE(st.message().find("unreachable"), std::string::npos) << st.message();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(failed.load(), 1);
@@ -211,7 +211,7 @@ TEST_F(EtcdFailoverTest, ALeaderClientFollowsTheLeaderKey) {
   MasterApi& m = **client;
   // No master leads yet: calls fail at once, naming the key.
   auto none = m.Exist({"a"}).at(0);
-  EXPECT_EQ(none.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(none.status()), ErrorCode::RPC_FAIL);
   EXPECT_NE(none.status().message().find(LeaderKey(prefix_)), std::string::npos)
       << none.status().message();
 
@@ -246,7 +246,7 @@ TEST_F(EtcdFailoverTest, ACallWaitingForALeaderThatIsGoneEndsWhenTheKeyMoves) {
   auto r = (*client)->Exist({"a"}).at(0);
   const auto waited = std::chrono::steady_clock::now() - t0;
   mover.join();
-  EXPECT_EQ(r.status().code(), ErrorCode::RPC_FAIL) << r.status().ToString();
+  EXPECT_EQ(ErrorCodeOf(r.status()), ErrorCode::RPC_FAIL) << r.status().ToString();
   EXPECT_NE(r.status().message().find("no longer leads"), std::string::npos);
   EXPECT_LT(waited, std::chrono::seconds(10));  // not the 20 s timeout
   EXPECT_TRUE(Eventually([&] { return (*client)->Exist({"a"}).at(0).ok(); }));

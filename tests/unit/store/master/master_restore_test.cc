@@ -57,7 +57,7 @@ TEST_F(MasterRestoreTest, TheSuccessorServesTheSameObjectsAtTheSamePlaces) {
   EXPECT_EQ(Get("b")->replicas.at(0).offset, b.at(0).offset);
   EXPECT_EQ(GetCode("unfinished"), ErrorCode::OBJECT_NOT_FOUND);
   // Its PutEnd, sent to the successor, fails: a put in flight at a failover does not land.
-  EXPECT_EQ(End("n1", "unfinished").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(End("n1", "unfinished")), ErrorCode::OBJECT_NOT_FOUND);
 
   // The nodes are known: their pings need no remount, and new puts avoid the restored ranges.
   EXPECT_FALSE(master_->Ping(Node("n1"))->need_remount);
@@ -149,8 +149,8 @@ TEST_F(MasterRestoreTest, APutEndsOnlyOnceRecorded) {
   ASSERT_TRUE(Mount("n1", 11, 1 << 20).ok());
   ASSERT_TRUE(Start("n1", "k", 1000).ok());
   // The memory journal's Wait fails what is not committed: the put's end reports it.
-  const StoreStatus ended = End("n1", "k");
-  EXPECT_EQ(ended.code(), ErrorCode::ETCD_OPERATION_ERROR);
+  const Status ended = End("n1", "k");
+  EXPECT_EQ(ErrorCodeOf(ended), ErrorCode::ETCD_OPERATION_ERROR);
   EXPECT_NE(ended.message().find("may be gone after a master failover"), std::string::npos)
       << ended.message();
 }
@@ -167,7 +167,7 @@ TEST_F(MasterRestoreTest, ARemovedObjectsSpaceIsFreedOnlyOnceTheRemovalIsRecorde
   // Not recorded yet: the space stays taken, so no new object can land on the removed one's
   // bytes while a successor could still bring its record back.
   EXPECT_EQ(Allocated(), 4096u);
-  EXPECT_EQ(Start("n1", "next", 4096).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "next", 4096).status()), ErrorCode::NO_AVAILABLE_HANDLE);
   manual.Commit();
   EXPECT_EQ(Allocated(), 0u);
   EXPECT_TRUE(Start("n1", "next", 4096).ok());

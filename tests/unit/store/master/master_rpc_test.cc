@@ -62,7 +62,7 @@ class MasterRpcTest : public ::testing::Test {
         ->Value();
   }
   void Mount(uint64_t segment_id, uint64_t size) {
-    StoreStatus s = client_->MountSegment(kNode, {segment_id, size, kNode.endpoint});
+    Status s = client_->MountSegment(kNode, {segment_id, size, kNode.endpoint});
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
@@ -91,8 +91,8 @@ TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
   EXPECT_EQ(started[0]->at(0).size, 100u);
   EXPECT_EQ(started[1]->at(0).size, 200u);
   // Unfinished: not readable, not removable, and only its writer may end it.
-  EXPECT_EQ(client_->GetReplicas({"a"})[0].status().code(), ErrorCode::REPLICA_IS_NOT_READY);
-  EXPECT_EQ(client_->PutEnd("someone-else", {"a"})[0].code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(client_->GetReplicas({"a"})[0].status()), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(ErrorCodeOf(client_->PutEnd("someone-else", {"a"})[0]), ErrorCode::ILLEGAL_CLIENT);
   auto ended = client_->PutEnd(kNode.id, {"a"});
   ASSERT_TRUE(ended[0].ok()) << ended[0].ToString();
   ASSERT_TRUE(client_->PutRevoke(kNode.id, {"b"})[0].ok());
@@ -110,16 +110,16 @@ TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
   ASSERT_EQ(got[0]->replicas.size(), 1u);
   EXPECT_EQ(got[0]->replicas[0].offset, started[0]->at(0).offset);
   // Errors arrive with the master's own code and message.
-  EXPECT_EQ(got[1].status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(got[1].status()), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(got[1].status().message(), service_->GetReplicas({"missing"})[0].status().message());
   EXPECT_FALSE(got[1].status().message().empty());
 
   // The get leased "a": it cannot be removed now.
   auto removed = client_->Remove({"a", "missing"});
-  EXPECT_EQ(removed[0].code(), ErrorCode::OBJECT_HAS_LEASE);
-  EXPECT_EQ(removed[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(removed[0]), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_EQ(ErrorCodeOf(removed[1]), ErrorCode::OBJECT_NOT_FOUND);
   // A second put of "a" is answered OBJECT_ALREADY_EXISTS (first writer wins).
-  EXPECT_EQ(client_->PutStart(kNode.id, {"a"}, {100}, {})[0].status().code(),
+  EXPECT_EQ(ErrorCodeOf(client_->PutStart(kNode.id, {"a"}, {100}, {})[0].status()),
             ErrorCode::OBJECT_ALREADY_EXISTS);
 
   auto all = client_->RemoveAll();
@@ -127,7 +127,7 @@ TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
   EXPECT_EQ(*all, 0u);  // "a" is leased
   // force and the regex travel: a bad pattern comes back with the master's message.
   auto bad = client_->RemoveByRegex("(", true);
-  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(bad.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(bad.status().message().find("does not compile"), std::string::npos);
   EXPECT_EQ(*client_->RemoveByRegex("^a$", false), 0u);  // leased
   EXPECT_EQ(*client_->RemoveByRegex("^a$", true), 1u);
@@ -138,13 +138,13 @@ TEST_F(MasterRpcTest, MountPutGetExistRemoveOverTheWire) {
 }
 
 TEST_F(MasterRpcTest, ServiceErrorsKeepTheirCodesAndMessages) {
-  const StoreStatus mount = client_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
-  const StoreStatus direct = service_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
-  EXPECT_EQ(mount.code(), direct.code());
+  const Status mount = client_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
+  const Status direct = service_->MountSegment({"", "x:1"}, {1, 10, "x:1"});
+  EXPECT_EQ(ErrorCodeOf(mount), ErrorCodeOf(direct));
   EXPECT_EQ(mount.message(), direct.message());
   EXPECT_FALSE(mount.ok());
 
-  EXPECT_EQ(client_->Ping({"", ""}).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(client_->Ping({"", ""}).status()), ErrorCode::INVALID_PARAMS);
   // Empty and oversized keys are per-key errors; the other keys still get answers.
   auto r = client_->Exist({"", std::string(kMaxKeyBytes + 1, 'x'), "fine"});
   EXPECT_FALSE(r[0].ok());
@@ -152,12 +152,12 @@ TEST_F(MasterRpcTest, ServiceErrorsKeepTheirCodesAndMessages) {
   EXPECT_TRUE(r[2].ok() && !*r[2]);
   // No segment mounted: nowhere to put.
   auto put = client_->PutStart(kNode.id, {"k"}, {10}, {});
-  EXPECT_EQ(put[0].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(put[0].status()), ErrorCode::NO_AVAILABLE_HANDLE);
   // Mismatched sizes: every key gets the master's error.
   auto mismatched = client_->PutStart(kNode.id, {"k1", "k2"}, {10}, {});
   ASSERT_EQ(mismatched.size(), 2u);
-  EXPECT_EQ(mismatched[0].status().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(mismatched[1].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(mismatched[0].status()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(mismatched[1].status()), ErrorCode::INVALID_PARAMS);
   // An empty batch needs no round trip and has no results.
   EXPECT_TRUE(client_->Exist({}).empty());
 }
@@ -166,8 +166,8 @@ TEST_F(MasterRpcTest, OversizedBatchIsRefusedAndTheMasterKeepsServing) {
   std::vector<std::string> keys(kMaxBatchKeys + 1, "k");
   auto r = client_->Exist(keys);
   ASSERT_EQ(r.size(), keys.size());
-  EXPECT_EQ(r.front().status().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(r.back().status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r.front().status()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r.back().status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r.front().status().message().find("limit"), std::string::npos)
       << r.front().status().message();
   EXPECT_GE(BadRequests("body"), 1);
@@ -215,14 +215,14 @@ class RawPeer {
     return std::make_pair(m, payload.substr(rpc::kEnvelopeBytes));
   }
   // Sends and expects an error reply with this id; returns its status.
-  StoreStatus ExpectError(uint64_t id, uint32_t op, const std::string& body) {
+  Status ExpectError(uint64_t id, uint32_t op, const std::string& body) {
     Send(id, op, body);
     auto reply = Receive();
     EXPECT_TRUE(reply.has_value());
-    if (!reply) return StoreStatus::Ok();
+    if (!reply) return Status::Ok();
     EXPECT_EQ(reply->first.id, id);
     EXPECT_EQ(reply->first.op, op);
-    StoreStatus s = DecodeStatusReply(reply->second.data(), reply->second.size());
+    Status s = DecodeStatusReply(reply->second.data(), reply->second.size());
     EXPECT_FALSE(s.ok());
     return s;
   }
@@ -242,15 +242,15 @@ std::string ExistBody(uint32_t version = kMasterProtocolVersion) {
 TEST_F(MasterRpcTest, BadRequestsGetErrorRepliesAndServingGoesOn) {
   RawPeer peer(port_);
   const auto exist = static_cast<uint32_t>(MasterRpcOp::kExist);
-  StoreStatus s = peer.ExpectError(8, 99, ExistBody());
+  Status s = peer.ExpectError(8, 99, ExistBody());
   EXPECT_NE(s.message().find("unknown op 99"), std::string::npos) << s.message();
   s = peer.ExpectError(9, exist, ExistBody(7));
   EXPECT_NE(s.message().find("version 7"), std::string::npos) << s.message();
   s = peer.ExpectError(10, exist, "\xc1 not msgpack");
-  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::INVALID_PARAMS);
   // A huge claimed container in a tiny body: refused, not allocated.
   s = peer.ExpectError(12, exist, std::string("\xdf\xff\xff\xff\xff", 5));
-  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(BadRequests("op"), 1);
   EXPECT_EQ(BadRequests("body"), 3);
   // The same connection still serves a valid request.
@@ -295,13 +295,13 @@ TEST(MasterRpcNoMaster, UnreachableMasterTimesOutForEveryKey) {
   auto client = ConnectMaster({"127.0.0.1:" + std::to_string(port), milliseconds(200)});
   auto r = client->Exist({"a", "b"});
   ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r[0].status().code(), ErrorCode::RPC_TIMEOUT);
-  EXPECT_EQ(r[1].status().code(), ErrorCode::RPC_TIMEOUT);
-  EXPECT_EQ(client->Ping(kNode).status().code(), ErrorCode::RPC_TIMEOUT);
-  EXPECT_EQ(client->RemoveAll().status().code(), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(ErrorCodeOf(r[1].status()), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(ErrorCodeOf(client->Ping(kNode).status()), ErrorCode::RPC_TIMEOUT);
+  EXPECT_EQ(ErrorCodeOf(client->RemoveAll().status()), ErrorCode::RPC_TIMEOUT);
   // An address that is no host:port is a failure, not a hang.
   auto bad = ConnectMaster({"no port here", milliseconds(200)});
-  EXPECT_EQ(bad->Ping(kNode).status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(bad->Ping(kNode).status()), ErrorCode::RPC_FAIL);
 }
 
 TEST_F(MasterRpcTest, TimedOutRequestIsNeverDeliveredLater) {
@@ -309,7 +309,7 @@ TEST_F(MasterRpcTest, TimedOutRequestIsNeverDeliveredLater) {
   StopMaster();
   auto client = ConnectMaster({Address(), milliseconds(1000)});
   const NodeInfo ghost{"ghost", "127.0.0.1:1"};
-  EXPECT_EQ(client->MountSegment(ghost, {9, 1 << 20, ghost.endpoint}).code(),
+  EXPECT_EQ(ErrorCodeOf(client->MountSegment(ghost, {9, 1 << 20, ghost.endpoint})),
             ErrorCode::RPC_TIMEOUT);
   StartMaster(port);
   // The same client works once the master is there...
@@ -384,7 +384,7 @@ TEST(MasterRpcAuth, OnlyClientsThatProveTheSecretGetIn) {
     const auto start = std::chrono::steady_clock::now();
     auto r = client->Exist({"k"});
     EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(5000));  // not a timeout
-    EXPECT_EQ(r[0].status().code(), ErrorCode::ILLEGAL_CLIENT);
+    EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::ILLEGAL_CLIENT);
     EXPECT_NE(r[0].status().message().find(c.says), std::string::npos) << r[0].status().message();
     EXPECT_EQ(refusals(c.counted), 1);
   }
@@ -394,7 +394,7 @@ TEST(MasterRpcAuth, OnlyClientsThatProveTheSecretGetIn) {
   LoopbackMaster open;
   ASSERT_TRUE(open.ok);
   auto r = ConnectMaster({open.address(), milliseconds(10'000), "the-secret"})->Exist({"k"});
-  EXPECT_EQ(r[0].status().code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_NE(r[0].status().message().find("does not use authentication"), std::string::npos)
       << r[0].status().message();
 }

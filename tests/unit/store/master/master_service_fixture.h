@@ -29,17 +29,17 @@ class MasterServiceTest : public ::testing::Test {
   static NodeInfo Node(const std::string& id) { return NodeInfo{id, id + ".host:7000"}; }
   static std::string Endpoint(const std::string& id) { return id + ".host:7000"; }
 
-  StoreStatus Mount(const std::string& node, uint64_t segment_id, uint64_t size) {
+  Status Mount(const std::string& node, uint64_t segment_id, uint64_t size) {
     return master_->MountSegment(Node(node), SegmentInfo{segment_id, size, Endpoint(node)});
   }
 
-  StoreResult<std::vector<ReplicaDesc>> Start(const std::string& node, const std::string& key,
-                                              uint64_t size, PutConfig config = {}) {
+  Result<std::vector<ReplicaDesc>> Start(const std::string& node, const std::string& key,
+                                         uint64_t size, PutConfig config = {}) {
     auto r = master_->PutStart(node, {key}, {size}, config);
     EXPECT_EQ(r.size(), 1u);
     return std::move(r.at(0));
   }
-  StoreStatus End(const std::string& node, const std::string& key) {
+  Status End(const std::string& node, const std::string& key) {
     return master_->PutEnd(node, {key}).at(0);
   }
   // PutStart + PutEnd; returns the replicas (empty on failure, which the test sees).
@@ -51,14 +51,14 @@ class MasterServiceTest : public ::testing::Test {
     EXPECT_TRUE(End(node, key).ok()) << key;
     return *r;
   }
-  StoreResult<ObjectDesc> Get(const std::string& key) { return master_->GetReplicas({key}).at(0); }
-  ErrorCode GetCode(const std::string& key) { return Get(key).status().code(); }
+  Result<ObjectDesc> Get(const std::string& key) { return master_->GetReplicas({key}).at(0); }
+  ErrorCode GetCode(const std::string& key) { return ErrorCodeOf(Get(key).status()); }
   bool Exists(const std::string& key) {
     auto r = master_->Exist({key}).at(0);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() && *r;
   }
-  ErrorCode RemoveCode(const std::string& key) { return master_->Remove({key}).at(0).code(); }
+  ErrorCode RemoveCode(const std::string& key) { return ErrorCodeOf(master_->Remove({key}).at(0)); }
 
   void Advance(std::chrono::nanoseconds d) { clock_.Advance(d); }
 

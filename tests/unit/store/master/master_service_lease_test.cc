@@ -17,7 +17,7 @@ TEST_F(MasterServiceTest, LeaseBlocksRemoveUntilItExpires) {
   Put("n1", "k", 100);
   ASSERT_TRUE(Get("k").ok());
   auto removed = master_->Remove({"k"});
-  EXPECT_EQ(removed[0].code(), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_EQ(ErrorCodeOf(removed[0]), ErrorCode::OBJECT_HAS_LEASE);
   EXPECT_NE(removed[0].message().find("5000 more ms"), std::string::npos) << removed[0].message();
   Advance(milliseconds(4999));
   EXPECT_EQ(RemoveCode("k"), ErrorCode::OBJECT_HAS_LEASE);
@@ -91,9 +91,9 @@ TEST_F(MasterServiceTest, ForcedRemoveGoesAtOnceButItsSpaceWaitsForTheLease) {
   EXPECT_EQ(CounterValue("kvtier_master_removes_total", {{"result", "ok"}}), 0);
   // Force does not take a put that is still being written, nor a missing key.
   ASSERT_TRUE(Start("n1", "pending", 100).ok());
-  EXPECT_EQ(master_->Remove({"pending", "missing"}, true)[0].code(),
+  EXPECT_EQ(ErrorCodeOf(master_->Remove({"pending", "missing"}, true)[0]),
             ErrorCode::REPLICA_IS_NOT_READY);
-  EXPECT_EQ(master_->Remove({"missing"}, true)[0].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->Remove({"missing"}, true)[0]), ErrorCode::OBJECT_NOT_FOUND);
 }
 
 TEST_F(MasterServiceTest, ForcedRemoveAllTakesLeasedObjectsToo) {
@@ -130,7 +130,7 @@ TEST_F(MasterServiceTest, RemoveByRegexRemovesMatchingKeysOnly) {
   EXPECT_TRUE(Exists("x-model-a/"));
 
   auto bad = master_->RemoveByRegex("model-(a");
-  EXPECT_EQ(bad.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(bad.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(bad.status().message().find("does not compile"), std::string::npos)
       << bad.status().message();
   EXPECT_TRUE(Exists("x-model-a/"));
@@ -267,19 +267,20 @@ TEST_F(MasterEvictionTest, NoRoomWhenEverythingIsProtected) {
     ASSERT_TRUE(Get("k" + std::to_string(i)).ok());
   }
   auto r = master_->PutStart("n1", {"x", "y"}, {kObject, kObject}, {});
-  EXPECT_EQ(r[0].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_NE(r[0].status().message().find("mount more segments"), std::string::npos);
-  EXPECT_EQ(r[1].status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(r[1].status()), ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_EQ(Keys(), 100u);
   EXPECT_EQ(CounterValue("kvtier_master_puts_total", {{"result", "no_space"}}), 2);
   // Larger than any segment: no eviction is tried at all.
   Advance(milliseconds(5000));
-  EXPECT_EQ(Start("n1", "huge", kSegment + 1).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "huge", kSegment + 1).status()),
+            ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_EQ(Keys(), 100u);
   EXPECT_EQ(CounterValue("kvtier_master_evictions_total"), 0);
   // No segment at all.
   Restart(MasterOptions{});
-  EXPECT_EQ(Start("n1", "k", 10).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "k", 10).status()), ErrorCode::NO_AVAILABLE_HANDLE);
 }
 
 }  // namespace

@@ -16,9 +16,9 @@ TEST_F(MasterServiceTest, MountRules) {
   EXPECT_TRUE(Mount("n1", 1, 1 << 20).ok());
   EXPECT_TRUE(Mount("n1", 1, 1 << 20).ok());  // idempotent
   auto other = Mount("n2", 1, 1 << 20);
-  EXPECT_EQ(other.code(), ErrorCode::SEGMENT_ALREADY_EXISTS);
-  EXPECT_EQ(Mount("n1", 2, 0).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->MountSegment(NodeInfo{"", "h:1"}, SegmentInfo{3, 4096, "h:1"}).code(),
+  EXPECT_EQ(ErrorCodeOf(other), ErrorCode::SEGMENT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(Mount("n1", 2, 0)), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->MountSegment(NodeInfo{"", "h:1"}, SegmentInfo{3, 4096, "h:1"})),
             ErrorCode::INVALID_PARAMS);
   // The node's endpoint stands in for a segment without one.
   ASSERT_TRUE(master_->MountSegment(Node("n3"), SegmentInfo{3, 4096, ""}).ok());
@@ -39,10 +39,10 @@ TEST_F(MasterServiceTest, UnmountDropsReplicasAndObjectsLeftWithNone) {
   ASSERT_TRUE(Start("n1", "writing-on-n1", 100).ok());
   ASSERT_TRUE(Start("n1", "writing-on-both", 100, two).ok());
 
-  EXPECT_EQ(master_->UnmountSegment("n1", 99).code(), ErrorCode::SEGMENT_NOT_FOUND);
-  EXPECT_EQ(master_->UnmountSegment("n2", 1).code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->UnmountSegment("n1", 99)), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->UnmountSegment("n2", 1)), ErrorCode::SEGMENT_NOT_FOUND);
   ASSERT_TRUE(master_->UnmountSegment("n1", 1).ok());
-  EXPECT_EQ(master_->UnmountSegment("n1", 1).code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->UnmountSegment("n1", 1)), ErrorCode::SEGMENT_NOT_FOUND);
 
   EXPECT_EQ(GetCode("only-n1"), ErrorCode::OBJECT_NOT_FOUND);
   auto both = Get("both");
@@ -50,7 +50,7 @@ TEST_F(MasterServiceTest, UnmountDropsReplicasAndObjectsLeftWithNone) {
   ASSERT_EQ(both->replicas.size(), 1u);
   EXPECT_EQ(both->replicas[0].segment_id, 2u);
   EXPECT_TRUE(Exists("only-n2"));
-  EXPECT_EQ(End("n1", "writing-on-n1").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(End("n1", "writing-on-n1")), ErrorCode::OBJECT_NOT_FOUND);
   ASSERT_TRUE(End("n1", "writing-on-both").ok());
   EXPECT_EQ(Get("writing-on-both")->replicas.size(), 1u);
   EXPECT_EQ(Keys(), 3u);
@@ -64,7 +64,7 @@ TEST_F(MasterServiceTest, PingKnownUnknown) {
   ASSERT_TRUE(reply.ok());
   EXPECT_TRUE(reply->need_remount);
   EXPECT_EQ(reply->lease_ttl_ms, 5000u);
-  EXPECT_EQ(master_->Ping(NodeInfo{"", ""}).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->Ping(NodeInfo{"", ""}).status()), ErrorCode::INVALID_PARAMS);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   reply = master_->Ping(Node("n1"));
   ASSERT_TRUE(reply.ok());
@@ -134,7 +134,7 @@ TEST_F(MasterServiceTest, ANodeMountingAtAnotherNodesEndpointReplacesItAtOnce) {
   ASSERT_EQ(both->replicas.size(), 1u);
   EXPECT_EQ(both->replicas[0].segment_id, 2u);
   EXPECT_TRUE(Exists("on-n2"));
-  EXPECT_EQ(End("n1", "writing-on-old").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(End("n1", "writing-on-old")), ErrorCode::OBJECT_NOT_FOUND);
   auto status = master_->StatusJson();
   ASSERT_EQ(status["segments"].size(), 2u);
   EXPECT_EQ(status["segments"][0]["id"], 2);
@@ -181,7 +181,7 @@ TEST_F(MasterServiceTest, AbandonedPutIsReleasedAfterTheReleaseTimeout) {
   EXPECT_TRUE(Exists("done"));
   EXPECT_EQ(Allocated(), 1024u);
   EXPECT_EQ(CounterValue("kvtier_master_put_released_total"), 1);
-  EXPECT_EQ(End("n1", "abandoned").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(End("n1", "abandoned")), ErrorCode::OBJECT_NOT_FOUND);
 }
 
 TEST_F(MasterServiceTest, StalePutIsPreemptedAfterTheDiscardTimeout) {
@@ -193,7 +193,7 @@ TEST_F(MasterServiceTest, StalePutIsPreemptedAfterTheDiscardTimeout) {
   auto old_put = Start("n1", "k", 1000);
   ASSERT_TRUE(old_put.ok());
   Advance(seconds(30) - milliseconds(1));
-  EXPECT_EQ(Start("n2", "k", 1000).status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(Start("n2", "k", 1000).status()), ErrorCode::OBJECT_ALREADY_EXISTS);
   Advance(milliseconds(1));
   auto new_put = Start("n2", "k", 1000);
   ASSERT_TRUE(new_put.ok()) << new_put.status().ToString();
@@ -202,7 +202,7 @@ TEST_F(MasterServiceTest, StalePutIsPreemptedAfterTheDiscardTimeout) {
   // The old writer may still be writing: its space is held until the release time.
   EXPECT_EQ(Allocated(), 2 * 1024u);
   EXPECT_EQ(master_->StatusJson()["discarded_bytes"], 1024);
-  EXPECT_EQ(End("n1", "k").code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(End("n1", "k")), ErrorCode::ILLEGAL_CLIENT);
   ASSERT_TRUE(End("n2", "k").ok());
   Advance(seconds(570) - milliseconds(1));  // 600 s after the old start, less 1 ms
   master_->Tick();
@@ -247,7 +247,7 @@ TEST_F(MasterServiceTest, DiscardedReplicaOfAnOldMountIsNotFreedIntoANewOne) {
   master_->Tick();
   EXPECT_EQ(Allocated(), 8192u);
   EXPECT_EQ(master_->StatusJson()["discarded_bytes"], 0);
-  EXPECT_EQ(Start("n1", "z", 64).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "z", 64).status()), ErrorCode::NO_AVAILABLE_HANDLE);
 }
 
 }  // namespace

@@ -54,11 +54,11 @@ TEST_F(MasterServiceTest, FirstWriterWins) {
   auto first = Put("n1", "key", 100);
   ASSERT_EQ(first.size(), 1u);
   auto again = Start("n2", "key", 999);
-  EXPECT_EQ(again.status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(again.status()), ErrorCode::OBJECT_ALREADY_EXISTS);
   // Also while the first put is unfinished.
   ASSERT_TRUE(Start("n1", "pending", 100).ok());
   auto pending = Start("n2", "pending", 100);
-  EXPECT_EQ(pending.status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(pending.status()), ErrorCode::OBJECT_ALREADY_EXISTS);
   EXPECT_NE(pending.status().message().find("not ended"), std::string::npos);
   // The object is unchanged.
   auto got = Get("key");
@@ -69,7 +69,7 @@ TEST_F(MasterServiceTest, FirstWriterWins) {
   // A duplicate key inside one batch: the second copy loses.
   auto batch = master_->PutStart("n1", {"dup", "dup"}, {10, 10}, {});
   EXPECT_TRUE(batch[0].ok());
-  EXPECT_EQ(batch[1].status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(batch[1].status()), ErrorCode::OBJECT_ALREADY_EXISTS);
 }
 
 TEST_F(MasterServiceTest, ConcurrentPutStartOfOneKeyHasOneWinner) {
@@ -86,7 +86,7 @@ TEST_F(MasterServiceTest, ConcurrentPutStartOfOneKeyHasOneWinner) {
         auto r = master_->PutStart(node, {"race" + std::to_string(k)}, {4096}, {});
         if (r[0].ok()) {
           winners[k]++;
-        } else if (r[0].status().code() == ErrorCode::OBJECT_ALREADY_EXISTS) {
+        } else if (ErrorCodeOf(r[0].status()) == ErrorCode::OBJECT_ALREADY_EXISTS) {
           others++;
         }
       }
@@ -104,11 +104,11 @@ TEST_F(MasterServiceTest, RevokeFreesTheSpaceAfterAQuarantine) {
   ASSERT_TRUE(Mount("n1", 1, 4096).ok());
   ASSERT_TRUE(Start("n1", "a", 4096).ok());
   EXPECT_EQ(Allocated(), 4096u);
-  EXPECT_EQ(Start("n1", "b", 64).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "b", 64).status()), ErrorCode::NO_AVAILABLE_HANDLE);
   ASSERT_TRUE(master_->PutRevoke("n1", {"a"})[0].ok());
   EXPECT_EQ(Keys(), 0u);
   EXPECT_EQ(GetCode("a"), ErrorCode::OBJECT_NOT_FOUND);
-  EXPECT_EQ(Start("n1", "b", 4096).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "b", 4096).status()), ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_EQ(master_->StatusJson()["discarded_bytes"].get<uint64_t>(), 4096u);
   for (int s = 0; s < 32; ++s) {  // the node keeps heartbeating meanwhile
     Advance(std::chrono::seconds(1));
@@ -117,22 +117,22 @@ TEST_F(MasterServiceTest, RevokeFreesTheSpaceAfterAQuarantine) {
   }
   EXPECT_EQ(master_->StatusJson()["discarded_bytes"].get<uint64_t>(), 0u);
   EXPECT_TRUE(Start("n1", "b", 4096).ok());
-  EXPECT_EQ(master_->PutRevoke("n1", {"a"})[0].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->PutRevoke("n1", {"a"})[0]), ErrorCode::OBJECT_NOT_FOUND);
 }
 
 TEST_F(MasterServiceTest, OnlyTheWriterEndsOrRevokes) {
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   ASSERT_TRUE(Start("n1", "k", 10).ok());
   auto end = master_->PutEnd("n2", {"k"});
-  EXPECT_EQ(end[0].code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(end[0]), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_NE(end[0].message().find("n1"), std::string::npos) << end[0].message();
-  EXPECT_EQ(master_->PutRevoke("n2", {"k"})[0].code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(master_->PutRevoke("n2", {"k"})[0]), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_EQ(GetCode("k"), ErrorCode::REPLICA_IS_NOT_READY);
   ASSERT_TRUE(End("n1", "k").ok());
-  EXPECT_EQ(master_->PutEnd("n2", {"k"})[0].code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(master_->PutEnd("n2", {"k"})[0]), ErrorCode::ILLEGAL_CLIENT);
   // A complete object cannot be revoked, only removed.
-  EXPECT_EQ(master_->PutRevoke("n1", {"k"})[0].code(), ErrorCode::INVALID_WRITE);
-  EXPECT_EQ(master_->PutEnd("n1", {"missing"})[0].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(master_->PutRevoke("n1", {"k"})[0]), ErrorCode::INVALID_WRITE);
+  EXPECT_EQ(ErrorCodeOf(master_->PutEnd("n1", {"missing"})[0]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(Exists("k"));
 }
 
@@ -142,11 +142,11 @@ TEST_F(MasterServiceTest, ValidationErrorsNameTheProblem) {
   auto r = master_->PutStart("n1", {"", long_key, "zero", "fine", std::string(kMaxKeyBytes, 'y')},
                              {10, 10, 0, 10, 10}, {});
   ASSERT_EQ(r.size(), 5u);
-  EXPECT_EQ(r[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r[0].status().message().find("empty"), std::string::npos);
-  EXPECT_EQ(r[1].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1].status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r[1].status().message().find("4096"), std::string::npos) << r[1].status().message();
-  EXPECT_EQ(r[2].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[2].status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r[2].status().message().find("size 0"), std::string::npos);
   EXPECT_TRUE(r[3].ok());
   EXPECT_TRUE(r[4].ok());  // exactly the limit
@@ -155,32 +155,31 @@ TEST_F(MasterServiceTest, ValidationErrorsNameTheProblem) {
   // Length mismatch, no node, oversized batch: every result fails.
   r = master_->PutStart("n1", {"a", "b"}, {10}, {});
   ASSERT_EQ(r.size(), 2u);
-  for (auto& x : r) EXPECT_EQ(x.status().code(), ErrorCode::INVALID_PARAMS);
+  for (auto& x : r) EXPECT_EQ(ErrorCodeOf(x.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r[0].status().message().find("2 keys but 1 sizes"), std::string::npos);
   r = master_->PutStart("", {"a"}, {10}, {});
-  EXPECT_EQ(r[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[0].status()), ErrorCode::INVALID_PARAMS);
   std::vector<std::string> huge(kMaxBatchKeys + 1, "k");
   auto gets = master_->GetReplicas(huge);
   ASSERT_EQ(gets.size(), huge.size());
-  EXPECT_EQ(gets.back().status().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->Exist(huge).front().status().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->Remove(huge).front().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->PutEnd("n1", huge).front().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->PutRevoke("n1", huge).front().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(master_->PutStart("n1", huge, std::vector<uint64_t>(huge.size(), 1), {})
-                .front()
-                .status()
-                .code(),
+  EXPECT_EQ(ErrorCodeOf(gets.back().status()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->Exist(huge).front().status()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->Remove(huge).front()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->PutEnd("n1", huge).front()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->PutRevoke("n1", huge).front()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->PutStart("n1", huge, std::vector<uint64_t>(huge.size(), 1), {})
+                            .front()
+                            .status()),
             ErrorCode::INVALID_PARAMS);
 
   // Bad keys in the read paths fail alone.
   auto mixed = master_->GetReplicas({"", "fine"});
-  EXPECT_EQ(mixed[0].status().code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(mixed[1].status().code(), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(ErrorCodeOf(mixed[0].status()), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(mixed[1].status()), ErrorCode::REPLICA_IS_NOT_READY);
   auto ex = master_->Exist({long_key, "fine"});
-  EXPECT_EQ(ex[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(ex[0].status()), ErrorCode::INVALID_PARAMS);
   EXPECT_TRUE(ex[1].ok());
-  EXPECT_EQ(master_->Remove({""})[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(master_->Remove({""})[0]), ErrorCode::INVALID_PARAMS);
   EXPECT_TRUE(master_->PutStart("n1", {}, {}, {}).empty());
   // Binary keys are shown escaped in messages.
   auto bin = master_->GetReplicas({std::string("a\0\n", 3)});
@@ -193,7 +192,7 @@ TEST_F(MasterServiceTest, ZeroReplicasEverywhereIsInvalid) {
   options.replicas = 0;
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
-  EXPECT_EQ(Start("n1", "a", 10).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "a", 10).status()), ErrorCode::INVALID_PARAMS);
   PutConfig one;
   one.replicas = 1;
   EXPECT_TRUE(Start("n1", "a", 10, one).ok());
@@ -270,17 +269,17 @@ TEST_F(MasterServiceTest, BatchResultsAreInOrder) {
   auto r = master_->PutStart("n1", {"a", "b", "", "c"}, {10, 10, 10, 20}, {});
   ASSERT_EQ(r.size(), 4u);
   EXPECT_TRUE(r[0].ok());
-  EXPECT_EQ(r[1].status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
-  EXPECT_EQ(r[2].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1].status()), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(r[2].status()), ErrorCode::INVALID_PARAMS);
   ASSERT_TRUE(r[3].ok());
   EXPECT_EQ((*r[3])[0].size, 20u);
   auto ends = master_->PutEnd("n1", {"c", "x", "a"});
   EXPECT_TRUE(ends[0].ok());
-  EXPECT_EQ(ends[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(ends[1]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(ends[2].ok());
   auto gets = master_->GetReplicas({"a", "x", "c"});
   EXPECT_EQ(gets[0]->size, 10u);
-  EXPECT_EQ(gets[1].status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(gets[1].status()), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(gets[2]->size, 20u);
 }
 

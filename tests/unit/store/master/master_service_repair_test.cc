@@ -29,7 +29,7 @@ class MasterRepairTest : public MasterServiceTest {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : std::vector<RepairTask>{};
   }
-  StoreStatus EndOne(const std::string& node, const std::string& key, bool copied) {
+  kvtier::Status EndOne(const std::string& node, const std::string& key, bool copied) {
     return master_->EndRepairs(node, {key}, {copied}).at(0);
   }
 };
@@ -52,7 +52,7 @@ TEST_F(MasterRepairTest, ALostReplicaIsCopiedToANodeWithoutOneAndShownOnlyOnceRe
   EXPECT_EQ(Allocated(), 2 * 1024u);         // but its space is taken
   EXPECT_TRUE(Take("n3").empty());           // one copy at a time
 
-  EXPECT_EQ(EndOne("n1", "k", true).code(), ErrorCode::OBJECT_NOT_FOUND);  // not n1's copy
+  EXPECT_EQ(ErrorCodeOf(EndOne("n1", "k", true)), ErrorCode::OBJECT_NOT_FOUND);  // not n1's copy
   ASSERT_TRUE(EndOne("n3", "k", true).ok());
   const auto desc = Get("k");
   ASSERT_EQ(desc->replicas.size(), 2u);
@@ -61,7 +61,7 @@ TEST_F(MasterRepairTest, ALostReplicaIsCopiedToANodeWithoutOneAndShownOnlyOnceRe
   EXPECT_EQ(Status("repairs_pending"), 0u);
   EXPECT_EQ(CounterValue("kvtier_master_repairs_total", {{"result", "done"}}), 1);
   EXPECT_EQ(CounterValue("kvtier_master_repaired_bytes_total"), 1000);
-  EXPECT_EQ(EndOne("n3", "k", true).code(), ErrorCode::OBJECT_NOT_FOUND);  // reported once
+  EXPECT_EQ(ErrorCodeOf(EndOne("n3", "k", true)), ErrorCode::OBJECT_NOT_FOUND);  // reported once
   master_->Tick();
   EXPECT_TRUE(Take("n3").empty());
 }
@@ -77,7 +77,7 @@ TEST_F(MasterRepairTest, AFailedCopyIsRetriedAndACopyOfAChangedObjectIsDiscarded
   ASSERT_EQ(Take("n3").size(), 1u);  // tried again
   ASSERT_TRUE(master_->Remove({"k"}, /*force=*/true).at(0).ok());
   Put("n1", "k", 1000);  // the same key, another object
-  EXPECT_EQ(EndOne("n3", "k", true).code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(EndOne("n3", "k", true)), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(Get("k")->replicas.size(), 1u);
   EXPECT_EQ(CounterValue("kvtier_master_repairs_total", {{"result", "dropped"}}), 1);
   EXPECT_EQ(Allocated(), 1024u);  // only the new object's replica
@@ -102,7 +102,7 @@ TEST_F(MasterRepairTest, ACopierThatGoesAwayOrStallsGivesItsSpaceBack) {
   master_->Tick();
   EXPECT_EQ(Status("repairs_pending"), 0u);
   EXPECT_EQ(Status("under_replicated"), 1u);
-  EXPECT_EQ(EndOne("n3", "k", true).code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(EndOne("n3", "k", true)), ErrorCode::OBJECT_NOT_FOUND);
 
   ASSERT_TRUE(Mount("n4", 4, kSegment).ok());
   ASSERT_EQ(Take("n4").size(), 1u);

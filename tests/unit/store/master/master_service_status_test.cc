@@ -21,7 +21,7 @@ TEST_F(MasterServiceTest, StatusJsonNumbers) {
   ASSERT_TRUE(Start("n2", "c", 64).ok());
   ASSERT_TRUE(Get("a").ok());
   EXPECT_EQ(GetCode("zz"), ErrorCode::OBJECT_NOT_FOUND);
-  EXPECT_EQ(Start("n1", "a", 10).status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf(Start("n1", "a", 10).status()), ErrorCode::OBJECT_ALREADY_EXISTS);
   Advance(milliseconds(1500));
   ASSERT_FALSE(master_->Ping(Node("n2"))->need_remount);
   Advance(milliseconds(250));

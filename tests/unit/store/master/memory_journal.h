@@ -29,12 +29,12 @@ class MemoryJournal final : public MetadataJournal {
   Ticket RemoveSegment(uint64_t id) override {
     return Add("seg/" + std::to_string(id), std::nullopt);
   }
-  StoreStatus Wait(Ticket ticket) override {
+  Status Wait(Ticket ticket) override {
     std::lock_guard lock(mu_);
-    return ticket <= committed_ ? StoreStatus::Ok()
-                                : StoreStatus(ErrorCode::ETCD_OPERATION_ERROR, "not committed");
+    return ticket <= committed_ ? Status::Ok()
+                                : StoreError(ErrorCode::ETCD_OPERATION_ERROR, "not committed");
   }
-  StoreStatus Flush() override { return StoreStatus::Ok(); }
+  Status Flush() override { return Status::Ok(); }
   void AfterRecorded(Ticket ticket, std::function<void()> fn) override {
     {
       std::lock_guard lock(mu_);

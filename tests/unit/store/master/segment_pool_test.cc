@@ -20,19 +20,19 @@ TEST(SegmentPoolTest, MountIsIdempotentPerNodeAndExclusiveAcrossNodes) {
   EXPECT_EQ(pool.Totals().segments, 1u);
   EXPECT_EQ(pool.Totals().capacity_bytes, 4096u);
 
-  StoreStatus other = pool.Mount("n2", "h:2", Seg(7, 4096));
-  EXPECT_EQ(other.code(), ErrorCode::SEGMENT_ALREADY_EXISTS);
+  Status other = pool.Mount("n2", "h:2", Seg(7, 4096));
+  EXPECT_EQ(ErrorCodeOf(other), ErrorCode::SEGMENT_ALREADY_EXISTS);
   EXPECT_NE(other.message().find("n1"), std::string::npos) << other.message();
   // Same node, different size: refused with a message rather than silently kept.
-  EXPECT_EQ(pool.Mount("n1", "h:1", Seg(7, 8192)).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(pool.Mount("n1", "h:1", Seg(7, 8192))), ErrorCode::INVALID_PARAMS);
 }
 
 TEST(SegmentPoolTest, MountValidation) {
   SegmentPool pool(1);
-  EXPECT_EQ(pool.Mount("", "h:1", Seg(1, 4096)).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(pool.Mount("n", "", Seg(1, 4096)).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(pool.Mount("n", "h:1", Seg(1, 0)).code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(pool.Mount("n", "h:1", Seg(1, kSegmentAlignment - 1)).code(),
+  EXPECT_EQ(ErrorCodeOf(pool.Mount("", "h:1", Seg(1, 4096))), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(pool.Mount("n", "", Seg(1, 4096))), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(pool.Mount("n", "h:1", Seg(1, 0))), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(pool.Mount("n", "h:1", Seg(1, kSegmentAlignment - 1))),
             ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(pool.Totals().segments, 0u);
   // A size that is not a multiple of the alignment is rounded down.
@@ -58,13 +58,13 @@ TEST(SegmentPoolTest, UnmountChecksOwner) {
   ASSERT_TRUE(pool.Mount("n1", "h:1", Seg(1, 4096)).ok());
   ASSERT_TRUE(pool.Mount("n1", "h:1", Seg(2, 4096)).ok());
   ASSERT_TRUE(pool.Mount("n2", "h:2", Seg(3, 4096)).ok());
-  EXPECT_EQ(pool.Unmount("n1", 99).status().code(), ErrorCode::SEGMENT_NOT_FOUND);
-  EXPECT_EQ(pool.Unmount("n2", 1).status().code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(pool.Unmount("n1", 99).status()), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(pool.Unmount("n2", 1).status()), ErrorCode::SEGMENT_NOT_FOUND);
   auto gone = pool.Unmount("n1", 1);
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(gone->segment_id, 1u);
   EXPECT_FALSE(pool.IsMounted(*gone));
-  EXPECT_EQ(pool.Unmount("n1", 1).status().code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(pool.Unmount("n1", 1).status()), ErrorCode::SEGMENT_NOT_FOUND);
 
   auto node_gone = pool.UnmountNode("n1");
   ASSERT_EQ(node_gone.size(), 1u);

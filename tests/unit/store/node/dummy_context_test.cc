@@ -39,7 +39,7 @@ TEST(DummyContextTest, RegionNeedsSealedMemfdOfTheDeclaredSize) {
   ASSERT_EQ(pipe(p), 0);
   close(p[1]);
   auto s = ctx.AddRegion(1, 4096, RegionKind::kMemPool, wire::UniqueFd(p[0]));
-  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(s.message(), HasSubstr("memfd"));
   // An unsealed memfd could be shrunk under the node (SIGBUS): refused.
   wire::UniqueFd unsealed(memfd_create("unsealed", MFD_CLOEXEC));
@@ -49,11 +49,11 @@ TEST(DummyContextTest, RegionNeedsSealedMemfdOfTheDeclaredSize) {
   // Declaring more bytes than the memfd has.
   Memfd m = MakeMemfd(4096);
   s = ctx.AddRegion(1, 8192, RegionKind::kMemPool, m.Dup());
-  EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(ctx.Summary(0).regions, 0u);
   // The real thing.
   EXPECT_TRUE(ctx.AddRegion(1, 4096, RegionKind::kMemPool, m.Dup()).ok());
-  EXPECT_EQ(ctx.AddRegion(1, 4096, RegionKind::kMemPool, m.Dup()).code(),
+  EXPECT_EQ(ErrorCodeOf(ctx.AddRegion(1, 4096, RegionKind::kMemPool, m.Dup())),
             ErrorCode::INVALID_PARAMS);  // same id twice
   EXPECT_EQ(ctx.Summary(0).regions, 1u);
 }
@@ -61,9 +61,9 @@ TEST(DummyContextTest, RegionNeedsSealedMemfdOfTheDeclaredSize) {
 TEST(DummyContextTest, GpuRegionWithoutAGpuIsRefusedAndLeavesNothing) {
   if (cuda::Available().ok()) GTEST_SKIP() << "a CUDA device is visible: tests/gpu/run.sh";
   DummyContext ctx("gpu");
-  const StoreStatus s =
+  const Status s =
       ctx.AddGpuRegion(3, {std::string(dummy::kGpuHandleBytes, '\0'), 0, 1 << 20, "GPU-0"});
-  EXPECT_EQ(s.code(), ErrorCode::UNAVAILABLE_IN_CURRENT_MODE) << s.ToString();
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::UNAVAILABLE_IN_CURRENT_MODE) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("GPU region 3"));
   EXPECT_EQ(ctx.Summary(0).regions, 0u);
   EXPECT_EQ(ctx.Summary(0).buffers, 0u);
@@ -94,7 +94,7 @@ TEST(DummyContextTest, BuffersLieInsideOneMemPoolRegionAndDoNotOverlap) {
   EXPECT_THAT(ctx.RegisterBuffer(1, 100, UINT64_MAX).message(), HasSubstr("outside region"));
   EXPECT_THAT(ctx.RegisterBuffer(2, 0, 64).message(), HasSubstr("alloc_from_mem_pool"));
   EXPECT_THAT(ctx.RegisterBuffer(9, 0, 64).message(), HasSubstr("unknown region 9"));
-  EXPECT_EQ(ctx.RegisterBuffer(1, 20000, 0).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(ctx.RegisterBuffer(1, 20000, 0)), ErrorCode::INVALID_PARAMS);
   EXPECT_TRUE(ctx.RegisterBuffer(1, 4096, 4096).ok());  // exactly between two
   EXPECT_EQ(ctx.Summary(0).buffers, 3u);
 
@@ -135,7 +135,7 @@ TEST(DummyContextTest, RangesMustLieInsideOneRegisteredBuffer) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.status().message(), HasSubstr("unknown region 7"));
   auto outside = ctx.ResolveBuffer(Range{1, 0, 1});
-  EXPECT_EQ(outside.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(outside.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(outside.status().message(), HasSubstr("not inside one registered buffer"));
 }
 
@@ -149,9 +149,9 @@ TEST(DummyContextTest, StagingAllocationsAreTrackedExactly) {
   EXPECT_EQ(a->region, 2u);
   auto b = ctx.AllocStaging(3000);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(ctx.AllocStaging(1000).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
-  EXPECT_EQ(ctx.AllocStaging(5000).status().code(), ErrorCode::BUFFER_OVERFLOW);
-  EXPECT_EQ(ctx.AllocStaging(0).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(ctx.AllocStaging(1000).status()), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(ctx.AllocStaging(5000).status()), ErrorCode::BUFFER_OVERFLOW);
+  EXPECT_EQ(ErrorCodeOf(ctx.AllocStaging(0).status()), ErrorCode::INVALID_PARAMS);
 
   EXPECT_TRUE(ctx.ResolveStaging(*a).ok());
   EXPECT_TRUE(ctx.ResolveStaging(Range{2, a->offset, 10}).ok());
@@ -174,7 +174,7 @@ TEST(DummyContextTest, TableRefusesASecondLiveClaimOfAnId) {
   auto b = std::make_shared<DummyContext>("same");
   EXPECT_TRUE(table.Attach(a).ok());
   auto s = table.Attach(b);
-  EXPECT_EQ(s.code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_THAT(s.message(), HasSubstr("already connected"));
   table.Detach(*b);  // not the attached one: no effect
   EXPECT_EQ(table.size(), 1u);
@@ -205,7 +205,7 @@ TEST(DummyContextTest, ContextsOfOneNodeShareTheMappingOfOneFile) {
   // A shared mapping still bounds each region by its own declared size.
   DummyContext small("d", mappings);
   ASSERT_TRUE(small.AddRegion(3, 4096, RegionKind::kMemPool, arena.Dup()).ok());
-  EXPECT_EQ(small.RegisterBuffer(3, 0, 8192).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(small.RegisterBuffer(3, 0, 8192)), ErrorCode::INVALID_PARAMS);
 }
 
 // The gauge counts each shared file once, and goes back to zero when the last context using a

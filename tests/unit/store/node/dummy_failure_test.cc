@@ -80,7 +80,7 @@ TEST(DummyChild, Role) {
     DummyOptions o;
     o.server_address = address;
     auto c = ConnectDummy(o);
-    std::printf("RESULT %s\n", c.ok() ? "connected" : c.status().ToString().c_str());
+    std::printf("RESULT %s\n", c.ok() ? "connected" : StoreErrorString(c.status()).c_str());
     std::fflush(stdout);
     std::_Exit(0);
   }
@@ -142,7 +142,7 @@ TEST_F(DummyFailureTest, OversizedFrameGetsAnErrorThenClose) {
   ASSERT_EQ(send(raw.fd(), header.data(), 8, MSG_NOSIGNAL), 8);
   auto reply = raw.ReadReply(dummy::Op::kPing);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
-  EXPECT_EQ(reply->status.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(reply->status), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(reply->status.message(), HasSubstr("limit"));
   EXPECT_TRUE(raw.ClosedByPeer());
   EXPECT_GE(env_.Counter("kvtier_node_dummy_errors_total", {{"reason", "protocol"}}), 1);
@@ -171,7 +171,7 @@ TEST_F(DummyFailureTest, BadRequestsGetErrorRepliesAndTheConnectionGoesOn) {
   ping.op = dummy::Op::kPing;
   auto r = raw.Call(ping);  // before HELLO
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status.code(), ErrorCode::CLIENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(r->status), ErrorCode::CLIENT_NOT_FOUND);
   EXPECT_THAT(r->status.message(), HasSubstr("before HELLO"));
 
   dummy::Request hello;
@@ -181,7 +181,7 @@ TEST_F(DummyFailureTest, BadRequestsGetErrorRepliesAndTheConnectionGoesOn) {
   r = raw.Call(hello);
   EXPECT_THAT(r->status.message(), HasSubstr("version 99"));
   ASSERT_TRUE(raw.Hello("raw").ok());
-  EXPECT_EQ(raw.Call(hello)->status.code(), ErrorCode::INVALID_PARAMS);  // second HELLO
+  EXPECT_EQ(ErrorCodeOf(raw.Call(hello)->status), ErrorCode::INVALID_PARAMS);  // second HELLO
 
   // An unknown op, and a body that is not msgpack.
   auto sent = dummy::SendFrame(raw.fd(), dummy::EncodeFrame(77, "\x80"));
@@ -190,7 +190,7 @@ TEST_F(DummyFailureTest, BadRequestsGetErrorRepliesAndTheConnectionGoesOn) {
   EXPECT_THAT(r->status.message(), HasSubstr("unknown op 77"));
   sent = dummy::SendFrame(raw.fd(), dummy::EncodeFrame(14, "garbage"));
   r = raw.ReadReply(dummy::Op::kPing);
-  EXPECT_EQ(r->status.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r->status), ErrorCode::INVALID_PARAMS);
 
   // REGISTER_REGION without its fd; an fd riding on a PING.
   dummy::Request reg;
@@ -216,7 +216,7 @@ TEST_F(DummyFailureTest, BadRequestsGetErrorRepliesAndTheConnectionGoesOn) {
   ASSERT_EQ(r->statuses.size(), 2u);
   EXPECT_THAT(r->statuses[0].message(), HasSubstr("'raw-a': unknown region 9"));
   EXPECT_THAT(r->statuses[1].message(), HasSubstr("'raw-b'"));
-  EXPECT_EQ(r->statuses[1].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r->statuses[1]), ErrorCode::INVALID_PARAMS);
   // Staging that was never allocated, released or used.
   put.free_after = true;
   put.keys = {"raw-c"};
@@ -241,7 +241,7 @@ TEST_F(DummyFailureTest, SecondProcessClaimingALiveIdIsRefused) {
   hello.version = dummy::kProtocolVersion;
   auto r = b.Call(hello);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status.code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(r->status), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_EQ(env_.service->connected(), 2u);  // client_ and a
 }
 
@@ -282,10 +282,10 @@ TEST_F(DummyFailureTest, ForkedCopyRefusesCallsAndLeavesTheParentConnected) {
   const pid_t pid = fork();
   if (pid == 0) {
     // The child's copy of the client: every call refused, Close harmless.
-    const StoreStatus put = client_->Put("from-child", "x", 1);
-    const bool refused = put.code() == ErrorCode::RPC_FAIL &&
+    const Status put = client_->Put("from-child", "x", 1);
+    const bool refused = ErrorCodeOf(put) == ErrorCode::RPC_FAIL &&
                          put.message().find("fork") != std::string::npos &&
-                         client_->AllocFromMemPool(64).status().code() == ErrorCode::RPC_FAIL;
+                         ErrorCodeOf(client_->AllocFromMemPool(64).status()) == ErrorCode::RPC_FAIL;
     const bool closed = client_->Close().ok();
     _exit(refused && closed ? 0 : 1);
   }
@@ -331,7 +331,7 @@ TEST(DummyRestartTest, ClientReconnectsToANewNodeAndReplays) {
   const std::string old_endpoint = c->Hostname();
 
   first.reset();  // service and node gone
-  EXPECT_EQ(c->Put("while-down", "x", 1).code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(c->Put("while-down", "x", 1)), ErrorCode::RPC_FAIL);
 
   NodeWithDummies second(std::chrono::milliseconds(10000), port);
   ASSERT_NE(second.node, nullptr);

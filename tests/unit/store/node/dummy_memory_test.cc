@@ -59,10 +59,10 @@ TEST(DummyMemoryTest, MemPoolHandsOutAlignedDisjointBlocksUntilFull) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*a) % DummyMemory::kMemPoolAlignment, 0u);
   EXPECT_EQ(static_cast<uint8_t*>(*b) - static_cast<uint8_t*>(*a), 4096);
-  EXPECT_EQ(m->AllocFromMemPool(0).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(m->AllocFromMemPool(0).status()), ErrorCode::INVALID_PARAMS);
   auto big = m->AllocFromMemPool(64 << 10);
   ASSERT_FALSE(big.ok());
-  EXPECT_EQ(big.status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf(big.status()), ErrorCode::NO_AVAILABLE_HANDLE);
   EXPECT_THAT(big.status().message(), HasSubstr("exhausted"));
   auto rest = m->AllocFromMemPool((64 << 10) - 8192);
   ASSERT_TRUE(rest.ok());

@@ -31,11 +31,11 @@ std::string RandomBytes(size_t n, uint64_t seed) {
 }
 
 // Remove once the read lease the earlier gets granted has run out.
-StoreStatus RemoveAfterLease(StoreClient& c, const std::string& key) {
-  StoreStatus s;
+Status RemoveAfterLease(StoreClient& c, const std::string& key) {
+  Status s;
   WaitFor([&] {
     s = c.Remove(key);
-    return s.code() != ErrorCode::OBJECT_HAS_LEASE;
+    return ErrorCodeOf(s) != ErrorCode::OBJECT_HAS_LEASE;
   });
   return s;
 }
@@ -66,12 +66,12 @@ TEST_F(DummyServiceTest, PutGetExistSizeRemove) {
   auto size = client_->GetSize("k1");
   ASSERT_TRUE(size.ok()) << size.status().ToString();
   EXPECT_EQ(*size, value.size());
-  EXPECT_EQ(client_->GetSize("missing").status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(client_->GetSize("missing").status()), ErrorCode::OBJECT_NOT_FOUND);
 
   auto got = client_->Get("k1");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(*got, value);
-  EXPECT_EQ(client_->Get("missing").status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(client_->Get("missing").status()), ErrorCode::OBJECT_NOT_FOUND);
 
   // First writer wins: a second put succeeds and changes nothing.
   const std::string other = RandomBytes(100, 2);
@@ -84,9 +84,9 @@ TEST_F(DummyServiceTest, PutGetExistSizeRemove) {
   exist = client_->BatchIsExist({"k1"});
   ASSERT_TRUE(exist[0].ok());
   EXPECT_FALSE(*exist[0]);
-  EXPECT_EQ(client_->Remove("k1").code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(client_->Remove("k1")), ErrorCode::OBJECT_NOT_FOUND);
 
-  EXPECT_EQ(client_->Put("", "x", 1).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(client_->Put("", "x", 1)), ErrorCode::INVALID_PARAMS);
   EXPECT_GE(env_.Counter("kvtier_node_dummy_requests_total", {{"op", "get_staged"}}), 3);
   EXPECT_GE(env_.Counter("kvtier_node_dummy_bytes_total", {{"op", "put"}}), value.size());
   EXPECT_THAT(env_.metrics.RenderPrometheus(), HasSubstr("kvtier_node_dummies_connected 1"));
@@ -103,7 +103,7 @@ TEST_F(DummyServiceTest, StagingIsReleasedSoLargeValuesKeepFitting) {
     EXPECT_TRUE(*got == value);
   }
   const std::string too_big(5 << 20, 'x');
-  EXPECT_EQ(client_->Put("huge", too_big.data(), too_big.size()).code(),
+  EXPECT_EQ(ErrorCodeOf(client_->Put("huge", too_big.data(), too_big.size())),
             ErrorCode::BUFFER_OVERFLOW);
 }
 
@@ -144,7 +144,7 @@ TEST_F(DummyServiceTest, BatchPutFromAndGetIntoAreByteExact) {
 
   // A buffer smaller than the object: BUFFER_OVERFLOW, the others still read.
   auto small = client_->BatchGetInto({keys[1], keys[0]}, {d, d + 500000}, {sizes[1] - 1, sizes[0]});
-  EXPECT_EQ(small[0].status().code(), ErrorCode::BUFFER_OVERFLOW);
+  EXPECT_EQ(ErrorCodeOf(small[0].status()), ErrorCode::BUFFER_OVERFLOW);
   EXPECT_TRUE(small[1].ok());
   EXPECT_GE(env_.Counter("kvtier_node_dummy_bytes_total", {{"op", "get"}}), off);
 }
@@ -161,10 +161,10 @@ TEST_F(DummyServiceTest, RangesOutsideRegisteredBuffersAreRefusedPerKey) {
       client_->BatchPutFrom({"ok", "unreg", "overrun"}, {p, p + 8192, p + 4000}, {4096, 10, 200});
   ASSERT_EQ(r.size(), 3u);
   EXPECT_TRUE(r[0].ok()) << r[0].ToString();
-  EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(r[1].message(), HasSubstr("'unreg'"));
   EXPECT_THAT(r[1].message(), HasSubstr("not inside one registered buffer"));
-  EXPECT_EQ(r[2].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[2]), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(r[2].message(), HasSubstr("'overrun'"));
   auto exist = client_->BatchIsExist({"unreg", "overrun"});
   EXPECT_FALSE(*exist[0]);  // nothing was written
@@ -173,19 +173,19 @@ TEST_F(DummyServiceTest, RangesOutsideRegisteredBuffersAreRefusedPerKey) {
   // Memory the node never saw: refused in the client, with the reason.
   std::vector<uint8_t> heap(100);
   auto h = client_->BatchPutFrom({"heap"}, {heap.data()}, {heap.size()});
-  EXPECT_EQ(h[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(h[0]), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(h[0].message(), HasSubstr("alloc_from_mem_pool"));
   auto g = client_->BatchGetInto({"ok"}, {heap.data()}, {heap.size()});
-  EXPECT_EQ(g[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(g[0].status()), ErrorCode::INVALID_PARAMS);
   auto reg = client_->RegisterBuffer(heap.data(), heap.size());
-  EXPECT_EQ(reg.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(reg), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(reg.message(), HasSubstr("dummy mode: buffers must come from alloc_from_mem_pool"));
 
   // Unregistered again: zero-copy calls on it are refused.
   ASSERT_TRUE(client_->UnregisterBuffer(p).ok());
-  EXPECT_EQ(client_->UnregisterBuffer(p).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(client_->UnregisterBuffer(p)), ErrorCode::INVALID_PARAMS);
   auto after = client_->BatchGetInto({"ok"}, {p}, {4096});
-  EXPECT_EQ(after[0].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(after[0].status()), ErrorCode::INVALID_PARAMS);
   EXPECT_GE(env_.Counter("kvtier_node_dummy_errors_total", {{"reason", "bounds"}}), 3);
 
   // The node keeps serving.
@@ -197,8 +197,8 @@ TEST_F(DummyServiceTest, RangesOutsideRegisteredBuffersAreRefusedPerKey) {
 TEST_F(DummyServiceTest, MismatchedBatchArgumentsFailEveryKey) {
   auto r = client_->BatchPutFrom({"a", "b"}, {nullptr}, {1, 2});
   ASSERT_EQ(r.size(), 2u);
-  EXPECT_EQ(r[0].code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::INVALID_PARAMS);
 }
 
 TEST_F(DummyServiceTest, ThreeDummiesExchangeKeysConcurrently) {
@@ -260,9 +260,9 @@ TEST_F(DummyServiceTest, CloseIsIdempotentAndFreesTheContextAtOnce) {
   EXPECT_EQ(env_.service->connected(), 2u);
   EXPECT_TRUE(other->Close().ok());
   EXPECT_TRUE(other->Close().ok());
-  EXPECT_EQ(other->Put("x", "y", 1).code(), ErrorCode::RPC_FAIL);
-  EXPECT_EQ(other->Get("x").status().code(), ErrorCode::RPC_FAIL);
-  EXPECT_EQ(other->AllocFromMemPool(10).status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(other->Put("x", "y", 1)), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(other->Get("x").status()), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(other->AllocFromMemPool(10).status()), ErrorCode::RPC_FAIL);
   EXPECT_TRUE(WaitFor([&] { return env_.service->connected() == 1u; }));
   EXPECT_TRUE(WaitFor([&] {
     return env_.Counter("kvtier_node_dummy_disconnects_total", {{"reason", "eof"}}) >= 1;
@@ -284,13 +284,13 @@ TEST_F(DummyServiceTest, RemoveAllThroughADummy) {
 TEST(DummyConnectTest, BadAddressAndNoNode) {
   DummyOptions o;
   o.server_address = "127.0.0.1";
-  EXPECT_EQ(ConnectDummy(o).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(ConnectDummy(o).status()), ErrorCode::INVALID_PARAMS);
   o.server_address = "127.0.0.1:70000";
-  EXPECT_EQ(ConnectDummy(o).status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(ConnectDummy(o).status()), ErrorCode::INVALID_PARAMS);
   o.server_address = "127.0.0.1:1";  // nothing listens on @kvtier-node-1
   auto c = ConnectDummy(o);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(c.status()), ErrorCode::RPC_FAIL);
   EXPECT_THAT(c.status().message(), HasSubstr("kvtier-node-1"));
 }
 

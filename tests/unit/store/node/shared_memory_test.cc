@@ -62,7 +62,7 @@ TEST_F(SharedMemoryTest, PutFromAndGetIntoAnyRangeInside) {
   uint8_t* base = shared.data();
   // Not shared yet: the same put is refused for that key.
   auto before = client_->BatchPutFrom({"s0"}, {base + 4096}, {4096});
-  EXPECT_EQ(before[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(before[0]), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(before[0].message(), HasSubstr("register_shared_memory"));
 
   ASSERT_TRUE(client_->RegisterSharedMemory(base, kShared, shared.fd()).ok());
@@ -104,10 +104,10 @@ TEST_F(SharedMemoryTest, RangeCrossingTheEndIsRefusedForThatKeyOnly) {
   auto put = client_->BatchPutFrom({"inside", "cross"}, {base + kShared - 100, base + kShared - 10},
                                    {100, 20});
   EXPECT_TRUE(put[0].ok()) << put[0].ToString();
-  EXPECT_EQ(put[1].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(put[1]), ErrorCode::INVALID_PARAMS);
   auto get = client_->BatchGetInto({"inside", "inside"}, {base, base + kShared - 50}, {100, 100});
   EXPECT_TRUE(get[0].ok()) << get[0].status().ToString();
-  EXPECT_EQ(get[1].status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(get[1].status()), ErrorCode::INVALID_PARAMS);
   auto exist = client_->BatchIsExist({"inside", "cross"});
   EXPECT_TRUE(*exist[0]);
   EXPECT_FALSE(*exist[1]);
@@ -115,15 +115,15 @@ TEST_F(SharedMemoryTest, RangeCrossingTheEndIsRefusedForThatKeyOnly) {
   MappedFile half = SharedFile(1 << 20);
   ASSERT_TRUE(client_->RegisterSharedMemory(half.data(), 512 << 10, half.fd()).ok());
   EXPECT_TRUE(client_->BatchPutFrom({"h1"}, {half.data()}, {512 << 10})[0].ok());
-  EXPECT_EQ(client_->BatchPutFrom({"h2"}, {half.data() + 4096}, {512 << 10})[0].code(),
+  EXPECT_EQ(ErrorCodeOf(client_->BatchPutFrom({"h2"}, {half.data() + 4096}, {512 << 10})[0]),
             ErrorCode::INVALID_PARAMS);
 }
 
 TEST_F(SharedMemoryTest, BadMemoryIsRefusedWithInvalidParams) {
   MappedFile sealed = SharedFile(1 << 20);
   auto refused = [&](void* base, size_t size, int fd, const std::string& why) {
-    StoreStatus s = client_->RegisterSharedMemory(base, size, fd);
-    EXPECT_EQ(s.code(), ErrorCode::INVALID_PARAMS) << why << ": " << s.ToString();
+    Status s = client_->RegisterSharedMemory(base, size, fd);
+    EXPECT_EQ(ErrorCodeOf(s), ErrorCode::INVALID_PARAMS) << why << ": " << s.ToString();
     EXPECT_THAT(s.message(), HasSubstr(why));
   };
   refused(nullptr, 1 << 20, sealed.fd(), "a mapped base");
@@ -139,7 +139,7 @@ TEST_F(SharedMemoryTest, BadMemoryIsRefusedWithInvalidParams) {
   void* map = ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, raw, 0);
   ASSERT_NE(map, MAP_FAILED);
   refused(map, 1 << 20, raw, "F_SEAL_SHRINK");
-  EXPECT_EQ(client_->BatchPutFrom({"u"}, {map}, {4096})[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(client_->BatchPutFrom({"u"}, {map}, {4096})[0]), ErrorCode::INVALID_PARAMS);
   ::munmap(map, 1 << 20);
   ::close(raw);
 
@@ -153,7 +153,7 @@ TEST_F(SharedMemoryTest, BadMemoryIsRefusedWithInvalidParams) {
   ASSERT_TRUE(client_->RegisterSharedMemory(sealed.data(), 1 << 20, sealed.fd()).ok());
   refused(sealed.data(), 512 << 10, sealed.fd(), "overlaps");
   // The shared range is no RegisterBuffer buffer: it cannot be unregistered piecemeal.
-  EXPECT_EQ(client_->UnregisterBuffer(sealed.data()).code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(client_->UnregisterBuffer(sealed.data())), ErrorCode::INVALID_PARAMS);
   EXPECT_TRUE(client_->BatchPutFrom({"still"}, {sealed.data()}, {4096})[0].ok());
   EXPECT_TRUE(client_->Put("plain", "x", 1).ok());  // the connection is still good
 }
@@ -172,7 +172,7 @@ TEST_F(SharedMemoryTest, RegionLimitHoldsWhileOtherThreadsTranslate) {
   });
   // The local buffer and `first` are two of the dummy's regions.
   std::vector<MappedFile> more;
-  StoreStatus last;
+  Status last;
   while (true) {
     more.push_back(SharedFile(4096));
     last = client_->RegisterSharedMemory(more.back().data(), 4096, more.back().fd());
@@ -181,7 +181,7 @@ TEST_F(SharedMemoryTest, RegionLimitHoldsWhileOtherThreadsTranslate) {
   stop = true;
   putter.join();
   EXPECT_EQ(more.size() - 1 + 2, dummy::kMaxRegionsPerDummy);
-  EXPECT_EQ(last.code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(last), ErrorCode::INVALID_PARAMS);
   EXPECT_THAT(last.message(), HasSubstr("at most 64 regions"));
   EXPECT_EQ(failures.load(), 0);
   // Every accepted region is usable.
@@ -197,13 +197,13 @@ TEST_F(SharedMemoryTest, BatchRemoveAnswersPerKey) {
   auto removed = client_->BatchRemove({"a", "missing", "b", ""});
   ASSERT_EQ(removed.size(), 4u);
   EXPECT_TRUE(removed[0].ok()) << removed[0].ToString();
-  EXPECT_EQ(removed[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(removed[1]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(removed[2].ok()) << removed[2].ToString();
-  EXPECT_EQ(removed[3].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(removed[3]), ErrorCode::INVALID_PARAMS);
   auto exist = client_->BatchIsExist({"a", "b"});
   EXPECT_FALSE(*exist[0]);
   EXPECT_FALSE(*exist[1]);
-  EXPECT_EQ(client_->BatchRemove({"a"})[0].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(client_->BatchRemove({"a"})[0]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(client_->BatchRemove({}).empty());
 }
 
@@ -220,9 +220,9 @@ TEST(SharedMemoryRestartTest, SharedRegionIsReplayedAfterANodeRestart) {
   ASSERT_TRUE(c->BatchPutFrom({"before"}, {base + 100}, {1000})[0].ok());
 
   first.reset();  // service and node gone
-  EXPECT_EQ(c->BatchPutFrom({"down"}, {base}, {10})[0].code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(c->BatchPutFrom({"down"}, {base}, {10})[0]), ErrorCode::RPC_FAIL);
   // A registration the node cannot hear is not remembered...
-  EXPECT_EQ(c->RegisterSharedMemory(later.data(), 1 << 20, later.fd()).code(),
+  EXPECT_EQ(ErrorCodeOf(c->RegisterSharedMemory(later.data(), 1 << 20, later.fd())),
             ErrorCode::RPC_FAIL);
 
   NodeWithDummies second(std::chrono::milliseconds(10000), port);
@@ -237,7 +237,8 @@ TEST(SharedMemoryRestartTest, SharedRegionIsReplayedAfterANodeRestart) {
   ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
   EXPECT_EQ(std::memcmp(base + kShared - 70000, base + 12345, 70000), 0);
   // ...so it is not shared until registered again, which now works.
-  EXPECT_EQ(c->BatchPutFrom({"later"}, {later.data()}, {10})[0].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(c->BatchPutFrom({"later"}, {later.data()}, {10})[0]),
+            ErrorCode::INVALID_PARAMS);
   ASSERT_TRUE(c->RegisterSharedMemory(later.data(), 1 << 20, later.fd()).ok());
   EXPECT_TRUE(c->BatchPutFrom({"later"}, {later.data()}, {10})[0].ok());
 }

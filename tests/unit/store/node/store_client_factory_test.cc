@@ -34,7 +34,7 @@ StoreClientConfig Parse(const Json& j) {
 void ExpectRefused(const Json& j, const std::vector<std::string>& words) {
   auto c = ParseStoreClientConfig(j);
   ASSERT_FALSE(c.ok()) << j.dump() << " was accepted";
-  EXPECT_EQ(c.status().code(), ErrorCode::INVALID_PARAMS) << j.dump();
+  EXPECT_EQ(ErrorCodeOf(c.status()), ErrorCode::INVALID_PARAMS) << j.dump();
   EXPECT_THAT(c.status().message(), StartsWith("store setup: ")) << j.dump();
   for (const auto& w : words) EXPECT_THAT(c.status().message(), HasSubstr(w)) << j.dump();
 }
@@ -226,7 +226,7 @@ TEST(StoreClientFactoryTest, DummyClientFromConfigUsesItsSizes) {
   ASSERT_TRUE((*client)->Put("k", "v", 1).ok());
   EXPECT_EQ(*(*client)->Get("k"), "v");
   EXPECT_TRUE((*client)->AllocFromMemPool(1 << 20).ok());
-  EXPECT_EQ((*client)->AllocFromMemPool(1).status().code(), ErrorCode::NO_AVAILABLE_HANDLE);
+  EXPECT_EQ(ErrorCodeOf((*client)->AllocFromMemPool(1).status()), ErrorCode::NO_AVAILABLE_HANDLE);
   // Too big for the 1 MiB local buffer.
   const std::string big(2 << 20, 'x');
   EXPECT_FALSE((*client)->Put("big", big.data(), big.size()).ok());
@@ -234,7 +234,7 @@ TEST(StoreClientFactoryTest, DummyClientFromConfigUsesItsSizes) {
   config.dummy_options.server_address = "127.0.0.1:1";  // no node there
   auto none = CreateStoreClient(config);
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(none.status()), ErrorCode::RPC_FAIL);
 }
 
 TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
@@ -259,7 +259,7 @@ TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   auto removed = c.BatchRemove({"a", "missing", "b"});
   ASSERT_EQ(removed.size(), 3u);
   EXPECT_TRUE(removed[0].ok()) << removed[0].ToString();
-  EXPECT_EQ(removed[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(removed[1]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_TRUE(removed[2].ok()) << removed[2].ToString();
   EXPECT_FALSE(*c.BatchIsExist({"a"})[0]);
   EXPECT_FALSE(*c.BatchIsExist({"b"})[0]);
@@ -267,11 +267,11 @@ TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   auto shared = MappedFile::Create("kvtier-test-shared", 1 << 20, false, false);
   ASSERT_TRUE(shared.ok());
   EXPECT_TRUE(c.RegisterSharedMemory(shared->data(), 1 << 20, shared->fd()).ok());
-  EXPECT_EQ(c.RegisterSharedMemory(nullptr, 1 << 20, shared->fd()).code(),
+  EXPECT_EQ(ErrorCodeOf(c.RegisterSharedMemory(nullptr, 1 << 20, shared->fd())),
             ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(c.RegisterSharedMemory(shared->data(), 0, shared->fd()).code(),
+  EXPECT_EQ(ErrorCodeOf(c.RegisterSharedMemory(shared->data(), 0, shared->fd())),
             ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(c.RegisterSharedMemory(shared->data(), 1 << 20, -1).code(),
+  EXPECT_EQ(ErrorCodeOf(c.RegisterSharedMemory(shared->data(), 1 << 20, -1)),
             ErrorCode::INVALID_PARAMS);
   std::memset(shared->data(), 0x5a, 8192);
   ASSERT_TRUE(c.BatchPutFrom({"s"}, {shared->data()}, {8192})[0].ok());
@@ -279,8 +279,8 @@ TEST(StoreClientFactoryTest, EmbeddedClientFromConfigRemovesAndSharesMemory) {
   ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
   EXPECT_EQ(std::memcmp(shared->data(), shared->data() + 8192, 8192), 0);
   EXPECT_TRUE(c.Close().ok());
-  EXPECT_EQ(c.BatchRemove({"s"})[0].code(), ErrorCode::RPC_FAIL);
-  EXPECT_EQ(c.RegisterSharedMemory(shared->data(), 1 << 20, shared->fd()).code(),
+  EXPECT_EQ(ErrorCodeOf(c.BatchRemove({"s"})[0]), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(c.RegisterSharedMemory(shared->data(), 1 << 20, shared->fd())),
             ErrorCode::RPC_FAIL);
 }
 

@@ -295,8 +295,8 @@ TEST(DummyProtocolTest, MutatedValidFramesNeverCrash) {
 
 TEST(DummyProtocolTest, ReplyRoundTrips) {
   Reply reply;
-  reply.statuses = {StoreStatus::Ok(), StoreStatus(ErrorCode::OBJECT_NOT_FOUND, "key 'b'"),
-                    StoreStatus(ErrorCode::BUFFER_OVERFLOW, "too small")};
+  reply.statuses = {Status::Ok(), StoreError(ErrorCode::OBJECT_NOT_FOUND, "key 'b'"),
+                    StoreError(ErrorCode::BUFFER_OVERFLOW, "too small")};
   reply.values = {5, 0, 0};
   const std::string body = EncodeReply(Op::kGetInto, reply);
   auto got = DecodeReply(Op::kGetInto, body.data(), body.size());
@@ -304,9 +304,9 @@ TEST(DummyProtocolTest, ReplyRoundTrips) {
   ASSERT_TRUE(got->status.ok());
   ASSERT_EQ(got->statuses.size(), 3u);
   EXPECT_TRUE(got->statuses[0].ok());
-  EXPECT_EQ(got->statuses[1].code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(got->statuses[1]), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ(got->statuses[1].message(), "key 'b'");
-  EXPECT_EQ(got->statuses[2].code(), ErrorCode::BUFFER_OVERFLOW);
+  EXPECT_EQ(ErrorCodeOf(got->statuses[2]), ErrorCode::BUFFER_OVERFLOW);
   EXPECT_EQ(got->values, (std::vector<uint64_t>{5, 0, 0}));
 
   Reply hello;
@@ -330,17 +330,17 @@ TEST(DummyProtocolTest, ReplyRoundTrips) {
   EXPECT_EQ(s->size, 77u);
 
   Reply failed;
-  failed.status = StoreStatus(ErrorCode::ILLEGAL_CLIENT, "client id 'x' is already connected");
+  failed.status = StoreError(ErrorCode::ILLEGAL_CLIENT, "client id 'x' is already connected");
   const std::string fb = EncodeReply(Op::kHello, failed);
   auto f = DecodeReply(Op::kHello, fb.data(), fb.size());
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f->status.code(), ErrorCode::ILLEGAL_CLIENT);
+  EXPECT_EQ(ErrorCodeOf(f->status), ErrorCode::ILLEGAL_CLIENT);
   EXPECT_THAT(f->status.message(), HasSubstr("already connected"));
 }
 
 TEST(DummyProtocolTest, ReplyWithMismatchedValuesIsAnError) {
   Reply reply;
-  reply.statuses = {StoreStatus::Ok(), StoreStatus::Ok()};
+  reply.statuses = {Status::Ok(), Status::Ok()};
   reply.values = {1};
   const std::string body = EncodeReply(Op::kExist, reply);
   EXPECT_FALSE(DecodeReply(Op::kExist, body.data(), body.size()).ok());

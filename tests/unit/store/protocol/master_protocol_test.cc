@@ -112,7 +112,7 @@ TEST(MasterProtocol, BatchRequestsRoundTrip) {
   q.pattern.assign(kMaxRegexBytes + 1, 'a');  // too long: refused, with the field named
   const std::string body = EncodeMasterRequest(q);
   auto decoded = DecodeMasterRequest(static_cast<uint64_t>(q.op), body.data(), body.size());
-  EXPECT_EQ(decoded.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(decoded.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(decoded.status().message().find("pattern"), std::string::npos);
   q = {};
   q.op = MasterRpcOp::kExist;  // an empty batch is a valid request
@@ -120,11 +120,11 @@ TEST(MasterProtocol, BatchRequestsRoundTrip) {
 }
 
 TEST(MasterProtocol, StatusAndPingReplies) {
-  std::string b = EncodeStatusReply(StoreStatus::Ok());
+  std::string b = EncodeStatusReply(Status::Ok());
   EXPECT_TRUE(DecodeStatusReply(b.data(), b.size()).ok());
-  b = EncodeStatusReply({ErrorCode::SEGMENT_NOT_FOUND, "segment 7"});
-  StoreStatus s = DecodeStatusReply(b.data(), b.size());
-  EXPECT_EQ(s.code(), ErrorCode::SEGMENT_NOT_FOUND);
+  b = EncodeStatusReply(StoreError(ErrorCode::SEGMENT_NOT_FOUND, "segment 7"));
+  Status s = DecodeStatusReply(b.data(), b.size());
+  EXPECT_EQ(ErrorCodeOf(s), ErrorCode::SEGMENT_NOT_FOUND);
   EXPECT_EQ(s.message(), "segment 7");
 
   b = EncodePingReply(PingReply{true, 1234});
@@ -132,25 +132,26 @@ TEST(MasterProtocol, StatusAndPingReplies) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_TRUE(p->need_remount);
   EXPECT_EQ(p->lease_ttl_ms, 1234u);
-  b = EncodePingReply(StoreStatus(ErrorCode::INVALID_PARAMS, "empty node id"));
+  b = EncodePingReply(StoreError(ErrorCode::INVALID_PARAMS, "empty node id"));
   p = DecodePingReply(b.data(), b.size());
-  EXPECT_EQ(p.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(p.status()), ErrorCode::INVALID_PARAMS);
 
   b = EncodeRemoveAllReply(uint64_t{42});
   auto n = DecodeRemoveAllReply(b.data(), b.size());
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 42u);
-  b = EncodeRemoveAllReply(StoreStatus(ErrorCode::INTERNAL_ERROR, "x"));
-  EXPECT_EQ(DecodeRemoveAllReply(b.data(), b.size()).status().code(), ErrorCode::INTERNAL_ERROR);
+  b = EncodeRemoveAllReply(StoreError(ErrorCode::INTERNAL_ERROR, "x"));
+  EXPECT_EQ(ErrorCodeOf(DecodeRemoveAllReply(b.data(), b.size()).status()),
+            ErrorCode::INTERNAL_ERROR);
 }
 
 TEST(MasterProtocol, PutStartAndGetRepliesKeepEveryReplica) {
   const ReplicaDesc a{11, "127.0.0.1:1", 0, 100};
   const ReplicaDesc b{12, "127.0.0.1:2", 4096, 100};
   const ReplicaDesc c{11, "127.0.0.1:1", 8192, 5};
-  std::vector<StoreResult<std::vector<ReplicaDesc>>> put;
+  std::vector<Result<std::vector<ReplicaDesc>>> put;
   put.emplace_back(std::vector<ReplicaDesc>{a, b});
-  put.emplace_back(StoreStatus(ErrorCode::OBJECT_ALREADY_EXISTS, "key 'k'"));
+  put.emplace_back(StoreError(ErrorCode::OBJECT_ALREADY_EXISTS, "key 'k'"));
   put.emplace_back(std::vector<ReplicaDesc>{});
   put.emplace_back(std::vector<ReplicaDesc>{c});
   std::string body = EncodePutStartReply(put);
@@ -163,19 +164,20 @@ TEST(MasterProtocol, PutStartAndGetRepliesKeepEveryReplica) {
   EXPECT_EQ((*back)[0]->at(1).endpoint, "127.0.0.1:2");
   EXPECT_EQ((*back)[0]->at(1).offset, 4096u);
   EXPECT_EQ((*back)[0]->at(1).size, 100u);
-  EXPECT_EQ((*back)[1].status().code(), ErrorCode::OBJECT_ALREADY_EXISTS);
+  EXPECT_EQ(ErrorCodeOf((*back)[1].status()), ErrorCode::OBJECT_ALREADY_EXISTS);
   EXPECT_EQ((*back)[1].status().message(), "key 'k'");
   EXPECT_TRUE((*back)[2].ok() && (*back)[2]->empty());
   ASSERT_TRUE((*back)[3].ok());
   EXPECT_EQ((*back)[3]->at(0).endpoint, "127.0.0.1:1");
   EXPECT_EQ((*back)[3]->at(0).offset, 8192u);
   // Asking for another number of keys than the reply holds is an error, not a guess.
-  EXPECT_EQ(DecodePutStartReply(body.data(), body.size(), 3).status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(DecodePutStartReply(body.data(), body.size(), 3).status()),
+            ErrorCode::RPC_FAIL);
 
-  std::vector<StoreResult<ObjectDesc>> get;
+  std::vector<Result<ObjectDesc>> get;
   get.emplace_back(ObjectDesc{100, {a, b}, 5000});
-  get.emplace_back(StoreStatus(ErrorCode::OBJECT_NOT_FOUND, ""));
-  get.emplace_back(StoreStatus(ErrorCode::REPLICA_IS_NOT_READY, "unfinished"));
+  get.emplace_back(StoreError(ErrorCode::OBJECT_NOT_FOUND, ""));
+  get.emplace_back(StoreError(ErrorCode::REPLICA_IS_NOT_READY, "unfinished"));
   body = EncodeGetReplicasReply(get);
   auto objs = DecodeGetReplicasReply(body.data(), body.size(), get.size());
   ASSERT_TRUE(objs.ok()) << objs.status().ToString();
@@ -184,37 +186,37 @@ TEST(MasterProtocol, PutStartAndGetRepliesKeepEveryReplica) {
   EXPECT_EQ((*objs)[0]->lease_ttl_ms, 5000u);
   ASSERT_EQ((*objs)[0]->replicas.size(), 2u);
   EXPECT_EQ((*objs)[0]->replicas[0].endpoint, "127.0.0.1:1");
-  EXPECT_EQ((*objs)[1].status().code(), ErrorCode::OBJECT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf((*objs)[1].status()), ErrorCode::OBJECT_NOT_FOUND);
   EXPECT_EQ((*objs)[1].status().message(), "");
-  EXPECT_EQ((*objs)[2].status().code(), ErrorCode::REPLICA_IS_NOT_READY);
+  EXPECT_EQ(ErrorCodeOf((*objs)[2].status()), ErrorCode::REPLICA_IS_NOT_READY);
   EXPECT_EQ((*objs)[2].status().message(), "unfinished");
 }
 
 TEST(MasterProtocol, ExistAndStatusesReplies) {
-  std::vector<StoreResult<bool>> exist;
+  std::vector<Result<bool>> exist;
   exist.emplace_back(true);
   exist.emplace_back(false);
-  exist.emplace_back(StoreStatus(ErrorCode::INVALID_KEY, "empty key"));
+  exist.emplace_back(StoreError(ErrorCode::INVALID_KEY, "empty key"));
   std::string body = EncodeExistReply(exist);
   auto e = DecodeExistReply(body.data(), body.size(), 3);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_TRUE((*e)[0].ok() && *(*e)[0]);
   EXPECT_TRUE((*e)[1].ok() && !*(*e)[1]);
-  EXPECT_EQ((*e)[2].status().code(), ErrorCode::INVALID_KEY);
+  EXPECT_EQ(ErrorCodeOf((*e)[2].status()), ErrorCode::INVALID_KEY);
 
-  std::vector<StoreStatus> st = {StoreStatus::Ok(), {ErrorCode::OBJECT_HAS_LEASE, "leased"},
-                                 {ErrorCode::ILLEGAL_CLIENT, "not yours"}};
+  std::vector<Status> st = {Status::Ok(), StoreError(ErrorCode::OBJECT_HAS_LEASE, "leased"),
+                            StoreError(ErrorCode::ILLEGAL_CLIENT, "not yours")};
   body = EncodeStatusesReply(st);
   auto r = DecodeStatusesReply(body.data(), body.size(), 3);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE((*r)[0].ok());
-  EXPECT_EQ((*r)[1].code(), ErrorCode::OBJECT_HAS_LEASE);
+  EXPECT_EQ(ErrorCodeOf((*r)[1]), ErrorCode::OBJECT_HAS_LEASE);
   EXPECT_EQ((*r)[2].message(), "not yours");
 
   // A whole-request error arrives as the result of the batch call.
-  body = EncodeStatusReply({ErrorCode::INVALID_PARAMS, "field 'keys': bad"});
+  body = EncodeStatusReply(StoreError(ErrorCode::INVALID_PARAMS, "field 'keys': bad"));
   auto whole = DecodeStatusesReply(body.data(), body.size(), 3);
-  EXPECT_EQ(whole.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(whole.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(whole.status().message(), "field 'keys': bad");
 }
 
@@ -254,8 +256,9 @@ TEST(MasterProtocol, RepairRequestsAndRepliesRoundTrip) {
     EXPECT_EQ((*back)[i].target.offset, tasks[i].target.offset);
     EXPECT_EQ((*back)[i].target.size, tasks[i].target.size);
   }
-  b = EncodeRepairsReply(StoreStatus(ErrorCode::INVALID_PARAMS, "no node id"));
-  EXPECT_EQ(DecodeRepairsReply(b.data(), b.size()).status().code(), ErrorCode::INVALID_PARAMS);
+  b = EncodeRepairsReply(StoreError(ErrorCode::INVALID_PARAMS, "no node id"));
+  EXPECT_EQ(ErrorCodeOf(DecodeRepairsReply(b.data(), b.size()).status()),
+            ErrorCode::INVALID_PARAMS);
 
   wire::BodyWriter w;  // one replica where a source and a target belong
   w.Put("code", 0).Put("message", "").Put("keys", "a").PutU32Bin("keys_lens", {1});
@@ -263,7 +266,7 @@ TEST(MasterProtocol, RepairRequestsAndRepliesRoundTrip) {
   w.Put("endpoints", "h:1").PutU32Bin("endpoints_lens", {3});
   b = w.Finish();
   auto bad = DecodeRepairsReply(b.data(), b.size());
-  EXPECT_EQ(bad.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(bad.status()), ErrorCode::RPC_FAIL);
   EXPECT_NE(bad.status().message().find("source and a target"), std::string::npos);
 }
 
@@ -272,14 +275,14 @@ TEST(MasterProtocol, UnknownOpAndVersionAreRefusedByName) {
   q.op = MasterRpcOp::kExist;
   std::string body = EncodeMasterRequest(q);
   auto r = DecodeMasterRequest(99, body.data(), body.size());
-  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r.status().message().find("unknown op 99"), std::string::npos);
   EXPECT_FALSE(DecodeMasterRequest(0, body.data(), body.size()).ok());
 
   q.version = 2;
   body = EncodeMasterRequest(q);
   r = DecodeMasterRequest(8, body.data(), body.size());
-  EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r.status()), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r.status().message().find("version 2"), std::string::npos) << r.status().message();
 
   wire::BodyWriter w;  // no "v" at all
@@ -324,7 +327,7 @@ TEST(MasterProtocol, InconsistentColumnsNameTheField) {
     std::vector<uint32_t> lens(kMaxBatchKeys + 1, 0);
     w.Put("v", kMasterProtocolVersion).Put("keys", "").PutU32Bin("keys_lens", lens);
     auto r = decode(w, 8);
-    EXPECT_EQ(r.status().code(), ErrorCode::INVALID_PARAMS);
+    EXPECT_EQ(ErrorCodeOf(r.status()), ErrorCode::INVALID_PARAMS);
     EXPECT_NE(r.status().message().find("limit"), std::string::npos) << r.status().message();
   }
 }
@@ -336,7 +339,7 @@ TEST(MasterProtocol, ReplyWithABadEndpointIndexIsRefused) {
   w.Put("endpoints", "h:1").PutU32Bin("endpoints_lens", {3});
   const std::string body = w.Finish();
   auto r = DecodePutStartReply(body.data(), body.size(), 1);
-  EXPECT_EQ(r.status().code(), ErrorCode::RPC_FAIL);
+  EXPECT_EQ(ErrorCodeOf(r.status()), ErrorCode::RPC_FAIL);
   EXPECT_NE(r.status().message().find("'replicas'"), std::string::npos) << r.status().message();
 }
 

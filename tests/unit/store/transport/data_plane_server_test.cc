@@ -159,7 +159,7 @@ TEST(DataPlaneServer, ServerStoppedMidBatchFailsTheRestWithoutHanging) {
   for (size_t i = 0; i < kOps; ++i) {
     ops.push_back(Read(node.endpoint, (i % 64) * kMiB, dst.data() + (i % 64) * kMiB, kMiB));
   }
-  std::vector<StoreStatus> results;
+  std::vector<Status> results;
   std::thread runner([&] { results = engine.Run(ops); });
   Counter* served =
       node.metrics.GetCounter("kvtier_data_plane_served_bytes_total", "", {{"direction", "read"}});
@@ -171,7 +171,7 @@ TEST(DataPlaneServer, ServerStoppedMidBatchFailsTheRestWithoutHanging) {
     if (r.ok()) {
       ++ok;
     } else {
-      EXPECT_EQ(r.code(), ErrorCode::TRANSFER_FAIL) << r.ToString();
+      EXPECT_EQ(ErrorCodeOf(r), ErrorCode::TRANSFER_FAIL) << r.ToString();
       ++failed;
     }
   }
@@ -180,7 +180,7 @@ TEST(DataPlaneServer, ServerStoppedMidBatchFailsTheRestWithoutHanging) {
   // Nothing listens any more: refused at once.
   TransferOp again = Read(node.endpoint, 0, dst.data(), 16);
   auto r = engine.Run({&again, 1});
-  EXPECT_EQ(r[0].code(), ErrorCode::TRANSFER_FAIL) << r[0].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::TRANSFER_FAIL) << r[0].ToString();
 }
 
 TEST(DataPlaneServer, PeerRestartedOnSamePortIsRedialled) {
@@ -202,7 +202,7 @@ TEST(DataPlaneServer, UnreachableEndpointFailsFast) {
   std::vector<uint8_t> buf(16);
   TransferOp op = Read("127.0.0.1:" + std::to_string(port), 0, buf.data(), 16);
   auto r = engine.Run({&op, 1});
-  EXPECT_EQ(r[0].code(), ErrorCode::TRANSFER_FAIL) << r[0].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::TRANSFER_FAIL) << r[0].ToString();
   EXPECT_NE(r[0].message().find("refused"), std::string::npos) << r[0].message();
 }
 
@@ -215,8 +215,8 @@ TEST(DataPlaneServer, SilentPeerTimesOut) {
   std::vector<TransferOp> ops = {Read(ep, 0, buf.data(), 16),
                                  Write(ep, 0, buf.data(), buf.size())};  // fills the buffers
   auto r = engine.Run(ops);
-  EXPECT_EQ(r[0].code(), ErrorCode::RPC_TIMEOUT) << r[0].ToString();
-  EXPECT_EQ(r[1].code(), ErrorCode::RPC_TIMEOUT) << r[1].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::RPC_TIMEOUT) << r[0].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::RPC_TIMEOUT) << r[1].ToString();
 }
 
 TEST(DataPlaneServer, AuthToken) {
@@ -230,10 +230,10 @@ TEST(DataPlaneServer, AuthToken) {
   std::vector<uint8_t> buf(16);
   TransferOp op = Read(node.endpoint, 0, buf.data(), 16);
   auto r = wrong_engine.Run({&op, 1});
-  EXPECT_EQ(r[0].code(), ErrorCode::ILLEGAL_CLIENT) << r[0].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::ILLEGAL_CLIENT) << r[0].ToString();
   EXPECT_NE(r[0].message().find("rejected"), std::string::npos) << r[0].message();
   r = none_engine.Run({&op, 1});
-  EXPECT_NE(r[0].code(), ErrorCode::OK);
+  EXPECT_NE(ErrorCodeOf(r[0]), ErrorCode::OK);
   // A raw READ before AUTH: refused and closed, nothing read from the segment.
   wire::UniqueFd fd = RawConnect(node.endpoint);
   auto reply = Exchange(fd.get(), RequestBytes(dp::Op::kRead, 3, 0, 16));

@@ -103,7 +103,7 @@ TEST(SegmentGate, TheLocalPathFollowsTheSharedGate) {
   TransferOp old_id = Write(o.local_endpoint, 0, src.data(), src.size());
   ASSERT_TRUE(engine.Run({&old_id, 1})[0].ok());
   gate->Replace(kNext);
-  EXPECT_EQ(engine.Run({&old_id, 1})[0].code(), ErrorCode::SEGMENT_NOT_FOUND);
+  EXPECT_EQ(ErrorCodeOf(engine.Run({&old_id, 1})[0]), ErrorCode::SEGMENT_NOT_FOUND);
   TransferOp new_id = Write(o.local_endpoint, 0, src.data(), src.size(), kNext);
   EXPECT_TRUE(engine.Run({&new_id, 1})[0].ok());
   EXPECT_EQ(gate->Running(kTestSegment) + gate->Running(kNext), 0u);

@@ -63,8 +63,8 @@ TEST(SegmentId, EngineOpsForAnotherSegmentFailAloneAndMoveNoBytes) {
   };
   auto r = engine.Run(ops);
   EXPECT_TRUE(r[0].ok()) << r[0].ToString();
-  EXPECT_EQ(r[1].code(), ErrorCode::SEGMENT_NOT_FOUND) << r[1].ToString();
-  EXPECT_EQ(r[2].code(), ErrorCode::SEGMENT_NOT_FOUND) << r[2].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::SEGMENT_NOT_FOUND) << r[1].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[2]), ErrorCode::SEGMENT_NOT_FOUND) << r[2].ToString();
   EXPECT_TRUE(NamesBoth(r[2].message())) << r[2].message();
   EXPECT_NE(r[2].message().find(node.endpoint), std::string::npos) << r[2].message();
   EXPECT_TRUE(r[3].ok()) << r[3].ToString();
@@ -89,7 +89,7 @@ TEST(SegmentId, LocalPathRefusesAnotherSegment) {
                                  Read("me:1", 0, buf.data(), 4096, kStale)};
   auto r = engine.Run(ops);
   for (const auto& s : r) {
-    EXPECT_EQ(s.code(), ErrorCode::SEGMENT_NOT_FOUND) << s.ToString();
+    EXPECT_EQ(ErrorCodeOf(s), ErrorCode::SEGMENT_NOT_FOUND) << s.ToString();
     EXPECT_TRUE(NamesBoth(s.message())) << s.message();
   }
   EXPECT_EQ(std::count(seg.begin(), seg.end(), 0x11), 4096);

@@ -27,7 +27,7 @@ double OpsWith(MetricsRegistry& m, const char* result) {
   return m.GetCounter("kvtier_transfer_ops_total", "", {{"result", result}})->Value();
 }
 
-void ExpectAllOk(const std::vector<StoreStatus>& r) {
+void ExpectAllOk(const std::vector<Status>& r) {
   for (size_t i = 0; i < r.size(); ++i) EXPECT_TRUE(r[i].ok()) << i << ": " << r[i].ToString();
 }
 
@@ -123,8 +123,8 @@ TEST(TransferEngine, LocalPathChecksBounds) {
   };
   auto r = engine.Run(ops);
   EXPECT_TRUE(r[0].ok());
-  EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(r[2].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[2]), ErrorCode::INVALID_PARAMS);
   EXPECT_EQ(seg, buf);
 }
 
@@ -145,14 +145,14 @@ TEST(TransferEngine, OutOfBoundsOpsFailAloneAndServerKeepsServing) {
   };
   auto r = engine.Run(ops);
   EXPECT_TRUE(r[0].ok()) << r[0].ToString();
-  EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS) << r[1].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::INVALID_PARAMS) << r[1].ToString();
   EXPECT_NE(r[1].message().find("outside the segment"), std::string::npos) << r[1].message();
   EXPECT_NE(r[1].message().find(node.endpoint), std::string::npos) << r[1].message();
-  EXPECT_EQ(r[2].code(), ErrorCode::INVALID_PARAMS) << r[2].ToString();
-  EXPECT_EQ(r[3].code(), ErrorCode::INVALID_PARAMS) << r[3].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[2]), ErrorCode::INVALID_PARAMS) << r[2].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[3]), ErrorCode::INVALID_PARAMS) << r[3].ToString();
   EXPECT_TRUE(r[4].ok()) << r[4].ToString();
   EXPECT_TRUE(r[5].ok()) << r[5].ToString();
-  EXPECT_EQ(r[6].code(), ErrorCode::INVALID_PARAMS) << r[6].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[6]), ErrorCode::INVALID_PARAMS) << r[6].ToString();
   EXPECT_EQ(std::memcmp(dst.data(), src.data(), 4096), 0);
   EXPECT_EQ(std::memcmp(node.segment.data() + kMiB - 4096, src.data() + 4096, 4096), 0);
   // The rejected write left no byte behind.
@@ -177,11 +177,11 @@ TEST(TransferEngine, InvalidOpsNeverReachTheWire) {
       Read("not-an-endpoint", 0, buf.data(), 16),
   };
   auto r = engine.Run(ops);
-  EXPECT_EQ(r[0].code(), ErrorCode::INVALID_PARAMS);
-  EXPECT_EQ(r[1].code(), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[0]), ErrorCode::INVALID_PARAMS);
+  EXPECT_EQ(ErrorCodeOf(r[1]), ErrorCode::INVALID_PARAMS);
   EXPECT_NE(r[1].message().find("per-op limit"), std::string::npos);
   EXPECT_TRUE(r[2].ok());
-  EXPECT_EQ(r[3].code(), ErrorCode::INVALID_PARAMS) << r[3].ToString();
+  EXPECT_EQ(ErrorCodeOf(r[3]), ErrorCode::INVALID_PARAMS) << r[3].ToString();
   EXPECT_EQ(node.BadRequests(), 0);
 }
 
@@ -195,7 +195,7 @@ TEST(TransferEngine, EightThreadsRunBatchesAtOnce) {
   std::atomic<int> mismatches{0}, failures{0};
   std::mutex mu;
   std::string first_failure;
-  auto check = [&](const std::vector<StoreStatus>& results) {
+  auto check = [&](const std::vector<Status>& results) {
     for (const auto& s : results) {
       if (s.ok()) continue;
       ++failures;
