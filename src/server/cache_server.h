@@ -41,6 +41,8 @@ class CacheServer {
   void Shutdown() { stop_.Notify(); }
 
   ServerContext& context() { return *ctx_; }
+  // The handlers the rpc front dispatches to, for driving requests in-process (tests).
+  const HandlerTable& handlers() const { return table_; }
   uint16_t HttpPort() const { return http_ ? http_->Port() : 0; }
 
  private:
