@@ -11,12 +11,17 @@ SANITIZERS ?= all
 # The ctest names `make test-long` runs (a regex).
 LONG_TESTS ?= ^(store_multihost_tests|store_failover_tests)$$
 
-.PHONY: all deps build test test-engines test-long run bench soak fuzz clean
+.PHONY: all deps test-deps test-build build test test-engines test-long run bench soak fuzz clean
 
 all: build
 
+# Debian packages by purpose: `deps` only what building and running the demo needs, `test-deps`
+# also what the tests, benches and the engine suite use (scripts/install-deps.sh).
 deps:
-	scripts/install-deps.sh
+	scripts/install-deps.sh run
+
+test-deps:
+	scripts/install-deps.sh test
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -24,8 +29,12 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: deps
+# Configures again after test-deps, so a build tree that `make run` made gains the test targets.
+test-build: test-deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 	$(MAKE) build
+
+test: test-build
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
 ifneq ($(SANITIZERS),none)
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
@@ -34,12 +43,12 @@ endif
 # The real vLLM, SGLang, LMCache and Mooncake packages driving kvtier (tests/engines/). Needs the
 # Python package index once, to fill the venv that scripts/engines-venv.sh keeps outside the clone.
 # ENGINES="vllm sglang" picks engines.
-test-engines: build
+test-engines: test-build
 	$$(scripts/engines-venv.sh)/bin/python tests/engines/run.py $(BUILD)
 
 # Not part of `make test`: the long variants (more and larger objects, longer faults) of the tests
 # that read KVTIER_LONG (docs/RELIABILITY.md).
-test-long: build
+test-long: test-build
 	cd $(BUILD) && KVTIER_LONG=1 ctest --output-on-failure --timeout 3600 -R '$(LONG_TESTS)'
 
 # Only what the demo needs: the binary and the Python module (no test binaries).
@@ -48,14 +57,15 @@ run: deps
 	cmake --build $(BUILD) -j $(JOBS) --target kvtier _kvtier
 	scripts/demo.sh
 
-bench: build
+bench: test-build
 	scripts/bench.sh
 
 # Not part of `make test`: one server under trace replays for SOAK_MINUTES (docs/RELIABILITY.md).
-soak: build
+soak: test-build
 	BUILD=$(BUILD) $(PY) tests/soak/soak.py --minutes $(SOAK_MINUTES)
 
-fuzz: deps
+fuzz:
+	scripts/install-deps.sh fuzz
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
