@@ -140,7 +140,7 @@ bool L2Cascade::Up(size_t i) const {
 
 bool L2Cascade::Available(size_t i, ConnectorOp op) const {
   const AdapterHealth& h = *health_[i];
-  const bool write = op == ConnectorOp::kStore || op == ConnectorOp::kRemove;
+  const bool write = op == ConnectorOp::kWrite || op == ConnectorOp::kRemove;
   const int64_t now = clock_.NowNs();
   return h.all.Available(now) && (!write || h.writes.Available(now));
 }
@@ -156,7 +156,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
 
   std::lock_guard lock(health_mu_);
   AdapterHealth& h = *health_[i];
-  const bool write = c.op == ConnectorOp::kStore || c.op == ConnectorOp::kRemove;
+  const bool write = c.op == ConnectorOp::kWrite || c.op == ConnectorOp::kRemove;
   const bool was_up = Up(i);
   if (c.status.ok()) {
     h.all.MarkUp();
