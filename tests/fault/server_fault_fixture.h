@@ -4,8 +4,6 @@
 // test stores names its prompt, chunk, region and block, and every block read back is verified.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/syscall.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -24,6 +22,8 @@
 #include <zmq.hpp>
 
 #include "common/free_port.h"
+#include "common/process/kvtier_launchers.h"
+#include "common/process/readiness.h"
 #include "fault/checksummed_value.h"
 #include "integration/prompt_round_trip.h"
 #include "integration/worker_fixture.h"
@@ -41,12 +41,7 @@ using std::chrono::seconds;
 
 // Polls `done` every 20 ms until it holds or `limit` passes.
 inline bool WaitUntil(const std::function<bool()>& done, milliseconds limit = seconds(30)) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return done();
+  return process::WaitFor(done, limit, milliseconds(20));
 }
 
 inline milliseconds Since(Clock::time_point start) {
@@ -68,44 +63,25 @@ struct TempDir {
 
 class FaultServer {
  public:
-  // Starts `kvtier server` on free ports with a 64 MiB L1, then `args`, and waits until it
-  // answers PING (throws if it does not within 10 s).
-  explicit FaultServer(std::vector<std::string> args)
-      : port_(FreeLoopbackPort()), http_port_(FreeLoopbackPort()) {
-    const char* bin = std::getenv("KVTIER_BIN");
-    if (bin == nullptr) throw std::runtime_error("KVTIER_BIN is not set");
-    std::vector<std::string> all = {bin,          "server",        "--port",
-                                    std::to_string(port_), "--http-port", std::to_string(http_port_),
-                                    "--l1-size-gb", "0.0625",      "--no-l1-prefault",
-                                    "--chunk-size", std::to_string(testing::kChunkTokens),
-                                    "--log-level",  "warn"};
-    all.insert(all.end(), args.begin(), args.end());
-    // Everything the child needs is ready before fork: other threads of the test may hold
-    // locks (malloc's) that the child would never see released.
-    const std::string log = log_path();
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    proc_ = ChildProcess::Fork([&argv, &log] {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (fd < 0 || ::dup2(fd, 2) < 0) return 126;
-      // The server must not hold the test's sockets and buffers (a killed peer would look alive).
-      ::syscall(SYS_close_range, 3U, ~0U, 0U);
-      ::execv(argv[0], argv.data());
-      return 127;
-    });
-    const bool up = WaitUntil(
-        [&] {
-          if (!proc_.Alive()) return true;
-          ClientOptions o = Options();
-          o.timeout = milliseconds(200);
-          return CacheClient::Connect(o).ok();
-        },
-        seconds(10));
-    if (!up || !proc_.Alive()) {
-      proc_.Kill();
-      throw std::runtime_error("kvtier server did not come up; log:\n" + Log());
+  // Starts `kvtier server` on free ports with a 64 MiB L1, then `args`, and waits until it says
+  // it is listening (throws, with its log tail, if it does not within 30 s).
+  explicit FaultServer(std::vector<std::string> args) {
+    process::KvtierSpec spec;
+    spec.binary = process::KvtierBinFromEnv();
+    if (spec.binary.empty()) throw std::runtime_error("KVTIER_BIN is not set");
+    spec.args = {"--l1-size-gb", "0.0625", "--no-l1-prefault", "--chunk-size",
+                 std::to_string(testing::kChunkTokens), "--log-level", "warn"};
+    spec.args.insert(spec.args.end(), args.begin(), args.end());
+    spec.log_path = log_path();
+    spec.capture_stdout = false;  // the log holds what it writes to stderr
+    spec.deadline = seconds(30);
+    auto launched = process::LaunchServer(spec);
+    if (!launched.ok()) {
+      throw std::runtime_error("kvtier server did not come up: " + launched.status().ToString());
     }
+    port_ = launched->port(0);
+    http_port_ = launched->port(1);
+    proc_ = ChildProcess(std::move(launched->child()));
   }
   ~FaultServer() { Stop(); }
 
@@ -177,8 +153,8 @@ class FaultServer {
   std::string log_path() const { return (dir_.path / "server.log").string(); }
 
   TempDir dir_;
-  uint16_t port_;
-  uint16_t http_port_;
+  uint16_t port_ = 0;
+  uint16_t http_port_ = 0;
   ChildProcess proc_;
 };
 

@@ -2,21 +2,17 @@
 // with its paged KV cache in GPU memory. Skipped, saying why, where no GPU is usable (make test
 // on the build machines); tests/gpu/run.sh runs it on a GPU machine.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
+#include "common/process/child.h"
+#include "common/process/readiness.h"
 #include "gpu_kv_cache.h"
 #include "integration/server_process.h"
 #include "integration/worker_fixture.h"
-
-extern char** environ;
 
 namespace kvtier::testing {
 namespace {
@@ -118,42 +114,28 @@ TEST(CudaServerChild, RegistersAndWaits) {
   ASSERT_TRUE(kv.Register(**client, 77, "test-model").ok());
   std::printf("registered\n");
   std::fflush(stdout);
-  std::this_thread::sleep_for(std::chrono::minutes(5));
+  // Until the parent kills it (or dies: the child dies with it, process::SpawnSpec).
+  while (true) ::pause();
 }
 
 TEST(CudaServer, KilledGpuWorkerIsReaped) {
   SKIP_WITHOUT_GPU();
   ServerProcess server(kArgs);
   auto client = server.Client();
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  const std::string port = "KVTIER_GPU_CHILD_PORT=" + std::to_string(server.port());
-  std::vector<char*> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  env.push_back(const_cast<char*>(port.c_str()));
-  env.push_back(nullptr);
-  char self[] = "/proc/self/exe";
-  char filter[] = "--gtest_filter=CudaServerChild.RegistersAndWaits";
-  char* argv[] = {self, filter, nullptr};
-  pid_t child = 0;
-  ASSERT_EQ(posix_spawn(&child, self, &fa, nullptr, argv, env.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  std::string said;
-  char c;
-  while (said.find("registered\n") == std::string::npos && ::read(out[0], &c, 1) == 1) said += c;
-  ::close(out[0]);
-  ASSERT_NE(said.find("registered\n"), std::string::npos) << said;
+  process::SpawnSpec spec;
+  spec.program = "/proc/self/exe";
+  spec.argv = {"cuda_server_test", "--gtest_filter=CudaServerChild.RegistersAndWaits"};
+  spec.env = {"KVTIER_GPU_CHILD_PORT=" + std::to_string(server.port())};
+  auto child = process::Child::Spawn(spec);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const Status registered = process::WaitReady(
+      *child, [&] { return process::LogContains(*child, "registered\n"); },
+      std::chrono::seconds(60), "the GPU worker");
+  ASSERT_TRUE(registered.ok()) << registered.ToString();
   EXPECT_EQ(Stat(*client, "registered_workers"), 1);
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (Stat(*client, "registered_workers") != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  child->Kill();
+  process::WaitFor([&] { return Stat(*client, "registered_workers") == 0; },
+                   std::chrono::seconds(20), std::chrono::milliseconds(50));
   EXPECT_EQ(Stat(*client, "registered_workers"), 0) << "the dead worker was not reaped";
   EXPECT_TRUE(client->Ping().ok());
 }

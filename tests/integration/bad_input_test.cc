@@ -2,14 +2,15 @@
 // the server keeps serving, and data stored before is neither lost nor altered.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include <zmq.hpp>
 
 #include "server_process.h"
+#include "support/child_process.h"
 #include "wire/fd_passing.h"
 #include "wire/frames.h"
 #include "worker_fixture.h"
@@ -261,19 +262,16 @@ TEST_F(BadInput, FdHandoffGarbageAndForeignUid) {
 
   // A process of another user is refused before it can hand over anything.
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch uid";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setuid(65534) != 0) ::_exit(3);
+  ChildProcess foreign = ChildProcess::Fork([&] {
+    if (::setuid(65534) != 0) return 3;
     auto f = MappedFile::Create("foreign", 4096, false, false);
     int fd = f->fd();
     auto token = wire::HandOffFds(wire::UdsNameForPort(server_->port()), {&fd, 1});
-    if (!token.ok() && token.status().code() == Code::kPermissionDenied) ::_exit(0);
+    if (!token.ok() && token.status().code() == Code::kPermissionDenied) return 0;
     std::fprintf(stderr, "foreign hand-off: %s\n", token.status().ToString().c_str());
-    ::_exit(4);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+    return 4;
+  });
+  EXPECT_EQ(foreign.Wait(std::chrono::seconds(60)), 0);
 }
 
 // A buffer its owner could shrink would crash the server at the next copy (SIGBUS): only memfds

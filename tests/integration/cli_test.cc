@@ -1,10 +1,14 @@
 // The `kvtier server` command line: --help, --config JSON files, and clear startup errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
+#include "common/process/kvtier_launchers.h"
+#include "common/process/readiness.h"
 #include "server_process.h"
+#include "support/child_process.h"
 #include "support/kvtier_cli.h"
 
 namespace kvtier::testing {
@@ -40,28 +44,21 @@ TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
   std::ofstream(path) << "{\"port\": " << port << ", \"chunk_size\": 32, \"http-port\": 0, "
                       << "\"l1-size-gb\": 0.01, \"hash\": \"sha256\"}";
   // The server from the config answers HELLO with the config's chunk size; --hash overrides.
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(std::getenv("KVTIER_BIN"), "kvtier", "server", "--config", path.c_str(), "--hash",
-            "xxh3", "--no-l1-prefault", nullptr);
-    ::_exit(127);
-  }
+  ChildProcess server({process::KvtierBinFromEnv(), "server", "--config", path, "--hash", "xxh3",
+                       "--no-l1-prefault"});
+  const Status up = process::WaitReady(
+      server.child(), [&] { return process::LogContains(server.child(), "listening"); },
+      std::chrono::seconds(30), "kvtier server --config");
+  ASSERT_TRUE(up.ok()) << up.ToString();
   ClientOptions o;
   o.port = port;
-  o.timeout = std::chrono::milliseconds(200);
-  std::unique_ptr<CacheClient> c;
-  for (int i = 0; i < 100 && !c; ++i) {
-    if (auto r = CacheClient::Connect(o); r.ok()) c = std::move(r).value();
-  }
-  const uint32_t chunk_size = c ? c->server().chunk_size : 0;
-  const std::string hash = c ? c->server().hash : "";
-  ::kill(pid, SIGTERM);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  ASSERT_TRUE(c) << "server from the config file did not answer on port " << port;
-  EXPECT_EQ(chunk_size, 32u);
-  EXPECT_EQ(hash, "xxh3");
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+  o.timeout = std::chrono::seconds(10);
+  auto c = CacheClient::Connect(o);
+  ASSERT_TRUE(c.ok()) << "server from the config file did not answer on port " << port << ": "
+                      << c.status().ToString() << "\n" << server.Log();
+  EXPECT_EQ((*c)->server().chunk_size, 32u);
+  EXPECT_EQ((*c)->server().hash, "xxh3");
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 TEST(Cli, BadConfigsAreClearStartupErrors) {

@@ -1,8 +1,10 @@
 // STORE / LOOKUP / RETRIEVE through a real server process, checked byte for byte.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+
+#include <chrono>
 
 #include "server_process.h"
+#include "support/child_process.h"
 #include "worker_fixture.h"
 
 namespace kvtier::testing {
@@ -100,50 +102,36 @@ TEST(DataPath, TwoRankProcessesAndAScheduler) {
   ServerProcess server(kArgs);
   const auto tokens = Tokens(256, 6);
   auto run_rank = [&](uint32_t rank, uint64_t stored_tokens) {
-    pid_t pid = ::fork();
-    if (pid != 0) return pid;
-    int rc = 0;
-    {
+    return ChildProcess::Fork([&, rank, stored_tokens] {
       auto client = server.Client();
       Worker w(*client, 100 + rank, 2, rank);
-      if (!w.status.ok()) ::_exit(10);
+      if (!w.status.ok()) return 10;
       const auto blocks = Blocks(0, 16);
       w.Fill(blocks, 256, 50 + rank);
       std::vector<uint32_t> prefix(tokens.begin(), tokens.begin() + stored_tokens);
       auto st = client->Store(w.Request(prefix, blocks));
-      if (!st.ok() || st->stored_chunks != stored_tokens / 64) rc = 11;
-    }
-    ::_exit(rc);
+      return !st.ok() || st->stored_chunks != stored_tokens / 64 ? 11 : 0;
+    });
   };
-  pid_t a = run_rank(0, 256);
-  pid_t b = run_rank(1, 128);  // rank 1 only has the first two chunks
-  int sa = 0, sb = 0;
-  ::waitpid(a, &sa, 0);
-  ::waitpid(b, &sb, 0);
-  ASSERT_EQ(WEXITSTATUS(sa), 0);
-  ASSERT_EQ(WEXITSTATUS(sb), 0);
+  ChildProcess a = run_rank(0, 256);
+  ChildProcess b = run_rank(1, 128);  // rank 1 only has the first two chunks
+  ASSERT_EQ(a.Wait(std::chrono::seconds(60)), 0);
+  ASSERT_EQ(b.Wait(std::chrono::seconds(60)), 0);
 
   auto sched = server.Client();
   EXPECT_EQ(LookupHits(*sched, "r1", tokens, 2), 2);
 
   // Each rank (a new process again) retrieves its own two chunks byte for byte.
   for (uint32_t rank = 0; rank < 2; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int rc = 0;
-      {
-        auto client = server.Client();
-        Worker w(*client, 200 + rank, 2, rank);
-        std::vector<uint32_t> prefix(tokens.begin(), tokens.begin() + 128);
-        auto rt = client->Retrieve(w.Request(prefix, Blocks(0, 8), "r1"));
-        if (!rt.ok() || rt->retrieved_chunks != 2) rc = 20;
-        if (w.Mismatches(Blocks(0, 8), 0, 128, 50 + rank) != 0) rc = 21;
-      }
-      ::_exit(rc);
-    }
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    EXPECT_EQ(WEXITSTATUS(st), 0) << "rank " << rank;
+    ChildProcess child = ChildProcess::Fork([&, rank] {
+      auto client = server.Client();
+      Worker w(*client, 200 + rank, 2, rank);
+      std::vector<uint32_t> prefix(tokens.begin(), tokens.begin() + 128);
+      auto rt = client->Retrieve(w.Request(prefix, Blocks(0, 8), "r1"));
+      if (!rt.ok() || rt->retrieved_chunks != 2) return 20;
+      return w.Mismatches(Blocks(0, 8), 0, 128, 50 + rank) != 0 ? 21 : 0;
+    });
+    EXPECT_EQ(child.Wait(std::chrono::seconds(60)), 0) << "rank " << rank;
   }
   EXPECT_TRUE(sched->EndSession("r1").ok());
 }

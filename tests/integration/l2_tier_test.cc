@@ -9,8 +9,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "common/process/readiness.h"
 #include "prompt_round_trip.h"
 #include "server_process.h"
 #include "support/redis_process.h"
@@ -46,12 +46,7 @@ uint64_t L2Count(const ServerProcess& s, size_t adapter, const char* op, const c
 }
 
 bool WaitUntil(const std::function<bool()>& done, seconds limit = seconds(30)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return done();
+  return process::WaitFor(done, limit, milliseconds(50));
 }
 
 struct TempDir {

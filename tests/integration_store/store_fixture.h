@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "common/free_port.h"
+#include "common/process/kvtier_launchers.h"
+#include "common/process/readiness.h"
 #include "support/child_process.h"
 #include "support/store_processes.h"
 
@@ -53,33 +55,25 @@ inline nlohmann::json HttpJson(uint16_t port, const std::string& path,
 // Polls `pred` every 20 ms until it holds or `timeout` passes.
 template <typename Pred>
 bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  return process::WaitFor(pred, timeout, std::chrono::milliseconds(20));
 }
 
 // port 0 (the default) picks a free one; pass an old node's port() to restart it where its
 // dummies expect it.
 class NodeProcess {
  public:
+  // Ready once it has printed its startup line and its /status says mounted (throws otherwise).
   NodeProcess(const std::string& master, const std::string& segment_size,
               std::vector<std::string> extra = {}, uint16_t port = 0)
-      : port_(port != 0 ? port : FreeLoopbackPort()),
-        http_port_(FreeLoopbackPort()),
-        auth_token_(TokenFromArgs(extra)) {
-    std::vector<std::string> args = {KvtierBin(), "node", "--master", master, "--port",
-                                     std::to_string(port_), "--http-port",
-                                     std::to_string(http_port_), "--global-segment-size",
-                                     segment_size, "--no-prefault", "--log-level", "error"};
+      : auth_token_(TokenFromArgs(extra)) {
+    std::vector<std::string> args = {"--global-segment-size", segment_size, "--no-prefault"};
     args.insert(args.end(), extra.begin(), extra.end());
-    proc_ = ChildProcess(args);
-    if (!WaitFor([&] { return !proc_.Alive() || Mounted(); }, std::chrono::seconds(10)) ||
-        !proc_.Alive()) {
-      throw std::runtime_error("kvtier node did not come up mounted");
-    }
+    process::KvtierSpec spec = KvtierTestSpec(args, port);
+    spec.deadline = std::chrono::seconds(10);
+    process::Launched l = Started(process::LaunchNode(spec, master));
+    port_ = l.port(0);
+    http_port_ = l.port(1);
+    proc_ = ChildProcess(std::move(l.child()));
   }
 
   bool Mounted() {
@@ -95,8 +89,8 @@ class NodeProcess {
   ChildProcess& process() { return proc_; }
 
  private:
-  uint16_t port_;
-  uint16_t http_port_;
+  uint16_t port_ = 0;
+  uint16_t http_port_ = 0;
   std::string auth_token_;  // of an --auth-token-file in `extra`, for its HTTP admin
   ChildProcess proc_;
 };

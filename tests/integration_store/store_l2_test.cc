@@ -1,13 +1,10 @@
 // The kvtier store as the cache server's L2 ("type":"store"), with real processes only: a master,
 // a node whose dummies are the server's connector threads (or a server that is a node itself),
 // and workers that store chunks, clear L1 and read them back byte for byte.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/hashing.h"
 #include "common/object_key.h"
@@ -91,28 +88,9 @@ std::pair<int, std::string> RunServerToExit(const std::string& adapter, seconds 
                                    "--http-port",  http_port, "--log-level",     "error",
                                    "--l1-size-gb", "0.0625",  "--no-l1-prefault"};
   for (auto& a : ServerArgs(adapter)) args.push_back(a);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char path[] = "/tmp/kvtier-store-l2-XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) return {-2, "mkstemp failed"};
-  int status = -1;
-  {
-    ChildProcess p = ChildProcess::Fork([&] {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::execv(argv[0], argv.data());
-      return 127;
-    });
-    status = p.Wait(limit);
-  }  // stopped by PID here if it is still running
-  ::close(fd);
-  std::ifstream in(path);
-  std::stringstream out;
-  out << in.rdbuf();
-  ::unlink(path);
-  return {status, out.str()};
+  ChildProcess p(args);  // its stdout and stderr go to its log
+  const int status = p.Wait(limit);
+  return {status, p.Log()};  // stopped by PID as `p` goes, if it is still running
 }
 
 TEST(StoreL2, StoresReachTheStore) {

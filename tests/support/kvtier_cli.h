@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <atomic>
-
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "common/process/child.h"
+#include "common/process/kvtier_launchers.h"
 
 namespace kvtier::testing {
 
@@ -27,8 +30,8 @@ struct CliOutput {
 // at once cannot hang the test.
 inline CliOutput RunKvtier(const std::string& args, int timeout_s = 0) {
   CliOutput o;
-  const char* bin = std::getenv("KVTIER_BIN");
-  if (bin == nullptr) {
+  const std::string bin = process::KvtierBinFromEnv();
+  if (bin.empty()) {
     ADD_FAILURE() << "KVTIER_BIN is not set (ctest sets it)";
     return o;
   }
@@ -36,15 +39,21 @@ inline CliOutput RunKvtier(const std::string& args, int timeout_s = 0) {
   static std::atomic<int> runs{0};
   const std::string err_path = ::testing::TempDir() + "/kvtier-cli-stderr-" +
                                std::to_string(::getpid()) + "-" + std::to_string(runs++) + ".txt";
-  const std::string limit = timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "";
-  const std::string cmd = limit + bin + " " + args + " 2>" + err_path;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) o.out.append(buf, n);
-  const int st = ::pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  process::SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "exec " + bin + " " + args + " 2>" + err_path};
+  auto child = process::Child::Spawn(spec);  // its log is the command's stdout
+  if (!child.ok()) {
+    ADD_FAILURE() << child.status().ToString();
+    return o;
+  }
+  const auto limit = timeout_s > 0 ? std::chrono::seconds(timeout_s) : std::chrono::hours(24);
+  if (auto code = child->WaitExit(limit)) {
+    o.status = *code;
+  } else {
+    child->Kill();
+    o.status = 124;
+  }
+  o.out = child->Log();
   std::stringstream ss;
   ss << std::ifstream(err_path).rdbuf();
   o.err = ss.str();

@@ -1,8 +1,8 @@
-// Child processes for the benchmarks, all launched and stopped here: forked workers and probes;
-// programs run to completion with their output captured (redis-benchmark); processes (`kvtier
-// server`, `kvtier master`, `kvtier node`, redis-server) started on free ports with their output
-// in a private log; and forked children driven step by step over two pipes (LinkedChild). Every
-// child gets SIGTERM if the bench dies and is always stopped by PID.
+// The benches' child processes, on the process library (common/process/): programs run to
+// completion with their output captured (redis-benchmark, gnuplot); processes exec'd on a free
+// port with their output in a private log (SpawnedProcess); and forked children driven step by
+// step over two pipes (LinkedChild). Forked workers and probes are process::Child::Fork. Every
+// child dies with the bench and is stopped by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -18,22 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/process/child.h"
 #include "common/status.h"
 
 namespace kvtier::bench {
 
-// Forks; the child runs `fn` and _exit()s with its result (it never returns to the caller's
-// stack). The child gets SIGTERM if the parent dies, so nothing outlives a crashed bench.
-Result<pid_t> ForkChild(const std::function<int()>& fn);
-
-// The child's exit code once it has exited (128 + signal when killed), nullopt while it runs.
-std::optional<int> TryReap(pid_t pid);
-
-// Waits up to `grace` for the child to exit, then SIGTERM, then SIGKILL; returns the exit code.
-int StopChild(pid_t pid, std::chrono::milliseconds grace);
-
-// Runs args[0] (argv = args) with stdout and stderr into one pipe until it exits, at most
-// `limit` (then it is stopped); returns (exit code, output).
+// Runs args[0] (argv = args) with stdout and stderr captured until it exits, at most `limit`
+// (then it is stopped); returns (exit code, output).
 Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& args,
                                                std::chrono::milliseconds limit);
 
@@ -42,7 +33,7 @@ Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& a
 bool WriteAll(int fd, const void* data, size_t n);
 bool ReadAll(int fd, void* data, size_t n);
 
-// A process exec'd on a free loopback port, its stdout and stderr in a private (unlinked) log.
+// A process exec'd on a free loopback port, its stdout and stderr in a private log.
 class SpawnedProcess {
  public:
   struct Spec {
@@ -50,7 +41,7 @@ class SpawnedProcess {
     std::string binary;  // what to exec, e.g. /proc/self/exe
     // argv (argv[0] included) for the free port chosen.
     std::function<std::vector<std::string>(uint16_t port)> args;
-    // Polled every 10 ms until it holds (the process is ready) or `timeout` passes.
+    // Polled until it holds (the process is ready) or `timeout` passes.
     std::function<bool(const SpawnedProcess&)> ready;
     std::chrono::seconds timeout{120};
   };
@@ -58,25 +49,22 @@ class SpawnedProcess {
   // A free port can be taken between the probe and the bind, so a process that exits before it
   // is ready is tried again on another port (3 attempts).
   static Result<std::unique_ptr<SpawnedProcess>> Start(const Spec& spec);
-  ~SpawnedProcess();
   SpawnedProcess(const SpawnedProcess&) = delete;
   SpawnedProcess& operator=(const SpawnedProcess&) = delete;
 
   // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
-  int Stop();
+  int Stop() { return child_.Stop(std::chrono::seconds(10)); }
   // False once the process has exited (it is reaped; Stop() then returns its exit code).
-  bool Alive();
+  bool Alive() { return child_.Alive(); }
   uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string Log() const;
+  pid_t pid() const { return child_.pid(); }
+  std::string Log() const { return child_.Log(); }
 
  private:
-  SpawnedProcess(pid_t pid, uint16_t port, int log_fd) : pid_(pid), port_(port), log_fd_(log_fd) {}
+  SpawnedProcess(process::Child child, uint16_t port) : child_(std::move(child)), port_(port) {}
 
-  pid_t pid_;
+  process::Child child_;  // stopped when destroyed
   uint16_t port_;
-  int log_fd_;
-  int exit_code_ = -1;
 };
 
 // A forked child that the parent drives step by step: command lines down one pipe, one JSON line
@@ -101,13 +89,13 @@ class LinkedChild {
   pid_t pid() const { return pid_; }
 
  private:
-  LinkedChild(pid_t pid, int to_fd, int from_fd) : pid_(pid), to_fd_(to_fd), from_fd_(from_fd) {}
+  LinkedChild(process::Child child, int to_fd, int from_fd)
+      : pid_(child.pid()), child_(std::move(child)), to_fd_(to_fd), from_fd_(from_fd) {}
 
-  pid_t pid_;
+  pid_t pid_;  // kept for messages once the child is reaped
+  process::Child child_;
   int to_fd_;
   int from_fd_;
-  int exit_code_ = -1;
-  bool exited_ = false;  // reaped; pid_ is kept for messages only
   std::string buffered_;
 };
 

@@ -124,7 +124,7 @@ Status MeasureZmq(MachineLimits& out) {
   int port_pipe[2], result_pipe[2];
   if (::pipe(port_pipe) != 0) return Status(Code::kIoError, "pipe");
   if (::pipe(result_pipe) != 0) return Status(Code::kIoError, "pipe");
-  auto echo = ForkChild([&] {
+  auto echo = process::Child::Fork([&] {
     ::close(port_pipe[0]);
     return EchoMain(port_pipe[1]);
   });
@@ -133,24 +133,18 @@ Status MeasureZmq(MachineLimits& out) {
   uint16_t port = 0;
   const bool got_port = ReadAll(port_pipe[0], &port, sizeof(port));
   ::close(port_pipe[0]);
-  if (!got_port) {
-    StopChild(*echo, std::chrono::milliseconds(0));
-    return Status(Code::kIoError, "ZMQ echo probe did not start");
-  }
-  auto ping = ForkChild([&] {
+  if (!got_port) return Status(Code::kIoError, "ZMQ echo probe did not start");  // echo stopped
+  auto ping = process::Child::Fork([&] {
     ::close(result_pipe[0]);
     return PingMain(port, result_pipe[1]);
   });
   ::close(result_pipe[1]);
-  if (!ping.ok()) {
-    StopChild(*echo, std::chrono::milliseconds(0));
-    return ping.status();
-  }
+  if (!ping.ok()) return ping.status();
   std::vector<double> us(kZmqIterations + kZmqIdleIterations);
   const bool got = ReadAll(result_pipe[0], us.data(), us.size() * sizeof(double));
   ::close(result_pipe[0]);
-  const int ping_code = StopChild(*ping, std::chrono::seconds(30));
-  StopChild(*echo, std::chrono::seconds(5));
+  const int ping_code = ping->Finish(std::chrono::seconds(30));
+  echo->Finish(std::chrono::seconds(5));
   if (!got || ping_code != 0) return Status(Code::kIoError, "ZMQ round-trip probe failed");
   const Distribution busy =
       DistributionOf(std::vector<double>(us.begin(), us.begin() + kZmqIterations));

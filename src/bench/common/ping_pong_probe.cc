@@ -83,13 +83,13 @@ Result<std::vector<double>> PingPong(int fd, size_t message_bytes, size_t count,
   return us;
 }
 
-// Runs the timing side on `fd` against the echo process `pid`, then closes `fd` (end of stream:
+// Runs the timing side on `fd` against the echo process `echo`, then closes `fd` (end of stream:
 // the echo process exits) and reaps it.
-Result<std::vector<double>> TimeAgainst(pid_t pid, Fd& fd, size_t message_bytes, size_t count,
-                                        size_t warmup) {
+Result<std::vector<double>> TimeAgainst(process::Child& echo, Fd& fd, size_t message_bytes,
+                                        size_t count, size_t warmup) {
   auto us = PingPong(fd.get(), message_bytes, count, warmup);
   fd.Reset();
-  const int code = StopChild(pid, kEchoGrace);
+  const int code = echo.Finish(kEchoGrace);
   if (us.ok() && code != 0) {
     return Status(Code::kInternal, fmt::format("ping-pong: the echo process exited with {}", code));
   }
@@ -100,13 +100,13 @@ Result<std::vector<double>> OverUnixStream(size_t message_bytes, size_t count, s
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Errno("socketpair");
   Fd mine(sv[0]), theirs(sv[1]);
-  auto pid = ForkChild([&] {
+  auto echo = process::Child::Fork([&] {
     mine.Reset();
     return Echo(theirs.get(), message_bytes);
   });
-  if (!pid.ok()) return pid.status();
+  if (!echo.ok()) return echo.status();
   theirs.Reset();
-  return TimeAgainst(*pid, mine, message_bytes, count, warmup);
+  return TimeAgainst(*echo, mine, message_bytes, count, warmup);
 }
 
 Result<std::vector<double>> OverLoopbackTcp(size_t message_bytes, size_t count, size_t warmup) {
@@ -122,7 +122,7 @@ Result<std::vector<double>> OverLoopbackTcp(size_t message_bytes, size_t count, 
       ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     return Errno("listen on 127.0.0.1");
   }
-  auto pid = ForkChild([&] {
+  auto echo = process::Child::Fork([&] {
     pollfd p{listener.get(), POLLIN, 0};
     if (::poll(&p, 1, kAcceptTimeoutMs) != 1) return 2;
     Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -131,17 +131,17 @@ Result<std::vector<double>> OverLoopbackTcp(size_t message_bytes, size_t count, 
     NoDelay(conn.get());
     return Echo(conn.get(), message_bytes);
   });
-  if (!pid.ok()) return pid.status();
+  if (!echo.ok()) return echo.status();
   listener.Reset();  // the child holds it
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0 || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     Status s = Errno("connect to the echo process");
     fd.Reset();
-    (void)StopChild(*pid, kEchoGrace);
+    (void)echo->Finish(kEchoGrace);
     return s;
   }
   NoDelay(fd.get());
-  return TimeAgainst(*pid, fd, message_bytes, count, warmup);
+  return TimeAgainst(*echo, fd, message_bytes, count, warmup);
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <regex>
 
+#include "bench/common/child_process.h"
+#include "common/process/redis_launcher.h"
+
 namespace kvtier::bench {
 
 namespace {
@@ -140,30 +143,18 @@ Result<std::unique_ptr<PrivateRedis>> PrivateRedis::Start() {
   std::unique_ptr<PrivateRedis> redis(new PrivateRedis());
   redis->dir_ = MakeTempDir();
   if (redis->dir_.empty()) return Status(Code::kIoError, "mkdtemp failed");
-  SpawnedProcess::Spec spec;
-  spec.name = "redis-server";
+  process::RedisSpec spec;
   spec.binary = kRedisServerBinary;
-  spec.args = [dir = redis->dir_](uint16_t port) {
-    return std::vector<std::string>{kRedisServerBinary, "--port",       std::to_string(port),
-                                    "--bind",           "127.0.0.1",    "--save",
-                                    "",                 "--appendonly", "no",
-                                    "--daemonize",      "no",           "--dir",
-                                    dir,                "--loglevel",   "warning"};
-  };
-  spec.ready = [](const SpawnedProcess& p) {
-    RedisTarget local;
-    local.port = p.port();
-    return RedisAdmin(local, std::chrono::seconds(10)).Ping();
-  };
-  spec.timeout = std::chrono::seconds(20);
-  auto process = SpawnedProcess::Start(spec);
+  spec.dir = redis->dir_;
+  spec.deadline = std::chrono::seconds(20);
+  auto process = process::LaunchRedis(spec);
   if (!process.ok()) return process.status();
   redis->process_ = std::move(process).value();
   return redis;
 }
 
 PrivateRedis::~PrivateRedis() {
-  process_.reset();
+  process_.Stop(std::chrono::seconds(10));
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/child_process.h"
+#include "common/process/launch.h"
 #include "common/status.h"
 
 namespace kvtier::bench {
@@ -84,22 +84,22 @@ struct RedisBenchmarkRun {
 Result<RedisBenchmarkRun> RunRedisBenchmark(const std::vector<std::string>& args);
 
 // A redis-server of the bench's own on a free loopback port, with no persistence and a temporary
-// directory that goes with it; ready once it answers PING.
+// directory that goes with it (process::LaunchRedis); ready once it answers as itself.
 class PrivateRedis {
  public:
   static Result<std::unique_ptr<PrivateRedis>> Start();
   ~PrivateRedis();  // stops the server, then removes its directory
 
-  uint16_t port() const { return process_->port(); }
-  pid_t pid() const { return process_->pid(); }
+  uint16_t port() const { return process_.port(); }
+  pid_t pid() const { return process_.pid(); }
   // SIGTERM and wait; returns the exit code (idempotent).
-  int Stop() { return process_->Stop(); }
-  std::string Log() const { return process_->Log(); }
+  int Stop() { return process_.Stop(std::chrono::seconds(10)); }
+  std::string Log() const { return process_.Log(); }
 
  private:
   PrivateRedis() = default;
   std::string dir_;
-  std::unique_ptr<SpawnedProcess> process_;
+  process::Launched process_;
 };
 
 }  // namespace kvtier::bench

@@ -122,33 +122,29 @@ Result<std::vector<TraceRequest>> LoadTrace(BenchServerOptions& o, TraceSummary&
 
 // Waits for every worker while showing progress. The first failure stops the others, and so
 // does the death of a spawned server (the workers would otherwise wait out their timeouts).
-std::vector<int> RunWorkers(const std::vector<pid_t>& pids, const SharedResults& shared,
+std::vector<int> RunWorkers(std::vector<process::Child>& workers, const SharedResults& shared,
                             uint64_t total_prompts, SpawnedServer* server, BenchRun& run,
                             Progress& progress) {
-  std::vector<int> codes(pids.size(), -1);
-  size_t running = pids.size();
+  std::vector<int> codes(workers.size(), -1);
+  size_t running = workers.size();
   bool stopping = false;
+  auto stop_the_rest = [&] {
+    stopping = true;
+    for (size_t k = 0; k < workers.size(); ++k) {
+      if (codes[k] == -1) workers[k].Signal(SIGTERM);
+    }
+  };
   while (running > 0) {
     if (server != nullptr && !stopping && !server->Alive()) {
-      stopping = true;
       run.errors.push_back(fmt::format("kvtier server died during the run (exit code {}); log:\n{}",
                                        server->Stop(), server->Log()));
-      for (size_t k = 0; k < pids.size(); ++k) {
-        if (codes[k] == -1) ::kill(pids[k], SIGTERM);
-      }
+      stop_the_rest();
     }
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -1) continue;
-      if (auto code = TryReap(pids[i])) {
-        codes[i] = *code;
-        --running;
-        if (*code != 0 && !stopping) {
-          stopping = true;  // the run has failed; do not wait for the rest
-          for (size_t k = 0; k < pids.size(); ++k) {
-            if (codes[k] == -1) ::kill(pids[k], SIGTERM);
-          }
-        }
-      }
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (codes[i] != -1 || workers[i].Alive()) continue;
+      codes[i] = workers[i].exit_code().value_or(1);
+      --running;
+      if (codes[i] != 0 && !stopping) stop_the_rest();  // the run has failed: no more waiting
     }
     uint64_t done = 0;
     for (uint32_t w = 0; w < shared.workers(); ++w) {
@@ -156,22 +152,22 @@ std::vector<int> RunWorkers(const std::vector<pid_t>& pids, const SharedResults&
     }
     progress.Show(fmt::format("workload: {}/{} prompts ({:.0f}%)", done, total_prompts,
                               100.0 * static_cast<double>(done) / total_prompts));
+    // A progress tick, not a wait for a process: the loop ends when the last worker exits.
     if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return codes;
 }
 
 // Moves the workers' samples into `run`, with one error per worker that failed on its own.
-void CollectResults(const std::vector<pid_t>& pids, const std::vector<int>& codes,
-                    const SharedResults& shared, BenchRun& run) {
+void CollectResults(const std::vector<int>& codes, const SharedResults& shared, BenchRun& run) {
   // A worker we stopped (SIGTERM, no message) only says that something else failed.
   auto stopped = [&](uint32_t w) {
     return codes[w] == 128 + SIGTERM && shared.header(w).error[0] == '\0';
   };
   bool other_failure = !run.errors.empty();
-  for (uint32_t w = 0; w < pids.size(); ++w) other_failure |= codes[w] != 0 && !stopped(w);
+  for (uint32_t w = 0; w < codes.size(); ++w) other_failure |= codes[w] != 0 && !stopped(w);
   int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
-  for (uint32_t w = 0; w < pids.size(); ++w) {
+  for (uint32_t w = 0; w < codes.size(); ++w) {
     const WorkerHeader& h = shared.header(w);
     run.register_s.push_back(h.register_s);
     if (codes[w] != 0) {
@@ -294,21 +290,21 @@ int RunBench(BenchServerOptions o) {
     plan.trace_shape = TraceShapeOf(o);
   }
 
-  std::vector<pid_t> pids;
+  std::vector<process::Child> workers;
   for (uint32_t w = 0; w < o.workers; ++w) {
-    auto pid = ForkChild([&plan, w, &shared] { return RunWorker(plan, w, *shared); });
-    if (!pid.ok()) {
-      run.errors.push_back("fork worker: " + pid.status().ToString());
+    auto worker = process::Child::Fork([&plan, w, &shared] { return RunWorker(plan, w, *shared); });
+    if (!worker.ok()) {
+      run.errors.push_back("fork worker: " + worker.status().ToString());
       break;
     }
-    pids.push_back(*pid);
+    workers.push_back(std::move(worker).value());
   }
   const uint64_t total =
       trace.empty() ? uint64_t{o.workers} * (o.warmup + o.prompts) : trace.size();
-  const std::vector<int> codes = RunWorkers(pids, *shared, total, server.get(), run, progress);
+  const std::vector<int> codes = RunWorkers(workers, *shared, total, server.get(), run, progress);
   progress.Done();
 
-  CollectResults(pids, codes, *shared, run);
+  CollectResults(codes, *shared, run);
 
   // Every fork is done: this process may talk ZMQ now. STATS first: the probe's lookups below
   // would count in its per-tier hits.

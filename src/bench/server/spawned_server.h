@@ -1,5 +1,6 @@
 // The cache server `bench server` runs against when no --server is given: `kvtier server` from
-// this binary on a free loopback port, its output in a private log, stopped by PID.
+// this binary on a free loopback port (process::LaunchServer), its output in a private log,
+// stopped by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/child_process.h"
+#include "common/process/launch.h"
 #include "common/status.h"
 
 namespace kvtier::bench {
@@ -24,19 +25,17 @@ class SpawnedServer {
                                                       bool with_http = false);
 
   // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
-  int Stop() { return process_->Stop(); }
+  int Stop() { return process_.Stop(std::chrono::seconds(10)); }
   // False once the process has exited (it is reaped; Stop() then returns its exit code).
-  bool Alive() { return process_->Alive(); }
-  uint16_t port() const { return process_->port(); }
-  uint16_t http_port() const { return *http_port_; }  // 0: off
-  pid_t pid() const { return process_->pid(); }
-  std::string Log() const { return process_->Log(); }
+  bool Alive() { return process_.Alive(); }
+  uint16_t port() const { return process_.port(0); }
+  uint16_t http_port() const { return process_.port(1); }  // 0: off
+  pid_t pid() const { return process_.pid(); }
+  std::string Log() const { return process_.Log(); }
 
  private:
-  SpawnedServer(std::unique_ptr<SpawnedProcess> p, std::shared_ptr<uint16_t> http_port)
-      : process_(std::move(p)), http_port_(std::move(http_port)) {}
-  std::unique_ptr<SpawnedProcess> process_;
-  std::shared_ptr<uint16_t> http_port_;  // chosen anew at each start attempt
+  explicit SpawnedServer(process::Launched p) : process_(std::move(p)) {}
+  process::Launched process_;
 };
 
 }  // namespace kvtier::bench

@@ -248,6 +248,11 @@ int Child::Stop(std::chrono::milliseconds grace) {
   return Kill();
 }
 
+int Child::Finish(std::chrono::milliseconds grace, std::chrono::milliseconds stop_grace) {
+  if (auto code = WaitExit(grace)) return *code;
+  return Stop(stop_grace);
+}
+
 int Child::Kill() {
   if (pid_ <= 0) return exit_code_.value_or(-1);
   ::kill(pid_, SIGKILL);

@@ -62,6 +62,10 @@ class Child {
   // SIGTERM (and SIGCONT, in case it was stopped), then up to `grace` for it to exit, then
   // SIGKILL; always reaped. Returns the exit code; idempotent.
   int Stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  // Waits up to `grace` for the child to exit on its own (a worker finishing its job), then
+  // Stop(`stop_grace`). Returns the exit code.
+  int Finish(std::chrono::milliseconds grace,
+             std::chrono::milliseconds stop_grace = std::chrono::seconds(10));
   // SIGKILL and reap, as a crash would: nothing is flushed or cleaned up. Returns the exit code.
   int Kill();
   // Sends `sig` (SIGSTOP, SIGCONT, ...) while the child runs.

@@ -125,6 +125,15 @@ TEST(ChildTest, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
   EXPECT_FALSE(c.Alive());
 }
 
+TEST(ChildTest, FinishLetsTheChildEndThenStopsIt) {
+  Child ends = Sh("sleep 0.2; exit 5");
+  EXPECT_EQ(ends.Finish(10s), 5);  // not SIGTERM: it ended on its own
+  Child runs = Sh("exec sleep 30");
+  const auto start = Clock::now();
+  EXPECT_EQ(runs.Finish(200ms), 128 + SIGTERM);
+  EXPECT_GE(Clock::now() - start, 200ms);
+}
+
 TEST(ChildTest, KillIsImmediateAndFinal) {
   Child c = Sh("trap '' TERM; exec sleep 30");
   const pid_t pid = c.pid();

@@ -5,14 +5,15 @@
 #pragma once
 
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <string_view>
+
+#include "common/process/child.h"
 
 namespace kvtier::test_util {
 
@@ -27,15 +28,12 @@ inline uint64_t VmSizeBytes() {
 
 // True if `check` returned true in the child and the child survived.
 inline bool FitsInHeadroom(const std::function<bool()>& check, uint64_t headroom) {
-  const pid_t pid = fork();
-  if (pid == 0) {
+  auto child = process::Child::Fork([&] {
     const rlimit lim{VmSizeBytes() + headroom, RLIM_INFINITY};
-    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(2);
-    _exit(check() ? 0 : 1);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (setrlimit(RLIMIT_AS, &lim) != 0) return 2;
+    return check() ? 0 : 1;
+  });
+  return child.ok() && child->WaitExit(std::chrono::minutes(5)) == 0;
 }
 
 inline bool MentionsBadAlloc(std::string_view message) {
