@@ -98,40 +98,4 @@ size_t ThreadPool::QueuedTasks() const {
   return total;
 }
 
-Lanes::Lanes(std::string name, size_t default_threads)
-    : name_(std::move(name)),
-      default_(std::make_unique<ThreadPool>(name_ + "-default", default_threads)) {}
-
-void Lanes::Configure(const std::string& lane, size_t threads) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [n, pool] : lanes_) {
-    if (n == lane) {
-      // Replacing the pool would pull it out from under callers that already hold it.
-      KVT_LOG_WARN("lanes {}: lane {} configured twice; keeping the first ({} threads)", name_,
-                   lane, pool->Size());
-      return;
-    }
-  }
-  lanes_.emplace_back(lane, std::make_unique<ThreadPool>(name_ + "-" + lane, threads));
-}
-
-ThreadPool& Lanes::Get(const std::string& lane) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [n, pool] : lanes_) {
-    if (n == lane) return *pool;
-  }
-  return *default_;
-}
-
-void Lanes::Shutdown() {
-  // Join outside mu_: tasks still draining may call Get().
-  std::vector<ThreadPool*> pools;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [n, pool] : lanes_) pools.push_back(pool.get());
-  }
-  pools.push_back(default_.get());
-  for (ThreadPool* pool : pools) pool->Shutdown();
-}
-
 }  // namespace kvtier

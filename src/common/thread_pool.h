@@ -1,8 +1,8 @@
-// Fixed-size thread pools with named lanes. A Lane is a FIFO served by its own threads; Submit()
-// never blocks. SubmitAffine(k, fn) runs every task with the same affinity key k on the same
-// thread, in submission order (one client's STORE/RETRIEVE stay ordered without a lock).
-// Thread-safety: Submit, SubmitAffine, Shutdown, QueuedTasks and Lanes::Get may be called from
-// any thread at once; Lanes::Configure belongs before the lanes are used.
+// A fixed-size thread pool: each thread serves its own FIFO; Submit() never blocks.
+// SubmitAffine(k, fn) runs every task with the same affinity key k on the same thread, in
+// submission order (one client's STORE/RETRIEVE stay ordered without a lock).
+// Thread-safety: Submit, SubmitAffine, Shutdown and QueuedTasks may be called from any thread at
+// once.
 #pragma once
 
 #include <atomic>
@@ -53,22 +53,6 @@ class ThreadPool {
   std::atomic<uint64_t> next_{0};
   std::atomic<bool> stopping_{false};
   std::mutex join_mu_;  // serializes concurrent Shutdown() calls around join()
-};
-
-// A set of named pools; a lane that was not configured falls back to the "default" lane.
-class Lanes {
- public:
-  Lanes(std::string name, size_t default_threads);
-  // Before first use; configuring a lane twice keeps the first pool (a warning is logged).
-  void Configure(const std::string& lane, size_t threads);
-  ThreadPool& Get(const std::string& lane);
-  void Shutdown();
-
- private:
-  std::string name_;
-  std::unique_ptr<ThreadPool> default_;
-  std::mutex mu_;
-  std::vector<std::pair<std::string, std::unique_ptr<ThreadPool>>> lanes_;
 };
 
 }  // namespace kvtier

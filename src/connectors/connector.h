@@ -101,7 +101,7 @@ struct Completion {
 struct ConnectorOptions {
   std::string type;
   std::string name;          // "<type>#<position in the cascade>", for logs and metrics
-  uint32_t num_threads = 4;  // the shared pool, serving every lane not named below
+  uint32_t num_threads = 4;  // the shared pool, serving every operation not named below
   std::array<uint32_t, kConnectorOps> per_op_threads{};  // 0 = use the shared pool
   uint64_t max_inflight_bytes = 256ULL << 20;  // L2 writer's bound (max_inflight_mb)
   std::chrono::milliseconds deadline{5000};    // per operation (deadline_ms)

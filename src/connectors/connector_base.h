@@ -1,14 +1,14 @@
 // ConnectorBase<Derived>: everything generic about an L2 connector, so that a backend only says
 // how to move one key over one connection. The base owns
-//  - the lanes: one thread pool per operation kind named in per_op_threads, and a shared
-//    pool of num_threads threads for the kinds not named; each lane has one connection per
+//  - the op pools: one thread pool per operation kind named in per_op_threads, and a shared
+//    pool of num_threads threads for the kinds not named; each pool has one connection per
 //    thread, opened when the thread starts (a failed one again when a tile next takes it), and
 //    a thread takes an idle one for each tile;
-//    dedicated write and remove lanes run at a lower CPU priority (common/thread_priority.h), so
+//    dedicated write and remove pools run at a lower CPU priority (common/thread_priority.h), so
 //    that on a saturated host lookups and loads get a core first;
-//  - LookupNow: a lookup run on the caller's thread over an idle connection of the lane that
+//  - LookupNow: a lookup run on the caller's thread over an idle connection of the pool that
 //    serves lookups (none idle: nullopt), so that a caller who would only wait saves the
-//    hand-offs to a lane thread and back (~3 thread wake-ups);
+//    hand-offs to a pool thread and back (~3 thread wake-ups);
 //  - batch splitting: a batch becomes up to `threads` tiles that run in parallel, and the last
 //    tile to finish completes the task (exactly once);
 //  - deadlines: a tile that starts after the task's deadline fails without asking the backend,
@@ -17,7 +17,7 @@
 //  - completion queues, one eventfd per operation kind, and counters.
 //
 // Derived (CRTP, resolved at compile time) provides, for its connection type C:
-//   Result<std::unique_ptr<C>> Connect();  // per lane thread; retried on the next tile after a
+//   Result<std::unique_ptr<C>> Connect();  // per pool thread; retried on the next tile after a
 //                                          // failure
 //   Status Get(C&, const std::string& key, MutableBuffer dst, Deadline);  // NOT_FOUND = miss
 //   Status Set(C&, const std::string& key, ConstBuffer src, Deadline);    // ALREADY_EXISTS = kept
@@ -26,10 +26,10 @@
 // and may hide BatchGet/BatchSet/BatchExists/BatchRemove (a backend with batch commands) and
 // TilesFor (e.g. 1 to keep a batch on one connection). A per-key NOT_FOUND is a miss; any other
 // error fails the rest of the tile. Derived calls StartThreads() at the end of its constructor
-// and Close() first thing in its destructor (the lane threads call into Derived).
+// and Close() first thing in its destructor (the pool threads call into Derived).
 //
 // Header-only on purpose: plugins build against the installed headers and nothing else.
-// Thread-safety: as connector.h says. Derived's per-key calls run on the lane threads, each with
+// Thread-safety: as connector.h says. Derived's per-key calls run on the pool threads, each with
 // its own connection; only state Derived shares between connections needs a lock.
 #pragma once
 
@@ -78,26 +78,26 @@ class ConnectorBase : public Connector {
     return Submit(std::move(b));
   }
   std::optional<Completion> LookupNow(std::vector<std::string> keys) final {
-    Lane* lane = lane_for_[Idx(ConnectorOp::kLookup)].get();
-    if (lane == nullptr || keys.empty()) return std::nullopt;
+    OpPool* pool = pool_for_[Idx(ConnectorOp::kLookup)].get();
+    if (pool == nullptr || keys.empty()) return std::nullopt;
     std::shared_ptr<void> conn;
     {
-      std::lock_guard lock(lane->mu);
-      auto it = std::find_if(lane->idle.begin(), lane->idle.end(),
+      std::lock_guard lock(pool->mu);
+      auto it = std::find_if(pool->idle.begin(), pool->idle.end(),
                              [](const std::shared_ptr<void>& c) { return c != nullptr; });
-      if (lane->stop || it == lane->idle.end()) return std::nullopt;
+      if (pool->stop || it == pool->idle.end()) return std::nullopt;
       conn = std::move(*it);
-      lane->idle.erase(it);
+      pool->idle.erase(it);
     }
     auto b = NewBatch(ConnectorOp::kLookup, std::move(keys));
     b->first_error = RunTile(*As(conn.get()), *b, 0, b->keys.size());
     bool wake = false;
     {
-      std::lock_guard lock(lane->mu);
-      if (!lane->stop) lane->idle.push_back(std::move(conn));
-      wake = !lane->q.empty();  // a tile may be waiting for this connection
+      std::lock_guard lock(pool->mu);
+      if (!pool->stop) pool->idle.push_back(std::move(conn));
+      wake = !pool->q.empty();  // a tile may be waiting for this connection
     }
-    if (wake) lane->cv.notify_one();
+    if (wake) pool->cv.notify_one();
     return Finish(*b);
   }
   void Unlock(std::span<const std::string> keys) final {
@@ -164,20 +164,20 @@ class ConnectorBase : public Connector {
 
   void Close() final {
     std::vector<Tile> orphans;
-    for (auto& lane : lanes_) {
-      std::lock_guard lock(lane->mu);
-      lane->stop = true;
-      std::move(lane->q.begin(), lane->q.end(), std::back_inserter(orphans));
-      lane->q.clear();
-      lane->cv.notify_all();
+    for (auto& pool : pools_) {
+      std::lock_guard lock(pool->mu);
+      pool->stop = true;
+      std::move(pool->q.begin(), pool->q.end(), std::back_inserter(orphans));
+      pool->q.clear();
+      pool->cv.notify_all();
     }
-    for (auto& lane : lanes_) {
-      for (auto& t : lane->threads) {
+    for (auto& pool : pools_) {
+      for (auto& t : pool->threads) {
         if (t.joinable()) t.join();
       }
       std::vector<std::shared_ptr<void>> conns;  // closed here, while Derived is still whole
-      std::lock_guard lock(lane->mu);
-      conns.swap(lane->idle);
+      std::lock_guard lock(pool->mu);
+      conns.swap(pool->idle);
     }
     for (auto& t : orphans) FinishTile(t, Status(Code::kUnavailable, Closed()));
   }
@@ -186,23 +186,23 @@ class ConnectorBase : public Connector {
   // TODO(rename): remove once out-of-tree plugins and store/connector/store_connector.cc call
   // StartThreads().
   void StartWorkers() { StartThreads(); }
-  // Starts the lanes. Call at the end of Derived's constructor.
+  // Starts the op pools. Call at the end of Derived's constructor.
   void StartThreads() {
-    std::shared_ptr<Lane> shared;
+    std::shared_ptr<OpPool> shared;
     for (ConnectorOp op : kAllConnectorOps) {
       const uint32_t n = options_.per_op_threads[Idx(op)];
       if (n > 0) {
-        lane_for_[Idx(op)] = StartLane(OpPoolName(op), n, op);
+        pool_for_[Idx(op)] = StartPool(OpPoolName(op), n, op);
       } else {
         if (!shared) {
-          shared = StartLane("shared", std::max<uint32_t>(1, options_.num_threads), std::nullopt);
+          shared = StartPool("shared", std::max<uint32_t>(1, options_.num_threads), std::nullopt);
         }
-        lane_for_[Idx(op)] = shared;
+        pool_for_[Idx(op)] = shared;
       }
     }
   }
 
-  // Default tiling: as many tiles as the lane has threads (a backend may override).
+  // Default tiling: as many tiles as the pool has threads (a backend may override).
   size_t TilesFor(ConnectorOp, size_t keys, size_t threads) const {
     return std::min(keys, threads);
   }
@@ -261,14 +261,17 @@ class ConnectorBase : public Connector {
 
   static Status DeadlinePassed() { return Status(Code::kTimeout, "deadline passed"); }
 
-  // The dedicated lane the calling thread serves (e.g. in Connect(), to set up its connection
-  // for it); nullopt in the shared pool and outside the connector's threads.
-  static std::optional<ConnectorOp> ThreadLane() { return thread_lane_; }
-  // TODO(rename): remove once store/connector/store_connector.cc calls ThreadLane().
-  static std::optional<ConnectorOp> WorkerLane() { return ThreadLane(); }
-  static bool IsBulkLane(ConnectorOp op) {
+  // The operation whose dedicated pool the calling thread serves (e.g. in Connect(), to set up
+  // its connection for it); nullopt in the shared pool and outside the connector's threads.
+  static std::optional<ConnectorOp> ThreadOp() { return thread_op_; }
+  // Operations whose dedicated pool runs at the bulk priority.
+  static bool IsBulkOp(ConnectorOp op) {
     return op == ConnectorOp::kWrite || op == ConnectorOp::kRemove;
   }
+  // TODO(rename): remove both once store/connector/store_connector.cc calls ThreadOp() and
+  // IsBulkOp().
+  static std::optional<ConnectorOp> WorkerLane() { return ThreadOp(); }
+  static bool IsBulkLane(ConnectorOp op) { return IsBulkOp(op); }
 
  private:
   struct Batch {
@@ -290,7 +293,7 @@ class ConnectorBase : public Connector {
     std::shared_ptr<Batch> batch;
     size_t begin = 0, end = 0;
   };
-  struct Lane {
+  struct OpPool {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<Tile> q;
@@ -328,21 +331,21 @@ class ConnectorBase : public Connector {
   TaskId Submit(std::shared_ptr<Batch> b) {
     const TaskId id = b->id;
     const size_t n = b->keys.size();
-    Lane* lane = lane_for_[Idx(b->op)].get();
-    if (n == 0 || lane == nullptr) {
-      if (lane == nullptr) b->first_error = Status(Code::kUnavailable, Closed());
+    OpPool* pool = pool_for_[Idx(b->op)].get();
+    if (n == 0 || pool == nullptr) {
+      if (pool == nullptr) b->first_error = Status(Code::kUnavailable, Closed());
       Complete(*b);
       return id;
     }
     const size_t tiles =
-        std::clamp<size_t>(self().TilesFor(b->op, n, lane->threads.size()), 1, n);
+        std::clamp<size_t>(self().TilesFor(b->op, n, pool->threads.size()), 1, n);
     const size_t per = (n + tiles - 1) / tiles;
     const size_t count = (n + per - 1) / per;
     b->remaining.store(count);
     inflight_bytes_.fetch_add(b->inflight);
     {
-      std::lock_guard lock(lane->mu);
-      if (lane->stop) {
+      std::lock_guard lock(pool->mu);
+      if (pool->stop) {
         inflight_bytes_.fetch_sub(b->inflight);
         b->first_error = Status(Code::kUnavailable, Closed());
         b->inflight = 0;
@@ -350,50 +353,50 @@ class ConnectorBase : public Connector {
         return id;
       }
       for (size_t begin = 0; begin < n; begin += per) {
-        lane->q.push_back(Tile{b, begin, std::min(n, begin + per)});
+        pool->q.push_back(Tile{b, begin, std::min(n, begin + per)});
       }
     }
     if (count == 1) {
-      lane->cv.notify_one();
+      pool->cv.notify_one();
     } else {
-      lane->cv.notify_all();
+      pool->cv.notify_all();
     }
     return id;
   }
 
-  std::shared_ptr<Lane> StartLane(const std::string& lane_name, uint32_t threads,
-                                  std::optional<ConnectorOp> op) {
-    auto lane = std::make_shared<Lane>();
-    lanes_.push_back(lane);
+  std::shared_ptr<OpPool> StartPool(const std::string& pool_name, uint32_t threads,
+                                    std::optional<ConnectorOp> op) {
+    auto pool = std::make_shared<OpPool>();
+    pools_.push_back(pool);
     for (uint32_t i = 0; i < threads; ++i) {
-      lane->threads.emplace_back([this, l = lane.get(), lane_name, op] {
-        const std::string tname = (options_.type + "-" + lane_name).substr(0, 15);
+      pool->threads.emplace_back([this, l = pool.get(), pool_name, op] {
+        const std::string tname = (options_.type + "-" + pool_name).substr(0, 15);
         pthread_setname_np(pthread_self(), tname.c_str());
-        thread_lane_ = op;
-        ThreadLoop(*l, op && IsBulkLane(*op));
+        thread_op_ = op;
+        ThreadLoop(*l, op && IsBulkOp(*op));
       });
     }
-    return lane;
+    return pool;
   }
 
   // Connects at once, so that a backend's setup (e.g. mapping and prefaulting buffers) is paid
-  // before the first task's deadline starts, and at normal priority; a bulk lane's thread then
+  // before the first task's deadline starts, and at normal priority; a bulk pool's thread then
   // drops to the bulk priority. A failed connect is retried by the next tile that takes it.
-  void ThreadLoop(Lane& lane, bool bulk) {
+  void ThreadLoop(OpPool& pool, bool bulk) {
     Status connect_error;
     std::shared_ptr<void> conn = ConnectShared(connect_error);
     if (bulk) (void)MakeBulkThread();
     for (;;) {
       Tile t;
       {
-        std::unique_lock lock(lane.mu);
-        lane.idle.push_back(std::move(conn));  // between tiles a LookupNow may borrow it
-        lane.cv.wait(lock, [&] { return lane.stop || (!lane.q.empty() && !lane.idle.empty()); });
-        if (lane.stop) return;
-        t = std::move(lane.q.front());
-        lane.q.pop_front();
-        conn = std::move(lane.idle.back());
-        lane.idle.pop_back();
+        std::unique_lock lock(pool.mu);
+        pool.idle.push_back(std::move(conn));  // between tiles a LookupNow may borrow it
+        pool.cv.wait(lock, [&] { return pool.stop || (!pool.q.empty() && !pool.idle.empty()); });
+        if (pool.stop) return;
+        t = std::move(pool.q.front());
+        pool.q.pop_front();
+        conn = std::move(pool.idle.back());
+        pool.idle.pop_back();
       }
       Status s;
       if (std::chrono::steady_clock::now() >= t.batch->deadline) {
@@ -543,12 +546,12 @@ class ConnectorBase : public Connector {
     }
   }
 
-  static inline thread_local std::optional<ConnectorOp> thread_lane_;
+  static inline thread_local std::optional<ConnectorOp> thread_op_;
 
   ConnectorOptions options_;
   std::atomic<TaskId> next_id_{1};
-  std::vector<std::shared_ptr<Lane>> lanes_;
-  std::array<std::shared_ptr<Lane>, kConnectorOps> lane_for_{};
+  std::vector<std::shared_ptr<OpPool>> pools_;
+  std::array<std::shared_ptr<OpPool>, kConnectorOps> pool_for_{};
   std::atomic<uint64_t> inflight_bytes_{0};
   std::array<AtomicCounters, kConnectorOps> counters_{};
 

@@ -4,7 +4,7 @@
 //  - a stored key (new, or already there) is accounted with its size; lookup and load hits count
 //    as accesses for the eviction policy (LRU or S3-FIFO, the same classes as L1);
 //  - after a store completes, while the accounted bytes exceed max_bytes, the policy's victims
-//    that no lookup holds locked are removed through the remove lane; those removes are the
+//    that no lookup holds locked are removed through the remove pool; those removes are the
 //    wrapper's own, so their completions never reach the caller;
 //  - a remove submitted by the caller (CLEAR, `kvtier bench l2`) forgets what it removed.
 // Without max_bytes (and not exclusive) the wrapper only forwards: no per-key state (it would
@@ -19,7 +19,7 @@
 // answered from the record inside SubmitLookup (or LookupNow), lock in the wrapper, and are
 // drained without an eventfd signal (connector.h allows it; the CompletionRouter drains right
 // after submitting).
-// A lookup then costs no backend round trip, no lane thread and no router wake-up, so it stays
+// A lookup then costs no backend round trip, no connector thread and no router wake-up, so it stays
 // fast while stores saturate the backend (an fs page-cache copy, a single-threaded Redis). A load
 // that finds the key gone after all (someone else removed it) is a miss and drops it from the
 // record.

@@ -72,7 +72,7 @@ Result<Plan> Validate(const BenchL2Options& o) {
 
 // "shared pool, 4 threads" or "per-op lookup 1, retrieve 1, store 2; shared 4 (delete)".
 // TODO(rename): OpPoolName once tests/integration/bench_l2_cli_test.cc expects the new names.
-std::string LanesLabel(const ConnectorOptions& o) {
+std::string PoolsLabel(const ConnectorOptions& o) {
   std::string named, shared;
   for (ConnectorOp op : kAllConnectorOps) {
     const uint32_t n = o.per_op_threads[static_cast<size_t>(op)];
@@ -111,7 +111,7 @@ int RunBench(const BenchL2Options& o) {
     L2AdapterResult r;
     r.limit = MeasureL2Limit(plan->configs[i], plan->value_size, o.keys, o.inflight);
     r.run.adapter_json = o.adapters[i];
-    r.run.label = LanesLabel(plan->configs[i].options);
+    r.run.label = PoolsLabel(plan->configs[i].options);
     run.adapters.push_back(std::move(r));
   }
 

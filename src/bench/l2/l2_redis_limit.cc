@@ -1,5 +1,5 @@
 // The `resp` limit of `bench l2`: redis-benchmark against the adapter's server, with as many
-// connections as the connector's store and retrieve lanes have threads (capped by the bench's
+// connections as the connector's write and load pools have threads (capped by the bench's
 // tasks in flight) and no pipelining, as the connector sends one key per task. Requests/s x value
 // size = GB/s.
 //  - `-t set,get` (no -r) writes and reads one key of the value size: the limits.
@@ -28,7 +28,7 @@ namespace {
 constexpr uint32_t kMinRequests = 1000;
 constexpr uint32_t kNewKeyRequests = 256;  // enough to show the cost of growing
 
-uint32_t LaneThreads(const ConnectorOptions& o, ConnectorOp op) {
+uint32_t PoolThreads(const ConnectorOptions& o, ConnectorOp op) {
   const uint32_t n = o.per_op_threads[static_cast<size_t>(op)];
   return n > 0 ? n : std::max<uint32_t>(1, o.num_threads);
 }
@@ -47,8 +47,8 @@ L2Limit MeasureRedisLimit(const AdapterConfig& config, uint64_t value_size, uint
     out.unavailable = fmt::format("{} not found", kRedisBenchmarkBinary);
     return out;
   }
-  const uint32_t set_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kWrite));
-  const uint32_t get_clients = std::min(inflight, LaneThreads(config.options, ConnectorOp::kLoad));
+  const uint32_t set_clients = std::min(inflight, PoolThreads(config.options, ConnectorOp::kWrite));
+  const uint32_t get_clients = std::min(inflight, PoolThreads(config.options, ConnectorOp::kLoad));
   const uint32_t requests = std::max(keys, kMinRequests);
   struct Run {
     std::string tests;

@@ -138,38 +138,5 @@ TEST(ThreadPoolTest, ThrowingTaskDoesNotKillItsThread) {
   EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
 }
 
-TEST(LanesTest, ConfiguredLaneAndDefaultFallback) {
-  Lanes lanes("srv", 2);
-  lanes.Configure("io", 3);
-  EXPECT_EQ(lanes.Get("io").Size(), 3u);
-  EXPECT_EQ(lanes.Get("io").Name(), "srv-io");
-  EXPECT_EQ(&lanes.Get("io"), &lanes.Get("io"));
-  ThreadPool& other = lanes.Get("unconfigured");
-  EXPECT_EQ(other.Size(), 2u);
-  EXPECT_EQ(other.Name(), "srv-default");
-  EXPECT_EQ(&other, &lanes.Get("another"));
-  lanes.Configure("io", 5);  // second configure keeps the first pool
-  EXPECT_EQ(lanes.Get("io").Size(), 3u);
-
-  std::promise<std::string> p;
-  lanes.Get("io").SubmitAffine(2, [&p] { p.set_value(ThreadName()); });
-  EXPECT_EQ(p.get_future().get(), "srv-io-2");
-}
-
-TEST(LanesTest, ShutdownDrainsEveryLane) {
-  std::atomic<int> n{0};
-  Lanes lanes("l", 1);
-  lanes.Configure("a", 2);
-  for (int i = 0; i < 500; ++i) {
-    lanes.Get("a").Submit([&n] { n.fetch_add(1); });
-    lanes.Get("b").Submit([&n] { n.fetch_add(1); });
-  }
-  lanes.Shutdown();
-  EXPECT_EQ(n.load(), 1000);
-  lanes.Get("a").Submit([&n] { n.fetch_add(1); });
-  lanes.Shutdown();
-  EXPECT_EQ(n.load(), 1000);
-}
-
 }  // namespace
 }  // namespace kvtier

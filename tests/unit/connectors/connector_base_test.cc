@@ -99,8 +99,8 @@ TEST(ConnectorBaseTest, SlowBackendPastDeadlineFailsInsteadOfHanging) {
   EXPECT_EQ(c->Stats().ops[0].failed_tasks, 1u);
 }
 
-TEST(ConnectorBaseTest, PerOpLanesKeepLookupsFreeOfAWriteBacklog) {
-  // The write lane is busy with slow writes; a lookup on its own lane still completes at once.
+TEST(ConnectorBaseTest, PerOpPoolsKeepLookupsFreeOfAWriteBacklog) {
+  // The write pool is busy with slow writes; a lookup on its own pool still completes at once.
   auto c = MakeConnector(
       R"({"type":"mem","delay_ms":300,"per_op_threads":{"write":1,"lookup":1}})");
   CompletionRouter router({c.get()});
@@ -176,17 +176,17 @@ TEST(ConnectorBaseTest, EventFdsAreDistinct) {
   EXPECT_EQ(fds.size(), 8u);
 }
 
-// A backend that records the nice value of the worker thread each operation ran on, and the lane
-// it was told at Connect().
+// A backend that records the scheduling policy of the thread each operation ran on, and the
+// operation whose pool it was told at Connect().
 class NiceProbe final : public ConnectorBase<NiceProbe> {
  public:
   struct Conn {
-    std::optional<ConnectorOp> lane;
+    std::optional<ConnectorOp> op;
   };
-  explicit NiceProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartWorkers(); }
+  explicit NiceProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartThreads(); }
   ~NiceProbe() override { Close(); }
 
-  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(Conn{WorkerLane()}); }
+  Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(Conn{ThreadOp()}); }
   Status Get(Conn& c, const std::string&, MutableBuffer, Deadline) { return Note(c); }
   Status Set(Conn& c, const std::string&, ConstBuffer, Deadline) { return Note(c); }
   Result<bool> Exists(Conn& c, const std::string&, Deadline) {
@@ -199,18 +199,18 @@ class NiceProbe final : public ConnectorBase<NiceProbe> {
   }
 
   std::mutex mu;
-  std::vector<std::pair<std::optional<ConnectorOp>, int>> seen;  // (lane, scheduling policy)
+  std::vector<std::pair<std::optional<ConnectorOp>, int>> seen;  // (pool, scheduling policy)
 
  private:
   Status Note(const Conn& c) {
     const int policy = ::sched_getscheduler(static_cast<pid_t>(::syscall(SYS_gettid)));
     std::lock_guard lock(mu);
-    seen.emplace_back(c.lane, policy);
+    seen.emplace_back(c.op, policy);
     return Status::Ok();
   }
 };
 
-TEST(ConnectorBaseTest, DedicatedWriteAndRemoveLanesRunUnderSchedIdle) {
+TEST(ConnectorBaseTest, DedicatedWriteAndRemovePoolsRunUnderSchedIdle) {
   auto cfg = ParseAdapterConfig(
       R"({"type":"probe","num_threads":1,"per_op_threads":{"lookup":1,"write":1,"remove":1}})", 0);
   ASSERT_TRUE(cfg.ok());
@@ -221,7 +221,7 @@ TEST(ConnectorBaseTest, DedicatedWriteAndRemoveLanesRunUnderSchedIdle) {
   LookupAll(c, keys);
   RemoveAll(c, keys);
   std::vector<std::vector<uint8_t>> out(1, std::vector<uint8_t>(8));
-  LoadAll(c, keys, out);  // the shared pool: no dedicated lane
+  LoadAll(c, keys, out);  // the shared pool: no dedicated one
   std::lock_guard lock(c.mu);
   ASSERT_EQ(c.seen.size(), 4u);
   EXPECT_EQ(c.seen[0], std::make_pair(std::optional(ConnectorOp::kWrite), SCHED_IDLE));
@@ -236,7 +236,7 @@ TEST(ConnectorBaseTest, DedicatedWriteAndRemoveLanesRunUnderSchedIdle) {
 class GatedProbe final : public ConnectorBase<GatedProbe> {
  public:
   struct Conn {};
-  explicit GatedProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartWorkers(); }
+  explicit GatedProbe(const ConnectorOptions& o) : ConnectorBase(o) { StartThreads(); }
   ~GatedProbe() override { Close(); }
 
   Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(); }
@@ -325,7 +325,7 @@ TEST(ConnectorBaseTest, LookupNowIsRefusedWhileTheLookupConnectionIsBusy) {
   c->Hold();
   auto queued = router.Submit(0, ConnectorOp::kLookup,
                               [](Connector& x) { return x.SubmitLookup({"a@hit"}); });
-  c->AwaitCalls(1);  // the lane's only connection is in use
+  c->AwaitCalls(1);  // the pool's only connection is in use
   EXPECT_FALSE(c->LookupNow({"b@hit"}).has_value());
   c->Release();
   ASSERT_EQ(queued.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -343,7 +343,7 @@ TEST(ConnectorBaseTest, ALookupQueuedBehindLookupNowRunsWhenItsConnectionComesBa
   c->Hold();
   std::optional<Completion> now;
   std::thread caller([&] { now = LookupNowWhenIdle(*c, {"a@hit"}); });
-  c->AwaitCalls(1);  // the caller holds the lane's only connection
+  c->AwaitCalls(1);  // the caller holds the pool's only connection
   auto queued = router.Submit(0, ConnectorOp::kLookup,
                               [](Connector& x) { return x.SubmitLookup({"b@hit", "c@x"}); });
   EXPECT_NE(queued.wait_for(milliseconds(50)), std::future_status::ready);

@@ -39,7 +39,7 @@ inline Completion Await(Connector& c, ConnectorOp op,
   return f.get();
 }
 
-// `lookup_now` (a LookupNow) once it answers: right after a connector starts, no lane worker may
+// `lookup_now` (a LookupNow) once it answers: right after a connector starts, no pool thread may
 // have left an idle connection yet. nullopt after 10 s.
 inline std::optional<Completion> FirstAnswer(
     const std::function<std::optional<Completion>()>& lookup_now) {
