@@ -97,7 +97,25 @@ RunFn AddBenchServer(CLI::App& bench) {
   cmd->add_option("--plot", o->plot,
                   "--trace: draw hit rate, GB/s and estimated TTFT over trace time into this PNG "
                   "(gnuplot; the rows go to the same name with .tsv)");
-  return [o] { return bench::RunBenchServer(*o); };
+  // The TTFT estimate's load path goes to the presets (ttft_model.h), not to `o`.
+  auto load = std::make_shared<bench::LoadAssumption>();
+  auto engine_path = std::make_shared<std::string>("gpu");
+  cmd->add_option("--engine-path", *engine_path,
+                  "--trace: where the engine's KV lives, so what a hit's bytes cost: gpu (over "
+                  "the host-to-GPU link, --load-gbps) or host (this run's RETRIEVE rate)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpu", "host"}));
+  cmd->add_option("--load-gbps", load->gbps,
+                  fmt::format("--trace, --engine-path gpu: host-to-GPU GB/s (default {:.0f}, "
+                              "PCIe 4.0 x16; `kvtier bench gpu` measures yours)",
+                              bench::kPcieDefaultGbps))
+      ->check(CLI::PositiveNumber)
+      ->each([load](const std::string&) { load->gbps_given = true; });
+  return [o, load, engine_path] {
+    load->path = *bench::ParseLoadPath(*engine_path);
+    bench::SetDefaultLoad(*load);
+    return bench::RunBenchServer(*o);
+  };
 }
 
 RunFn AddBenchL2(CLI::App& bench) {

@@ -37,10 +37,15 @@ bool Quotable(const std::string& s) { return s.find('\'') == std::string::npos; 
 
 std::string Script(const nlohmann::json& trace, const std::string& data, const std::string& png) {
   const std::string title =
-      fmt::format("kvtier replay of {} ({} requests, model {})",
+      fmt::format("kvtier replay of {} ({} requests, model {})\\nTTFT estimated for a {}",
                   std::filesystem::path(trace["file"].get<std::string>()).filename().string(),
-                  trace["requests"].get<uint64_t>(),
-                  trace["model"]["name"].get<std::string>());
+                  trace["requests"].get<uint64_t>(), trace["model"]["name"].get<std::string>(),
+                  trace["load"]["assumption"].get<std::string>());
+  const nlohmann::json& load = trace["load"];
+  const std::string legend =
+      load["engine_path"] == "gpu"
+          ? fmt::format("kvtier, p50 (KV to the GPU at {:.1f} GB/s)", load["gbps"].get<double>())
+          : fmt::format("kvtier, p50 (KV at RETRIEVE {:.2f} GB/s)", load["gbps"].get<double>());
   return fmt::format(R"gp(set terminal pngcairo noenhanced size 1100,1000 font "DejaVu Sans,10"
 set output '{png}'
 set datafile separator "\t"
@@ -57,10 +62,10 @@ set ylabel "GB/s copied (STORE + RETRIEVE)"
 plot '{data}' using 1:5 with linespoints title "replay"
 set ylabel "estimated TTFT (ms, log scale)"
 set logscale y
-plot '{data}' using 1:8 with lines title "recompute, p50", '' using 1:6 with linespoints title "kvtier, p50", '' using 1:7 with lines dashtype 3 title "kvtier, p99"
+plot '{data}' using 1:8 with lines title "recompute, p50", '' using 1:6 with linespoints title "{legend}", '' using 1:7 with lines dashtype 3 title "kvtier, p99"
 unset multiplot
 )gp",
-                     fmt::arg("png", png), fmt::arg("data", data),
+                     fmt::arg("png", png), fmt::arg("data", data), fmt::arg("legend", legend),
                      fmt::arg("title", Quotable(title) && title.find('"') == std::string::npos
                                            ? title
                                            : std::string("kvtier replay")));

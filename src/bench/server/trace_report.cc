@@ -153,6 +153,12 @@ json TraceJson(const TraceInputs& in, size_t bins) {
                 {"prefill_tokens_per_s", m.prefill_tokens_per_s},
                 {"kv_bytes_per_token", m.kv_bytes_per_token},
                 {"overhead_ms", m.overhead_s * 1e3}};
+  j["load"] = {
+      {"engine_path", LoadPathName(m.load.path)},
+      {"gbps", m.load.path == LoadPath::kGpu ? m.load.gbps
+                                             : (fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0)},
+      {"gbps_given", m.load.gbps_given},
+      {"assumption", DescribeLoad(m.load, fit)}};
   j["tokens"] = {{"input", input},
                  {"hit", hit_tokens},
                  {"ideal_hit", ideal_tokens},
@@ -190,16 +196,18 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
   const json& b = tr["bytes"];
   os << fmt::format(
       "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); a hit's "
-      "bytes at the model's size (x {:.0f} the replay's {:.2f} KiB per token) load at this run's "
-      "RETRIEVE, fitted as {:.0f} us + bytes at {:.2f} GB/s:\n",
+      "bytes at the model's size (x {:.0f} the replay's {:.2f} KiB per token); this run's "
+      "RETRIEVE fitted as {:.0f} us + bytes at {:.2f} GB/s; load assumed: {}\n",
       m["name"].get<std::string>(), m["prefill_tokens_per_s"].get<double>(),
       m["kv_bytes_per_token"].get<double>() / 1024,
       m["overhead_ms"].get<double>() > 0
           ? fmt::format(", {:.1f} ms per request besides", m["overhead_ms"].get<double>())
           : std::string(),
       b["model_over_replay"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
-      tr["retrieve_fit"]["fixed_us"].get<double>(), tr["retrieve_fit"]["gbps"].get<double>());
-  if (!tr["retrieve_fit"]["least_squares"].get<bool>()) {
+      tr["retrieve_fit"]["fixed_us"].get<double>(), tr["retrieve_fit"]["gbps"].get<double>(),
+      tr["load"]["assumption"].get<std::string>());
+  // Only a host-memory engine's bytes are priced on the fitted line.
+  if (!tr["retrieve_fit"]["least_squares"].get<bool>() && tr["load"]["engine_path"] == "host") {
     os << "  (RETRIEVE times did not fit a line: too few hits or too little spread in their "
           "sizes; the bandwidth is rough. More requests or larger --layers / --bytes-per-token "
           "help.)\n";

@@ -14,16 +14,35 @@ namespace {
 // token at 40% of an H100 SXM's 989 dense bf16 TFLOPS (per GPU x the tensor-parallel GPUs).
 // Pass --prefill-tokens-per-s measured on the real deployment to replace it.
 const PrefillModel kPrefillPresets[] = {
-    {"llama-3.1-8b", 24'600, 2ull * 32 * 8 * 128 * 2, 0},      // 8.0 B params, 1 GPU
-    {"qwen3-8b", 24'100, 2ull * 36 * 8 * 128 * 2, 0},          // 8.2 B params, 1 GPU
-    {"llama-3.1-70b-tp8", 22'400, 2ull * 80 * 8 * 128 * 2, 0},  // 70.6 B params, 8 GPUs
+    {"llama-3.1-8b", 24'600, 2ull * 32 * 8 * 128 * 2, 0, {}},       // 8.0 B params, 1 GPU
+    {"qwen3-8b", 24'100, 2ull * 36 * 8 * 128 * 2, 0, {}},           // 8.2 B params, 1 GPU
+    {"llama-3.1-70b-tp8", 22'400, 2ull * 80 * 8 * 128 * 2, 0, {}},  // 70.6 B params, 8 GPUs
 };
+
+LoadAssumption& DefaultLoad() {
+  static LoadAssumption load;
+  return load;
+}
 
 }  // namespace
 
+std::string LoadPathName(LoadPath path) { return path == LoadPath::kGpu ? "gpu" : "host"; }
+
+Result<LoadPath> ParseLoadPath(const std::string& name) {
+  if (name == "gpu") return LoadPath::kGpu;
+  if (name == "host") return LoadPath::kHost;
+  return Status(Code::kInvalidArgument,
+                fmt::format("unknown engine path '{}' (known: gpu, host)", name));
+}
+
+void SetDefaultLoad(const LoadAssumption& load) { DefaultLoad() = load; }
+
 Result<PrefillModel> PrefillPreset(const std::string& name) {
-  for (const PrefillModel& m : kPrefillPresets) {
-    if (m.name == name) return m;
+  for (PrefillModel m : kPrefillPresets) {
+    if (m.name == name) {
+      m.load = DefaultLoad();
+      return m;
+    }
   }
   return Status(Code::kInvalidArgument,
                 fmt::format("unknown model preset '{}' (known: {})", name,
@@ -73,19 +92,24 @@ RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests) {
 }
 
 TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit) {
+  const bool gpu = m.load.path == LoadPath::kGpu;
+  // A GPU engine's bytes cross the host-to-GPU link, not this run's host memcpy.
+  const double s_per_byte = !gpu              ? fit.s_per_byte
+                            : m.load.gbps > 0 ? 1.0 / (m.load.gbps * 1e9)
+                                              : 0.0;
   auto prefill = [&](uint64_t tokens) {
     return static_cast<double>(tokens) / m.prefill_tokens_per_s;
   };
   auto load = [&](uint64_t tokens) {
-    return fit.fixed_s +
-           static_cast<double>(tokens * m.kv_bytes_per_token) * fit.s_per_byte;
+    return fit.fixed_s + static_cast<double>(tokens * m.kv_bytes_per_token) * s_per_byte;
   };
   TtftEstimate e;
   e.recompute_s = m.overhead_s + prefill(r.input_tokens);
   double own_load = 0;
   if (r.hit_tokens > 0 && r.retrieved_bytes > 0) {
-    const double deviation = r.retrieve_s - load(0) -
-                             static_cast<double>(r.retrieved_bytes) * fit.s_per_byte;
+    const double deviation =
+        gpu ? 0.0
+            : r.retrieve_s - fit.fixed_s - static_cast<double>(r.retrieved_bytes) * fit.s_per_byte;
     own_load = std::max(0.0, load(r.hit_tokens) + deviation);
   }
   e.load_s = r.lookup_s + own_load;
@@ -98,6 +122,17 @@ TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const
   }
   e.ideal_s = m.overhead_s + prefill(r.input_tokens - ideal_hit) + (r.lookup_s + ideal_load);
   return e;
+}
+
+std::string DescribeLoad(const LoadAssumption& load, const RetrieveFit& fit) {
+  const std::string rpc =
+      fmt::format("LOOKUP + {:.0f} us RETRIEVE round trip measured here", fit.fixed_s * 1e6);
+  if (load.path == LoadPath::kHost) {
+    return fmt::format("host-memory engine: KV at the RETRIEVE rate measured here, {:.2f} GB/s, {}",
+                       fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0, rpc);
+  }
+  return fmt::format("GPU engine: KV to the GPU at {:.1f} GB/s ({}), {}", load.gbps,
+                     load.gbps_given ? "--load-gbps" : "PCIe 4.0 x16 default; --load-gbps", rpc);
 }
 
 }  // namespace kvtier::bench

@@ -2,8 +2,10 @@
 // if the engine recomputed its whole prompt, and what it is when kvtier supplies the prefix it
 // holds. Prefill is taken as linear in the tokens computed (tokens per second of a model preset,
 // or a number measured on the operator's hardware); loading a hit costs the round trips measured
-// in the replay plus its bytes at the model's KV size, at the bandwidth the replay measured.
-// Queueing, attention's quadratic term and decode are left out (docs/BENCHMARKS.md).
+// in the replay plus its bytes at the model's KV size over the path the engine's KV takes: for a
+// GPU engine host-to-GPU copies (a stated bandwidth), for a host-memory engine the RETRIEVE rate
+// the replay measured. Queueing, attention's quadratic term and decode are left out
+// (docs/BENCHMARKS.md, "TTFT model used by make run").
 #pragma once
 
 #include <cstdint>
@@ -14,11 +16,35 @@
 
 namespace kvtier::bench {
 
+// Where a hit's KV goes, and so what its bytes cost.
+enum class LoadPath {
+  kGpu,   // into GPU memory: bytes over the host-to-GPU link at LoadAssumption::gbps
+  kHost,  // into host memory: bytes at this run's RETRIEVE rate (RetrieveFit)
+};
+
+// A PCIe 4.0 x16 link's effective host-to-GPU rate for pinned copies (32 GB/s raw).
+inline constexpr double kPcieDefaultGbps = 25.0;
+
+struct LoadAssumption {
+  LoadPath path = LoadPath::kGpu;
+  double gbps = kPcieDefaultGbps;  // kGpu only
+  bool gbps_given = false;         // false: kPcieDefaultGbps, not a measurement
+};
+
+// "gpu" or "host"; ParseLoadPath accepts the same words.
+std::string LoadPathName(LoadPath path);
+Result<LoadPath> ParseLoadPath(const std::string& name);
+
+// The presets take this load assumption. `kvtier bench server` sets it from --engine-path and
+// --load-gbps before it runs: BenchServerOptions would be its natural home.
+void SetDefaultLoad(const LoadAssumption& load);
+
 struct PrefillModel {
   std::string name;
   double prefill_tokens_per_s = 0;  // one request's prompt computed at this rate
   uint64_t kv_bytes_per_token = 0;  // K and V of every layer
   double overhead_s = 0;            // fixed per-request cost outside prefill (scheduling, ...)
+  LoadAssumption load;              // how a hit's bytes reach the engine
 };
 
 // The presets, by name (see kPrefillPresets in ttft_model.cc for how each was derived).
@@ -53,9 +79,14 @@ struct TtftEstimate {
   double load_s = 0;       // kvtier_s's loading part
 };
 
-// A hit loads in: its LOOKUP, the fit's fixed cost, the model's bytes at the fit's bandwidth, and
-// the request's own deviation from the fit (contention is kept, not averaged away).
+// A hit loads in its LOOKUP plus the fit's fixed cost (the RETRIEVE round trip), plus the model's
+// bytes: over the GPU link at m.load.gbps, or (kHost) at the fit's bandwidth with the request's
+// own deviation from the fit (host contention is kept, not averaged away).
 TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit);
+
+// The load assumption in words, for the line that prints an estimate and for the plot, e.g.
+// "GPU engine: KV over host-to-GPU at 25.0 GB/s (PCIe 4.0 x16 default, --load-gbps)".
+std::string DescribeLoad(const LoadAssumption& load, const RetrieveFit& fit);
 
 // Real tokens behind `chunks` replayed chunks: replay tokens scale back by 512 / tokens_per_id;
 // never more than the request's input.

@@ -1,6 +1,6 @@
 // The TTFT estimate of `bench server --trace` (ttft_model.h): prefill priced per token, a hit's
-// load re-priced at the model's bytes on the line fitted to the run's RETRIEVE times, keeping the
-// request's own deviation from it.
+// load re-priced at the model's bytes: over the GPU link for a GPU engine, on the line fitted to
+// the run's RETRIEVE times (keeping the request's own deviation from it) for a host-memory one.
 #include "bench/server/ttft_model.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,13 @@
 namespace kvtier::bench {
 namespace {
 
-PrefillModel Model() { return {"test", 1000, 100'000, 0.010}; }  // 1 ms per token, 10 ms fixed
+// 1 ms per token, 10 ms fixed; hits load into host memory at the run's RETRIEVE rate.
+PrefillModel Model() { return {"test", 1000, 100'000, 0.010, {.path = LoadPath::kHost}}; }
+
+// The same, for a GPU engine whose link moves 10 GB/s.
+PrefillModel GpuModel() {
+  return {"test", 1000, 100'000, 0.010, {.path = LoadPath::kGpu, .gbps = 10, .gbps_given = true}};
+}
 
 TEST(TtftModel, RecomputingPricesEveryTokenAndTheFixedCost) {
   const TtftEstimate e = EstimateTtft(Model(), {.input_tokens = 2000}, {0.0001, 1e-9});
@@ -60,6 +66,47 @@ TEST(TtftModel, TheIdealCachesExtraHitsLoadOnTheSameLine) {
   const TtftEstimate e = EstimateTtft(Model(), r, fit);
   EXPECT_DOUBLE_EQ(e.kvtier_s, e.recompute_s);
   EXPECT_NEAR(e.ideal_s, 0.010 + 1.0 + 0.0001 + 0.050, 1e-12);
+}
+
+TEST(TtftModel, AGpuEnginesHitLoadsOverItsLinkPlusTheMeasuredRoundTrips) {
+  const RetrieveFit fit{0.0001, 1e-9};  // host RETRIEVE: 100 us + 1 GB/s
+  ReplayedRequest r;
+  r.input_tokens = 2000;
+  r.hit_tokens = 1500;  // 150 MB over the 10 GB/s link: 15 ms, not the host's 150 ms
+  r.ideal_hit_tokens = 1800;
+  r.lookup_s = 0.0002;
+  r.retrieved_bytes = 1'000'000;
+  r.retrieve_s = 0.0014;  // 0.3 ms over the host fit: host contention, not the GPU link's
+  const TtftEstimate e = EstimateTtft(GpuModel(), r, fit);
+  EXPECT_NEAR(e.load_s, 0.0002 + 0.0001 + 0.015, 1e-12);
+  EXPECT_NEAR(e.kvtier_s, 0.010 + 0.5 + 0.0153, 1e-12);
+  EXPECT_NEAR(e.recompute_s, 0.010 + 2.0, 1e-12);
+  // 300 more tokens cached: 0.3 s less prefill, 3 ms more on the link.
+  EXPECT_NEAR(e.ideal_s, 0.010 + 0.2 + 0.0002 + 0.0001 + 0.018, 1e-12);
+}
+
+TEST(TtftModel, TheLoadAssumptionIsSaidInWords) {
+  const RetrieveFit fit{0.000120, 0.5e-9};
+  EXPECT_EQ(DescribeLoad({}, fit),
+            "GPU engine: KV to the GPU at 25.0 GB/s (PCIe 4.0 x16 default; --load-gbps), LOOKUP + "
+            "120 us RETRIEVE round trip measured here");
+  EXPECT_EQ(DescribeLoad({.path = LoadPath::kGpu, .gbps = 48.5, .gbps_given = true}, fit),
+            "GPU engine: KV to the GPU at 48.5 GB/s (--load-gbps), LOOKUP + 120 us RETRIEVE round "
+            "trip measured here");
+  EXPECT_EQ(DescribeLoad({.path = LoadPath::kHost}, fit),
+            "host-memory engine: KV at the RETRIEVE rate measured here, 2.00 GB/s, LOOKUP + 120 us "
+            "RETRIEVE round trip measured here");
+}
+
+TEST(TtftModel, PresetsTakeTheLoadAssumptionTheCommandLineSet) {
+  EXPECT_EQ(PrefillPreset("qwen3-8b")->load.path, LoadPath::kGpu);
+  EXPECT_DOUBLE_EQ(PrefillPreset("qwen3-8b")->load.gbps, kPcieDefaultGbps);
+  SetDefaultLoad({.path = LoadPath::kHost});
+  EXPECT_EQ(PrefillPreset("qwen3-8b")->load.path, LoadPath::kHost);
+  SetDefaultLoad({});
+  ASSERT_TRUE(ParseLoadPath("host").ok());
+  EXPECT_EQ(*ParseLoadPath("gpu"), LoadPath::kGpu);
+  EXPECT_FALSE(ParseLoadPath("disk").ok());
 }
 
 TEST(TtftModel, ReplayChunksScaleBackToTheTracesTokens) {
