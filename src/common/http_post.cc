@@ -15,12 +15,13 @@
 namespace kvtier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
+bool WaitFor(int fd, short events, SteadyClock::time_point deadline) {
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - SteadyClock::now())
+                          .count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(left));
@@ -30,7 +31,8 @@ bool WaitFor(int fd, short events, Clock::time_point deadline) {
 }
 
 // A connected non-blocking socket, or -1 with `error` set. Tries every address of `host`.
-int Connect(const std::string& host, int port, Clock::time_point deadline, std::string* error) {
+int Connect(const std::string& host, int port, SteadyClock::time_point deadline,
+            std::string* error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -59,7 +61,7 @@ int Connect(const std::string& host, int port, Clock::time_point deadline, std::
 }
 
 // Sends the request and reads until EOF; false with `error` set otherwise.
-bool Exchange(int fd, const std::string& request, Clock::time_point deadline,
+bool Exchange(int fd, const std::string& request, SteadyClock::time_point deadline,
               std::chrono::milliseconds timeout, std::string* raw, std::string* error) {
   for (size_t off = 0; off < request.size();) {
     if (!WaitFor(fd, POLLOUT, deadline)) {
@@ -95,7 +97,7 @@ HttpPostResult HttpPost(const std::string& host, int port, const std::string& pa
                         const std::string& body, const std::string& content_type,
                         std::chrono::milliseconds timeout) {
   HttpPostResult out;
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = SteadyClock::now() + timeout;
   const int fd = Connect(host, port, deadline, &out.error);
   if (fd < 0) return out;
   out.sent = true;  // from here on the server may have seen (and acted on) the request

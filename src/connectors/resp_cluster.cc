@@ -11,21 +11,24 @@
 namespace kvtier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // What a failed read of the map says, at most this many nodes' reasons.
 constexpr size_t kReasonsShown = 3;
 
 bool SameRouting(const RespSlotMap& a, const RespSlotMap& b) {
-  return a.masters == b.masters && a.owner == b.owner;
+  return a.primaries == b.primaries && a.owner == b.owner;
 }
 
 }  // namespace
 
-RespSlotCache::RespSlotCache(RespEndpoint base, std::vector<RespNode> more_seeds)
-    : base_(std::move(base)), name_("resp cluster " + RespNode{base_.host, base_.port}.Text()) {
-  seeds_.push_back(RespNode{base_.host, base_.port});
-  for (RespNode& n : more_seeds) {
+RespSlotCache::RespSlotCache(RespEndpoint base, std::vector<RespShard> more_seeds,
+                             const Clock* clock)
+    : base_(std::move(base)),
+      name_("resp cluster " + RespShard{base_.host, base_.port}.Text()),
+      clock_(clock) {
+  seeds_.push_back(RespShard{base_.host, base_.port});
+  for (RespShard& n : more_seeds) {
     if (std::find(seeds_.begin(), seeds_.end(), n) == seeds_.end()) seeds_.push_back(std::move(n));
   }
 }
@@ -35,7 +38,7 @@ std::shared_ptr<const RespSlotMap> RespSlotCache::Current() const {
   return map_;
 }
 
-RespEndpoint RespSlotCache::EndpointFor(const RespNode& node) const {
+RespEndpoint RespSlotCache::EndpointFor(const RespShard& node) const {
   RespEndpoint ep = base_;
   ep.host = node.host;
   ep.port = node.port;
@@ -65,23 +68,24 @@ Result<std::shared_ptr<const RespSlotMap>> RespSlotCache::Refresh(Deadline d, bo
   std::shared_ptr<const RespSlotMap> cur = Current();
   if (cur != nullptr) {
     if (refreshes_.load() != gen) return cur;  // another thread read it while this one waited
-    if (!force && Clock::now() - last_read_ < kRespMinRefreshInterval) return cur;
+    const int64_t since = clock_->NowNs() - last_read_ns_;
+    if (!force && since < std::chrono::nanoseconds(kRespMinRefreshInterval).count()) return cur;
   }
-  last_read_ = Clock::now();
+  last_read_ns_ = clock_->NowNs();
 
   // The seeds first (what the operator named), then every node the last map knew: after the
   // seed itself failed, a replica promoted in its place still knows the cluster.
-  std::vector<RespNode> nodes = seeds_;
+  std::vector<RespShard> nodes = seeds_;
   if (cur != nullptr) {
-    for (const auto* list : {&cur->masters, &cur->replicas}) {
-      for (const RespNode& n : *list) {
+    for (const auto* list : {&cur->primaries, &cur->replicas}) {
+      for (const RespShard& n : *list) {
         if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
       }
     }
   }
   std::vector<std::string> reasons;
-  for (const RespNode& node : nodes) {
-    if (Clock::now() >= d) break;
+  for (const RespShard& node : nodes) {
+    if (SteadyClock::now() >= d) break;
     Result<RespSlotMap> m = FetchRespSlotMap(base_, node, d);
     if (!m.ok()) {
       if (reasons.size() < kReasonsShown) reasons.push_back(m.status().message());
@@ -89,7 +93,8 @@ Result<std::shared_ptr<const RespSlotMap>> RespSlotCache::Refresh(Deadline d, bo
     }
     auto next = std::make_shared<const RespSlotMap>(std::move(m).value());
     if (cur == nullptr || !SameRouting(*cur, *next)) {
-      KVT_LOG_INFO("{}: slot map from {}: {} masters", name_, next->source, next->masters.size());
+      KVT_LOG_INFO("{}: slot map from {}: {} primaries", name_, next->source,
+                   next->primaries.size());
     }
     {
       std::lock_guard map_lock(map_mu_);
@@ -99,7 +104,7 @@ Result<std::shared_ptr<const RespSlotMap>> RespSlotCache::Refresh(Deadline d, bo
     refreshes_.fetch_add(1);
     return std::shared_ptr<const RespSlotMap>(next);
   }
-  const Code code = Clock::now() >= d ? Code::kTimeout : Code::kUnavailable;
+  const Code code = SteadyClock::now() >= d ? Code::kTimeout : Code::kUnavailable;
   std::string why = fmt::format("{}", fmt::join(reasons, "; "));
   if (nodes.size() > reasons.size()) why += fmt::format("; {} nodes in all", nodes.size());
   return Status(code, fmt::format("{}: no node answered CLUSTER SLOTS ({})", name_, why));
@@ -150,8 +155,8 @@ Status RespClusterConn::Route(Call& call) {
   const std::shared_ptr<const RespSlotMap> map = std::move(got).value();
   Prune(*map);
 
-  std::vector<Group> groups(map->masters.size());
-  for (size_t m = 0; m < groups.size(); ++m) groups[m].node = map->masters[m];
+  std::vector<Group> groups(map->primaries.size());
+  for (size_t m = 0; m < groups.size(); ++m) groups[m].node = map->primaries[m];
   for (size_t i = 0; i < call.keys.size(); ++i) {
     const uint16_t slot = RespKeySlot(call.keys[i]);
     const int16_t owner = map->owner[slot];
@@ -159,7 +164,7 @@ Status RespClusterConn::Route(Call& call) {
       if (call.first_error.ok()) {
         call.first_error =
             Status(Code::kUnavailable,
-                   fmt::format("{}: no master serves slot {} (key '{}'; map from {})",
+                   fmt::format("{}: no primary serves slot {} (key '{}'; map from {})",
                                cache_->name(), slot, PrintableText(call.keys[i]), map->source));
       }
       cache_->MarkStale();
@@ -211,7 +216,7 @@ void RespClusterConn::RunGroup(Call& call, const Group& g, std::vector<Retry>& r
   auto fail = [&](Status s) {
     if (call.first_error.ok()) call.first_error = std::move(s);
   };
-  if (Clock::now() >= call.deadline) {
+  if (SteadyClock::now() >= call.deadline) {
     // Not asked at all: asking would only time out at once and drop a healthy connection.
     fail(Status(Code::kTimeout, fmt::format("resp {}: deadline passed before {} keys were sent",
                                             g.node.Text(), g.keys.size())));
@@ -270,7 +275,7 @@ void RespClusterConn::RunGroup(Call& call, const Group& g, std::vector<Retry>& r
   }
 }
 
-RespConnection& RespClusterConn::ConnFor(const RespNode& node) {
+RespConnection& RespClusterConn::ConnFor(const RespShard& node) {
   std::string key = node.Text();
   auto it = conns_.find(key);
   if (it == conns_.end()) {
@@ -285,8 +290,8 @@ void RespClusterConn::Prune(const RespSlotMap& map) {
   if (gen == pruned_at_) return;
   pruned_at_ = gen;
   std::erase_if(conns_, [&](const auto& kv) {
-    return std::none_of(map.masters.begin(), map.masters.end(),
-                        [&](const RespNode& m) { return m.Text() == kv.first; });
+    return std::none_of(map.primaries.begin(), map.primaries.end(),
+                        [&](const RespShard& m) { return m.Text() == kv.first; });
   });
 }
 

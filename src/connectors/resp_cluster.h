@@ -1,12 +1,12 @@
-// The resp connector's Redis Cluster mode ("cluster": true): a batch is split by the master that
-// owns each key's slot, each part is one pipeline on that master's RespConnection (so values still
+// The resp connector's Redis Cluster mode ("cluster": true): a batch is split by the primary that
+// owns each key's slot, each part is one pipeline on that primary's RespConnection (so values still
 // move without a copy), and the answers are put back in the caller's order.
 //
 // RespSlotCache is the connector's one slot map, shared by its threads: read with CLUSTER
 // SLOTS from the seeds or any node of the last map, again after a -MOVED (at most once per call and
-// once per kRespMinRefreshInterval) and at the next call after a master could not be reached
+// once per kRespMinRefreshInterval) and at the next call after a primary could not be reached
 // (after a failover the promoted replica must be found). RespClusterConn is one thread's view:
-// one connection per master, opened lazily, and the redirection logic: -MOVED retries the key on
+// one connection per primary, opened lazily, and the redirection logic: -MOVED retries the key on
 // the node named, -ASK sends ASKING and the command to that node for that key only, and a key
 // redirected more than kRespMaxRedirects times in one call fails with UNAVAILABLE.
 #pragma once
@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "connectors/connector.h"
 #include "connectors/resp_connection.h"
@@ -36,7 +37,9 @@ class RespSlotCache {
  public:
   // `base` holds what every node connection shares (credentials, timeouts, ttl); its host:port is
   // the first seed, `more_seeds` the others.
-  RespSlotCache(RespEndpoint base, std::vector<RespNode> more_seeds);
+  // `clock` times the rate limit of map reads (a test's FakeClock; must outlive the cache).
+  RespSlotCache(RespEndpoint base, std::vector<RespShard> more_seeds,
+                const Clock* clock = Clock::Real());
 
   // The map in use; null before the first successful Refresh.
   std::shared_ptr<const RespSlotMap> Current() const;
@@ -53,11 +56,11 @@ class RespSlotCache {
 
   // Successful reads so far (tests, logs).
   uint64_t refreshes() const { return refreshes_.load(); }
-  // Bumped by every successful read: threads drop connections to nodes no longer masters.
+  // Bumped by every successful read: threads drop connections to nodes no longer primaries.
   uint64_t generation() const { return refreshes_.load(); }
 
   // The endpoint of one node: `base` with that host and port, in cluster mode.
-  RespEndpoint EndpointFor(const RespNode& node) const;
+  RespEndpoint EndpointFor(const RespShard& node) const;
   const RespEndpoint& base() const { return base_; }
   // "resp cluster 127.0.0.1:7000", the prefix of the cache's own messages.
   const std::string& name() const { return name_; }
@@ -65,7 +68,7 @@ class RespSlotCache {
  private:
   const RespEndpoint base_;
   const std::string name_;
-  std::vector<RespNode> seeds_;
+  std::vector<RespShard> seeds_;
 
   mutable std::mutex map_mu_;  // guards map_
   std::shared_ptr<const RespSlotMap> map_;
@@ -75,12 +78,13 @@ class RespSlotCache {
   std::mutex read_mu_;
   std::condition_variable read_cv_;
   bool reading_ = false;
-  std::chrono::steady_clock::time_point last_read_{};  // used only by the reader
+  const Clock* const clock_;
+  int64_t last_read_ns_ = 0;  // clock_'s time of the last read; used only by the reader
   std::atomic<bool> stale_{false};
   std::atomic<uint64_t> refreshes_{0};
 };
 
-// One thread's connections to the masters. Same contracts as RespConnection's batch calls;
+// One thread's connections to the primaries. Same contracts as RespConnection's batch calls;
 // keys that could not be answered (node down, redirected too often, no owner) get 0 and the call
 // returns the first error. Not thread-safe.
 class RespClusterConn {
@@ -113,7 +117,7 @@ class RespClusterConn {
   };
   // Keys (indices into the call) sent to one node, with ASKING or not.
   struct Group {
-    RespNode node;
+    RespShard node;
     bool ask = false;
     std::vector<size_t> keys;
   };
@@ -130,8 +134,8 @@ class RespClusterConn {
   // Runs one group on its node's connection; scatters the answers into the call and appends
   // the redirected keys to `retries`.
   void RunGroup(Call& call, const Group& g, std::vector<Retry>& retries);
-  RespConnection& ConnFor(const RespNode& node);
-  // Closes connections to nodes that are not masters of `map` any more.
+  RespConnection& ConnFor(const RespShard& node);
+  // Closes connections to nodes that are not primaries of `map` any more.
   void Prune(const RespSlotMap& map);
 
   std::shared_ptr<RespSlotCache> cache_;

@@ -27,7 +27,7 @@
 namespace kvtier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kReadBufSize = 64 << 10;  // longer reply lines than this are a desync
 // Redis refuses bulk strings over proto-max-bulk-len (512 MiB by default) and closes the
@@ -37,8 +37,8 @@ constexpr int kMaxIov = 64;  // per sendmsg
 
 // Milliseconds to pass to poll() until `d`, rounded up; <= 0 when it has passed.
 int PollTimeout(Deadline d) {
-  const auto left = d - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
+  const auto left = d - SteadyClock::now();
+  if (left <= SteadyClock::duration::zero()) return 0;
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
 }
@@ -247,7 +247,7 @@ void RespConnection::Drop() {
 // running out of the first is UNAVAILABLE (the server does not answer), of the second TIMEOUT.
 Status RespConnection::EnsureConnected(Deadline d) {
   if (fd_ >= 0) return Status::Ok();
-  const Deadline own = Clock::now() + ep_.connect_timeout;
+  const Deadline own = SteadyClock::now() + ep_.connect_timeout;
   const bool task_first = d < own;
   Status s = OpenSocket(std::min(d, own));
   if (s.ok()) {

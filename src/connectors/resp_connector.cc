@@ -2,7 +2,7 @@
 // (opened lazily, reopened after any failure, so a restarted server is picked up by itself), and
 // every tile of a batch is one pipeline on it. Values move between the caller's buffers and the
 // socket without an intermediate copy (resp_connection.cc). With "cluster": true each thread owns
-// one connection per master of a Redis Cluster instead, and a tile is split by slot owner
+// one connection per primary of a Redis Cluster instead, and a tile is split by slot owner
 // (resp_cluster.h).
 //
 // Store is `SET key value NX` (with `EX ttl_s` when set): the first writer wins, and an existing
@@ -29,7 +29,7 @@ namespace {
 constexpr size_t kSmallOpKeysPerTile = 256;
 
 // C is what one connector thread owns: RespConnection (one server) or RespClusterConn (one
-// connection per master); S is what every thread's C is made from: the server's endpoint, or the
+// connection per primary); S is what every thread's C is made from: the server's endpoint, or the
 // cluster's shared slot map. Both C have the same batch calls.
 template <class C, class S>
 class RespConnector final : public ConnectorBase<RespConnector<C, S>> {
@@ -95,7 +95,7 @@ ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohm
   RespEndpoint ep;
   bool has_username = false;
   bool cluster = false, has_nodes = false;
-  std::vector<RespNode> nodes;
+  std::vector<RespShard> nodes;
   for (const auto& [key, v] : backend.items()) {
     if (key == "host") {
       if (!v.is_string() || v.get<std::string>().empty()) return BadValue(key, "a non-empty string");
@@ -133,7 +133,7 @@ ConnectorResult CreateRespConnector(const ConnectorOptions& options, const nlohm
     } else if (key == "nodes") {
       if (!v.is_array()) return BadValue(key, "an array of \"host:port\" strings");
       for (const auto& n : v) {
-        std::optional<RespNode> node = n.is_string() ? ParseRespNode(n.get<std::string>())
+        std::optional<RespShard> node = n.is_string() ? ParseRespShard(n.get<std::string>())
                                                      : std::nullopt;
         if (!node || node->host.empty()) {
           return Status(Code::kInvalidArgument,

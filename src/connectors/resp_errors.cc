@@ -28,7 +28,7 @@ Status RespErrorStatus(const std::string& name, std::string_view text, const std
     what = "cluster redirection (set 'cluster': true, or point 'host' at a standalone server)";
   } else if (text.starts_with("CLUSTERDOWN")) {
     code = Code::kUnavailable;
-    what = "cluster down (a slot has no reachable master)";
+    what = "cluster down (a slot has no reachable primary)";
   } else if (text.starts_with("TRYAGAIN")) {
     code = Code::kUnavailable;
     what = "cluster slot being resharded (try again)";

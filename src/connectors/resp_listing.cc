@@ -108,7 +108,7 @@ Result<std::vector<StoredObject>> ListRespClusterObjects(RespSlotCache& cache) {
   if (!map.ok()) return map.status();
   const int64_t now_ns = NowNs();
   std::vector<StoredObject> out;
-  for (const RespNode& m : (*map)->masters) {
+  for (const RespShard& m : (*map)->primaries) {
     KVT_RETURN_IF_ERROR(ScanInto(cache.EndpointFor(m), now_ns, out));
   }
   return Finish(std::move(out));

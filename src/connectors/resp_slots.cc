@@ -1,6 +1,6 @@
 // The slot map is read with hiredis, in a short blocking connection: CLUSTER SLOTS is a nested
 // array, which the data path's one-line reply reader (resp_reply_reader.h) does not parse, and a
-// map read is rare (startup, a MOVED, a lost master), so its copies do not matter.
+// map read is rare (startup, a MOVED, a lost primary), so its copies do not matter.
 #include "connectors/resp_slots.h"
 
 #include "connectors/resp_hiredis.h"
@@ -14,7 +14,7 @@
 namespace kvtier {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // The table-driven form of CRC16/XMODEM: one entry per byte value.
 constexpr std::array<uint16_t, 256> MakeCrcTable() {
@@ -40,7 +40,7 @@ bool ParsePort(std::string_view s, uint16_t& port) {
 
 // A node entry of CLUSTER SLOTS: [ip, port, id, ...]. An empty ip means "the address you asked";
 // "?" an unknown endpoint (nullopt).
-std::optional<RespNode> NodeOf(const redisReply* r, const RespNode& asked) {
+std::optional<RespShard> NodeOf(const redisReply* r, const RespShard& asked) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
       r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_INTEGER ||
       r->element[1]->integer < 1 || r->element[1]->integer > 65535) {
@@ -49,18 +49,18 @@ std::optional<RespNode> NodeOf(const redisReply* r, const RespNode& asked) {
   std::string host(r->element[0]->str, r->element[0]->len);
   if (host == "?") return std::nullopt;
   if (host.empty()) host = asked.host;
-  return RespNode{std::move(host), static_cast<uint16_t>(r->element[1]->integer)};
+  return RespShard{std::move(host), static_cast<uint16_t>(r->element[1]->integer)};
 }
 
-size_t IndexOf(std::vector<RespNode>& nodes, RespNode n) {
+size_t IndexOf(std::vector<RespShard>& nodes, RespShard n) {
   auto it = std::find(nodes.begin(), nodes.end(), n);
   if (it != nodes.end()) return static_cast<size_t>(it - nodes.begin());
   nodes.push_back(std::move(n));
   return nodes.size() - 1;
 }
 
-// [[start, end, master, replica...], ...] -> map. False when the reply does not have that shape.
-bool ParseSlots(const redisReply* r, const RespNode& asked, RespSlotMap& map) {
+// [[start, end, primary, replica...], ...] -> map. False when the reply does not have that shape.
+bool ParseSlots(const redisReply* r, const RespShard& asked, RespSlotMap& map) {
   if (r->type != REDIS_REPLY_ARRAY) return false;
   for (size_t i = 0; i < r->elements; ++i) {
     const redisReply* range = r->element[i];
@@ -71,12 +71,12 @@ bool ParseSlots(const redisReply* r, const RespNode& asked, RespSlotMap& map) {
     }
     const long long lo = range->element[0]->integer, hi = range->element[1]->integer;
     if (lo < 0 || hi < lo || hi >= static_cast<long long>(kRespClusterSlots)) return false;
-    std::optional<RespNode> master = NodeOf(range->element[2], asked);
+    std::optional<RespShard> primary = NodeOf(range->element[2], asked);
     for (size_t j = 3; j < range->elements; ++j) {
       if (auto rep = NodeOf(range->element[j], asked)) IndexOf(map.replicas, std::move(*rep));
     }
-    if (!master) continue;  // endpoint unknown: those slots stay without an owner
-    const auto m = static_cast<int16_t>(IndexOf(map.masters, std::move(*master)));
+    if (!primary) continue;  // endpoint unknown: those slots stay without an owner
+    const auto m = static_cast<int16_t>(IndexOf(map.primaries, std::move(*primary)));
     std::fill(map.owner.begin() + lo, map.owner.begin() + hi + 1, m);
   }
   return true;
@@ -103,24 +103,24 @@ uint16_t RespKeySlot(std::string_view key) {
   return RespCrc16(key) & (kRespClusterSlots - 1);
 }
 
-std::string RespNode::Text() const {
+std::string RespShard::Text() const {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
 }
 
-std::optional<RespNode> ParseRespNode(std::string_view text) {
+std::optional<RespShard> ParseRespShard(std::string_view text) {
   const size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;
   std::string_view host = text.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  RespNode n{std::string(host), 0};
+  RespShard n{std::string(host), 0};
   if (!ParsePort(text.substr(colon + 1), n.port)) return std::nullopt;
   return n;
 }
 
-std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespNode& asked) {
+std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespShard& asked) {
   RespRedirect r;
   if (text.starts_with("MOVED ")) {
     text.remove_prefix(6);
@@ -149,9 +149,9 @@ std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespN
   return r;
 }
 
-Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespNode& node, Deadline d) {
+Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespShard& node, Deadline d) {
   const std::string name = fmt::format("resp {}", node.Text());
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now());
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - SteadyClock::now());
   const auto limit = std::min(left, ep.connect_timeout);
   if (limit.count() <= 0) return Status(Code::kTimeout, name + ": CLUSTER SLOTS: deadline passed");
   RespEndpoint at = ep;
@@ -166,7 +166,7 @@ Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespNode& nod
   if (!r || !ParseSlots(r.get(), node, map)) {
     return RedisFailed(name, "CLUSTER SLOTS", c->get(), r.get());
   }
-  if (map.masters.empty()) {
+  if (map.primaries.empty()) {
     return Status(Code::kUnavailable, name + ": CLUSTER SLOTS: no slot is served by any node");
   }
   return map;

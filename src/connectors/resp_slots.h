@@ -25,22 +25,22 @@ uint16_t RespCrc16(std::string_view data);
 // empty, else of the whole key; mod 16384.
 uint16_t RespKeySlot(std::string_view key);
 
-struct RespNode {
+struct RespShard {
   std::string host;
   uint16_t port = 0;
 
   // "host:port" ("[::1]:7000" for IPv6), also the key of a connection to it.
   std::string Text() const;
-  bool operator==(const RespNode&) const = default;
+  bool operator==(const RespShard&) const = default;
 };
 
 // "host:port" or "[v6]:port" -> node; nullopt when malformed or the port is not 1..65535.
-std::optional<RespNode> ParseRespNode(std::string_view text);
+std::optional<RespShard> ParseRespShard(std::string_view text);
 
 struct RespSlotMap {
-  std::vector<RespNode> masters;
-  std::vector<RespNode> replicas;  // not used for data; seeds for the next refresh
-  // Index into `masters` per slot; -1: no node reported for it (the cluster is incomplete).
+  std::vector<RespShard> primaries;
+  std::vector<RespShard> replicas;  // not used for data; seeds for the next refresh
+  // Index into `primaries` per slot; -1: no node reported for it (the cluster is incomplete).
   std::array<int16_t, kRespClusterSlots> owner;
   std::string source;  // the node it was read from, for messages
 
@@ -52,13 +52,13 @@ struct RespSlotMap {
 struct RespRedirect {
   bool ask = false;
   uint16_t slot = 0;
-  RespNode to;
+  RespShard to;
 };
-std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespNode& asked);
+std::optional<RespRedirect> ParseRespRedirect(std::string_view text, const RespShard& asked);
 
 // Reads CLUSTER SLOTS from `node` with `ep`'s credentials, in one blocking connection bounded by
 // `d` and by ep.connect_timeout. UNAVAILABLE when the node cannot be reached, refuses (e.g.
 // cluster support disabled) or reports no slot at all.
-Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespNode& node, Deadline d);
+Result<RespSlotMap> FetchRespSlotMap(const RespEndpoint& ep, const RespShard& node, Deadline d);
 
 }  // namespace kvtier

@@ -239,7 +239,7 @@ TEST_F(EtcdClientTest, ExpiredLeaseDropsItsKeys) {
   ASSERT_TRUE(client_->Put("expire/k", "v", *lease).ok());
   const auto until = std::chrono::steady_clock::now() + 15s;
   while (client_->Get("expire/k")->has_value() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // a real etcd's lease clock, bounded by `until`
   }
   EXPECT_FALSE(client_->Get("expire/k")->has_value());
   auto ttl = client_->KeepAlive(*lease);
@@ -306,7 +306,7 @@ class FakeGateway {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);  // thread start, no clock
   }
   ~FakeGateway() {
     server_.stop();

@@ -71,11 +71,12 @@ TEST(ShouldLogTest, WindowReopensAndReportsSuppressedCount) {
   const std::string key = Key("reopen");
   EXPECT_TRUE(ShouldLog(key, 0.2));
   for (int i = 0; i < 7; ++i) ShouldLog(key, 0.2);
+  // ShouldLog reads the real clock (common/logging.cc takes no Clock yet): 0.3 s out of 0.2.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   uint64_t suppressed = 0;
   EXPECT_TRUE(ShouldLog(key, 0.2, &suppressed));
   EXPECT_EQ(suppressed, 7u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the same, for the next window
   EXPECT_TRUE(ShouldLog(key, 0.2, &suppressed));
   EXPECT_EQ(suppressed, 0u);  // the count restarts with each window
 }

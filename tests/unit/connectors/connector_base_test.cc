@@ -150,6 +150,7 @@ TEST(ConnectorBaseTest, CloseCompletesQueuedTasksAndRefusesNewOnes) {
       return x.SubmitLookup({"k"});
     }));
   }
+  // No clock here: gives the one thread time to take the first task (the check allows either).
   std::this_thread::sleep_for(milliseconds(50));
   c->Close();
   size_t unavailable = 0;

@@ -47,6 +47,7 @@ inline std::optional<Completion> FirstAnswer(
   for (;;) {
     auto done = lookup_now();
     if (done || std::chrono::steady_clock::now() > until) return done;
+    // Polls for a thread to park its connection (no clock involved), bounded by `until`.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

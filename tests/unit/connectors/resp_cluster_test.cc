@@ -15,19 +15,20 @@ namespace kvtier {
 namespace {
 
 using namespace kvtier::testing;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 std::string ClusterConfig(const RedisCluster& rc, const std::string& extra = "") {
   return R"({"type":"resp","cluster":true,"host":"127.0.0.1","port":)" +
          std::to_string(rc.port(0)) + extra + "}";
 }
 
-// A worker's router on its own, for what the connector does not show (map reads, connections).
+// One thread's router on its own, for what the connector does not show (map reads,
+// connections). Its map reads are rate-limited by `clock`.
 struct Router {
   explicit Router(const RedisCluster& rc) {
     RespEndpoint ep;
     ep.port = rc.port(0);
-    cache = std::make_shared<RespSlotCache>(ep, std::vector<RespNode>{});
+    cache = std::make_shared<RespSlotCache>(ep, std::vector<RespShard>{}, &clock);
     conn = std::make_unique<RespClusterConn>(cache);
   }
   // Loads `keys` into buffers of `size` bytes; returns the hit bits.
@@ -38,10 +39,11 @@ struct Router {
     for (auto& b : bufs) dst.push_back({b.data(), b.size()});
     std::vector<uint8_t> out(keys.size(), 0);
     uint64_t bytes = 0;
-    s = conn->Get(keys, dst, Clock::now() + std::chrono::seconds(10), out, bytes);
+    s = conn->Get(keys, dst, SteadyClock::now() + std::chrono::seconds(10), out, bytes);
     if (values != nullptr) *values = std::move(bufs);
     return out;
   }
+  FakeClock clock;
   std::shared_ptr<RespSlotCache> cache;
   std::unique_ptr<RespClusterConn> conn;
 };
@@ -63,31 +65,31 @@ TEST(RespSlotsTest, Crc16AndKeySlotsMatchTheSpec) {
 }
 
 TEST(RespSlotsTest, RedirectionsAndNodesParse) {
-  const RespNode asked{"10.0.0.1", 7000};
+  const RespShard asked{"10.0.0.1", 7000};
   auto r = ParseRespRedirect("MOVED 3999 127.0.0.1:6381", asked);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->ask);
   EXPECT_EQ(r->slot, 3999);
-  EXPECT_EQ(r->to, (RespNode{"127.0.0.1", 6381}));
+  EXPECT_EQ(r->to, (RespShard{"127.0.0.1", 6381}));
   r = ParseRespRedirect("ASK 16383 :7002", asked);  // a node that does not know its address
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->ask);
-  EXPECT_EQ(r->to, (RespNode{"10.0.0.1", 7002}));
+  EXPECT_EQ(r->to, (RespShard{"10.0.0.1", 7002}));
   r = ParseRespRedirect("MOVED 1 ::1:7003", asked);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->to, (RespNode{"::1", 7003}));
+  EXPECT_EQ(r->to, (RespShard{"::1", 7003}));
   for (const char* bad : {"MOVED", "MOVED x 1.2.3.4:5", "MOVED 16384 h:1", "MOVED 1 h",
                           "MOVED 1 h:0", "ASK 1 h:65536", "ERR MOVED 1 h:1", "MOVEDX 1 h:1"}) {
     EXPECT_FALSE(ParseRespRedirect(bad, asked)) << bad;
   }
-  auto n = ParseRespNode("[::1]:7000");
+  auto n = ParseRespShard("[::1]:7000");
   ASSERT_TRUE(n);
   EXPECT_EQ(n->host, "::1");
   EXPECT_EQ(n->Text(), "[::1]:7000");
-  EXPECT_EQ(ParseRespNode("redis-3:6379")->Text(), "redis-3:6379");
-  EXPECT_FALSE(ParseRespNode("h"));
-  EXPECT_FALSE(ParseRespNode("h:0"));
-  EXPECT_FALSE(ParseRespNode("h:x"));
+  EXPECT_EQ(ParseRespShard("redis-3:6379")->Text(), "redis-3:6379");
+  EXPECT_FALSE(ParseRespShard("h"));
+  EXPECT_FALSE(ParseRespShard("h:0"));
+  EXPECT_FALSE(ParseRespShard("h:x"));
 }
 
 TEST(RespClusterTest, RoundTripsSpreadOverAllMastersByteForByte) {
@@ -174,15 +176,15 @@ TEST(RespClusterTest, MovedAfterASlotMigrationRefreshesTheMap) {
   EXPECT_EQ(rc->Text(from, {"EXISTS", keys[0]}).substr(0, 6), "-MOVED");
 
   // Both still route by the old map: the old owner answers MOVED, the key is loaded from the
-  // new one, and the map is read again (once). Map reads are rate-limited: wait that out.
-  std::this_thread::sleep_for(kRespMinRefreshInterval);
+  // new one, and the map is read again (once). Map reads are rate-limited: move past that.
+  router.clock.Advance(kRespMinRefreshInterval);
   ExpectLoads(*c, keys, values);
   std::vector<std::vector<uint8_t>> got;
   EXPECT_EQ(router.Load({keys[0]}, 5000, s, &got)[0], 1);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(got[0], values[0]);
   EXPECT_EQ(router.cache->refreshes(), 2u);
-  EXPECT_EQ(router.cache->Current()->masters[router.cache->Current()->owner[slot]].port,
+  EXPECT_EQ(router.cache->Current()->primaries[router.cache->Current()->owner[slot]].port,
             rc->port(to));
   EXPECT_EQ(router.Load({keys[0]}, 5000, s)[0], 1);
   EXPECT_EQ(router.cache->refreshes(), 2u);  // the new map routes it directly
@@ -322,6 +324,7 @@ TEST(RespClusterTest, MasterFailoverKeysFailFastThenLoadFromThePromotedReplica) 
     std::vector<std::vector<uint8_t>> buf(victims.size(), std::vector<uint8_t>(2000));
     again = LoadAll(*c, victims, buf);
     if (again.Hits() == victims.size()) break;
+    // The connector's own map reads run on the real clock; at most 2 s for Redis to settle.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(again.status.ok()) << again.status.ToString();
