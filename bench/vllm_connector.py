@@ -5,8 +5,8 @@ machines are shared and noisy).
 
 A worker connector registers CPU KV tensors shaped like one TP rank of a dense model
 (FlashAttention layout, bfloat16), then runs the jobs its scheduler half sends:
-  save    SaveJob of a whole prompt: engine blocks -> staging (torch index_select), STORE
-  load    LoadJob of the same prompt into other blocks: RETRIEVE, staging -> engine (numpy)
+  save    StorePlan of a whole prompt: engine blocks -> staging (torch index_select), STORE
+  load    RetrievePlan of the same prompt into other blocks: RETRIEVE, staging -> engine (numpy)
   lookup  the scheduler's get_num_new_matched_tokens for that prompt (LOOKUP + wait), a hit
 Every loaded block is compared with the saved one. A save or load copies each byte twice (the
 connector's staging copy and the server's), so about half the memcpy rate is the ceiling.
@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 import kvtier  # noqa: E402
 import vllm_harness as H  # noqa: E402
-from kvtier.integrations.vllm import KvtierConnectorMetadata, LoadJob, SaveJob  # noqa: E402
+from kvtier.integrations.vllm import KvtierConnectorMetadata, RetrievePlan, StorePlan  # noqa: E402
 from kvtier.server import LocalServer  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def main():
                 hashes = kvtier.chunk_hashes(toks, chunk)
                 src_blocks = list(range(blocks_n))
                 dst_blocks = list(range(blocks_n, 2 * blocks_n))
-                meta = KvtierConnectorMetadata(saves=[SaveJob(
+                meta = KvtierConnectorMetadata(saves=[StorePlan(
                     f"s{r}", hashes, "", 0, args.prompt_chunks, src_blocks)])
                 t0 = time.perf_counter()
                 worker.bind_connector_metadata(meta)
@@ -109,7 +109,7 @@ def main():
                 assert n == tokens_n, (n, tokens_n)
                 sched.request_finished(req, [])
 
-                meta = KvtierConnectorMetadata(loads=[LoadJob(
+                meta = KvtierConnectorMetadata(loads=[RetrievePlan(
                     f"l{r}", hashes, "", 0, args.prompt_chunks, 0, tokens_n, dst_blocks)])
                 t0 = time.perf_counter()
                 worker.bind_connector_metadata(meta)

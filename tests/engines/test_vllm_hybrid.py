@@ -104,7 +104,7 @@ def test_sliding_window_and_full_attention_groups_are_a_clean_miss(server, model
             run(e, rid, tokens)
             assert freed, "vLLM freed no sliding-window block: the test tests nothing"
             s, w = e.connector.stats(), e.worker_connector.stats()
-            assert (s["lookups"], s["matched_tokens"], s["save_jobs"]) == (0, 0, 0)
+            assert (s["lookups"], s["matched_tokens"], s["store_plans"]) == (0, 0, 0)
             assert (w["stored_chunks"], w["loaded_chunks"]) == (0, 0)
             assert not e.worker_connector._worker._registered
         assert ([o.new_token_ids for o in engines[0].outputs["A"]]

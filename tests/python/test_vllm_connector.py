@@ -84,7 +84,7 @@ def test_module_imports_without_vllm():
         "assert issubclass(m.KvtierConnector, m.KVConnectorBase_V1)\n"
         "assert issubclass(m.KvtierConnectorMetadata, m.KVConnectorMetadata)\n"
         "assert [r.name for r in m.KVConnectorRole] == ['SCHEDULER', 'WORKER']\n"
-        "meta = m.KvtierConnectorMetadata(loads=[m.LoadJob('r', [b'x' * 16], '', 0, 1, 0, 16, "
+        "meta = m.KvtierConnectorMetadata(loads=[m.RetrievePlan('r', [b'x' * 16], '', 0, 1, 0, 16, "
         "[3])])\n"
         "assert pickle.loads(pickle.dumps(meta)) == meta\n"
         "print('ok')\n")
@@ -284,7 +284,7 @@ def test_short_prompt_asks_nothing(srv, model):
     eng = make_engine(srv, model)
     eng.add("A", prompt(6, 20))  # under one chunk: nothing to look up or save
     eng.run()
-    assert eng.scheduler.stats()["lookups"] == 0 and worker_stat(eng, "save_jobs") == [0]
+    assert eng.scheduler.stats()["lookups"] == 0 and worker_stat(eng, "store_plans") == [0]
     eng.shutdown()
 
 
@@ -392,7 +392,7 @@ def test_roles_producer_and_consumer(srv, model):
     cons.add("B", p + [1, 2, 3] + prompt(13, CHUNK))
     cons.run()
     assert cons.steps[0]["matched"] == {"B": 2 * CHUNK}
-    assert worker_stat(cons, "save_jobs") == [0] and worker_stat(cons, "loaded_chunks") == [2]
+    assert worker_stat(cons, "store_plans") == [0] and worker_stat(cons, "loaded_chunks") == [2]
     assert prod.errors == [] and cons.errors == []
     prod.shutdown()
     cons.shutdown()
@@ -659,7 +659,7 @@ def test_unreachable_server_is_a_miss_not_a_crash(caplog):
         worker = H.make_connector(cfg, "WORKER", kv_cache_config(2))
         cache = H.RankCache("flash_attn", 2, 8, BS, 2, 8)
         worker.register_kv_caches(cache.tensors)
-        job = H.importlib.import_module("kvtier.integrations.vllm").LoadJob(
+        job = H.importlib.import_module("kvtier.integrations.vllm").RetrievePlan(
             "r", [b"\0" * 16], "", 0, 1, 0, 2 * BS, [3, 5])
         meta = type(sched.build_connector_meta(so))(loads=[job])
         worker.bind_connector_metadata(meta)
@@ -833,7 +833,7 @@ def test_gpu_path_names_kernel_blocks_and_the_tail():
     path = P.GpuPath(g, [], BS, regions=SimpleNamespace())
     path._chunk = CHUNK
     # Tokens [16, 176) of chunks [0, 3): the first block is vLLM's own, the last is recomputed.
-    job = W.LoadJob("r", [], "", 0, 3, BS, 3 * CHUNK - BS, list(range(10, 20)))
+    job = W.RetrievePlan("r", [], "", 0, 3, BS, 3 * CHUNK - BS, list(range(10, 20)))
     assert path.load_end(job) == 2  # without the tail's block the last chunk cannot come
     job.tail_block_ids = [7]
     assert path.load_end(job) == 3
@@ -1006,7 +1006,7 @@ def test_gpu_setting_refused_keeps_the_connector_off(srv, model, monkeypatch, ca
     assert eng.errors == []  # the failed load was reported, the blocks recomputed
     assert worker_stat(eng, "load_failed_blocks") == [2 * CHUNK // BS]
     assert worker_stat(eng, "stored_chunks") == [0]
-    assert worker_stat(eng, "store_errors") == worker_stat(eng, "save_jobs") != [0]
+    assert worker_stat(eng, "store_errors") == worker_stat(eng, "store_plans") != [0]
     other.shutdown()
     eng.shutdown()
 
@@ -1324,5 +1324,5 @@ def test_shutdown_while_a_load_runs(srv, model, stats):
     eng.shutdown()
     assert not loader._thread.is_alive()
     # B stopped after the batch it was in, C never started; then the buffers went.
-    assert worker_stat(eng, "loaded_chunks") == [1] and worker_stat(eng, "load_jobs") == [1]
+    assert worker_stat(eng, "loaded_chunks") == [1] and worker_stat(eng, "retrieve_plans") == [1]
     assert stats()["registered_workers"] == base

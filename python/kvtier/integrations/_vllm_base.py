@@ -129,7 +129,7 @@ def role_name(role) -> str:
 
 
 @dataclass
-class LoadJob:
+class RetrievePlan:
     """Copy the cached chunks [first_chunk, end_chunk) of a prompt into a request's blocks.
 
     Only tokens [start_token, end_token) are written to the engine: those before start_token are
@@ -152,7 +152,7 @@ class LoadJob:
 
 
 @dataclass
-class SaveJob:
+class StorePlan:
     """Store the full chunks [first_chunk, end_chunk); ``block_ids`` are the engine's blocks for
     exactly those chunks' tokens. The chunks were computed in the previous step (see
     _vllm_scheduler.py for why saves run one step late)."""
@@ -169,8 +169,8 @@ class SaveJob:
 class KvtierConnectorMetadata(KVConnectorMetadata):
     """One scheduler step's transfers, sent to every worker (plain data: it is pickled)."""
 
-    loads: list[LoadJob] = field(default_factory=list)
-    saves: list[SaveJob] = field(default_factory=list)
+    loads: list[RetrievePlan] = field(default_factory=list)
+    saves: list[StorePlan] = field(default_factory=list)
     # Finished requests whose blocks vLLM kept for these saves: every worker reports them in
     # get_finished()'s finished_sending once the saves are done.
     release: list[str] = field(default_factory=list)

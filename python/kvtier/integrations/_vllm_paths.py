@@ -13,7 +13,7 @@ in this process before a STORE, and after a RETRIEVE.
   recorded just before it (so it copies what the forward wrote), a RETRIEVE replies once its
   copies have landed. The server writes whole chunks in token order, so the path needs
   token-major blocks (FlashAttention / FlashInfer NHD, MLA), and a load also names the
-  request's blocks for the rest of its last chunk (``LoadJob.tail_block_ids``), tokens vLLM
+  request's blocks for the rest of its last chunk (``RetrievePlan.tail_block_ids``), tokens vLLM
   recomputes next anyway.
 - ``HostPath`` registers a bounded memfd (``HostKvBuffer``) laid out as the server's paged
   layout, ``staging_blocks`` blocks per region. A torch gather copies the engine's blocks into

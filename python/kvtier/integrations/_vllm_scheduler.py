@@ -19,7 +19,7 @@ reach the cache. Until a save has run its blocks must still hold the request's K
   resumes and recomputes them.
 
 With ``kvtier.async_load`` a hit answers ``(n, True)``: vLLM allocates blocks for the hit only,
-parks the request (WAITING_FOR_REMOTE_KVS) and does not schedule it. Its load job goes out with
+parks the request (WAITING_FOR_REMOTE_KVS) and does not schedule it. Its retrieve plan goes out with
 that step's metadata and runs in the workers' loader threads; once every worker reported it in
 ``finished_recving`` vLLM schedules the request without asking again, and the scheduler frees
 the lookup's locks. A parked request that finishes keeps its blocks until that report (vLLM
@@ -39,7 +39,7 @@ import numpy as np
 
 from kvtier._kvtier import KvtierError, chunk_hashes
 
-from ._vllm_base import KvtierConnectorMetadata, LoadJob, SaveJob
+from ._vllm_base import KvtierConnectorMetadata, RetrievePlan, StorePlan
 from ._vllm_config import Settings, check_chunk_size
 from ._vllm_link import ServerLink
 
@@ -83,7 +83,7 @@ class _Tracker:
 
 @dataclass
 class _Deferred:
-    job: SaveJob
+    job: StorePlan
     all_blocks: frozenset  # every block of the request at planning time
     step: int  # the build_connector_meta call that planned it
 
@@ -94,8 +94,8 @@ class SchedulerStats:
     lookup_errors: int = 0
     lookup_hit_chunks: int = 0
     matched_tokens: int = 0
-    load_jobs: int = 0
-    save_jobs: int = 0
+    retrieve_plans: int = 0
+    store_plans: int = 0
     saves_dropped_after_load_error: int = 0
     saves_dropped_after_preemption: int = 0
     delayed_frees: int = 0
@@ -394,7 +394,7 @@ class SchedulerSide:
         if not self._plan_load(meta, rid):
             # vLLM waits for this request in finished_recving: send a job that loads nothing,
             # so that the workers report it with all its blocks failed.
-            meta.loads.append(LoadJob(
+            meta.loads.append(RetrievePlan(
                 req_id=rid, hashes=[], salt="", first_chunk=0, end_chunk=0,
                 start_token=pl.start, end_token=pl.end,
                 block_ids=pl.block_ids[pl.start // self._s.block_size:]))
@@ -412,12 +412,12 @@ class SchedulerSide:
                       len(pl.block_ids), pl.start, pl.end)
             return False
         end_chunk = -(-pl.end // chunk)
-        meta.loads.append(LoadJob(
+        meta.loads.append(RetrievePlan(
             req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
             first_chunk=pl.start // chunk, end_chunk=end_chunk, start_token=pl.start,
             end_token=pl.end, block_ids=blocks,
             tail_block_ids=pl.block_ids[pl.end // bs:end_chunk * chunk // bs]))
-        self.stats.load_jobs += 1
+        self.stats.retrieve_plans += 1
         if not self._s.async_load:  # async: the locks go once the load is reported done
             self._unlock_next.append(rid)
         return True
@@ -432,12 +432,12 @@ class SchedulerSide:
         bpc = chunk // self._s.block_size
         if len(tr.block_ids) < end_chunk * bpc:
             return
-        job = SaveJob(req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
+        job = StorePlan(req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
                       first_chunk=tr.saved_chunks, end_chunk=end_chunk,
                       block_ids=tr.block_ids[tr.saved_chunks * bpc:end_chunk * bpc])
         self._deferred.append(_Deferred(job, frozenset(tr.block_ids), self._step))
         tr.saved_chunks = end_chunk
-        self.stats.save_jobs += 1
+        self.stats.store_plans += 1
 
     def update_connector_output(self, connector_output) -> None:
         # vLLM passes what every worker reported (its KVOutputAggregator): a request is in

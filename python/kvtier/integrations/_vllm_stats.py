@@ -27,15 +27,15 @@ METRICS: dict[str, tuple[str, str]] = {
                            "vLLM blocks a kvtier load did not fill (reported to vLLM, which "
                            "recomputes them or fails the request)."),
     "load_seconds": ("vllm:kvtier_load_seconds",
-                     "Seconds spent in kvtier load jobs, summed over workers."),
+                     "Seconds spent in kvtier loads (RETRIEVE plans), summed over workers."),
     "saved_chunks": ("vllm:kvtier_saved_chunks",
                      "Chunks kvtier newly stored on its server from vLLM's KV cache."),
     "saved_bytes": ("vllm:kvtier_saved_bytes",
                     "Bytes of the chunks kvtier newly stored on its server."),
     "save_failures": ("vllm:kvtier_save_failures",
-                      "kvtier save jobs that failed or were skipped (no server)."),
+                      "kvtier saves (STORE plans) that failed or were skipped (no server)."),
     "save_seconds": ("vllm:kvtier_save_seconds",
-                     "Seconds spent in kvtier save jobs, summed over workers."),
+                     "Seconds spent in kvtier saves (STORE plans), summed over workers."),
 }
 _FLOATS = ("load_seconds", "save_seconds")
 

@@ -47,7 +47,7 @@ import torch
 
 from kvtier._kvtier import KvtierError
 
-from ._vllm_base import KvtierConnectorMetadata, LoadJob, SaveJob
+from ._vllm_base import KvtierConnectorMetadata, RetrievePlan, StorePlan
 from ._vllm_config import Settings, check_chunk_size
 from ._vllm_geometry import Geometry, detect_geometry, kv_heads_hint, on_cpu_platform, worker_ranks
 from ._vllm_link import ServerLink
@@ -60,13 +60,13 @@ _instance_counter = itertools.count()
 
 @dataclass
 class WorkerStats:
-    load_jobs: int = 0
+    retrieve_plans: int = 0
     loaded_chunks: int = 0
     loaded_tokens: int = 0
     loaded_bytes: int = 0  # written into the engine's KV cache
     load_failed_blocks: int = 0
     load_seconds: float = 0.0
-    save_jobs: int = 0
+    store_plans: int = 0
     stored_chunks: int = 0
     stored_bytes: int = 0  # of the newly stored chunks
     present_chunks: int = 0
@@ -239,15 +239,15 @@ class WorkerSide:
         """Bytes of one token in the engine's KV cache of this worker (every layer, K and V)."""
         return self.geometry.bytes_per_token * len(self._views)
 
-    def _save(self, client, job: SaveJob) -> None:
+    def _save(self, client, job: StorePlan) -> None:
         t0 = time.perf_counter()
         try:
             self._save_job(client, job)
         finally:
             self.stats.save_seconds += time.perf_counter() - t0
 
-    def _save_job(self, client, job: SaveJob) -> None:
-        self.stats.save_jobs += 1
+    def _save_job(self, client, job: StorePlan) -> None:
+        self.stats.store_plans += 1
         if client is None:
             self.stats.store_errors += 1
             return
@@ -277,8 +277,8 @@ class WorkerSide:
             self.stats.store_errors += 1
             log.exception("kvtier connector: store for %s failed", job.req_id)
 
-    def _load(self, client, job: LoadJob, link: ServerLink | None = None) -> list[int]:
-        """Runs one load job over `client` (of `link`, default the worker's own); returns the
+    def _load(self, client, job: RetrievePlan, link: ServerLink | None = None) -> list[int]:
+        """Runs one retrieve plan over `client` (of `link`, default the worker's own); returns the
         blocks that did not get their bytes."""
         t0 = time.perf_counter()
         try:
@@ -286,8 +286,8 @@ class WorkerSide:
         finally:
             self.stats.load_seconds += time.perf_counter() - t0
 
-    def _load_job(self, client, job: LoadJob, link: ServerLink) -> list[int]:
-        self.stats.load_jobs += 1
+    def _load_job(self, client, job: RetrievePlan, link: ServerLink) -> list[int]:
+        self.stats.retrieve_plans += 1
         bs, chunk, path = self._s.block_size, self._chunk, self._path
         done = job.start_token  # tokens [start_token, done) are in the engine's blocks
         if client is not None:
@@ -377,7 +377,7 @@ class WorkerSide:
 
 
 class _Loader:
-    """kvtier.async_load: the worker's thread that runs load jobs, over its own connection
+    """kvtier.async_load: the worker's thread that runs retrieve plans, over its own connection
     (buffers are registered per instance id, not per connection, so it needs no registration
     of its own), and keeps what finished for ``get_finished``."""
 

@@ -11,7 +11,7 @@ Load it into vLLM with::
 vLLM builds the class twice: in the scheduler process (role SCHEDULER: prefix lookups and the
 per-step plan, ``_vllm_scheduler.py``) and in every worker process, one per GPU / TP rank (role
 WORKER: the copies, ``_vllm_worker.py``). The scheduler looks up the prompt's chunks, claims a
-block-aligned prefix that never includes the last token, and sends load and save jobs to the
+block-aligned prefix that never includes the last token, and sends retrieve and store plans to the
 workers in the step's metadata. The server moves the bytes: straight between L1 and the
 engine's CUDA blocks (CUDA IPC), or through a staging buffer in host memory it maps
 (``kvtier.transfer``, ``_vllm_paths.py``). Loads are synchronous by default (the blocks are
@@ -43,8 +43,8 @@ from ._vllm_base import (
     KVConnectorMetadata,
     KVConnectorRole,
     KvtierConnectorMetadata,
-    LoadJob,
-    SaveJob,
+    RetrievePlan,
+    StorePlan,
     SupportsHMA,
     role_name,
 )
@@ -63,8 +63,8 @@ __all__ = [
     "KvtierConnectorMetadata",
     "KvtierConnectorStats",
     "METRICS",
-    "LoadJob",
-    "SaveJob",
+    "RetrievePlan",
+    "StorePlan",
     "Settings",
 ]
 
