@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "common/free_port.h"
+#include "common/process/readiness.h"
 #include "integration/prompt_round_trip.h"
 #include "integration/server_process.h"
 #include "support/http_status.h"
@@ -72,7 +72,7 @@ TEST(ServerAuth, OnlyClientsWithTheSecretGetIn) {
   auto no_token = [&] {
     return AuthFailures(server, "no_token") + AuthFailures(server, "incomplete_handshake");
   };
-  for (int i = 0; i < 500 && no_token() < 1; ++i) std::this_thread::sleep_for(milliseconds(20));
+  process::WaitFor([&] { return no_token() >= 1; }, std::chrono::seconds(10), milliseconds(20));
   EXPECT_GE(AuthFailures(server, "wrong_token"), 1);
   EXPECT_GE(no_token(), 1);
 }

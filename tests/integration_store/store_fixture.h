@@ -26,11 +26,7 @@ namespace kvtier::testing {
 // GET http://127.0.0.1:port/path, with "Authorization: Bearer <token>" unless `token` is empty;
 // empty on failure.
 inline std::string HttpGet(uint16_t port, const std::string& path, const std::string& token = "") {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(std::chrono::seconds(2));
-  if (!token.empty()) c.set_bearer_token_auth(token.c_str());
-  auto res = c.Get(path.c_str());
-  return res && res->status == 200 ? res->body : std::string();
+  return process::HttpBody(port, path, token);
 }
 
 // The value of one series in /metrics, e.g. Metric(p, "kvtier_node_dummies_connected");
