@@ -55,20 +55,18 @@ class [[nodiscard]] Status {
   int32_t detail_ = 0;
 };
 
-// Either a value or a non-ok status. S is Status, or another status type with the same shape
-// (the store's StoreStatus carries Mooncake's error codes).
-template <typename T, typename S = Status>
+// Either a value or a non-ok status.
+template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}     // NOLINT(google-explicit-constructor)
-  Result(S status) : v_(std::move(status)) {}   // NOLINT(google-explicit-constructor)
-  template <typename C>
-  Result(C code, std::string msg) : v_(S(code, std::move(msg))) {}
+  Result(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
+  Result(Code code, std::string msg) : v_(Status(code, std::move(msg))) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  const S& status() const {
-    static const S kOkStatus;
-    return ok() ? kOkStatus : std::get<S>(v_);
+  const Status& status() const {
+    static const Status kOkStatus;
+    return ok() ? kOkStatus : std::get<Status>(v_);
   }
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
@@ -79,7 +77,7 @@ class [[nodiscard]] Result {
   const T& operator*() const { return value(); }
 
  private:
-  std::variant<T, S> v_;
+  std::variant<T, Status> v_;
 };
 
 #define KVT_RETURN_IF_ERROR(expr)            \

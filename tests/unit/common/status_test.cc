@@ -57,7 +57,23 @@ TEST(ResultTest, ValueAndError) {
   EXPECT_EQ(e.status().ToString(), "NOT_FOUND: no such key");
 }
 
+TEST(StatusTest, DetailTravelsWithTheStatus) {
+  EXPECT_EQ(Status().detail(), 0);
+  EXPECT_EQ(Status(Code::kNotFound, "k").detail(), 0);
+  const Status leased(Code::kBusy, "key k has a lease", -706);
+  EXPECT_EQ(leased.detail(), -706);
+  EXPECT_EQ(leased.ToString(), "BUSY: key k has a lease");
+  Result<int> r(leased);
+  EXPECT_EQ(r.status().detail(), -706);
+  auto pass_on = [&]() -> Status {
+    KVT_RETURN_IF_ERROR(r.status());
+    return Status::Ok();
+  };
+  EXPECT_EQ(pass_on().detail(), -706);
+}
+
 TEST(ResultTest, MoveOnlyValue) {
+
   Result<std::unique_ptr<int>> r(std::make_unique<int>(5));
   ASSERT_TRUE(r.ok());
   std::unique_ptr<int> p = std::move(r).value();
