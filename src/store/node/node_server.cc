@@ -68,7 +68,7 @@ Result<std::unique_ptr<NodeServer>> NodeServer::Start(const NodeServerOptions& o
   impl->master = options.node.master;
   impl->segment_bytes = options.node.segment_size;
   auto node = StoreNode::Start(options.node, metrics);
-  if (!node.ok()) return Status(Code::kUnavailable, node.status().ToString());
+  if (!node.ok()) return node.status();  // keeps the store's code (ILLEGAL_CLIENT, ...)
   impl->node = std::move(*node);
   impl->dummies = std::make_unique<DummyService>(
       *impl->node, DummyServiceOptions{impl->node->port(), options.dummy_ttl, options.clock},
