@@ -2,8 +2,9 @@
 // CacheServer; handlers get a reference and keep no state of their own.
 // Thread-safety: its members are each safe to use from any thread (see their headers); the
 // context itself is never reassigned after CacheServer::Create.
-// Time: every expiry, TTL and deadline the server decides reads `clock` (the real clock unless a
-// test hands in a FakeClock), never std::chrono directly.
+// Time: every expiry, TTL, back-off and reply deadline the server decides reads `clock` (the real
+// clock unless a test hands in a FakeClock). Only bounds on blocking waits (a poll, a condition
+// variable) run on real time, since nothing else can end them.
 #pragma once
 
 #include <atomic>
