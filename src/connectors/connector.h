@@ -38,9 +38,8 @@ enum class ConnectorOp : uint8_t {
   kLoad = 1,
   kWrite = 2,
   kRemove = 3,
-  // TODO(rename): remove once store/connector/store_connector*.cc,
-  // tests/unit/store/connector/store_connector_test.cc, tests/integration_store/store_l2_test.cc
-  // and server/l2_cascade.cc say kWrite (docs/glossary.md, "store").
+  // TODO(rename): remove once tests/unit/store/connector/store_connector_test.cc says kWrite
+  // (docs/glossary.md, "store").
   kStore = kWrite,
 };
 inline constexpr size_t kConnectorOps = 4;
@@ -158,8 +157,8 @@ class Connector {
   // First writer wins: a key already present counts as written and is left unchanged. A failed
   // write never leaves a readable partial value.
   virtual TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) = 0;
-  // TODO(rename): remove once store/connector/, tests/unit/store/connector/ and
-  // tests/integration_store/ call SubmitWrite.
+  // TODO(rename): remove once tests/unit/store/connector/store_connector_test.cc calls
+  // SubmitWrite.
   TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
     return SubmitWrite(std::move(keys), std::move(src));
   }

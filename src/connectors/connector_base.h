@@ -183,8 +183,8 @@ class ConnectorBase : public Connector {
   }
 
  protected:
-  // TODO(rename): remove once out-of-tree plugins and store/connector/store_connector.cc call
-  // StartThreads().
+  // TODO(rename): remove once store/connector/store_connector.cc calls StartThreads() and
+  // out-of-tree plugins have had a release to move.
   void StartWorkers() { StartThreads(); }
   // Starts the op pools. Call at the end of Derived's constructor.
   void StartThreads() {
