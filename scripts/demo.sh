@@ -22,21 +22,21 @@ demo="$BUILD/demo"
 mkdir -p "$demo"
 /usr/bin/python3 python/examples/make_trace.py --out "$demo/trace.jsonl"
 
-load=()
-load_source=""
+copy_gbps=()
+gbps_source=""
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   # The GPU path's RETRIEVE rate, measured here; without it the replay states its default.
   if "$BUILD/kvtier" bench gpu --json --rounds 2 > "$demo/gpu.json" 2> "$demo/gpu.err"; then
     gbps="$(/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["retrieve_gbps"])' \
       < "$demo/gpu.json")"
-    load=(--load-gbps "$gbps")
-    load_source="measured by kvtier bench gpu"
+    copy_gbps=(--gpu-copy-gbps "$gbps")
+    gbps_source="measured by kvtier bench gpu"
   fi
 fi
 
 # The replay's own messages (the plot's path) go to a log, shown if it fails.
 if ! "$BUILD/kvtier" bench server --trace "$demo/trace.jsonl" --l1-size-gb 0.25 --json \
-    --plot "$demo/replay.png" "${load[@]}" > "$demo/replay.json" 2> "$demo/replay.log"; then
+    --plot "$demo/replay.png" "${copy_gbps[@]}" > "$demo/replay.json" 2> "$demo/replay.log"; then
   cat "$demo/replay.log" >&2
   [[ -s "$demo/replay.json" ]] && /usr/bin/python3 python/examples/demo_summary.py \
     "$demo/replay.json" --plot "$demo/replay.png" || true
@@ -44,7 +44,7 @@ if ! "$BUILD/kvtier" bench server --trace "$demo/trace.jsonl" --l1-size-gb 0.25 
   exit 1
 fi
 /usr/bin/python3 python/examples/demo_summary.py "$demo/replay.json" --plot "$demo/replay.png" \
-  --load-source "$load_source"
+  --gbps-source "$gbps_source"
 cat <<NEXT
 dashboard: every kvtier process serves one on its HTTP port; try $BUILD/kvtier server, then
   http://127.0.0.1:8080/dashboard/

@@ -11,12 +11,12 @@ import json
 import sys
 
 
-def lines(j, plot, load_source):
+def lines(j, plot, gbps_source):
     tr, ch = j["trace"], j["chunks"]
-    tok, ttft, model, load = tr["tokens"], tr["ttft"], tr["model"], tr["load"]
-    assumption = load["assumption"]
-    if load_source:
-        assumption = assumption.replace("(--load-gbps)", f"({load_source})")
+    tok, ttft, model, path = tr["tokens"], tr["ttft"], tr["model"], tr["retrieve_path"]
+    assumption = path["assumption"]
+    if gbps_source:
+        assumption = assumption.replace("(--gpu-copy-gbps)", f"({gbps_source})")
     return [
         f"trace replay: {tr['requests']} requests of a generated multi-turn chat trace, through "
         f"`kvtier bench server --trace` (L1 {j['config']['l1_size_gb']} GiB)",
@@ -36,15 +36,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", help="what `kvtier bench server --trace ... --json` printed")
     ap.add_argument("--plot", required=True, help="the PNG --plot drew")
-    ap.add_argument("--load-source", default="",
-                    help="where --load-gbps came from, said in place of '--load-gbps'")
+    ap.add_argument("--gbps-source", default="",
+                    help="where --gpu-copy-gbps came from, said in place of '--gpu-copy-gbps'")
     args = ap.parse_args()
     with open(args.json, encoding="utf-8") as f:
         j = json.load(f)
     if "trace" not in j:
         print(f"demo_summary: {args.json} has no trace replay", file=sys.stderr)
         return 1
-    print("\n".join(lines(j, args.plot, args.load_source)))
+    print("\n".join(lines(j, args.plot, args.gbps_source)))
     for e in j.get("errors", []):
         print(f"ERROR: {e}")
     return 0 if j["ok"] else 1

@@ -40,12 +40,12 @@ std::string Script(const nlohmann::json& trace, const std::string& data, const s
       fmt::format("kvtier replay of {} ({} requests, model {})\\nTTFT estimated for a {}",
                   std::filesystem::path(trace["file"].get<std::string>()).filename().string(),
                   trace["requests"].get<uint64_t>(), trace["model"]["name"].get<std::string>(),
-                  trace["load"]["assumption"].get<std::string>());
-  const nlohmann::json& load = trace["load"];
+                  trace["retrieve_path"]["assumption"].get<std::string>());
+  const nlohmann::json& path = trace["retrieve_path"];
   const std::string legend =
-      load["engine_path"] == "gpu"
-          ? fmt::format("kvtier, p50 (KV to the GPU at {:.1f} GB/s)", load["gbps"].get<double>())
-          : fmt::format("kvtier, p50 (KV at RETRIEVE {:.2f} GB/s)", load["gbps"].get<double>());
+      path["engine_path"] == "gpu"
+          ? fmt::format("kvtier, p50 (KV to the GPU at {:.1f} GB/s)", path["gbps"].get<double>())
+          : fmt::format("kvtier, p50 (KV at RETRIEVE {:.2f} GB/s)", path["gbps"].get<double>());
   return fmt::format(R"gp(set terminal pngcairo noenhanced size 1100,1000 font "DejaVu Sans,10"
 set output '{png}'
 set datafile separator "\t"

@@ -77,14 +77,15 @@ json TimelineJson(const std::vector<Costed>& costed, size_t bins, uint64_t objec
     const Distribution k = DistributionOf(std::move(kvtier));
     const Distribution r = DistributionOf(std::move(recompute));
     const double wall_s = last > first ? static_cast<double>(last - first) * 1e-9 : 0;
-    rows.push_back({{"trace_s", (static_cast<double>(b) + 0.5) * width_ms / 1e3},
-                    {"requests", in[b].size()},
-                    {"hit_rate", Ratio(static_cast<double>(hits), static_cast<double>(chunks))},
-                    {"ideal_hit_rate", Ratio(static_cast<double>(ideal), static_cast<double>(chunks))},
-                    {"copy_gbps", Ratio(static_cast<double>(bytes) / 1e9, wall_s)},
-                    {"ttft_kvtier_p50_ms", k.p50 * 1e3},
-                    {"ttft_kvtier_p99_ms", k.p99 * 1e3},
-                    {"ttft_recompute_p50_ms", r.p50 * 1e3}});
+    rows.push_back(
+        {{"trace_s", (static_cast<double>(b) + 0.5) * width_ms / 1e3},
+         {"requests", in[b].size()},
+         {"hit_rate", Ratio(static_cast<double>(hits), static_cast<double>(chunks))},
+         {"ideal_hit_rate", Ratio(static_cast<double>(ideal), static_cast<double>(chunks))},
+         {"copy_gbps", Ratio(static_cast<double>(bytes) / 1e9, wall_s)},
+         {"ttft_kvtier_p50_ms", k.p50 * 1e3},
+         {"ttft_kvtier_p99_ms", k.p99 * 1e3},
+         {"ttft_recompute_p50_ms", r.p50 * 1e3}});
   }
   return rows;
 }
@@ -153,18 +154,19 @@ json TraceJson(const TraceInputs& in, size_t bins) {
                 {"prefill_tokens_per_s", m.prefill_tokens_per_s},
                 {"kv_bytes_per_token", m.kv_bytes_per_token},
                 {"overhead_ms", m.overhead_s * 1e3}};
-  j["load"] = {
-      {"engine_path", LoadPathName(m.load.path)},
-      {"gbps", m.load.path == LoadPath::kGpu ? m.load.gbps
-                                             : (fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0)},
-      {"gbps_given", m.load.gbps_given},
-      {"assumption", DescribeLoad(m.load, fit)}};
-  j["tokens"] = {{"input", input},
-                 {"hit", hit_tokens},
-                 {"ideal_hit", ideal_tokens},
-                 {"prefill_saved", Ratio(static_cast<double>(hit_tokens), static_cast<double>(input))},
-                 {"ideal_prefill_saved",
-                  Ratio(static_cast<double>(ideal_tokens), static_cast<double>(input))}};
+  j["retrieve_path"] = {{"engine_path", RetrievePathName(m.retrieve.path)},
+                        {"gbps", m.retrieve.path == RetrievePath::kGpu
+                                     ? m.retrieve.gpu_copy_gbps
+                                     : (fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0)},
+                        {"gbps_given", m.retrieve.gbps_given},
+                        {"assumption", DescribeRetrieve(m.retrieve, fit)}};
+  j["tokens"] = {
+      {"input", input},
+      {"hit", hit_tokens},
+      {"ideal_hit", ideal_tokens},
+      {"prefill_saved", Ratio(static_cast<double>(hit_tokens), static_cast<double>(input))},
+      {"ideal_prefill_saved",
+       Ratio(static_cast<double>(ideal_tokens), static_cast<double>(input))}};
   // Replay bytes behind one of the trace's tokens; the model's over it is the factor by which a
   // hit's measured RETRIEVE time is scaled.
   const double replay_per_token = static_cast<double>(in.object_bytes) * t.tokens_per_id /
@@ -172,13 +174,13 @@ json TraceJson(const TraceInputs& in, size_t bins) {
   j["retrieve_fit"] = {{"fixed_us", fit.fixed_s * 1e6},
                        {"least_squares", fit.line},
                        {"gbps", fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0}};
-  j["bytes"] = {{"replay_bytes_per_token", replay_per_token},
-                {"model_over_replay", Ratio(static_cast<double>(m.kv_bytes_per_token),
-                                            replay_per_token)},
-                {"stored", stored_bytes},
-                {"retrieved", retrieved_bytes},
-                {"retrieve_gbps", load_gbps},
-                {"model_kv_loaded", hit_tokens * m.kv_bytes_per_token}};
+  j["bytes"] = {
+      {"replay_bytes_per_token", replay_per_token},
+      {"model_over_replay", Ratio(static_cast<double>(m.kv_bytes_per_token), replay_per_token)},
+      {"stored", stored_bytes},
+      {"retrieved", retrieved_bytes},
+      {"retrieve_gbps", load_gbps},
+      {"model_kv_loaded", hit_tokens * m.kv_bytes_per_token}};
   j["ttft"] = TtftJson(costed);
   j["timeline"] = TimelineJson(costed, bins, in.object_bytes);
   return j;
@@ -197,7 +199,7 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
   os << fmt::format(
       "\nestimated TTFT, model {} ({:.0f} prefill tokens/s, {:.0f} KiB KV per token{}); a hit's "
       "bytes at the model's size (x {:.0f} the replay's {:.2f} KiB per token); this run's "
-      "RETRIEVE fitted as {:.0f} us + bytes at {:.2f} GB/s; load assumed: {}\n",
+      "RETRIEVE fitted as {:.0f} us + bytes at {:.2f} GB/s; assumed: {}\n",
       m["name"].get<std::string>(), m["prefill_tokens_per_s"].get<double>(),
       m["kv_bytes_per_token"].get<double>() / 1024,
       m["overhead_ms"].get<double>() > 0
@@ -205,19 +207,19 @@ void PrintTraceReport(const json& tr, std::ostream& os) {
           : std::string(),
       b["model_over_replay"].get<double>(), b["replay_bytes_per_token"].get<double>() / 1024,
       tr["retrieve_fit"]["fixed_us"].get<double>(), tr["retrieve_fit"]["gbps"].get<double>(),
-      tr["load"]["assumption"].get<std::string>());
+      tr["retrieve_path"]["assumption"].get<std::string>());
   // Only a host-memory engine's bytes are priced on the fitted line.
-  if (!tr["retrieve_fit"]["least_squares"].get<bool>() && tr["load"]["engine_path"] == "host") {
+  if (!tr["retrieve_fit"]["least_squares"].get<bool>() &&
+      tr["retrieve_path"]["engine_path"] == "host") {
     os << "  (RETRIEVE times did not fit a line: too few hits or too little spread in their "
           "sizes; the bandwidth is rough. More requests or larger --layers / --bytes-per-token "
           "help.)\n";
   }
   os << fmt::format("  {:<22}{:>10}{:>10}{:>10}\n", "", "p50 ms", "p99 ms", "mean ms");
   const json& t = tr["ttft"];
-  for (const auto& [key, label] : {std::pair{"recompute", "recompute every token"},
-                                   std::pair{"kvtier", "with kvtier"},
-                                   std::pair{"ideal", "unbounded cache"},
-                                   std::pair{"kvtier_load", "  kvtier's load part"}}) {
+  for (const auto& [key, label] :
+       {std::pair{"recompute", "recompute every token"}, std::pair{"kvtier", "with kvtier"},
+        std::pair{"ideal", "unbounded cache"}, std::pair{"kvtier_load", "  kvtier's load part"}}) {
     os << fmt::format("  {:<22}{:>10.1f}{:>10.1f}{:>10.1f}\n", label,
                       t[key]["p50_ms"].get<double>(), t[key]["p99_ms"].get<double>(),
                       t[key]["mean_ms"].get<double>());

@@ -19,34 +19,35 @@ const PrefillModel kPrefillPresets[] = {
     {"llama-3.1-70b-tp8", 22'400, 2ull * 80 * 8 * 128 * 2, 0, {}},  // 70.6 B params, 8 GPUs
 };
 
-LoadAssumption& DefaultLoad() {
-  static LoadAssumption load;
-  return load;
+RetrieveAssumption& DefaultRetrieve() {
+  static RetrieveAssumption assumption;
+  return assumption;
 }
 
 }  // namespace
 
-std::string LoadPathName(LoadPath path) { return path == LoadPath::kGpu ? "gpu" : "host"; }
+std::string RetrievePathName(RetrievePath path) {
+  return path == RetrievePath::kGpu ? "gpu" : "host";
+}
 
-Result<LoadPath> ParseLoadPath(const std::string& name) {
-  if (name == "gpu") return LoadPath::kGpu;
-  if (name == "host") return LoadPath::kHost;
+Result<RetrievePath> ParseRetrievePath(const std::string& name) {
+  if (name == "gpu") return RetrievePath::kGpu;
+  if (name == "host") return RetrievePath::kHost;
   return Status(Code::kInvalidArgument,
                 fmt::format("unknown engine path '{}' (known: gpu, host)", name));
 }
 
-void SetDefaultLoad(const LoadAssumption& load) { DefaultLoad() = load; }
+void SetDefaultRetrieve(const RetrieveAssumption& assumption) { DefaultRetrieve() = assumption; }
 
 Result<PrefillModel> PrefillPreset(const std::string& name) {
   for (PrefillModel m : kPrefillPresets) {
     if (m.name == name) {
-      m.load = DefaultLoad();
+      m.retrieve = DefaultRetrieve();
       return m;
     }
   }
-  return Status(Code::kInvalidArgument,
-                fmt::format("unknown model preset '{}' (known: {})", name,
-                            fmt::join(PrefillPresetNames(), ", ")));
+  return Status(Code::kInvalidArgument, fmt::format("unknown model preset '{}' (known: {})", name,
+                                                    fmt::join(PrefillPresetNames(), ", ")));
 }
 
 std::vector<std::string> PrefillPresetNames() {
@@ -92,11 +93,11 @@ RetrieveFit FitRetrieve(const std::vector<ReplayedRequest>& requests) {
 }
 
 TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit) {
-  const bool gpu = m.load.path == LoadPath::kGpu;
+  const bool gpu = m.retrieve.path == RetrievePath::kGpu;
   // A GPU engine's bytes cross the host-to-GPU link, not this run's host memcpy.
-  const double s_per_byte = !gpu              ? fit.s_per_byte
-                            : m.load.gbps > 0 ? 1.0 / (m.load.gbps * 1e9)
-                                              : 0.0;
+  const double s_per_byte = !gpu                           ? fit.s_per_byte
+                            : m.retrieve.gpu_copy_gbps > 0 ? 1.0 / (m.retrieve.gpu_copy_gbps * 1e9)
+                                                           : 0.0;
   auto prefill = [&](uint64_t tokens) {
     return static_cast<double>(tokens) / m.prefill_tokens_per_s;
   };
@@ -124,15 +125,16 @@ TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const
   return e;
 }
 
-std::string DescribeLoad(const LoadAssumption& load, const RetrieveFit& fit) {
+std::string DescribeRetrieve(const RetrieveAssumption& assumption, const RetrieveFit& fit) {
   const std::string rpc =
       fmt::format("LOOKUP + {:.0f} us RETRIEVE round trip measured here", fit.fixed_s * 1e6);
-  if (load.path == LoadPath::kHost) {
+  if (assumption.path == RetrievePath::kHost) {
     return fmt::format("host-memory engine: KV at the RETRIEVE rate measured here, {:.2f} GB/s, {}",
                        fit.s_per_byte > 0 ? 1e-9 / fit.s_per_byte : 0.0, rpc);
   }
-  return fmt::format("GPU engine: KV to the GPU at {:.1f} GB/s ({}), {}", load.gbps,
-                     load.gbps_given ? "--load-gbps" : "PCIe 4.0 x16 default; --load-gbps", rpc);
+  return fmt::format(
+      "GPU engine: KV to the GPU at {:.1f} GB/s ({}), {}", assumption.gpu_copy_gbps,
+      assumption.gbps_given ? "--gpu-copy-gbps" : "PCIe 4.0 x16 default; --gpu-copy-gbps", rpc);
 }
 
 }  // namespace kvtier::bench

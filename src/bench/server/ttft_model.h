@@ -17,34 +17,34 @@
 namespace kvtier::bench {
 
 // Where a hit's KV goes, and so what its bytes cost.
-enum class LoadPath {
-  kGpu,   // into GPU memory: bytes over the host-to-GPU link at LoadAssumption::gbps
+enum class RetrievePath {
+  kGpu,   // into GPU memory: bytes over the host-to-GPU link at RetrieveAssumption::gpu_copy_gbps
   kHost,  // into host memory: bytes at this run's RETRIEVE rate (RetrieveFit)
 };
 
 // A PCIe 4.0 x16 link's effective host-to-GPU rate for pinned copies (32 GB/s raw).
 inline constexpr double kPcieDefaultGbps = 25.0;
 
-struct LoadAssumption {
-  LoadPath path = LoadPath::kGpu;
-  double gbps = kPcieDefaultGbps;  // kGpu only
-  bool gbps_given = false;         // false: kPcieDefaultGbps, not a measurement
+struct RetrieveAssumption {
+  RetrievePath path = RetrievePath::kGpu;
+  double gpu_copy_gbps = kPcieDefaultGbps;  // kGpu only
+  bool gbps_given = false;                  // false: kPcieDefaultGbps, not a measurement
 };
 
-// "gpu" or "host"; ParseLoadPath accepts the same words.
-std::string LoadPathName(LoadPath path);
-Result<LoadPath> ParseLoadPath(const std::string& name);
+// "gpu" or "host"; ParseRetrievePath accepts the same words.
+std::string RetrievePathName(RetrievePath path);
+Result<RetrievePath> ParseRetrievePath(const std::string& name);
 
-// The presets take this load assumption. `kvtier bench server` sets it from --engine-path and
-// --load-gbps before it runs: BenchServerOptions would be its natural home.
-void SetDefaultLoad(const LoadAssumption& load);
+// The presets take this assumption. `kvtier bench server` sets it from --engine-path and
+// --gpu-copy-gbps before it runs: BenchServerOptions would be its natural home.
+void SetDefaultRetrieve(const RetrieveAssumption& assumption);
 
 struct PrefillModel {
   std::string name;
   double prefill_tokens_per_s = 0;  // one request's prompt computed at this rate
   uint64_t kv_bytes_per_token = 0;  // K and V of every layer
   double overhead_s = 0;            // fixed per-request cost outside prefill (scheduling, ...)
-  LoadAssumption load;              // how a hit's bytes reach the engine
+  RetrieveAssumption retrieve;      // how a hit's bytes reach the engine
 };
 
 // The presets, by name (see kPrefillPresets in ttft_model.cc for how each was derived).
@@ -80,13 +80,13 @@ struct TtftEstimate {
 };
 
 // A hit loads in its LOOKUP plus the fit's fixed cost (the RETRIEVE round trip), plus the model's
-// bytes: over the GPU link at m.load.gbps, or (kHost) at the fit's bandwidth with the request's
-// own deviation from the fit (host contention is kept, not averaged away).
+// bytes: over the GPU link at m.retrieve.gpu_copy_gbps, or (kHost) at the fit's bandwidth with the
+// request's own deviation from the fit (host contention is kept, not averaged away).
 TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const RetrieveFit& fit);
 
-// The load assumption in words, for the line that prints an estimate and for the plot, e.g.
-// "GPU engine: KV over host-to-GPU at 25.0 GB/s (PCIe 4.0 x16 default, --load-gbps)".
-std::string DescribeLoad(const LoadAssumption& load, const RetrieveFit& fit);
+// The RETRIEVE assumption in words, for the line that prints an estimate and for the plot, e.g.
+// "GPU engine: KV over host-to-GPU at 25.0 GB/s (PCIe 4.0 x16 default, --gpu-copy-gbps)".
+std::string DescribeRetrieve(const RetrieveAssumption& assumption, const RetrieveFit& fit);
 
 // Real tokens behind `chunks` replayed chunks: replay tokens scale back by 512 / tokens_per_id;
 // never more than the request's input.

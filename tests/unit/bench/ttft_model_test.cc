@@ -9,11 +9,15 @@ namespace kvtier::bench {
 namespace {
 
 // 1 ms per token, 10 ms fixed; hits load into host memory at the run's RETRIEVE rate.
-PrefillModel Model() { return {"test", 1000, 100'000, 0.010, {.path = LoadPath::kHost}}; }
+PrefillModel Model() { return {"test", 1000, 100'000, 0.010, {.path = RetrievePath::kHost}}; }
 
 // The same, for a GPU engine whose link moves 10 GB/s.
 PrefillModel GpuModel() {
-  return {"test", 1000, 100'000, 0.010, {.path = LoadPath::kGpu, .gbps = 10, .gbps_given = true}};
+  return {"test",
+          1000,
+          100'000,
+          0.010,
+          {.path = RetrievePath::kGpu, .gpu_copy_gbps = 10, .gbps_given = true}};
 }
 
 TEST(TtftModel, RecomputingPricesEveryTokenAndTheFixedCost) {
@@ -85,34 +89,37 @@ TEST(TtftModel, AGpuEnginesHitLoadsOverItsLinkPlusTheMeasuredRoundTrips) {
   EXPECT_NEAR(e.ideal_s, 0.010 + 0.2 + 0.0002 + 0.0001 + 0.018, 1e-12);
 }
 
-TEST(TtftModel, TheLoadAssumptionIsSaidInWords) {
+TEST(TtftModel, TheRetrieveAssumptionIsSaidInWords) {
   const RetrieveFit fit{0.000120, 0.5e-9};
-  EXPECT_EQ(DescribeLoad({}, fit),
-            "GPU engine: KV to the GPU at 25.0 GB/s (PCIe 4.0 x16 default; --load-gbps), LOOKUP + "
-            "120 us RETRIEVE round trip measured here");
-  EXPECT_EQ(DescribeLoad({.path = LoadPath::kGpu, .gbps = 48.5, .gbps_given = true}, fit),
-            "GPU engine: KV to the GPU at 48.5 GB/s (--load-gbps), LOOKUP + 120 us RETRIEVE round "
-            "trip measured here");
-  EXPECT_EQ(DescribeLoad({.path = LoadPath::kHost}, fit),
+  EXPECT_EQ(
+      DescribeRetrieve({}, fit),
+      "GPU engine: KV to the GPU at 25.0 GB/s (PCIe 4.0 x16 default; --gpu-copy-gbps), LOOKUP + "
+      "120 us RETRIEVE round trip measured here");
+  EXPECT_EQ(
+      DescribeRetrieve({.path = RetrievePath::kGpu, .gpu_copy_gbps = 48.5, .gbps_given = true},
+                       fit),
+      "GPU engine: KV to the GPU at 48.5 GB/s (--gpu-copy-gbps), LOOKUP + 120 us RETRIEVE round "
+      "trip measured here");
+  EXPECT_EQ(DescribeRetrieve({.path = RetrievePath::kHost}, fit),
             "host-memory engine: KV at the RETRIEVE rate measured here, 2.00 GB/s, LOOKUP + 120 us "
             "RETRIEVE round trip measured here");
 }
 
-TEST(TtftModel, PresetsTakeTheLoadAssumptionTheCommandLineSet) {
-  EXPECT_EQ(PrefillPreset("qwen3-8b")->load.path, LoadPath::kGpu);
-  EXPECT_DOUBLE_EQ(PrefillPreset("qwen3-8b")->load.gbps, kPcieDefaultGbps);
-  SetDefaultLoad({.path = LoadPath::kHost});
-  EXPECT_EQ(PrefillPreset("qwen3-8b")->load.path, LoadPath::kHost);
-  SetDefaultLoad({});
-  ASSERT_TRUE(ParseLoadPath("host").ok());
-  EXPECT_EQ(*ParseLoadPath("gpu"), LoadPath::kGpu);
-  EXPECT_FALSE(ParseLoadPath("disk").ok());
+TEST(TtftModel, PresetsTakeTheRetrieveAssumptionTheCommandLineSet) {
+  EXPECT_EQ(PrefillPreset("qwen3-8b")->retrieve.path, RetrievePath::kGpu);
+  EXPECT_DOUBLE_EQ(PrefillPreset("qwen3-8b")->retrieve.gpu_copy_gbps, kPcieDefaultGbps);
+  SetDefaultRetrieve({.path = RetrievePath::kHost});
+  EXPECT_EQ(PrefillPreset("qwen3-8b")->retrieve.path, RetrievePath::kHost);
+  SetDefaultRetrieve({});
+  ASSERT_TRUE(ParseRetrievePath("host").ok());
+  EXPECT_EQ(*ParseRetrievePath("gpu"), RetrievePath::kGpu);
+  EXPECT_FALSE(ParseRetrievePath("disk").ok());
 }
 
 TEST(TtftModel, ReplayChunksScaleBackToTheTracesTokens) {
   // 16-token chunks at 16 replay tokens per 512-token block: one chunk is one block.
   EXPECT_EQ(RealTokens(3, 16, 16, 10'000), 3 * 512u);
-  EXPECT_EQ(RealTokens(3, 16, 16, 1'000), 1'000u);  // never more than the input
+  EXPECT_EQ(RealTokens(3, 16, 16, 1'000), 1'000u);   // never more than the input
   EXPECT_EQ(RealTokens(2, 256, 512, 10'000), 512u);  // unscaled
 }
 
