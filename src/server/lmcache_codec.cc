@@ -191,8 +191,9 @@ Decoded Decode(const std::vector<std::string_view>& frames) {
   if (!spec.ok()) return spec.error();
   const OpSpec& s = **spec;
   if (frames.size() - 2 != s.parts) {
-    return Refuse("part_count", fmt::format("{} carries {} argument part(s), lmcache 0.5.6 sends {}",
-                                            s.name, frames.size() - 2, s.parts));
+    return Refuse("part_count",
+                  fmt::format("{} carries {} argument part(s), lmcache 0.5.6 sends {}", s.name,
+                              frames.size() - 2, s.parts));
   }
   std::vector<Part> args;
   for (size_t i = 2; i < frames.size(); ++i) {
