@@ -3,9 +3,7 @@
 // HandlerTable as the rpc front would dispatch them, minus the socket, and its housekeeping runs
 // when the test calls Housekeep, after advancing the clock instead of sleeping. The worker's KV
 // buffer is a memfd the test writes through its own mapping, as an inference process would.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/memfd.h"
+#include "common/process/child.h"
 #include "server/cache_server.h"
 #include "server/housekeeping.h"
 
@@ -258,26 +257,18 @@ TEST_F(CacheServerInProcessTest, AnUnclaimedHandOffIsUnmappedOnceItsTtlPasses) {
             Code::kNotFound);
 }
 
-TEST_F(CacheServerInProcessTest, AWorkerWhoseProcessExitedIsReapedByHousekeeping) {
+TEST_F(CacheServerInProcessTest, AWorkerWhoseProcessDiedIsReapedByHousekeeping) {
   Create();
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // the "worker": lives until the test closes its end of the pipe
-    ::close(pipe_fds[1]);
-    char c;
-    [[maybe_unused]] const ssize_t n = ::read(pipe_fds[0], &c, 1);
-    ::_exit(0);
-  }
-  ::close(pipe_fds[0]);
-  HostWorker w = Register(child);
+  auto worker = process::Child::Fork([] {  // the "inference process": waits to be killed
+    ::pause();
+    return 0;
+  });
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  HostWorker w = Register(worker->pid());
   EXPECT_TRUE(Housekeep(ctx()).empty());
   EXPECT_EQ(ctx().workers.Count(), 1u);
 
-  ::close(pipe_fds[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  worker->Kill();  // as a crash would: SIGKILL, then reaped
   const auto reaped = Housekeep(ctx());
   ASSERT_EQ(reaped.size(), 1u);
   EXPECT_EQ(reaped[0]->instance_id, kInstance);
