@@ -17,11 +17,12 @@
 #include <vector>
 
 #include "common/memfd.h"
-#include "common/secret_file.h"
 #include "multi_buffers.h"
 #include "store/client/dummy_client.h"
 #include "store/client/store_client.h"
 #include "store/node/embedded_client.h"
+#include "store/node/store_client_factory.h"
+#include "store_config.h"
 #include "store_buffers.h"
 
 namespace py = pybind11;
@@ -202,27 +203,27 @@ class StoreHandle {
     py::tuple result = Setup([o] { return store::ConnectDummy(o); });
     // Mooncake's dummy put(bytes) / get need no local buffer: without one, they go through the
     // staging area shared with the node (multi_buffers.h) instead.
-    stage_bytes_ = client_ != nullptr && local_buffer_size == 0;
+    if (result[0].cast<int64_t>() == 0) stage_bytes_ = local_buffer_size == 0;
     return result;
   }
 
-  py::tuple SetupEmbedded(const std::string& master, const std::string& host, uint16_t port,
-                          uint64_t global_segment_size, uint64_t local_buffer_size,
-                          const std::string& auth_token_file) {
-    store::EmbeddedOptions o;
-    if (!auth_token_file.empty()) {
-      auto secret = ReadSecretFile(auth_token_file, kMaxSecretBytes);
-      if (!secret.ok()) {
-        return py::make_tuple(kInvalidParams, "auth_token_file " + secret.status().message());
-      }
-      o.node.auth_token = std::move(*secret);
+  // (code, message, notes): setup() and setup_dummy(), their arguments as one dict parsed by the
+  // store's one setup parser (store_client_factory.h); notes are the keys it ignored, and why.
+  py::tuple SetupFromConfig(py::handle config, bool require_local_hostname,
+                            bool require_server_address) {
+    const store::ParseRules rules{require_local_hostname, require_server_address};
+    auto parsed = store::ParseStoreClientConfig(JsonOfPython(config), rules);
+    py::list notes;
+    if (!parsed.ok()) {
+      return py::make_tuple(ValueOf(parsed.status()), parsed.status().message(), notes);
     }
-    o.node.master = master;
-    o.node.host = host;
-    o.node.port = port;
-    o.node.segment_size = global_segment_size;
-    o.local_buffer_size = local_buffer_size;
-    return Setup([o] { return store::StartEmbedded(o); });
+    for (const std::string& note : parsed->notes) notes.append(note);
+    const store::StoreClientConfig c = std::move(*parsed);
+    py::tuple result = Setup([c] { return store::CreateStoreClient(c); });
+    if (result[0].cast<int64_t>() == 0) {
+      stage_bytes_ = c.dummy && c.dummy_options.local_buffer_size == 0;  // as SetupDummy
+    }
+    return py::make_tuple(result[0], result[1], notes);
   }
 
   bool IsSetUp() const { return client_ != nullptr; }
@@ -484,9 +485,8 @@ void InitStoreBindings(py::module_& m) {
       .def(py::init<>())
       .def("_setup_dummy", &StoreHandle::SetupDummy, py::arg("mem_pool_size"),
            py::arg("local_buffer_size"), py::arg("server_address"))
-      .def("_setup_embedded", &StoreHandle::SetupEmbedded, py::arg("master"), py::arg("host"),
-           py::arg("port"), py::arg("global_segment_size"), py::arg("local_buffer_size"),
-           py::arg("auth_token_file") = "")
+      .def("_setup_from_config", &StoreHandle::SetupFromConfig, py::arg("config"),
+           py::arg("require_local_hostname"), py::arg("require_server_address"))
       .def_property_readonly("is_set_up", &StoreHandle::IsSetUp,
                              "True between a successful setup and close().")
       .def("put", &StoreHandle::Put, py::arg("key"), py::arg("value"), py::arg("config") = none,
@@ -552,6 +552,17 @@ void InitStoreBindings(py::module_& m) {
         return d;
       },
       "{name: value} of every store ErrorCode.");
+  m.def(
+      "parse_store_setup",
+      [](py::handle config, bool require_local_hostname, bool require_server_address) {
+        auto c = store::ParseStoreClientConfig(
+            JsonOfPython(config), {require_local_hostname, require_server_address});
+        if (!c.ok()) return py::make_tuple(ValueOf(c.status()), c.status().message(), py::none());
+        return py::make_tuple(0, py::cast(c->notes), DictOfStoreConfig(*c));
+      },
+      py::arg("config"), py::arg("require_local_hostname") = false,
+      py::arg("require_server_address") = false,
+      "(0, notes, parsed) or (ErrorCode, message, None): the store's setup parser alone.");
   m.def(
       "parse_byte_size",
       [](const std::string& text) {

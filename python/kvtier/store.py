@@ -67,16 +67,6 @@ ErrorCode = enum.IntEnum(
 ErrorCode.__doc__ = "The store's error codes: Mooncake's names and values (0 is OK)."
 
 _MB = 1 << 20
-_DEFAULTS = {  # Mooncake's setup(dict) defaults
-    "metadata_server": None,
-    "global_segment_size": 16 * _MB,
-    "local_buffer_size": 16 * _MB,
-    "protocol": "tcp",
-    "rdma_devices": "",
-    "master_server_addr": "127.0.0.1:50051",
-}
-_IGNORED_DICT_KEYS = {"ipc_socket_path", "engine", "device_name"}  # accepted, meaningless here
-_DICT_KEY_ALIASES = {"master_server_address": "master_server_addr"}  # LMCache's and vLLM's
 
 
 def parse_byte_size(value):
@@ -94,27 +84,6 @@ def parse_byte_size(value):
     if isinstance(value, (str, bytes)):
         return _parse_byte_size(value.decode() if isinstance(value, bytes) else value)
     raise TypeError(f"a size must be an int or a string, not {type(value).__name__}")
-
-
-def _split_hostname(text):
-    """("host", port) from "host", "host:port" or "[v6]:port"; port 0 when absent."""
-    text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    else:
-        host, port = text, ""
-    if not host:
-        raise ValueError(f"no host in local_hostname {text!r}")
-    if host == "localhost":
-        host = "127.0.0.1"  # the node binds here and peers dial it: keep it IPv4 loopback
-    if port == "":
-        return host, 0
-    if not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"bad port in local_hostname {text!r}")
-    return host, int(port)
 
 
 class DistributedStore(_ParallelismCalls, _TensorCalls, _RangeCalls, _StoreHandle):
@@ -141,43 +110,27 @@ class DistributedStore(_ParallelismCalls, _TensorCalls, _RangeCalls, _StoreHandl
         ``local_hostname`` is "host" or "host:port": the node's data plane binds there (no port:
         a free one). ``master_server_addr`` is the master's "host:port", or, for masters that fail
         over, "etcd://HOST:PORT[;HOST:PORT][/CLUSTER_ID]" (docs/store/failover.md).
-        ``metadata_server``, ``rdma_devices``, ``engine`` and ``enable_client_http_server`` are
-        accepted and ignored; any ``protocol`` but "tcp" (vLLM's default "rdma") runs over TCP
-        with one warning.
+        ``metadata_server``, ``rdma_devices``, ``engine``, ``ssd_offload_path`` and
+        ``client_http_port`` are accepted and ignored; ``enable_client_http_server=True`` and any
+        ``protocol`` but "tcp" (vLLM's default "rdma", which runs over TCP) are ignored with one
+        warning; ``tenant_id`` other than "default" and ``enable_ssd_offload=True`` are refused.
         Sizes are ints or strings ("4GB"). ``auth_token_file`` (a kvtier addition): the store's
-        shared secret, the file of the master's ``--auth-token-file`` (docs/security.md). Also
-        ``setup(dict)`` with those keys. Returns 0, or a negative ErrorCode (INVALID_PARAMS for bad
+        shared secret, the file of the master's ``--auth-token-file`` (docs/security.md).
+
+        Also ``setup(dict)`` with those keys (``master_server_address`` is another spelling of
+        ``master_server_addr``; a None value is the default; an unknown key is ignored with a
+        warning; with ``server_address`` the dict sets up a dummy client, as ``setup_dummy``).
+        Both forms are parsed by the store's one setup parser, in C++, which the cache server's
+        ``store`` connector uses too. Returns 0, or a negative ErrorCode (INVALID_PARAMS for bad
         arguments, ILLEGAL_CLIENT when the master refuses the secret; the reason is logged).
         """
+        # One dict (the keyword form: the arguments by name), parsed in C++ by the store's one
+        # setup parser (store_client_factory.h), which the cache server's `store` connector uses.
+        config = dict(locals())
+        del config["self"]
         if isinstance(local_hostname, dict):
-            return self._setup_from_dict(local_hostname)
-        del metadata_server, engine, ssd_offload_path, client_http_port
-        try:
-            if str(protocol).lower() != "tcp":
-                _warn_once(f"protocol {protocol!r} (devices {rdma_devices!r}) runs over TCP: "
-                           "the kvtier store moves bytes over TCP only")
-            if enable_ssd_offload:
-                raise ValueError("enable_ssd_offload is not supported (use a kvtier server "
-                                 "L2 connector for disk tiers)")
-            if enable_client_http_server:
-                _warn_once("enable_client_http_server is ignored: run `kvtier node "
-                           "--http-port` for a node with metrics")
-            if tenant_id not in (None, "", "default"):
-                raise ValueError(f"tenant_id {tenant_id!r}: tenants are not supported")
-            if not isinstance(master_server_addr, str) or (
-                    "://" in master_server_addr and not master_server_addr.startswith("etcd://")):
-                raise ValueError(f"master_server_addr {master_server_addr!r} must be the "
-                                 "master's host:port, or etcd://HOST:PORT[;HOST:PORT][/CLUSTER]")
-            if not isinstance(local_hostname, str):
-                raise ValueError("local_hostname must be a str")
-            host, port = _split_hostname(local_hostname)
-            segment = parse_byte_size(global_segment_size)
-            local = parse_byte_size(local_buffer_size)
-        except (ValueError, TypeError) as e:
-            return self._refuse("setup", e)
-        code, message = self._setup_embedded(master_server_addr, host, port, segment, local,
-                                             str(auth_token_file or ""))
-        return self._report("setup", code, message)
+            config = local_hostname
+        return self._setup_config("setup", config, require_local_hostname=True)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address="127.0.0.1:50052"):
         """Attaches to the `kvtier node` at ``server_address`` ("host:port"; the node's --port
@@ -187,31 +140,17 @@ class DistributedStore(_ParallelismCalls, _TensorCalls, _RangeCalls, _StoreHandl
         ``local_buffer_size`` bytes are the staging area of put/get. Sizes are ints or strings.
         Returns 0, or a negative ErrorCode (the reason is logged).
         """
-        try:
-            pool = parse_byte_size(mem_pool_size)
-            local = parse_byte_size(local_buffer_size)
-            if not isinstance(server_address, str):
-                raise ValueError("server_address must be a str 'host:port'")
-        except (ValueError, TypeError) as e:
-            return self._refuse("setup_dummy", e)
-        code, message = self._setup_dummy(pool, local, server_address)
-        return self._report("setup_dummy", code, message)
+        config = {"mem_pool_size": mem_pool_size, "local_buffer_size": local_buffer_size,
+                  "server_address": server_address}
+        return self._setup_config("setup_dummy", config, require_server_address=True)
 
-    def _setup_from_dict(self, config):
-        if "local_hostname" not in config:
-            return self._refuse("setup", ValueError("the config dict needs 'local_hostname'"))
-        args = dict(_DEFAULTS)
-        extras = {}
-        for key, value in config.items():
-            key = _DICT_KEY_ALIASES.get(key, key)
-            if key in args or key == "local_hostname":
-                args[key] = value
-            elif key in ("tenant_id", "enable_ssd_offload", "ssd_offload_path",
-                         "enable_client_http_server", "client_http_port", "auth_token_file"):
-                extras[key] = value
-            elif key not in _IGNORED_DICT_KEYS:
-                _log.warning("setup: ignoring unknown config key %r", key)
-        return self.setup(args.pop("local_hostname"), **args, **extras)
+    def _setup_config(self, what, config, require_local_hostname=False,
+                      require_server_address=False):
+        code, message, notes = self._setup_from_config(config, require_local_hostname,
+                                                       require_server_address)
+        for note in notes:
+            _warn_once(f"{what}: {note}")
+        return self._report(what, code, message)
 
     # ---- Mooncake calls built on the native ones (see docs/store/python.md for each) ----
 
@@ -360,11 +299,6 @@ class DistributedStore(_ParallelismCalls, _TensorCalls, _RangeCalls, _StoreHandl
     def _unavailable(what, needs):
         _warn_once(f"{what} is not available in kvtier: it needs {needs}")
         return int(ErrorCode.UNAVAILABLE_IN_CURRENT_MODE)
-
-    @staticmethod
-    def _refuse(what, error):
-        _log.error("%s: %s", what, error)
-        return int(ErrorCode.INVALID_PARAMS)
 
     @staticmethod
     def _report(what, code, message):

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "common/etcd_address.h"
 #include "common/memfd.h"
 #include "common/secret_file.h"
 
@@ -20,10 +21,12 @@ constexpr std::array<std::string_view, 5> kEmbeddedKeys = {
     "local_hostname", "master_server_addr", "master_server_address", "global_segment_size",
     "auth_token_file"};
 constexpr std::array<std::string_view, 2> kDummyKeys = {"server_address", "mem_pool_size"};
-constexpr std::array<std::string_view, 3> kCommonKeys = {"local_buffer_size", "protocol",
-                                                         "rpc_timeout_ms"};
-constexpr std::array<std::string_view, 4> kIgnoredKeys = {"metadata_server", "rdma_devices",
-                                                          "device_name", "engine"};
+constexpr std::array<std::string_view, 7> kCommonKeys = {
+    "local_buffer_size", "protocol",          "rpc_timeout_ms",           "tenant_id",
+    "enable_ssd_offload", "ipc_socket_path", "enable_client_http_server"};
+constexpr std::array<std::string_view, 6> kIgnoredKeys = {
+    "metadata_server", "rdma_devices", "device_name", "engine", "ssd_offload_path",
+    "client_http_port"};
 constexpr uint64_t kMaxRpcTimeoutMs = 24ull * 3600 * 1000;
 
 template <size_t N>
@@ -82,6 +85,13 @@ Result<uint64_t> Size(const std::string& key, const nlohmann::json& value) {
   return Bad(fmt::format("'{}' must be {}, got {}", key, expected, Shown(value)));
 }
 
+Result<bool> Bool(const std::string& key, const nlohmann::json& value) {
+  if (!value.is_boolean()) {
+    return Bad(fmt::format("'{}' must be true or false, got {}", key, Shown(value)));
+  }
+  return value.get<bool>();
+}
+
 Result<std::chrono::milliseconds> Timeout(const std::string& key, const nlohmann::json& value) {
   uint64_t ms = 0;
   bool ok = false;
@@ -112,7 +122,10 @@ std::optional<uint16_t> Port(std::string_view text) {
 
 // local_hostname: "host", "host:port" or "[v6]:port" (a bare IPv6 address has no port); no
 // port -> 0, a free one. "localhost" is 127.0.0.1: the node binds there and peers dial it.
-Status Hostname(const std::string& text, NodeOptions& node) {
+Status Hostname(std::string text, NodeOptions& node) {
+  const size_t first = text.find_first_not_of(" \t");  // Mooncake configs pad it at times
+  const size_t last = text.find_last_not_of(" \t");
+  text = first == std::string::npos ? "" : text.substr(first, last + 1 - first);
   std::string host = text;
   std::string port;
   bool has_port = false;
@@ -149,14 +162,21 @@ Status Hostname(const std::string& text, NodeOptions& node) {
   return Status::Ok();
 }
 
-// master_server_addr: the master's "host:port" (one master: no HA "etcd://..." addresses).
-Status MasterAddress(const std::string& text) {
+// master_server_addr: the master's "host:port", or the etcd:// address of masters that fail over.
+Status MasterAddress(const std::string& key, const std::string& text) {
+  if (IsEtcdAddress(text)) {
+    auto etcd = ParseEtcdAddress(text);
+    if (!etcd.ok()) return Bad(fmt::format("'{}': {}", key, etcd.status().message()));
+    return Status::Ok();
+  }
   const size_t colon = text.rfind(':');
   const auto port = colon == std::string::npos ? std::nullopt : Port(text.substr(colon + 1));
   if (text.find("://") != std::string::npos || colon == 0 || colon == std::string::npos ||
       !port || *port == 0) {
-    return Bad(fmt::format("'master_server_addr' must be the master's \"host:port\", got \"{}\"",
-                           text));
+    return Bad(fmt::format(
+        "'{}' must be the master's \"host:port\" or etcd://HOST:PORT[;HOST:PORT][/CLUSTER_ID], "
+        "got \"{}\"",
+        key, text));
   }
   return Status::Ok();
 }
@@ -172,6 +192,19 @@ Status Apply(const std::string& key, const nlohmann::json& value, StoreClientCon
     if (p != "tcp") {
       out.notes.push_back(fmt::format(
           "'protocol' {} runs over TCP: the kvtier store moves bytes over TCP only", Shown(value)));
+    }
+    return Status::Ok();
+  }
+  if (key == "enable_ssd_offload" || key == "enable_client_http_server") {
+    auto on = Bool(key, value);
+    if (!on.ok()) return on.status();
+    if (*on && key == "enable_ssd_offload") {
+      return Bad("'enable_ssd_offload' is not supported (use a kvtier server L2 connector for "
+                 "disk tiers)");
+    }
+    if (*on) {
+      out.notes.push_back("'enable_client_http_server' is ignored: run `kvtier node --http-port` "
+                          "for a node with metrics");
     }
     return Status::Ok();
   }
@@ -198,6 +231,18 @@ Status Apply(const std::string& key, const nlohmann::json& value, StoreClientCon
   auto text = String(key, value);
   if (!text.ok()) return text.status();
   if (key == "local_hostname") return Hostname(*text, out.embedded_options.node);
+  if (key == "tenant_id") {
+    if (!text->empty() && *text != "default") {
+      return Bad(fmt::format("'tenant_id' {}: kvtier has no tenants (only \"default\")",
+                             Shown(value)));
+    }
+    return Status::Ok();
+  }
+  if (key == "ipc_socket_path") {
+    out.notes.push_back(
+        "ignoring 'ipc_socket_path': a dummy finds its node's socket from 'server_address'");
+    return Status::Ok();
+  }
   if (key == "auth_token_file") {  // the store's shared secret, as `kvtier node` has it
     auto secret = ReadSecretFile(*text, kMaxSecretBytes);
     if (!secret.ok()) return Bad("'auth_token_file' " + secret.status().message());
@@ -205,7 +250,7 @@ Status Apply(const std::string& key, const nlohmann::json& value, StoreClientCon
     return Status::Ok();
   }
   if (key == "master_server_addr" || key == "master_server_address") {
-    KVT_RETURN_IF_ERROR(MasterAddress(*text));
+    KVT_RETURN_IF_ERROR(MasterAddress(key, *text));
     out.embedded_options.node.master = *text;
     return Status::Ok();
   }
@@ -218,13 +263,23 @@ Status Apply(const std::string& key, const nlohmann::json& value, StoreClientCon
 
 }  // namespace
 
-Result<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config) {
+Result<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config,
+                                                 const ParseRules& rules) {
   if (!config.is_object()) {
     return Bad(fmt::format("the config must be a JSON object of keys ({}), got {}", AllKeys(),
                            Shown(config)));
   }
   StoreClientConfig out;
-  out.dummy = config.contains("server_address");
+  auto given = [&config](const char* key) {
+    return config.contains(key) && !config.at(key).is_null();
+  };
+  out.dummy = given("server_address");
+  if (rules.require_server_address && !out.dummy) {
+    return Bad("'server_address' is required: the \"host:port\" of the `kvtier node` on this host");
+  }
+  if (rules.require_local_hostname && !out.dummy && !given("local_hostname")) {
+    return Bad("'local_hostname' is required: the \"host\" or \"host:port\" this node serves on");
+  }
   // The spec's defaults where they differ from the option structs'.
   out.embedded_options.node.master = "127.0.0.1:50051";
   out.embedded_options.node.host = "127.0.0.1";
@@ -239,7 +294,9 @@ Result<StoreClientConfig> ParseStoreClientConfig(const nlohmann::json& config) {
     const std::string& key = it.key();
     const bool embedded_key = In(kEmbeddedKeys, key);
     const bool dummy_key = In(kDummyKeys, key);
-    if (!embedded_key && !dummy_key && !In(kCommonKeys, key) && !In(kIgnoredKeys, key)) {
+    const bool known = embedded_key || dummy_key || In(kCommonKeys, key) || In(kIgnoredKeys, key);
+    if (known && it.value().is_null()) continue;  // left out: the default
+    if (!known) {
       out.notes.push_back(fmt::format("ignoring unknown key '{}' (keys: {})", key, AllKeys()));
       continue;
     }

@@ -19,6 +19,7 @@ namespace kvtier::store {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using testing::NodeWithDummies;
 using Json = nlohmann::json;
@@ -202,14 +203,91 @@ TEST(StoreClientFactoryTest, BadValuesAreRefusedNamingTheKey) {
     refused("local_hostname", bad, bad);
   }
   refused("local_hostname", 17000, "a string");
-  for (const char* bad : {"etcd://10.0.0.1:2379", "nohost", ":50051", "h:0", "h:65536"}) {
+  for (const char* bad : {"redis://h:2379", "nohost", ":50051", "h:0", "h:65536"}) {
     refused("master_server_addr", bad, "\"host:port\"");
   }
+  refused("master_server_address", "nohost", "\"host:port\"");
+  refused("master_server_addr", "etcd://no-port", "etcd");
   for (const Json& bad : {Json("nowhere"), Json("h:0"), Json("h:70000"), Json(50052)}) {
     ExpectRefused({{"server_address", bad}}, {"server_address"});
   }
   ExpectRefused({{"server_address", "127.0.0.1:1"}, {"mem_pool_size", "-1"}},
                 {"'mem_pool_size'", "negative"});
+}
+
+// The keys Python's setup() checked and this parser did not know (issue 37): one rule each.
+TEST(StoreClientFactoryTest, TenantIdIsDefaultOnly) {
+  for (const Json& ok : {Json("default"), Json(""), Json(nullptr)}) {
+    EXPECT_TRUE(Parse({{"tenant_id", ok}}).notes.empty()) << ok.dump();
+  }
+  ExpectRefused({{"tenant_id", "team-b"}}, {"'tenant_id'", "team-b", "no tenants"});
+  ExpectRefused({{"server_address", "127.0.0.1:1"}, {"tenant_id", "team-b"}}, {"'tenant_id'"});
+  ExpectRefused({{"tenant_id", 7}}, {"'tenant_id'", "a string"});
+}
+
+TEST(StoreClientFactoryTest, SsdOffloadIsRefusedAndHttpServerNoted) {
+  EXPECT_TRUE(Parse({{"enable_ssd_offload", false}, {"ssd_offload_path", "/ssd"}}).notes.empty());
+  ExpectRefused({{"enable_ssd_offload", true}}, {"'enable_ssd_offload'", "not supported"});
+  ExpectRefused({{"enable_ssd_offload", "yes"}}, {"'enable_ssd_offload'", "true or false"});
+  EXPECT_TRUE(Parse({{"enable_client_http_server", false}, {"client_http_port", 9300}})
+                  .notes.empty());
+  const auto http = Parse({{"enable_client_http_server", true}});
+  ASSERT_EQ(http.notes.size(), 1u);
+  EXPECT_THAT(http.notes[0], HasSubstr("'enable_client_http_server' is ignored"));
+  ExpectRefused({{"enable_client_http_server", 1}}, {"'enable_client_http_server'"});
+}
+
+TEST(StoreClientFactoryTest, IpcSocketPathIsNotedAsIgnored) {
+  const auto c = Parse({{"server_address", "127.0.0.1:50052"}, {"ipc_socket_path", "/x"}});
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_THAT(c.notes[0], HasSubstr("ignoring 'ipc_socket_path'"));
+  EXPECT_THAT(c.notes[0], Not(HasSubstr("unknown")));
+}
+
+TEST(StoreClientFactoryTest, MasterAddressMayBeEtcdEitherSpelling) {
+  const std::string etcd = "etcd://10.0.0.1:2379;10.0.0.2:2379/prod";
+  EXPECT_EQ(Parse({{"master_server_addr", etcd}}).embedded_options.node.master, etcd);
+  EXPECT_EQ(Parse({{"master_server_address", etcd}}).embedded_options.node.master, etcd);
+}
+
+TEST(StoreClientFactoryTest, LocalHostnameSpacesAreDropped) {
+  const NodeOptions n = Parse({{"local_hostname", "  localhost:4000 "}}).embedded_options.node;
+  EXPECT_EQ(n.host, "127.0.0.1");
+  EXPECT_EQ(n.port, 4000);
+  ExpectRefused({{"local_hostname", "   "}}, {"'local_hostname'", "no host"});
+}
+
+// A null value is the key left out (Python's None, the keyword form's defaults).
+TEST(StoreClientFactoryTest, NullIsTheDefault) {
+  const auto c = Parse({{"local_hostname", nullptr}, {"master_server_addr", nullptr},
+                        {"global_segment_size", nullptr}, {"protocol", nullptr},
+                        {"auth_token_file", nullptr}, {"server_address", nullptr}});
+  EXPECT_FALSE(c.dummy);
+  EXPECT_TRUE(c.notes.empty());
+  EXPECT_EQ(c.embedded_options.node.host, "127.0.0.1");
+  EXPECT_EQ(c.embedded_options.node.master, "127.0.0.1:50051");
+  EXPECT_EQ(c.embedded_options.node.segment_size, 16u << 20);
+  // An unknown key is noted whatever its value.
+  EXPECT_EQ(Parse({{"bogus", nullptr}}).notes.size(), 1u);
+}
+
+TEST(StoreClientFactoryTest, RulesRequireTheKeyOfTheCall) {
+  const ParseRules setup{.require_local_hostname = true};
+  const ParseRules setup_dummy{.require_server_address = true};
+  auto refused = [](const Json& j, const ParseRules& rules, const std::string& word) {
+    auto c = ParseStoreClientConfig(j, rules);
+    ASSERT_FALSE(c.ok()) << j.dump();
+    EXPECT_EQ(ErrorCodeOf(c.status()), ErrorCode::INVALID_PARAMS);
+    EXPECT_THAT(c.status().message(), HasSubstr(word));
+  };
+  refused({{"metadata_server", "x"}}, setup, "'local_hostname' is required");
+  refused({{"local_hostname", nullptr}}, setup, "'local_hostname' is required");
+  EXPECT_TRUE(ParseStoreClientConfig({{"local_hostname", "h"}}, setup).ok());
+  // setup(dict) with server_address is a dummy: no hostname needed.
+  EXPECT_TRUE(ParseStoreClientConfig({{"server_address", "127.0.0.1:1"}}, setup).ok());
+  refused({{"mem_pool_size", 0}, {"server_address", nullptr}}, setup_dummy,
+          "'server_address' is required");
+  EXPECT_TRUE(ParseStoreClientConfig({{"server_address", "127.0.0.1:1"}}, setup_dummy).ok());
 }
 
 TEST(StoreClientFactoryTest, DummyClientFromConfigUsesItsSizes) {
