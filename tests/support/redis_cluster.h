@@ -46,22 +46,14 @@ class RedisCluster {
     const size_t n = o.masters * (1 + o.replicas);
     for (size_t i = 0; i < n; ++i) {
       // The cluster bus gets a free port of its own (by default it would be port + 10000, which
-      // nobody checked); either may be taken in a race, so a node that did not start is tried
-      // again on other ports.
-      std::unique_ptr<RedisProcess> node;
-      for (int attempt = 0; attempt < 5 && !node; ++attempt) {
-        const uint16_t port = FreeLoopbackPort(), bus = FreeLoopbackPort();
-        if (port == 0 || bus == 0) continue;
-        node = RedisProcess::Start(
-            port, "",
-            {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-port",
-             std::to_string(bus), "--cluster-node-timeout", std::to_string(o.node_timeout_ms),
-             // Keys of live masters stay served while another master is down.
-             "--cluster-require-full-coverage", "no",
-             // A replica's first sync starts at once, not after the default 5 s wait for others.
-             "--repl-diskless-sync-delay", "0"});
-        if (node) c->bus_ports_.push_back(bus);
-      }
+      // nobody checked); the launcher picks both and starts again on a lost race.
+      std::unique_ptr<RedisProcess> node = RedisProcess::StartClusterNode(
+          {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+           "--cluster-node-timeout", std::to_string(o.node_timeout_ms),
+           // Keys of live masters stay served while another master is down.
+           "--cluster-require-full-coverage", "no",
+           // A replica's first sync starts at once, not after the default 5 s wait for others.
+           "--repl-diskless-sync-delay", "0"});
       if (!node) return nullptr;
       c->nodes_.push_back(std::move(node));
     }
@@ -279,7 +271,7 @@ class RedisCluster {
     }
     for (size_t i = 1; i < nodes_.size(); ++i) {
       if (Text(0, {"CLUSTER", "MEET", "127.0.0.1", std::to_string(port(i)),
-                   std::to_string(bus_ports_[i])}) != "OK") {
+                   std::to_string(nodes_[i]->bus_port())}) != "OK") {
         return false;
       }
     }
@@ -311,7 +303,6 @@ class RedisCluster {
   Options o_;
   std::vector<std::unique_ptr<RedisProcess>> nodes_;
   std::vector<std::string> ids_;
-  std::vector<uint16_t> bus_ports_;
 };
 
 }  // namespace kvtier::testing

@@ -37,17 +37,23 @@ class RedisProcess {
   // the reason and the tail of redis's log to stderr.
   static std::unique_ptr<RedisProcess> Start(uint16_t port = 0, const std::string& password = "",
                                              std::vector<std::string> extra_args = {}) {
-    std::unique_ptr<RedisProcess> r(new RedisProcess());
-    r->spec_.port = port;
-    r->spec_.password = password;
-    r->spec_.extra_args = std::move(extra_args);
-    r->spec_.dir = r->dir_.path();
-    if (!r->Launch("redis-server did not start")) return nullptr;
-    r->spec_.port = r->server_.port();  // a restart comes back where clients expect it
-    return r;
+    process::RedisSpec spec;
+    spec.port = port;
+    spec.password = password;
+    spec.extra_args = std::move(extra_args);
+    return Start(std::move(spec));
+  }
+  // A Redis Cluster node: its port and its cluster bus port (bus_port()) both free ones,
+  // `extra_args` its cluster options.
+  static std::unique_ptr<RedisProcess> StartClusterNode(std::vector<std::string> extra_args) {
+    process::RedisSpec spec;
+    spec.cluster_port = 0;
+    spec.extra_args = std::move(extra_args);
+    return Start(std::move(spec));
   }
 
   uint16_t port() const { return server_.port(); }
+  uint16_t bus_port() const { return server_.port(1); }  // 0: not a cluster node
   const std::string& password() const { return spec_.password; }
   pid_t pid() const { return server_.pid(); }  // 0 once it is stopped or killed
 
@@ -59,14 +65,24 @@ class RedisProcess {
   // Starts a fresh server on the same port (the old one is killed first if still running; its
   // data is gone) and waits until it answers.
   bool Restart() {
-    const uint16_t port = spec_.port;
     server_.Kill();
-    server_ = process::Launched(process::Child(), {port});
+    server_ = process::Launched(process::Child(), {spec_.port, spec_.cluster_port.value_or(0)});
     return Launch("redis-server did not restart");
   }
 
  private:
   RedisProcess() : dir_("redis") {}
+
+  static std::unique_ptr<RedisProcess> Start(process::RedisSpec spec) {
+    std::unique_ptr<RedisProcess> r(new RedisProcess());
+    r->spec_ = std::move(spec);
+    r->spec_.dir = r->dir_.path();
+    if (!r->Launch("redis-server did not start")) return nullptr;
+    // A restart comes back where clients (and cluster peers) expect it.
+    r->spec_.port = r->server_.port(0);
+    if (r->spec_.cluster_port) r->spec_.cluster_port = r->server_.port(1);
+    return r;
+  }
 
   bool Launch(const char* failure) {
     if (dir_.path().empty()) {

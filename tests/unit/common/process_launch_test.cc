@@ -222,6 +222,20 @@ TEST(RedisLauncherTest, ATakenFixedPortFails) {
   EXPECT_FALSE(second.ok());
 }
 
+TEST(RedisLauncherTest, AClusterNodeListensOnItsBusPortToo) {
+  if (::access("/usr/bin/redis-server", X_OK) != 0) GTEST_SKIP() << "no redis-server";
+  TempDir dir;
+  RedisSpec spec;
+  spec.dir = dir.path();
+  spec.cluster_port = 0;
+  spec.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"};
+  auto r = LaunchRedis(spec);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_NE(r->port(1), 0);
+  EXPECT_NE(r->port(1), r->port(0));
+  EXPECT_TRUE(PortAccepts(r->port(1)));
+}
+
 TEST(EtcdLauncherTest, StartsALeader) {
   if (::access("/usr/bin/etcd", X_OK) != 0) GTEST_SKIP() << "no etcd";
   TempDir dir;
