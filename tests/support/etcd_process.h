@@ -2,8 +2,9 @@
 // (free ones), data in its own temp dir, stopped by PID. Header-only
 // (`#include "support/etcd_process.h"`, tests/ is the include root).
 //
-// Start() must be called from a thread that lives as long as the server: the child asks the kernel
-// to SIGKILL it when that thread exits (PR_SET_PDEATHSIG), so a crashed test leaves no etcd behind.
+// Start() must be called from a thread that lives as long as the server: the child asks the
+// kernel to SIGKILL it when that thread exits (PR_SET_PDEATHSIG), so a crashed test leaves no
+// etcd behind.
 #pragma once
 
 #include <httplib.h>

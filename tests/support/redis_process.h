@@ -2,8 +2,9 @@
 // persistence, its own temp dir, stopped by PID. The handle a test keeps, with Restart() on the
 // same port. Header-only (`#include "support/redis_process.h"`, tests/ is the include root).
 //
-// Start() must be called from a thread that lives as long as the server: the child asks the kernel
-// to SIGKILL it when that thread exits (PR_SET_PDEATHSIG), so a crashed test leaves no redis behind.
+// Start() must be called from a thread that lives as long as the server: the child asks the
+// kernel to SIGKILL it when that thread exits (PR_SET_PDEATHSIG), so a crashed test leaves no
+// redis behind.
 #pragma once
 
 #include <signal.h>
