@@ -27,7 +27,7 @@ struct MasterFlags {
   uint16_t http_port = 9003;
   double eviction_high_watermark_ratio = 0.95;
   double eviction_ratio = 0.05;
-  double client_ttl_s = 10;
+  double node_ttl_s = 10;
   uint64_t default_kv_lease_ttl_ms = 5000;
   uint64_t default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;
   uint64_t max_kv_soft_pin_ttl_ms = 24 * 60 * 60 * 1000;
@@ -61,8 +61,8 @@ std::string CheckFlags(const MasterFlags& f) {
   if (!(f.eviction_ratio >= 0 && f.eviction_ratio <= 1)) {
     return "--eviction-ratio must be in [0, 1]";
   }
-  if (!(f.client_ttl_s >= 0.001 && f.client_ttl_s <= 86400)) {
-    return "--client-ttl-s must be in [0.001, 86400] seconds";
+  if (!(f.node_ttl_s >= 0.001 && f.node_ttl_s <= 86400)) {
+    return "--node-ttl-s must be in [0.001, 86400] seconds";
   }
   if (f.default_kv_lease_ttl_ms < 1 || f.default_kv_lease_ttl_ms > 86'400'000) {
     return "--default-kv-lease-ttl-ms must be in [1, 86400000]";
@@ -113,7 +113,7 @@ int RunMaster(const MasterFlags& f) {
   options.auth_token = token;
   options.service.eviction_high_watermark_ratio = f.eviction_high_watermark_ratio;
   options.service.eviction_ratio = f.eviction_ratio;
-  options.service.client_ttl = Seconds(f.client_ttl_s);
+  options.service.node_ttl = Seconds(f.node_ttl_s);
   options.service.default_kv_lease_ttl = std::chrono::milliseconds(f.default_kv_lease_ttl_ms);
   options.service.default_kv_soft_pin_ttl = std::chrono::milliseconds(f.default_kv_soft_pin_ttl_ms);
   options.service.max_kv_soft_pin_ttl = std::chrono::milliseconds(f.max_kv_soft_pin_ttl_ms);
@@ -158,7 +158,7 @@ int RunMaster(const MasterFlags& f) {
     std::cerr << "kvtier master listening on tcp://" << f.host << ":" << f.port << " (http "
               << (f.http_port != 0 ? std::to_string(f.http_port) : std::string("off"))
               << ", replicas " << f.replicas << ", lease " << f.default_kv_lease_ttl_ms
-              << " ms, client ttl " << f.client_ttl_s << " s)" << std::endl;
+              << " ms, node ttl " << f.node_ttl_s << " s)" << std::endl;
   }
   int sig = 0;
   sigwait(&signals, &sig);
@@ -187,8 +187,9 @@ RunFn AddMasterCommand(CLI::App& app) {
   cmd->add_option("--eviction-ratio,--eviction_ratio", f->eviction_ratio,
                   "... down to (watermark - this) of the capacity")
       ->capture_default_str();
-  cmd->add_option("--client-ttl-s,--client_ttl", f->client_ttl_s,
-                  "A node silent this long is dropped with its segments")
+  // --client-ttl-s and Mooncake's --client_ttl are the old spellings, kept as aliases.
+  cmd->add_option("--node-ttl-s,--client-ttl-s,--client_ttl", f->node_ttl_s,
+                  "A node silent this long is dropped with its segments (alias --client-ttl-s)")
       ->capture_default_str();
   cmd->add_option("--default-kv-lease-ttl-ms,--default_kv_lease_ttl",
                   f->default_kv_lease_ttl_ms,

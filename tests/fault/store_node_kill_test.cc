@@ -67,7 +67,7 @@ void Load(StoreClient& c, const std::string& c_address, const std::vector<LoadKe
 // readable throughout; keys only on C become OBJECT_NOT_FOUND; puts that start after the master
 // dropped C succeed, even those that asked for C; the master, A and B keep serving.
 TEST(StoreNodeKill, SurvivorsServeEveryReplicatedKeyAndTheDeadNodesKeysAreMisses) {
-  MasterProcess master({"--client-ttl-s", "2"});
+  MasterProcess master({"--node-ttl-s", "2"});
   NodeProcess a(master.address(), "64MB"), b(master.address(), "64MB"), c(master.address(), "64MB");
   auto on_a = ConnectDummyOf(a.address());
   auto on_b = ConnectDummyOf(b.address());

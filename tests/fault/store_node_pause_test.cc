@@ -1,5 +1,5 @@
 // Fault: a node stops answering (SIGSTOP: a long stall, a frozen VM) for longer than the
-// master's client TTL, then resumes. The master has unmounted it meanwhile and forgotten every
+// master's node TTL, then resumes. The master has unmounted it meanwhile and forgotten every
 // replica on it; the node is still alive, its segment still holds the old bytes, and it mounts
 // again by itself.
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@ size_t Segments(const MasterProcess& m) {
 // old keys stay not found although their bytes are still in its segment), and values placed on
 // it afterwards read back intact from both nodes.
 TEST(StoreNodePause, ANodeSilentPastTheTtlIsDroppedAndComesBackEmpty) {
-  MasterProcess master({"--client-ttl-s", "1.5"});  // heartbeats every 1 s
+  MasterProcess master({"--node-ttl-s", "1.5"});  // heartbeats every 1 s
   NodeProcess a(master.address(), "64MB"), c(master.address(), "64MB");
   auto on_a = ConnectDummyOf(a.address());
   for (int i = 0; i < kKeys; ++i) {
@@ -82,7 +82,7 @@ TEST(StoreNodePause, AWriteFromBeforeTheDropNeverLandsOnSpaceHandedOutAgain) {
   constexpr size_t kStalled = 48ull << 20;  // far more than loopback buffers while C is stopped
   constexpr size_t kLate = 4ull << 20;
   constexpr int kLateKeys = 8;              // [0, 32 MiB) of C's fresh allocator
-  MasterProcess master({"--client-ttl-s", "1.5"});  // heartbeats every 1 s
+  MasterProcess master({"--node-ttl-s", "1.5"});  // heartbeats every 1 s
   NodeProcess a(master.address(), "64MB"), b(master.address(), "64MB"),
       c(master.address(), "128MB");
   auto on_a = ConnectDummyOf(a.address(), 0, kStalled + (8 << 20));

@@ -41,7 +41,7 @@ double Sum(std::initializer_list<NodeProcess*> nodes, const std::string& series)
 }
 
 TEST(StoreReReplication, ObjectsThatLostAReplicaGetANewOneAndSurviveASecondLoss) {
-  MasterProcess master({"--client-ttl-s", "2", "--replicas", "2"});
+  MasterProcess master({"--node-ttl-s", "2", "--replicas", "2"});
   NodeProcess a(master.address(), "64MB"), b(master.address(), "64MB"), c(master.address(), "64MB");
   NodeProcess d(master.address(), "0");
   auto on_d = ConnectDummyOf(d.address());

@@ -37,7 +37,7 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
         continue;
       }
       // Its node is taken as alive from now: its next ping is answered without NEED_REMOUNT, or
-      // it expires after client_ttl as any silent node does.
+      // it expires after node_ttl as any silent node does.
       s.nodes.Register(NodeInfo{seg.node_id, seg.node_endpoint}, now);
       endpoints[seg.id] = seg.endpoint;
       ++stats.segments;

@@ -8,7 +8,7 @@ MasterMetrics::MasterMetrics(MetricsRegistry* r) {
   allocated_bytes =
       r->GetGauge("kvtier_master_allocated_bytes", "Segment bytes allocated to replicas");
   keys = r->GetGauge("kvtier_master_keys", "Objects known to the master (finished or not)");
-  nodes_alive = r->GetGauge("kvtier_master_nodes_alive", "Nodes heard from within client_ttl");
+  nodes_alive = r->GetGauge("kvtier_master_nodes_alive", "Nodes heard from within node_ttl");
   segments = r->GetGauge("kvtier_master_segments", "Mounted segments");
   under_replicated = r->GetGauge("kvtier_master_under_replicated_objects",
                                  "Complete objects with fewer replicas than their put asked for, "

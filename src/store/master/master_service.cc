@@ -31,7 +31,7 @@ Status MasterService::MountSegment(const NodeInfo& node, const SegmentInfo& segm
   const std::string& endpoint = segment.endpoint.empty() ? node.endpoint : segment.endpoint;
   // Another node's segment at this endpoint: that node is gone (an endpoint is one listening
   // process, and node ids are new every run), typically killed and restarted here within the
-  // client TTL. It is dropped now, as its expiry would, so its replicas are never read from (or
+  // node TTL. It is dropped now, as its expiry would, so its replicas are never read from (or
   // written to) the new node's memory.
   std::map<std::string, std::vector<uint64_t>> replaced;
   std::vector<MountRef> gone;
@@ -149,12 +149,12 @@ void MasterService::Tick() {
   Impl& s = *impl_;
   const int64_t now = s.Now();
 
-  // 1. Nodes silent for client_ttl: unmount their segments and forget them.
+  // 1. Nodes silent for node_ttl: unmount their segments and forget them.
   std::vector<std::string> expired;
   std::vector<MountRef> gone;
   {
     std::lock_guard lock(s.membership_mu);
-    expired = s.nodes.TakeExpired(now, s.options.client_ttl);
+    expired = s.nodes.TakeExpired(now, s.options.node_ttl);
     for (const std::string& id : expired) {
       std::vector<MountRef> mounts = s.pool.UnmountNode(id);
       gone.insert(gone.end(), mounts.begin(), mounts.end());
@@ -164,7 +164,7 @@ void MasterService::Tick() {
   }
   for (const std::string& id : expired) {
     KVT_LOG_WARN("master: node {} silent for over {} ms: its segments are unmounted", id,
-                 s.options.client_ttl.count());
+                 s.options.node_ttl.count());
   }
   s.m.node_expirations->Inc(static_cast<double>(expired.size()));
   s.DropMounts(gone);

@@ -21,7 +21,7 @@ namespace kvtier::store {
 struct MasterOptions {
   double eviction_high_watermark_ratio = 0.95;  // evict when used bytes exceed this share
   double eviction_ratio = 0.05;                 // ... down to (watermark - ratio) of capacity
-  std::chrono::milliseconds client_ttl{10000};  // a node silent this long is unmounted
+  std::chrono::milliseconds node_ttl{10000};  // a node silent this long is unmounted
   std::chrono::milliseconds default_kv_lease_ttl{5000};
   // A soft pin's TTL when the put names none (Mooncake's default: 30 min); puts may ask for up to
   // max_kv_soft_pin_ttl.
@@ -78,7 +78,7 @@ class MasterService final : public MasterApi {
   void SetJournal(MetadataJournal* journal);
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):
-  // unmount nodes silent for client_ttl, reclaim abandoned puts, evict above the watermark.
+  // unmount nodes silent for node_ttl, reclaim abandoned puts, evict above the watermark.
   void Tick();
 
   // /status: capacity and use per segment, keys, nodes alive, counters.

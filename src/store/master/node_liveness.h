@@ -1,5 +1,5 @@
 // Which nodes the master considers alive, and when each was last heard from (a mount or a
-// ping). A node silent for longer than client_ttl is expired: the service unmounts its segments
+// ping). A node silent for longer than node_ttl is expired: the service unmounts its segments
 // and forgets it, so its next ping is answered need_remount. Not thread-safe: the service
 // guards it with its membership mutex, together with the segment mounts it must agree with.
 #pragma once

@@ -1,7 +1,7 @@
 // The segment id a node serves, shared by its data-plane server and its transfer engine's local
 // path, and how many accesses are still moving bytes under each id.
 //
-// Why: a master that forgets a node (it restarted, or the node was silent past the client TTL)
+// Why: a master that forgets a node (it restarted, or the node was silent past the node TTL)
 // forgets every replica on it and will hand that space out again once the node mounts anew. An
 // access the node admitted before may still be running then: a peer's WRITE that stalled across
 // the expiry would land its tail in space that now belongs to another object. So the node mounts

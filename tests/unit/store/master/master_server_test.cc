@@ -111,7 +111,8 @@ TEST_F(MasterCommand, BadFlagsAreRefusedByName) {
       {"--eviction-ratio 1.5", "--eviction-ratio"},
       {"--eviction-high-watermark-ratio -0.1", "--eviction-high-watermark-ratio"},
       {"--replicas 0", "--replicas"},
-      {"--client-ttl-s 0", "--client-ttl-s"},
+      {"--node-ttl-s 0", "--node-ttl-s"},
+      {"--client-ttl-s 0", "--node-ttl-s"},  // the old spelling is an alias
       {"--default-kv-lease-ttl-ms 0", "--default-kv-lease-ttl-ms"},
       {"--put-start-discard-timeout-s 60 --put-start-release-timeout-s 30",
        "--put-start-release-timeout-s"},

@@ -143,7 +143,7 @@ TEST_F(MasterServiceTest, SoftPinsLapseTheirTtlAfterThePutAndTheLastRead) {
   options.eviction_high_watermark_ratio = 0.0;  // every Tick evicts all it may ...
   options.eviction_ratio = 0.0;
   options.allow_evict_soft_pinned_objects = false;  // ... but no live soft pin
-  options.client_ttl = std::chrono::hours(1);        // the node stays, though it never pings
+  options.node_ttl = std::chrono::hours(1);        // the node stays, though it never pings
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   PutConfig ten_s;
@@ -188,7 +188,7 @@ TEST_F(MasterEvictionTest, TickEvictsOldestLeasesByBytesDownToTheTarget) {
   MasterOptions options;
   options.eviction_high_watermark_ratio = 0.5;
   options.eviction_ratio = 0.2;
-  options.client_ttl = std::chrono::hours(1);
+  options.node_ttl = std::chrono::hours(1);
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, kSegment).ok());
   // 50 objects = 50%: at the watermark, nothing happens.

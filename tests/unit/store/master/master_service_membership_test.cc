@@ -86,7 +86,7 @@ TEST_F(MasterServiceTest, SilentNodeIsUnmountedAndMustRemount) {
 
   Advance(seconds(6));
   ASSERT_FALSE(master_->Ping(Node("n2"))->need_remount);
-  Advance(seconds(4));  // n1 silent for exactly client_ttl: still alive
+  Advance(seconds(4));  // n1 silent for exactly node_ttl: still alive
   master_->Tick();
   EXPECT_EQ(master_->StatusJson()["segments"].size(), 3u);
   Advance(milliseconds(1));
@@ -112,7 +112,7 @@ TEST_F(MasterServiceTest, SilentNodeIsUnmountedAndMustRemount) {
 }
 
 TEST_F(MasterServiceTest, ANodeMountingAtAnotherNodesEndpointReplacesItAtOnce) {
-  // n1 is killed and restarted at the same address well within the client TTL: the new process
+  // n1 is killed and restarted at the same address well within the node TTL: the new process
   // has a new node id and a new segment id. Its predecessor's replicas must go at once, not at
   // the TTL, or readers would be sent to the new node's memory with the old offsets.
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
@@ -166,7 +166,7 @@ TEST_F(MasterServiceTest, MasterRestartAsksNodesToRemount) {
 
 TEST_F(MasterServiceTest, AbandonedPutIsReleasedAfterTheReleaseTimeout) {
   MasterOptions options;
-  options.client_ttl = std::chrono::hours(1);
+  options.node_ttl = std::chrono::hours(1);
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   ASSERT_TRUE(Start("n1", "abandoned", 1000).ok());
@@ -186,7 +186,7 @@ TEST_F(MasterServiceTest, AbandonedPutIsReleasedAfterTheReleaseTimeout) {
 
 TEST_F(MasterServiceTest, StalePutIsPreemptedAfterTheDiscardTimeout) {
   MasterOptions options;
-  options.client_ttl = std::chrono::hours(1);
+  options.node_ttl = std::chrono::hours(1);
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   ASSERT_TRUE(Mount("n2", 2, 1 << 20).ok());
@@ -217,7 +217,7 @@ TEST_F(MasterServiceTest, StalePutIsPreemptedAfterTheDiscardTimeout) {
 
 TEST_F(MasterServiceTest, PreemptingAPutPastItsReleaseTimeFreesAtOnce) {
   MasterOptions options;
-  options.client_ttl = std::chrono::hours(1);
+  options.node_ttl = std::chrono::hours(1);
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 1 << 20).ok());
   ASSERT_TRUE(Start("n1", "k", 1000).ok());
@@ -232,7 +232,7 @@ TEST_F(MasterServiceTest, DiscardedReplicaOfAnOldMountIsNotFreedIntoANewOne) {
   // again under the same id before the release time. Releasing it must not free space that
   // the new mount has handed out since.
   MasterOptions options;
-  options.client_ttl = std::chrono::hours(1);
+  options.node_ttl = std::chrono::hours(1);
   Restart(options);
   ASSERT_TRUE(Mount("n1", 1, 8192).ok());
   ASSERT_TRUE(Start("n1", "k", 4096).ok());
