@@ -137,8 +137,8 @@ ROWS = [
         ("Put and get throughput", "Bps", [
             (rate("kvtier_node_dummy_bytes_total", N, "instance, op"),
              "dummy {{op}} {{instance}}"),
-            (rate("kvtier_transfer_bytes_total", N, "instance, path, direction"),
-             "transfer {{path}} {{direction}} {{instance}}"),
+            (rate("kvtier_data_plane_bytes_total", N, "instance, path, direction"),
+             "data plane {{path}} {{direction}} {{instance}}"),
             (rate("kvtier_data_plane_served_bytes_total", N, "instance, direction"),
              "served to peers {{direction}} {{instance}}")]),
         ("Keys put and got by result", "ops", [

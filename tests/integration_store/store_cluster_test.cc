@@ -90,7 +90,7 @@ TEST(StoreCluster, DummiesOnTwoNodesShareEveryKey) {
     readers.push_back(ChildProcess::Fork([=] { return CheckKeys(node, all, size); }));
   }
   for (auto& r : readers) EXPECT_EQ(r.Wait(std::chrono::seconds(60)), 0);
-  EXPECT_GT(b.Metric("kvtier_transfer_bytes_total{direction=\"read\",path=\"tcp\"}"), 0);
+  EXPECT_GT(b.Metric("kvtier_data_plane_bytes_total{direction=\"read\",path=\"tcp\"}"), 0);
 }
 
 // In a child process: one batch of `n` values of `size` bytes (over the 4 MiB from which a node
@@ -129,7 +129,7 @@ TEST(StoreCluster, SameNodeBatchesAreExactWithOneOrSeveralCopyThreads) {
       return BatchRoundTrip(node.address(), std::string("ct") + threads, 6, (1 << 20) + 4099);
     });
     EXPECT_EQ(child.Wait(std::chrono::seconds(60)), 0);
-    EXPECT_GE(node.Metric("kvtier_transfer_bytes_total{direction=\"write\",path=\"local\"}"),
+    EXPECT_GE(node.Metric("kvtier_data_plane_bytes_total{direction=\"write\",path=\"local\"}"),
               6.0 * ((1 << 20) + 4099));
   }
   ChildProcess bad({KvtierBin(), "node", "--master", master.address(), "--copy-threads", "65"});

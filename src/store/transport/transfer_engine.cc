@@ -34,6 +34,25 @@ constexpr size_t kMaxThreadsPerBatch = 8;
 enum Dir { kDirRead = 0, kDirWrite = 1 };
 enum Path { kPathLocal = 0, kPathTcp = 1 };
 
+// A data-plane counter, exported as kvtier_data_plane_<suffix> and, for one release, under its old
+// name kvtier_transfer_<suffix> (docs/metrics.md: deprecated), which dashboards may still query.
+struct RenamedCounter {
+  Counter* current = nullptr;
+  Counter* deprecated = nullptr;
+
+  RenamedCounter() = default;
+  RenamedCounter(MetricsRegistry& metrics, const std::string& suffix, const std::string& help,
+                 const Labels& labels)
+      : current(metrics.GetCounter("kvtier_data_plane_" + suffix, help, labels)),
+        deprecated(metrics.GetCounter(
+            "kvtier_transfer_" + suffix,
+            "Deprecated name of kvtier_data_plane_" + suffix + ": " + help, labels)) {}
+  void Inc(double v) const {
+    current->Inc(v);
+    deprecated->Inc(v);
+  }
+};
+
 std::string LowerName(ErrorCode code) {
   std::string s = ErrorName(code);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -47,9 +66,9 @@ struct TransferEngine::Impl {
   std::shared_ptr<SegmentGate> gate;  // which local segment id is served now
   std::unique_ptr<MetricsRegistry> own_metrics;
   MetricsRegistry* metrics = nullptr;
-  Counter* bytes[2][2] = {};
+  RenamedCounter bytes[2][2];
   std::mutex result_mu;
-  std::map<ErrorCode, Counter*> result_counters;
+  std::map<ErrorCode, RenamedCounter> result_counters;
   ConnectionPool pool;
   ParallelCopier copier;  // this engine's local copies
 
@@ -61,12 +80,12 @@ struct TransferEngine::Impl {
         copier("kvt-copy", opt.copy_threads > 0 ? opt.copy_threads
                                                 : ParallelCopier::DefaultThreads()) {}
 
-  Counter* ResultCounter(ErrorCode code) {
+  const RenamedCounter& ResultCounter(ErrorCode code) {
     std::lock_guard<std::mutex> lock(result_mu);
-    Counter*& c = result_counters[code];
-    if (c == nullptr) {
-      c = metrics->GetCounter("kvtier_transfer_ops_total", "Transfer ops by result",
-                              {{"result", LowerName(code)}});
+    RenamedCounter& c = result_counters[code];
+    if (c.current == nullptr) {
+      c = RenamedCounter(*metrics, "ops_total", "Data-plane ops by result",
+                         {{"result", LowerName(code)}});
     }
     return c;
   }
@@ -143,10 +162,10 @@ void TransferEngine::Impl::Account(std::span<const TransferOp> ops, std::span<co
   }
   for (int d = 0; d < 2; ++d) {
     for (int p = 0; p < 2; ++p) {
-      if (sums[d][p] > 0) bytes[d][p]->Inc(sums[d][p]);
+      if (sums[d][p] > 0) bytes[d][p].Inc(sums[d][p]);
     }
   }
-  for (const auto& [code, n] : counts) ResultCounter(code)->Inc(static_cast<double>(n));
+  for (const auto& [code, n] : counts) ResultCounter(code).Inc(static_cast<double>(n));
 }
 
 TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics)
@@ -156,13 +175,13 @@ TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics
     metrics = impl_->own_metrics.get();
   }
   impl_->metrics = metrics;
-  const char* help = "Bytes moved by transfer ops that succeeded";
+  const char* help = "Bytes moved by data-plane ops that succeeded";
   const char* dirs[2] = {"read", "write"};
   const char* paths[2] = {"local", "tcp"};
   for (int d = 0; d < 2; ++d) {
     for (int p = 0; p < 2; ++p) {
-      impl_->bytes[d][p] = metrics->GetCounter("kvtier_transfer_bytes_total", help,
-                                               {{"direction", dirs[d]}, {"path", paths[p]}});
+      impl_->bytes[d][p] = RenamedCounter(*metrics, "bytes_total", help,
+                                          {{"direction", dirs[d]}, {"path", paths[p]}});
     }
   }
 }
