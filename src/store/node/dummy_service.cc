@@ -1,5 +1,5 @@
 // DummyService (dummy_service.h): the listener on @kvtier-node-<port>, one thread per
-// connection (each running a DummySession), and a monitor that reaps finished connections and
+// connection (each running a DummyConnection), and a monitor that reaps finished connections and
 // cuts off connections silent for longer than dummy_ttl. The id -> context table's lock is held
 // only to attach or detach a context, so no dummy's transfer ever waits on another dummy.
 #include "store/node/dummy_service.h"
@@ -21,7 +21,7 @@
 #include "common/logging.h"
 #include "store/client/dummy_client.h"
 #include "store/protocol/dummy_socket.h"
-#include "store/node/dummy_session.h"
+#include "store/node/dummy_connection.h"
 
 namespace kvtier::store {
 namespace {
@@ -103,7 +103,7 @@ void DummyService::Impl::AcceptLoop() {
       Refuse(fd.get(), ErrorCode::ILLEGAL_CLIENT, "dummy connection refused: " + why);
       continue;
     }
-    // A peer that stops reading replies must not block its session for ever.
+    // A peer that stops reading replies must not block its connection for ever.
     (void)dummy::SetSocketTimeouts(fd.get(), std::chrono::milliseconds(0), options.dummy_ttl);
     std::lock_guard lock(mu);
     if (stopping) return;
@@ -125,9 +125,9 @@ void DummyService::Impl::AcceptLoop() {
 }
 
 void DummyService::Impl::Serve(Conn* conn) {
-  auto session =
-      std::make_unique<DummySession>(conn->fd.get(), node, table, metrics, conn->state, *clock);
-  const DummySession::End end = session->Run();
+  auto connection =
+      std::make_unique<DummyConnection>(conn->fd.get(), node, table, metrics, conn->state, *clock);
+  const DummyConnection::End end = connection->Run();
   const char* reason = "error";
   {
     std::lock_guard lock(mu);
@@ -137,16 +137,16 @@ void DummyService::Impl::Serve(Conn* conn) {
     } else if (stopping) {
       reason = "stop";
       metrics.disconnects_stop->Inc();
-    } else if (end == DummySession::End::kEof) {
+    } else if (end == DummyConnection::End::kEof) {
       reason = "eof";
       metrics.disconnects_eof->Inc();
     } else {
       metrics.disconnects_error->Inc();
     }
   }
-  KVT_LOG_INFO("dummy '{}' disconnected ({})", session->client_id(), reason);
+  KVT_LOG_INFO("dummy '{}' disconnected ({})", connection->client_id(), reason);
   // Counted first, then detached: whoever sees the dummy gone also sees why.
-  session.reset();  // the context is detached and unmapped here
+  connection.reset();  // the context is detached and unmapped here
   std::lock_guard lock(mu);
   conn->done = true;
   cv.notify_all();

@@ -7,7 +7,7 @@
 // this node's segment, TCP to others), then PutEnd, or PutRevoke when a write failed, so no
 // reader ever sees a partial object. A get: GetReplicas (grants a lease), read one replica
 // (local first), then LEASE_EXPIRED if the lease ran out before the bytes arrived.
-// Thread-safety: every method may be called from many threads at once (the dummy sessions and
+// Thread-safety: every method may be called from many threads at once (the dummy connections and
 // the embedded client do); heartbeats run on a thread of the node's own.
 #pragma once
 
@@ -64,7 +64,7 @@ class StoreNode {
 
   const NodeInfo& info() const;
   // The master's address and the secret, for clients on this host that may ask it directly for
-  // metadata (dummy_session.cc); nullopt when the master fails over or is in this process.
+  // metadata (dummy_connection.cc); nullopt when the master fails over or is in this process.
   std::optional<MasterClientOptions> MasterForClients() const;
   uint16_t port() const;
   bool mounted() const;  // the master has acknowledged the segment since the last NEED_REMOUNT

@@ -1,6 +1,6 @@
 // Store keys: opaque byte strings of 1..kMaxKeyBytes bytes (store_types.h). The one check every
 // part of the store applies to a key it sends or serves (the dummy client before a round trip,
-// the node's dummy session, the master), and the one way a key is quoted in a message.
+// the node's dummy connection, the master), and the one way a key is quoted in a message.
 #pragma once
 
 #include <string>

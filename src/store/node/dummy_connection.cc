@@ -1,6 +1,6 @@
-// Serves one dummy connection (dummy_session.h): frame loop, request dispatch, and the
+// Serves one dummy connection (dummy_connection.h): frame loop, request dispatch, and the
 // translation of each request's (region, offset, length) ranges into pointers for StoreNode.
-#include "store/node/dummy_session.h"
+#include "store/node/dummy_connection.h"
 
 #include <fmt/format.h>
 
@@ -88,22 +88,22 @@ Counter* DummyMetrics::Error(const std::string& reason) {
                              {{"reason", reason}});
 }
 
-DummySession::DummySession(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
-                           ConnectionState& state, const Clock& clock)
+DummyConnection::DummyConnection(int fd, StoreNode& node, DummyContextTable& table,
+                                 DummyMetrics& metrics, ConnectionState& state, const Clock& clock)
     : fd_(fd), node_(node), table_(table), metrics_(metrics), state_(state), clock_(clock) {}
 
-DummySession::~DummySession() {
+DummyConnection::~DummyConnection() {
   if (context_) {
     table_.Detach(*context_);
     metrics_.connected->Add(-1);
   }
 }
 
-const std::string& DummySession::client_id() const {
+const std::string& DummyConnection::client_id() const {
   return context_ ? context_->client_id() : empty_;
 }
 
-DummySession::End DummySession::Run() {
+DummyConnection::End DummyConnection::Run() {
   while (true) {
     auto frame = dummy::RecvFrame(fd_, dummy::kMaxFrameBytes);
     if (!frame.ok()) {
@@ -135,20 +135,20 @@ DummySession::End DummySession::Run() {
   }
 }
 
-Reply DummySession::Fail(const std::string& reason, Status status) {
+Reply DummyConnection::Fail(const std::string& reason, Status status) {
   metrics_.Error(reason)->Inc();
   Reply reply;
   reply.status = std::move(status);
   return reply;
 }
 
-void DummySession::CountBytes(uint64_t put, uint64_t get) {
+void DummyConnection::CountBytes(uint64_t put, uint64_t get) {
   if (put != 0) metrics_.bytes_put->Inc(static_cast<double>(put));
   if (get != 0) metrics_.bytes_get->Inc(static_cast<double>(get));
   context_->CountBytes(put, get);
 }
 
-Reply DummySession::Handle(uint32_t type, const std::string& body,
+Reply DummyConnection::Handle(uint32_t type, const std::string& body,
                            std::vector<wire::UniqueFd>& fds) {
   const bool known = type >= dummy::kMinOp && type <= dummy::kMaxOp;
   metrics_.requests[known ? type : 0]->Inc();
@@ -168,7 +168,7 @@ Reply DummySession::Handle(uint32_t type, const std::string& body,
   return Dispatch(*req, fds);
 }
 
-Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
+Reply DummyConnection::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
   if (req.op == Op::kHello) return Hello(req);
   if (!context_) {
     return Fail("refused", StoreError(ErrorCode::CLIENT_NOT_FOUND,
@@ -255,13 +255,13 @@ Reply DummySession::Dispatch(Request& req, std::vector<wire::UniqueFd>& fds) {
 // A bulk dummy's thread drops to the bulk priority at its first transfer, not at HELLO: its
 // registrations (a prefault of each region) must still finish within the dummy's timeout on a
 // busy host.
-void DummySession::LowerPriorityIfBulk() {
+void DummyConnection::LowerPriorityIfBulk() {
   if (!bulk_pending_) return;
   bulk_pending_ = false;
   (void)MakeBulkThread();
 }
 
-Reply DummySession::Hello(const Request& req) {
+Reply DummyConnection::Hello(const Request& req) {
   if (context_) {
     return Fail("protocol", StoreError(ErrorCode::INVALID_PARAMS,
                                        fmt::format("this connection already said HELLO as '{}'",
@@ -295,7 +295,7 @@ Reply DummySession::Hello(const Request& req) {
   return reply;
 }
 
-Reply DummySession::PutFrom(const Request& req) {
+Reply DummyConnection::PutFrom(const Request& req) {
   Reply reply;
   reply.statuses.resize(req.keys.size());
   Selected sel;
@@ -342,7 +342,7 @@ Reply DummySession::PutFrom(const Request& req) {
   return reply;
 }
 
-Reply DummySession::GetInto(const Request& req) {
+Reply DummyConnection::GetInto(const Request& req) {
   Reply reply;
   reply.statuses.resize(req.keys.size());
   reply.values.assign(req.keys.size(), 0);
@@ -390,7 +390,7 @@ Reply DummySession::GetInto(const Request& req) {
   return reply;
 }
 
-Reply DummySession::GetStaged(const Request& req) {
+Reply DummyConnection::GetStaged(const Request& req) {
   Reply reply;
   const std::string& key = req.keys[0];
   reply.status = CheckKey(key);
@@ -426,7 +426,7 @@ Reply DummySession::GetStaged(const Request& req) {
   return reply;
 }
 
-Reply DummySession::KeyOp(const Request& req) {
+Reply DummyConnection::KeyOp(const Request& req) {
   Reply reply;
   reply.statuses.resize(req.keys.size());
   if (req.op != Op::kRemove) reply.values.assign(req.keys.size(), 0);

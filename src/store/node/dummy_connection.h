@@ -1,10 +1,10 @@
 // One dummy connection on the node: reads frames, runs each request against the dummy's context
 // and the StoreNode, and answers. The connection must start with HELLO (which attaches a
 // context under the dummy's id); a file descriptor is accepted only with REGISTER_REGION. A bad
-// body or an out-of-bounds range gets an error reply and the session goes on; a frame the
+// body or an out-of-bounds range gets an error reply and the connection goes on; a frame the
 // stream cannot recover from (over the size limit, truncated) ends it. DummyService runs one
-// session per connection on its own thread.
-// Not thread-safe: a session belongs to its connection's thread; what it shares with others (the
+// DummyConnection per connection on its own thread.
+// Not thread-safe: a DummyConnection belongs to its own thread; what it shares with others (the
 // context table, the node, the metrics, ConnectionState) is thread-safe.
 #pragma once
 
@@ -21,7 +21,7 @@
 
 namespace kvtier::store {
 
-// Metric handles shared by the sessions of one DummyService (docs/store/dummy.md).
+// Metric handles shared by the connections of one DummyService (docs/store/dummy.md).
 struct DummyMetrics {
   explicit DummyMetrics(MetricsRegistry& registry);
   Counter* Error(const std::string& reason);  // protocol | bounds | refused | staging
@@ -42,17 +42,17 @@ struct DummyMetrics {
 struct ConnectionState {
   std::atomic<bool> busy{false};         // a request is being served (TTL does not apply)
   std::atomic<int64_t> last_seen_ns{0};  // the service's Clock, end of the last request
-  int64_t peer_pid = 0;                  // set before the session starts (SO_PEERCRED)
+  int64_t peer_pid = 0;                  // set before the connection is served (SO_PEERCRED)
 };
 
-class DummySession {
+class DummyConnection {
  public:
   enum class End { kEof, kError };
 
   // `clock` stamps state.last_seen_ns: the same clock the service's TTL check reads.
-  DummySession(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
+  DummyConnection(int fd, StoreNode& node, DummyContextTable& table, DummyMetrics& metrics,
                ConnectionState& state, const Clock& clock);
-  ~DummySession();  // detaches the context (its regions are unmapped when the last user lets go)
+  ~DummyConnection();  // detaches the context (its regions are unmapped when the last user lets go)
 
   End Run();
   const std::string& client_id() const;  // empty before HELLO
