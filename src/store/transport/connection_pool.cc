@@ -36,19 +36,19 @@ ConnectionPool::ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
       token_(std::move(auth_token)),
       redial_interval_(redial_interval) {}
 
-Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoint,
-                                                      tcp::Deadline deadline) {
-  Lease lease;
+Result<PooledConnection> ConnectionPool::Acquire(const std::string& endpoint,
+                                                 tcp::Deadline deadline) {
+  PooledConnection conn;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Peer& peer = peers_[endpoint];
-    lease.generation = peer.generation;
+    conn.generation = peer.generation;
     while (!peer.idle.empty()) {
       wire::UniqueFd fd = std::move(peer.idle.back());
       peer.idle.pop_back();
       if (LooksAlive(fd.get())) {
-        lease.fd = std::move(fd);
-        return lease;
+        conn.fd = std::move(fd);
+        return conn;
       }
     }
     if (peer.unreachable) {
@@ -69,8 +69,8 @@ Result<ConnectionPool::Lease> ConnectionPool::Acquire(const std::string& endpoin
              tcp::Clock::now() - start);
   }
   if (!fd.ok()) return fd.status();
-  lease.fd = std::move(fd).value();
-  return lease;
+  conn.fd = std::move(fd).value();
+  return conn;
 }
 
 namespace {
@@ -150,12 +150,12 @@ void ConnectionPool::NoteDial(const std::string& endpoint, Peer& peer, const Sta
   }
 }
 
-void ConnectionPool::Release(const std::string& endpoint, Lease lease) {
+void ConnectionPool::Release(const std::string& endpoint, PooledConnection conn) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = peers_.find(endpoint);
-  if (it == peers_.end() || it->second.generation != lease.generation) return;  // forgotten
+  if (it == peers_.end() || it->second.generation != conn.generation) return;  // forgotten
   if (it->second.idle.size() >= max_idle_) return;                              // closes it
-  it->second.idle.push_back(std::move(lease.fd));
+  it->second.idle.push_back(std::move(conn.fd));
 }
 
 void ConnectionPool::Forget(const std::string& endpoint) {

@@ -24,12 +24,14 @@
 
 namespace kvtier::store {
 
+// A connection handed out by ConnectionPool::Acquire, to give back with Release.
+struct PooledConnection {
+  wire::UniqueFd fd;        // non-blocking, TCP_NODELAY, authenticated
+  uint64_t generation = 0;  // of the endpoint when handed out (Forget bumps it)
+};
+
 class ConnectionPool {
  public:
-  struct Lease {
-    wire::UniqueFd fd;        // non-blocking, TCP_NODELAY, authenticated
-    uint64_t generation = 0;  // of the endpoint when handed out (Forget bumps it)
-  };
 
   ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
                  std::chrono::milliseconds redial_interval = std::chrono::seconds(2));
@@ -38,11 +40,11 @@ class ConnectionPool {
   // secret is set).
   // kIoError: refused/reset/unreachable; kTimeout: no answer before the deadline;
   // kPermissionDenied: the peer rejected the proof.
-  Result<Lease> Acquire(const std::string& endpoint, tcp::Deadline deadline);
+  Result<PooledConnection> Acquire(const std::string& endpoint, tcp::Deadline deadline);
 
   // Gives back a connection that is in sync (no request outstanding). Closed instead when the
   // endpoint was forgotten since Acquire or the peer already has max_idle_per_peer idle ones.
-  void Release(const std::string& endpoint, Lease lease);
+  void Release(const std::string& endpoint, PooledConnection conn);
 
   void Forget(const std::string& endpoint);
   size_t IdleCount(const std::string& endpoint) const;

@@ -126,26 +126,26 @@ void TransferEngine::Impl::RunPeers(
     const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
     std::span<const TransferOp> ops, std::span<Status> results, tcp::Deadline deadline) {
   std::vector<PipelineLane> lanes;
-  std::vector<ConnectionPool::Lease> leases;
+  std::vector<PooledConnection> pooled;
   for (const auto& [endpoint, indices] : groups) {
     const size_t n_lanes = std::min(kLanesPerPeer, indices.size());
     for (size_t l = 0; l < n_lanes; ++l) {
       PipelineLane lane;
       lane.endpoint = endpoint;
       for (size_t j = l; j < indices.size(); j += n_lanes) lane.ops.push_back(indices[j]);
-      auto lease = pool.Acquire(endpoint, deadline);
-      if (!lease.ok()) {
-        for (size_t i : lane.ops) results[i] = lease.status();
+      auto conn = pool.Acquire(endpoint, deadline);
+      if (!conn.ok()) {
+        for (size_t i : lane.ops) results[i] = conn.status();
         continue;
       }
-      lane.fd = lease->fd.get();
+      lane.fd = conn->fd.get();
       lanes.push_back(std::move(lane));
-      leases.push_back(std::move(lease).value());
+      pooled.push_back(std::move(conn).value());
     }
   }
   RunPipeline(lanes, ops, results, deadline);
   for (size_t i = 0; i < lanes.size(); ++i) {
-    if (!lanes[i].broken) pool.Release(lanes[i].endpoint, std::move(leases[i]));
+    if (!lanes[i].broken) pool.Release(lanes[i].endpoint, std::move(pooled[i]));
   }
 }
 
