@@ -1,6 +1,6 @@
 // The client side of the data plane: a poll() loop that pipelines ops over connections
 // (see tcp_pipeline.h). Replies come back in request order (the server handles one connection's
-// requests one at a time), so a lane only tracks how far it has sent and how far it has been
+// requests one at a time), so a stream only tracks how far it has sent and how far it has been
 // answered; every reply's request id is checked against the op it must belong to.
 #include "store/transport/tcp_pipeline.h"
 
@@ -22,9 +22,9 @@ namespace {
 constexpr int kMaxIov = 64;
 std::atomic<uint64_t> g_next_request_id{1};
 
-struct LaneState {
-  PipelineLane* lane = nullptr;
-  uint64_t first_id = 0;  // op j of the lane has request id first_id + j
+struct StreamState {
+  PipelineStream* stream = nullptr;
+  uint64_t first_id = 0;  // op j of the stream has request id first_id + j
   std::vector<std::array<uint8_t, dp::kRequestHeaderBytes>> headers;
   size_t sent = 0;        // ops fully sent
   uint64_t send_off = 0;  // bytes of op `sent` already sent (header, then WRITE payload)
@@ -36,8 +36,8 @@ struct LaneState {
   uint64_t payload_got = 0;
   std::string message;
 
-  size_t size() const { return lane->ops.size(); }
-  bool done() const { return lane->broken || answered == size(); }
+  size_t size() const { return stream->ops.size(); }
+  bool done() const { return stream->broken || answered == size(); }
   bool can_send() const { return sent < size() && sent - answered < kPipelineWindowOps; }
 };
 
@@ -46,25 +46,25 @@ class Runner {
   Runner(std::span<const TransferOp> ops, std::span<Status> results)
       : ops_(ops), results_(results) {}
 
-  void Fail(LaneState& s, ErrorCode code, const std::string& why) {
+  void Fail(StreamState& s, ErrorCode code, const std::string& why) {
     for (size_t j = s.answered; j < s.size(); ++j) {
-      results_[s.lane->ops[j]] = StoreError(code, fmt::format("{}: {}", s.lane->endpoint, why));
+      results_[s.stream->ops[j]] = StoreError(code, fmt::format("{}: {}", s.stream->endpoint, why));
     }
-    s.lane->broken = true;
+    s.stream->broken = true;
   }
 
-  void FailErrno(LaneState& s, const char* call, int err) {
+  void FailErrno(StreamState& s, const char* call, int err) {
     Fail(s, ErrorCode::TRANSFER_FAIL, fmt::format("{}: {}", call, std::strerror(err)));
   }
 
-  const TransferOp& Op(const LaneState& s, size_t j) const { return ops_[s.lane->ops[j]]; }
+  const TransferOp& Op(const StreamState& s, size_t j) const { return ops_[s.stream->ops[j]]; }
 
   static uint64_t WireBytes(const TransferOp& op) {
     return dp::kRequestHeaderBytes + (op.kind == TransferOp::Kind::kWrite ? op.length : 0);
   }
 
   // Sends as much of the window as the socket takes. Returns when it would block.
-  void Send(LaneState& s) {
+  void Send(StreamState& s) {
     while (!s.done() && s.can_send()) {
       iovec iov[kMaxIov];
       int cnt = 0;
@@ -86,7 +86,7 @@ class Runner {
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = static_cast<size_t>(cnt);
-      const ssize_t n = ::sendmsg(s.lane->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n = ::sendmsg(s.stream->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -109,7 +109,7 @@ class Runner {
   }
 
   // Reads replies until the socket has nothing more.
-  void Recv(LaneState& s) {
+  void Recv(StreamState& s) {
     while (!s.done()) {
       const TransferOp& op = Op(s, s.answered);
       uint8_t* target;
@@ -124,7 +124,7 @@ class Runner {
         target = reinterpret_cast<uint8_t*>(s.message.data()) + s.payload_got;
         want = s.reply.length - s.payload_got;
       }
-      const ssize_t n = ::recv(s.lane->fd, target, static_cast<size_t>(want), MSG_DONTWAIT);
+      const ssize_t n = ::recv(s.stream->fd, target, static_cast<size_t>(want), MSG_DONTWAIT);
       if (n == 0) return Fail(s, ErrorCode::TRANSFER_FAIL, "connection closed by peer");
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -142,7 +142,7 @@ class Runner {
     }
   }
 
-  void StartReply(LaneState& s, const TransferOp& op) {
+  void StartReply(StreamState& s, const TransferOp& op) {
     auto decoded = dp::DecodeReplyHeader(s.reply_raw);
     if (!decoded.ok()) return Fail(s, ErrorCode::TRANSFER_FAIL, decoded.status().message());
     s.reply = *decoded;
@@ -168,13 +168,13 @@ class Runner {
     s.in_payload = true;
   }
 
-  void Complete(LaneState& s) {
-    Status& out = results_[s.lane->ops[s.answered]];
+  void Complete(StreamState& s) {
+    Status& out = results_[s.stream->ops[s.answered]];
     if (s.reply.status == 0) {
       out = Status::Ok();
     } else {
       out = StoreError(ErrorCodeFromInt(s.reply.status),
-                       fmt::format("{}: {}", s.lane->endpoint, s.message));
+                       fmt::format("{}: {}", s.stream->endpoint, s.message));
     }
     ++s.answered;
     s.in_payload = false;
@@ -187,39 +187,39 @@ class Runner {
 
 }  // namespace
 
-void RunPipeline(std::span<PipelineLane> lanes, std::span<const TransferOp> ops,
+void RunPipeline(std::span<PipelineStream> streams, std::span<const TransferOp> ops,
                  std::span<Status> results, tcp::Deadline deadline) {
   Runner runner(ops, results);
-  std::vector<LaneState> states(lanes.size());
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    LaneState& s = states[i];
-    s.lane = &lanes[i];
+  std::vector<StreamState> states(streams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    StreamState& s = states[i];
+    s.stream = &streams[i];
     s.first_id = g_next_request_id.fetch_add(s.size(), std::memory_order_relaxed);
     s.headers.resize(s.size());
     for (size_t j = 0; j < s.size(); ++j) {
-      const TransferOp& op = ops[s.lane->ops[j]];
+      const TransferOp& op = ops[s.stream->ops[j]];
       const dp::Op kind = op.kind == TransferOp::Kind::kRead ? dp::Op::kRead : dp::Op::kWrite;
       dp::EncodeRequestHeader({kind, s.first_id + j, op.segment_id, op.offset, op.length},
                               s.headers[j]);
     }
-    if (s.lane->fd < 0) runner.Fail(s, ErrorCode::TRANSFER_FAIL, "no connection");
+    if (s.stream->fd < 0) runner.Fail(s, ErrorCode::TRANSFER_FAIL, "no connection");
     runner.Send(s);
   }
 
   std::vector<pollfd> fds;
-  std::vector<LaneState*> polled;
+  std::vector<StreamState*> polled;
   for (;;) {
     fds.clear();
     polled.clear();
-    for (LaneState& s : states) {
+    for (StreamState& s : states) {
       if (s.done()) continue;
-      fds.push_back({s.lane->fd, static_cast<short>(POLLIN | (s.can_send() ? POLLOUT : 0)), 0});
+      fds.push_back({s.stream->fd, static_cast<short>(POLLIN | (s.can_send() ? POLLOUT : 0)), 0});
       polled.push_back(&s);
     }
     if (fds.empty()) return;
     const int timeout = tcp::PollTimeoutMs(deadline);
     if (timeout == 0) {
-      for (LaneState* s : polled)
+      for (StreamState* s : polled)
         runner.Fail(*s, ErrorCode::RPC_TIMEOUT, "data-plane batch timed out");
       return;
     }
@@ -227,11 +227,11 @@ void RunPipeline(std::span<PipelineLane> lanes, std::span<const TransferOp> ops,
     if (rc < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
-      for (LaneState* s : polled) runner.FailErrno(*s, "poll", err);
+      for (StreamState* s : polled) runner.FailErrno(*s, "poll", err);
       return;
     }
     for (size_t i = 0; i < fds.size(); ++i) {
-      LaneState& s = *polled[i];
+      StreamState& s = *polled[i];
       const short ev = fds[i].revents;
       if (ev == 0) continue;
       if (ev & (POLLIN | POLLHUP | POLLERR)) runner.Recv(s);

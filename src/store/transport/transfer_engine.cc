@@ -1,10 +1,10 @@
 // TransferEngine (transfer_engine.h): sorts a batch into local memcpys and per-peer pipelines.
 //
-// Remote ops are grouped by endpoint. Each endpoint's ops go over kLanesPerPeer pooled
+// Remote ops are grouped by endpoint. Each endpoint's ops go over kStreamsPerPeer pooled
 // connection(s) as pipelined requests (tcp_pipeline.h). Endpoints are served in parallel: the first
 // group on the calling thread, the others on threads of their own (at most kMaxThreadsPerBatch;
 // beyond that several endpoints share a thread's poll loop). Every wait is bounded by the batch
-// deadline, connects included. A connection comes back to the pool only when its lane finished
+// deadline, connects included. A connection comes back to the pool only when its stream finished
 // in sync; any connection error discards it.
 #include "store/transport/transfer_engine.h"
 
@@ -28,7 +28,7 @@ namespace {
 // Measured with 1 MiB ops on this 2-core host (docs/store/data_plane.md): 2 or 4 connections per
 // peer, in one poll loop or a thread each, did not beat one (the kernel's copies are the whole
 // cost), so a peer gets one connection per batch.
-constexpr size_t kLanesPerPeer = 1;
+constexpr size_t kStreamsPerPeer = 1;
 constexpr size_t kMaxThreadsPerBatch = 8;
 
 enum Dir { kDirRead = 0, kDirWrite = 1 };
@@ -125,27 +125,27 @@ MemCopy TransferEngine::Impl::LocalCopy(const TransferOp& op) const {
 void TransferEngine::Impl::RunPeers(
     const std::vector<std::pair<std::string, std::vector<size_t>>>& groups,
     std::span<const TransferOp> ops, std::span<Status> results, tcp::Deadline deadline) {
-  std::vector<PipelineLane> lanes;
+  std::vector<PipelineStream> streams;
   std::vector<PooledConnection> pooled;
   for (const auto& [endpoint, indices] : groups) {
-    const size_t n_lanes = std::min(kLanesPerPeer, indices.size());
-    for (size_t l = 0; l < n_lanes; ++l) {
-      PipelineLane lane;
-      lane.endpoint = endpoint;
-      for (size_t j = l; j < indices.size(); j += n_lanes) lane.ops.push_back(indices[j]);
+    const size_t n_streams = std::min(kStreamsPerPeer, indices.size());
+    for (size_t l = 0; l < n_streams; ++l) {
+      PipelineStream stream;
+      stream.endpoint = endpoint;
+      for (size_t j = l; j < indices.size(); j += n_streams) stream.ops.push_back(indices[j]);
       auto conn = pool.Acquire(endpoint, deadline);
       if (!conn.ok()) {
-        for (size_t i : lane.ops) results[i] = conn.status();
+        for (size_t i : stream.ops) results[i] = conn.status();
         continue;
       }
-      lane.fd = conn->fd.get();
-      lanes.push_back(std::move(lane));
+      stream.fd = conn->fd.get();
+      streams.push_back(std::move(stream));
       pooled.push_back(std::move(conn).value());
     }
   }
-  RunPipeline(lanes, ops, results, deadline);
-  for (size_t i = 0; i < lanes.size(); ++i) {
-    if (!lanes[i].broken) pool.Release(lanes[i].endpoint, std::move(pooled[i]));
+  RunPipeline(streams, ops, results, deadline);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (!streams[i].broken) pool.Release(streams[i].endpoint, std::move(pooled[i]));
   }
 }
 
