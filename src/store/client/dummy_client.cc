@@ -92,7 +92,7 @@ class DummyClient final : public StoreClient {
     put.ranges = {dummy::Range{staged->region, staged->offset, size}};
     put.free_after = true;
     put.config = config;
-    // The staging block belongs to this connection's context: no reconnect in between.
+    // The staging allocation belongs to this connection's context: no reconnect in between.
     auto reply = Call(std::move(put), /*may_reconnect=*/false);
     if (!reply.ok()) return reply.status();
     return OneStatus(*reply);
@@ -414,7 +414,7 @@ class DummyClient final : public StoreClient {
     if (!reply.ok() && reply.status().code() == Code::kUnavailable && !fresh && may_reconnect) {
       Drop();
       KVT_RETURN_IF_ERROR(Connect());
-      req.release.clear();  // those blocks died with the old connection's context
+      req.release.clear();  // those allocations died with the old connection's context
       reply = Exchange(
           req.op, dummy::EncodeFrame(static_cast<uint32_t>(req.op), dummy::EncodeRequest(req)), -1);
     }
@@ -536,7 +536,7 @@ class DummyClient final : public StoreClient {
 
   void Drop() {
     conn_ = wire::UniqueFd();
-    pending_release_.clear();  // those staging blocks belonged to the old connection's context
+    pending_release_.clear();  // those staging allocations belonged to the old connection's context
   }
 
   void HeartbeatLoop() {

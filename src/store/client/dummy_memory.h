@@ -1,11 +1,11 @@
 // A dummy client's shared memory: the memfd regions it hands to its node (the mem pool, region
 // 1, and the local buffer, region 2; a size of 0 creates none; then memfds the caller shares with
-// RegisterSharedMemory, and GPU buffers it registers, regions 3, 4, ...), the mem-pool allocator behind AllocFromMemPool, and
-// the translation of a pointer range in this process into (region id, offset) that requests
-// carry. The node checks every range again against what was registered; the checks here only
-// give the caller a clear error without a round trip.
-// AllocFromMemPool hands out page-aligned blocks and never takes them back (StoreClient has no
-// free, as in Mooncake): the pool lives until the client is destroyed.
+// RegisterSharedMemory, and GPU buffers it registers, regions 3, 4, ...), the mem-pool allocator
+// behind AllocFromMemPool, and the translation of a pointer range in this process into (region
+// id, offset) that requests carry. The node checks every range again against what was
+// registered; the checks here only give the caller a clear error without a round trip.
+// AllocFromMemPool hands out page-aligned allocations and never takes them back (StoreClient has
+// no free, as in Mooncake): the pool lives until the client is destroyed.
 // Thread-safe: shared regions are added while other threads translate; regions are never
 // removed, so their fds stay open as long as this object lives.
 #pragma once

@@ -81,7 +81,8 @@ class DummyContext {
   // INVALID_PARAMS unless the range starts at a live staging allocation and fits inside it.
   Result<ResolvedRange> ResolveStaging(const dummy::Range& range) const;
 
-  // A block of the local buffer for the node to stage through: (local-buffer region, offset).
+  // A staging allocation in the local buffer for the node to stage through: (local-buffer
+  // region, offset).
   Result<dummy::Range> AllocStaging(uint64_t size);
   Status FreeStaging(uint64_t offset);
 
