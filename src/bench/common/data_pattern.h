@@ -24,6 +24,11 @@ uint64_t Mix(uint64_t a, uint64_t b);
 // Fills one block (bytes % 8 == 0) with the pattern of (chunk_seed, region, position in chunk).
 void FillBlock(uint8_t* dst, uint64_t bytes, uint64_t chunk_seed, uint32_t region, uint32_t pos);
 
+// Fills one store or L2 value (bytes % 8 == 0): the pattern of (value_seed, region), position 0.
+inline void FillValue(uint8_t* dst, uint64_t bytes, uint64_t value_seed, uint32_t region = 0) {
+  FillBlock(dst, bytes, value_seed, region, 0);
+}
+
 // Offset of the first byte that differs from the pattern, or -1 when the block is right.
 int64_t CheckBlock(const uint8_t* p, uint64_t bytes, uint64_t chunk_seed, uint32_t region,
                    uint32_t pos);

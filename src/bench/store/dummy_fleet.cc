@@ -28,13 +28,13 @@ constexpr auto kRemoveDeadline = std::chrono::seconds(30);
 
 // The child: one dummy client and two regions of its mem pool, `src` (the values, filled once)
 // and `dst` (where gets land).
-class DummyWorker {
+class DummyChild {
  public:
-  DummyWorker(const DummyJob& job, std::unique_ptr<store::StoreClient> client, uint8_t* src,
+  DummyChild(const DummyChildPlan& plan, std::unique_ptr<store::StoreClient> client, uint8_t* src,
               uint8_t* dst)
-      : job_(job), client_(std::move(client)), src_(src), dst_(dst) {}
+      : plan_(plan), client_(std::move(client)), src_(src), dst_(dst) {}
 
-  uint64_t total() const { return uint64_t{job_.values} * job_.value_bytes; }
+  uint64_t total() const { return uint64_t{plan_.values} * plan_.value_bytes; }
 
   json Put(uint32_t trial) {
     PhaseSample s;
@@ -56,7 +56,7 @@ class DummyWorker {
   }
 
   json Get(uint32_t trial) {
-    if (job_.fill_only) return {{"error", "get in a fill-only process"}};
+    if (plan_.fill_only) return {{"error", "get in a fill-only process"}};
     PhaseSample s;
     s.bytes = total();
     std::memset(dst_, 0, total());  // so a get that writes nothing cannot pass the check
@@ -70,22 +70,22 @@ class DummyWorker {
       for (size_t i = 0; i < r.size(); ++i) {
         if (!r[i].ok()) {
           AddError(s.errors, fmt::format("get '{}': {}", b.keys[i], r[i].status().ToString()));
-        } else if (*r[i] != job_.value_bytes) {
+        } else if (*r[i] != plan_.value_bytes) {
           AddError(s.errors, fmt::format("get '{}': {} bytes, expected {}", b.keys[i], *r[i],
-                                         job_.value_bytes));
+                                         plan_.value_bytes));
         }
       }
     }
     s.end_ns = NowNs();
     s.cpu_s = ProcessCpuSeconds() - cpu0;
     // Untimed: every byte against what was put.
-    for (uint32_t i = 0; i < job_.values; ++i) {
-      const uint64_t off = uint64_t{i} * job_.value_bytes;
-      if (std::memcmp(dst_ + off, src_ + off, job_.value_bytes) == 0) {
-        s.verified_bytes += job_.value_bytes;
+    for (uint32_t i = 0; i < plan_.values; ++i) {
+      const uint64_t off = uint64_t{i} * plan_.value_bytes;
+      if (std::memcmp(dst_ + off, src_ + off, plan_.value_bytes) == 0) {
+        s.verified_bytes += plan_.value_bytes;
       } else {
         AddError(s.errors, fmt::format("value of '{}' came back different",
-                                       DummyKey(job_.key_prefix, trial, i)));
+                                       DummyKey(plan_.key_prefix, trial, i)));
       }
     }
     return s.ToJson();
@@ -95,7 +95,7 @@ class DummyWorker {
   json Remove(uint32_t last) {
     std::vector<std::string> errors, left;
     for (uint32_t t = 0; t <= last; ++t) {
-      for (uint32_t i = 0; i < job_.values; ++i) left.push_back(DummyKey(job_.key_prefix, t, i));
+      for (uint32_t i = 0; i < plan_.values; ++i) left.push_back(DummyKey(plan_.key_prefix, t, i));
     }
     uint64_t removed = 0;
     const auto deadline = BenchClock::now() + kRemoveDeadline;
@@ -130,30 +130,31 @@ class DummyWorker {
   // Built before the timer starts: only the calls are timed.
   std::vector<Batch> Batches(uint32_t trial, uint8_t* base) const {
     std::vector<Batch> out;
-    for (uint32_t first = 0; first < job_.values; first += job_.batch) {
+    for (uint32_t first = 0; first < plan_.values; first += plan_.batch) {
       Batch b;
-      for (uint32_t i = first; i < std::min(job_.values, first + job_.batch); ++i) {
-        b.keys.push_back(DummyKey(job_.key_prefix, trial, i));
-        b.buffers.push_back(job_.fill_only ? base : base + uint64_t{i} * job_.value_bytes);
-        b.sizes.push_back(job_.value_bytes);
+      for (uint32_t i = first; i < std::min(plan_.values, first + plan_.batch); ++i) {
+        b.keys.push_back(DummyKey(plan_.key_prefix, trial, i));
+        b.buffers.push_back(plan_.fill_only ? base : base + uint64_t{i} * plan_.value_bytes);
+        b.sizes.push_back(plan_.value_bytes);
       }
       out.push_back(std::move(b));
     }
     return out;
   }
 
-  DummyJob job_;
+  DummyChildPlan plan_;
   std::unique_ptr<store::StoreClient> client_;
   uint8_t* src_;
   uint8_t* dst_;
 };
 
-Result<std::unique_ptr<DummyWorker>> SetUp(const DummyJob& job) {
-  const uint64_t total = job.fill_only ? job.value_bytes : uint64_t{job.values} * job.value_bytes;
+Result<std::unique_ptr<DummyChild>> SetUp(const DummyChildPlan& plan) {
+  const uint64_t total =
+      plan.fill_only ? plan.value_bytes : uint64_t{plan.values} * plan.value_bytes;
   const uint64_t region = (total + 4095) / 4096 * 4096;
-  const int regions = job.fill_only ? 1 : 2;  // src, dst
+  const int regions = plan.fill_only ? 1 : 2;  // src, dst
   store::DummyOptions o;
-  o.server_address = job.node_address;
+  o.server_address = plan.node_address;
   o.mem_pool_size = regions * region;
   o.local_buffer_size = 0;  // Put/Get (the copying calls) are not used
   auto client = store::ConnectDummy(o);
@@ -169,18 +170,18 @@ Result<std::unique_ptr<DummyWorker>> SetUp(const DummyJob& job) {
   }
   // Distinct bytes per value, so a value read from the wrong key cannot pass. Writing both
   // regions here also takes their first-touch page faults out of the timed phases.
-  const uint64_t prefix_seed = Mix(job.seed, std::hash<std::string>{}(job.key_prefix));
-  for (uint32_t i = 0; i < (job.fill_only ? 1 : job.values); ++i) {
-    FillBlock(buf[0] + uint64_t{i} * job.value_bytes, job.value_bytes, Mix(prefix_seed, i), 0, 0);
+  const uint64_t prefix_seed = Mix(plan.seed, std::hash<std::string>{}(plan.key_prefix));
+  for (uint32_t i = 0; i < (plan.fill_only ? 1 : plan.values); ++i) {
+    FillValue(buf[0] + uint64_t{i} * plan.value_bytes, plan.value_bytes, Mix(prefix_seed, i));
   }
   if (buf[1] != nullptr) std::memset(buf[1], 0, region);
-  return std::make_unique<DummyWorker>(job, std::move(client).value(), buf[0], buf[1]);
+  return std::make_unique<DummyChild>(plan, std::move(client).value(), buf[0], buf[1]);
 }
 
-int ChildMain(const DummyJob& job, int in_fd, int out_fd) {
-  auto worker = SetUp(job);
-  if (!worker.ok()) {
-    WriteLine(out_fd, json{{"error", worker.status().message()}}.dump());
+int ChildMain(const DummyChildPlan& plan, int in_fd, int out_fd) {
+  auto child = SetUp(plan);
+  if (!child.ok()) {
+    WriteLine(out_fd, json{{"error", child.status().message()}}.dump());
     return 1;
   }
   WriteLine(out_fd, json{{"ready", true}}.dump());
@@ -192,13 +193,13 @@ int ChildMain(const DummyJob& job, int in_fd, int out_fd) {
     in >> command >> trial;
     json reply;
     if (command == "put") {
-      reply = (*worker)->Put(trial);
+      reply = (*child)->Put(trial);
     } else if (command == "get") {
-      reply = (*worker)->Get(trial);
+      reply = (*child)->Get(trial);
     } else if (command == "remove") {
-      reply = (*worker)->Remove(trial);
+      reply = (*child)->Remove(trial);
     } else if (command == "quit") {
-      (*worker)->Close();
+      (*child)->Close();
       return 0;
     } else {
       reply = {{"error", "unknown command: " + *line}};
@@ -214,11 +215,11 @@ std::string DummyKey(const std::string& prefix, uint32_t trial, uint32_t index) 
   return fmt::format("{}-t{}-{}", prefix, trial, index);
 }
 
-Result<std::unique_ptr<DummyFleet>> DummyFleet::Start(const std::vector<DummyJob>& jobs) {
+Result<std::unique_ptr<DummyFleet>> DummyFleet::Start(const std::vector<DummyChildPlan>& plans) {
   std::unique_ptr<DummyFleet> fleet(new DummyFleet());
-  for (const DummyJob& job : jobs) {
-    auto child = LinkedChild::Fork([&job](int in_fd, int out_fd) {
-      return ChildMain(job, in_fd, out_fd);
+  for (const DummyChildPlan& plan : plans) {
+    auto child = LinkedChild::Fork([&plan](int in_fd, int out_fd) {
+      return ChildMain(plan, in_fd, out_fd);
     });
     if (!child.ok()) return child.status();
     fleet->children_.push_back(std::move(child).value());

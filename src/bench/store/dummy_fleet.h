@@ -17,7 +17,7 @@
 
 namespace kvtier::bench {
 
-struct DummyJob {
+struct DummyChildPlan {
   std::string node_address;  // the node's data-plane "host:port" (names its dummy socket)
   std::string key_prefix;    // unique per process: keys are <prefix>-t<trial>-<index>
   uint32_t values = 0;
@@ -34,14 +34,14 @@ std::string DummyKey(const std::string& prefix, uint32_t trial, uint32_t index);
 
 class DummyFleet {
  public:
-  // Forks one process per job and waits until each is connected, with its buffers registered and
+  // Forks one process per plan and waits until each is connected, with its buffers registered and
   // filled. Must run while this process has no threads.
-  static Result<std::unique_ptr<DummyFleet>> Start(const std::vector<DummyJob>& jobs);
+  static Result<std::unique_ptr<DummyFleet>> Start(const std::vector<DummyChildPlan>& plans);
   ~DummyFleet();
 
   // One phase, "put" or "get" (values zeroed first, verified after), in every process at once.
   // Samples are per process. An error means a process failed to answer; store errors are in the
-  // samples. A fill_only job can only put.
+  // samples. A fill_only plan can only put.
   Status RunPhase(const char* phase, uint32_t trial, std::vector<PhaseSample>& out);
   // Removes the keys of trials 0..last_trial in every process (waiting out read leases); store
   // errors go to `errors`.

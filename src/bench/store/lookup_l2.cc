@@ -98,8 +98,8 @@ LookupL2Evidence Delta(const Counters& before, const Counters& after) {
   return d;
 }
 
-void ProbeRaw(const LookupL2Job& job, std::vector<double>& samples, LookupL2Section& out) {
-  auto us = MeasurePingPong(PingPongSocket::kLoopbackTcp, kRawMessageBytes, job.raw_round_trips,
+void ProbeRaw(const LookupL2Plan& plan, std::vector<double>& samples, LookupL2Section& out) {
+  auto us = MeasurePingPong(PingPongSocket::kLoopbackTcp, kRawMessageBytes, plan.raw_round_trips,
                             kRawWarmup);
   if (!us.ok()) {
     out.errors.push_back("raw tcp ping-pong: " + us.status().ToString());
@@ -144,7 +144,7 @@ void CheckEvidence(LookupL2Section& out) {
 }
 
 // The rounds and the counters around them; both servers are up.
-void Measure(const LookupL2Job& job, SpawnedServer& l1_only, SpawnedServer& store_l2,
+void Measure(const LookupL2Plan& plan, SpawnedServer& l1_only, SpawnedServer& store_l2,
              const std::function<void(const std::string&)>& progress, LookupL2Section& out) {
   auto l1_status = AdminStatus(l1_only.http_port());
   if (!l1_status.ok()) {
@@ -159,15 +159,15 @@ void Measure(const LookupL2Job& job, SpawnedServer& l1_only, SpawnedServer& stor
     return;
   }
   out.store_adapter = (*status)["l2"][0].value("name", "");
-  auto before = ReadCounters(store_l2.http_port(), out.store_adapter, job.master_http_port);
+  auto before = ReadCounters(store_l2.http_port(), out.store_adapter, plan.master_http_port);
   if (!before.ok()) {
     out.errors.push_back(before.status().ToString());
     return;
   }
-  progress(fmt::format("lookup-l2: {} rounds of 5 LOOKUPs after {} warm-up", job.calls,
-                       job.warmup_calls));
-  LookupCallsJob calls{l1_only.port(), store_l2.port(), kChunkSize, kChunks, job.calls,
-                       job.warmup_calls};
+  progress(fmt::format("lookup-l2: {} rounds of 5 LOOKUPs after {} warm-up", plan.calls,
+                       plan.warmup_calls));
+  LookupCallsPlan calls{l1_only.port(), store_l2.port(), kChunkSize, kChunks, plan.calls,
+                       plan.warmup_calls};
   auto [reply, code] = RunJsonChild([&calls] { return RunLookupCalls(calls); }, kChildLimit);
   if (!reply.ok()) {
     out.errors.push_back("lookup client: " + reply.status().ToString());
@@ -181,7 +181,7 @@ void Measure(const LookupL2Job& job, SpawnedServer& l1_only, SpawnedServer& stor
   out.rows = (*reply)["rows"];
   out.absent_lookups_on_store_l2 = (*reply)["absent_lookups_on_store_l2"].get<uint64_t>();
   for (const json& e : (*reply)["errors"]) AddError(out.errors, e.get<std::string>());
-  auto after = ReadCounters(store_l2.http_port(), out.store_adapter, job.master_http_port);
+  auto after = ReadCounters(store_l2.http_port(), out.store_adapter, plan.master_http_port);
   if (!after.ok()) {
     out.errors.push_back(after.status().ToString());
     return;
@@ -192,14 +192,14 @@ void Measure(const LookupL2Job& job, SpawnedServer& l1_only, SpawnedServer& stor
 
 }  // namespace
 
-LookupL2Section MeasureLookupL2(const LookupL2Job& job,
+LookupL2Section MeasureLookupL2(const LookupL2Plan& plan,
                                 const std::function<void(const std::string&)>& progress) {
   LookupL2Section out;
-  out.calls = job.calls;
-  out.warmup_calls = job.warmup_calls;
+  out.calls = plan.calls;
+  out.warmup_calls = plan.warmup_calls;
   out.chunks = kChunks;
   out.chunk_size = kChunkSize;
-  out.raw_round_trips = job.raw_round_trips;
+  out.raw_round_trips = plan.raw_round_trips;
   progress("lookup-l2: starting an L1-only and a store-L2 cache server");
   auto l1_only = SpawnedServer::Start(kChunkSize, kL1Gib, {}, /*with_http=*/true);
   if (!l1_only.ok()) {
@@ -208,7 +208,7 @@ LookupL2Section MeasureLookupL2(const LookupL2Job& job,
   }
   const std::string adapter = fmt::format(
       R"({{"type":"store","server_address":"{}","per_op_workers":{{"lookup":1,"retrieve":1,"store":1}}}})",
-      job.node_address);
+      plan.node_address);
   auto store_l2 =
       SpawnedServer::Start(kChunkSize, kL1Gib, {"--l2-adapter", adapter}, /*with_http=*/true);
   if (!store_l2.ok()) {
@@ -217,10 +217,10 @@ LookupL2Section MeasureLookupL2(const LookupL2Job& job,
   }
   std::vector<double> raw;
   progress("lookup-l2: raw TCP round trips");
-  ProbeRaw(job, raw, out);
-  Measure(job, **l1_only, **store_l2, progress, out);
+  ProbeRaw(plan, raw, out);
+  Measure(plan, **l1_only, **store_l2, progress, out);
   progress("lookup-l2: raw TCP round trips again");
-  ProbeRaw(job, raw, out);
+  ProbeRaw(plan, raw, out);
   out.raw_tcp_us = DistributionOf(std::move(raw));
   for (auto* s : {&*store_l2, &*l1_only}) {
     if (!(*s)->Alive()) {

@@ -18,7 +18,7 @@
 
 namespace kvtier::bench {
 
-struct LookupL2Job {
+struct LookupL2Plan {
   std::string node_address;       // node A's "host:port": the store adapter's dummies attach to it
   uint16_t master_http_port = 0;  // the master's /metrics
   uint32_t calls = 1000;          // timed rounds (one LOOKUP per row each)
@@ -26,7 +26,7 @@ struct LookupL2Job {
   uint32_t raw_round_trips = 2000;  // timed, per probe run
 };
 
-LookupL2Section MeasureLookupL2(const LookupL2Job& job,
+LookupL2Section MeasureLookupL2(const LookupL2Plan& plan,
                                 const std::function<void(const std::string&)>& progress);
 
 }  // namespace kvtier::bench

@@ -35,7 +35,7 @@ struct Server {
   MappedFile buffer;
 };
 
-Result<Server> Connect(uint16_t port, const LookupCallsJob& job, const std::string& name) {
+Result<Server> Connect(uint16_t port, const LookupCallsPlan& plan, const std::string& name) {
   ClientOptions co;
   co.host = "127.0.0.1";
   co.port = port;
@@ -43,7 +43,7 @@ Result<Server> Connect(uint16_t port, const LookupCallsJob& job, const std::stri
   co.name = name;
   auto client = CacheClient::Connect(co);
   if (!client.ok()) return client.status();
-  const uint32_t blocks = job.chunks * job.chunk_size / kBlockTokens;
+  const uint32_t blocks = plan.chunks * plan.chunk_size / kBlockTokens;
   const wire::KvLayout layout = PagedKvLayout(kLayers, blocks, kBlockTokens, kBytesPerToken);
   auto buffer = MappedFile::Create(name, PagedKvBufferBytes(kLayers, blocks, kBlockTokens,
                                                             kBytesPerToken),
@@ -129,12 +129,12 @@ json DistributionJson(std::vector<double> us) {
 
 }  // namespace
 
-json RunLookupCalls(const LookupCallsJob& job) {
-  auto l1_only = Connect(job.l1_only_port, job, "kvtier-bench-lookup-l1");
+json RunLookupCalls(const LookupCallsPlan& plan) {
+  auto l1_only = Connect(plan.l1_only_port, plan, "kvtier-bench-lookup-l1");
   if (!l1_only.ok()) return {{"error", "L1-only server: " + l1_only.status().ToString()}};
-  auto store_l2 = Connect(job.store_l2_port, job, "kvtier-bench-lookup-l2");
+  auto store_l2 = Connect(plan.store_l2_port, plan, "kvtier-bench-lookup-l2");
   if (!store_l2.ok()) return {{"error", "store-L2 server: " + store_l2.status().ToString()}};
-  const uint32_t tokens = job.chunks * job.chunk_size;
+  const uint32_t tokens = plan.chunks * plan.chunk_size;
   const std::vector<uint32_t> absent = Tokens(tokens, 11), stored = Tokens(tokens, 23);
 
   // The c prompt, into the store-L2 server's L1 (its L2 writer also copies it to the store).
@@ -146,9 +146,9 @@ json RunLookupCalls(const LookupCallsJob& job) {
   std::iota(put.block_ids.begin(), put.block_ids.end(), 0u);
   auto reply = store_l2->client->Store(put);
   if (!reply.ok()) return {{"error", "STORE of the L1-hit prompt: " + reply.status().ToString()}};
-  if (reply->stored_chunks != job.chunks) {
+  if (reply->stored_chunks != plan.chunks) {
     return {{"error", fmt::format("STORE of the L1-hit prompt wrote {} of {} chunks",
-                                  reply->stored_chunks, job.chunks)}};
+                                  reply->stored_chunks, plan.chunks)}};
   }
   (void)store_l2->client->EndSession(put.key.request_id);
 
@@ -159,7 +159,7 @@ json RunLookupCalls(const LookupCallsJob& job) {
   std::vector<Row> rows = {
       {"a", "l1-only", "absent", "WaitPrefetch", a, &absent, 0, kWait, {}, {}, 0, 0},
       {"b", "store-l2", "absent", "WaitPrefetch", b, &absent, 0, kWait, {}, {}, 0, 0},
-      {"c", "store-l2", "in L1", "WaitPrefetch", b, &stored, job.chunks, kWait, {}, {}, 0, 0},
+      {"c", "store-l2", "in L1", "WaitPrefetch", b, &stored, plan.chunks, kWait, {}, {}, 0, 0},
       {"a-spin", "l1-only", "absent", "spin", a, &absent, 0, kSpin, {}, {}, 0, 0},
       {"b-spin", "store-l2", "absent", "spin", b, &absent, 0, kSpin, {}, {}, 0, 0},
       {"a-pipe", "l1-only", "absent", "LookupAndWait", a, &absent, 0, kPipe, {}, {}, 0, 0},
@@ -167,10 +167,10 @@ json RunLookupCalls(const LookupCallsJob& job) {
   };
   json errors = json::array();
   uint64_t absent_on_l2 = 0;
-  for (uint32_t round = 0; round < job.warmup_calls + job.calls && errors.empty(); ++round) {
+  for (uint32_t round = 0; round < plan.warmup_calls + plan.calls && errors.empty(); ++round) {
     for (Row& row : rows) {
       const std::string id = fmt::format("lookup-l2-{}-{}", row.id, round);
-      if (Status s = LookupOnce(row, id, round >= job.warmup_calls); !s.ok()) {
+      if (Status s = LookupOnce(row, id, round >= plan.warmup_calls); !s.ok()) {
         errors.push_back(fmt::format("row {} round {}: {}", row.id, round, s.ToString()));
         break;
       }

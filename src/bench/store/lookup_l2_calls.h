@@ -21,7 +21,7 @@
 
 namespace kvtier::bench {
 
-struct LookupCallsJob {
+struct LookupCallsPlan {
   uint16_t l1_only_port = 0;
   uint16_t store_l2_port = 0;
   uint32_t chunk_size = 256;  // the servers' --chunk-size
@@ -33,6 +33,6 @@ struct LookupCallsJob {
 // {rows: [{id, server, prompt, wait, calls, hit_chunks, wrong_hits, polls_per_call (spin rows,
 // else null), ack_us: {...}, total_us: {...}}], absent_lookups_on_store_l2 (warm-up included),
 // errors: []}; {error} when a client could not start.
-nlohmann::json RunLookupCalls(const LookupCallsJob& job);
+nlohmann::json RunLookupCalls(const LookupCallsPlan& plan);
 
 }  // namespace kvtier::bench

@@ -27,13 +27,13 @@ struct Batch {
   std::vector<bool> expected;
 };
 
-std::vector<Batch> MakeBatches(const ExistJob& job) {
+std::vector<Batch> MakeBatches(const ExistPlan& plan) {
   std::vector<Batch> out(kDistinctBatches);
   for (uint32_t b = 0; b < kDistinctBatches; ++b) {
-    for (uint32_t i = 0; i < job.batch; ++i) {
-      const bool present = i % 2 == 0 && !job.present.empty();
-      out[b].keys.push_back(present ? job.present[(b * job.batch + i) / 2 % job.present.size()]
-                                    : fmt::format("{}-{}-{}", job.missing_prefix, b, i));
+    for (uint32_t i = 0; i < plan.batch; ++i) {
+      const bool present = i % 2 == 0 && !plan.present.empty();
+      out[b].keys.push_back(present ? plan.present[(b * plan.batch + i) / 2 % plan.present.size()]
+                                    : fmt::format("{}-{}-{}", plan.missing_prefix, b, i));
       out[b].expected.push_back(present);
     }
   }
@@ -66,19 +66,19 @@ void Call(store::MasterApi& master, const Batch& b, ThreadTally& t) {
   }
 }
 
-json Measure(const ExistJob& job) {
-  auto master = store::ConnectMaster({job.master_address, std::chrono::milliseconds(5000)});
-  const std::vector<Batch> batches = MakeBatches(job);
+json Measure(const ExistPlan& plan) {
+  auto master = store::ConnectMaster({plan.master_address, std::chrono::milliseconds(5000)});
+  const std::vector<Batch> batches = MakeBatches(plan);
   ThreadTally warm;
   for (uint32_t i = 0; i < kWarmupCalls; ++i) Call(*master, batches[i % batches.size()], warm);
   json runs = json::array();
   uint64_t checked = 0, wrong = warm.wrong;
   std::vector<std::string> errors = warm.errors;
-  for (uint32_t threads : job.threads) {
+  for (uint32_t threads : plan.threads) {
     std::vector<ThreadTally> tallies(threads);
     std::atomic<bool> go{false};
     const auto length = std::chrono::duration_cast<BenchClock::duration>(
-        std::chrono::duration<double>(job.seconds));
+        std::chrono::duration<double>(plan.seconds));
     BenchClock::time_point start, deadline;
     std::vector<std::thread> pool;
     for (uint32_t t = 0; t < threads; ++t) {
@@ -115,14 +115,14 @@ json Measure(const ExistJob& job) {
 
 }  // namespace
 
-ExistSection MeasureMasterExist(const ExistJob& job) {
+ExistSection MeasureMasterExist(const ExistPlan& plan) {
   ExistSection out;
-  out.batch_keys = job.batch;
-  out.present_keys = job.present.size();
+  out.batch_keys = plan.batch;
+  out.present_keys = plan.present.size();
   const auto limit = std::chrono::seconds(60) +
                      std::chrono::milliseconds(static_cast<int64_t>(
-                         job.seconds * 1000 * static_cast<double>(job.threads.size())));
-  auto [reply, code] = RunJsonChild([&job] { return Measure(job); },
+                         plan.seconds * 1000 * static_cast<double>(plan.threads.size())));
+  auto [reply, code] = RunJsonChild([&plan] { return Measure(plan); },
                                     std::chrono::duration_cast<std::chrono::milliseconds>(limit));
   if (code != 0 && reply.ok()) {
     out.errors.push_back(fmt::format("exist process exited with code {}", code));

@@ -12,7 +12,7 @@
 
 namespace kvtier::bench {
 
-struct ExistJob {
+struct ExistPlan {
   std::string master_address;
   std::vector<std::string> present;  // keys that exist for the whole measurement
   std::string missing_prefix;        // keys under it do not exist
@@ -21,6 +21,6 @@ struct ExistJob {
   double seconds = 1.0;  // per thread count
 };
 
-ExistSection MeasureMasterExist(const ExistJob& job);
+ExistSection MeasureMasterExist(const ExistPlan& plan);
 
 }  // namespace kvtier::bench

@@ -42,40 +42,40 @@ Result<uint8_t*> Values(store::StoreClient& client, uint64_t value_bytes) {
   return values;
 }
 
-json ClientCalls(const MetadataJob& job, const std::string& name, store::StoreClient& client,
+json ClientCalls(const MetadataPlan& plan, const std::string& name, store::StoreClient& client,
                  store::MasterApi* master) {
-  auto values = Values(client, job.value_bytes);
+  auto values = Values(client, plan.value_bytes);
   if (!values.ok()) return {{"error", "mem pool: " + values.status().ToString()}};
-  json out = RunMetadataCalls({name, job.calls, job.warmup_calls, job.value_bytes}, client, *values,
-                              master);
+  json out = RunMetadataCalls({name, plan.calls, plan.warmup_calls, plan.value_bytes}, client,
+                              *values, master);
   (void)client.Close();
   return out;
 }
 
 // The children's bodies: each connects its client and runs the calls.
-json DummyChild(const MetadataJob& job) {
+json DummyClientChild(const MetadataPlan& plan) {
   store::DummyOptions o;
-  o.server_address = job.node_address;
+  o.server_address = plan.node_address;
   o.mem_pool_size = 1ULL << 20;
   o.local_buffer_size = 0;  // Put/Get (the copying calls) are not used
   auto client = store::ConnectDummy(o);
   if (!client.ok()) return {{"error", "connect: " + client.status().ToString()}};
-  return ClientCalls(job, "dummy", **client, nullptr);
+  return ClientCalls(plan, "dummy", **client, nullptr);
 }
 
-json EmbeddedChild(const MetadataJob& job) {
+json EmbeddedChild(const MetadataPlan& plan) {
   store::EmbeddedOptions o;
-  o.node.master = job.master_address;
+  o.node.master = plan.master_address;
   o.node.host = "127.0.0.1";
   o.node.port = 0;
-  o.node.segment_size = job.embedded_segment_bytes;
+  o.node.segment_size = plan.embedded_segment_bytes;
   auto client = store::StartEmbedded(o);
   if (!client.ok()) return {{"error", "start: " + client.status().ToString()}};
   // A client of the master of its own, the kind the embedded node uses inside, for put-start and
   // put-end alone.
   std::unique_ptr<store::MasterApi> master =
-      store::ConnectMaster({job.master_address, kMasterTimeout});
-  return ClientCalls(job, "embedded", **client, master.get());
+      store::ConnectMaster({plan.master_address, kMasterTimeout});
+  return ClientCalls(plan, "embedded", **client, master.get());
 }
 
 void RunChild(const std::function<json()>& body, const std::string& name, MetadataSection& out) {
@@ -109,11 +109,11 @@ void RunChild(const std::function<json()>& body, const std::string& name, Metada
 }
 
 // One run of both raw probes; the round trips are added to `samples` by socket name.
-void ProbeRaw(const MetadataJob& job, std::map<std::string, std::vector<double>>& samples,
+void ProbeRaw(const MetadataPlan& plan, std::map<std::string, std::vector<double>>& samples,
               MetadataSection& out) {
   for (PingPongSocket kind : {PingPongSocket::kLoopbackTcp, PingPongSocket::kUnixStream}) {
     const std::string name = PingPongSocketName(kind);
-    auto us = MeasurePingPong(kind, job.value_bytes, job.raw_round_trips, kRawWarmup);
+    auto us = MeasurePingPong(kind, plan.value_bytes, plan.raw_round_trips, kRawWarmup);
     if (!us.ok()) {
       out.errors.push_back(fmt::format("raw {} ping-pong: {}", name, us.status().ToString()));
       continue;
@@ -125,22 +125,22 @@ void ProbeRaw(const MetadataJob& job, std::map<std::string, std::vector<double>>
 
 }  // namespace
 
-MetadataSection MeasureMetadata(const MetadataJob& job,
+MetadataSection MeasureMetadata(const MetadataPlan& plan,
                                 const std::function<void(const std::string&)>& progress) {
   MetadataSection out;
-  out.calls = job.calls;
-  out.warmup_calls = job.warmup_calls;
-  out.value_bytes = job.value_bytes;
-  out.raw_round_trips = job.raw_round_trips;
+  out.calls = plan.calls;
+  out.warmup_calls = plan.warmup_calls;
+  out.value_bytes = plan.value_bytes;
+  out.raw_round_trips = plan.raw_round_trips;
   std::map<std::string, std::vector<double>> raw;
   progress("metadata: raw TCP and Unix socket round trips");
-  ProbeRaw(job, raw, out);
+  ProbeRaw(plan, raw, out);
   progress("metadata: dummy client calls");
-  RunChild([&job] { return DummyChild(job); }, "dummy", out);
+  RunChild([&plan] { return DummyClientChild(plan); }, "dummy", out);
   progress("metadata: embedded client calls");
-  RunChild([&job] { return EmbeddedChild(job); }, "embedded", out);
+  RunChild([&plan] { return EmbeddedChild(plan); }, "embedded", out);
   progress("metadata: raw round trips again");
-  ProbeRaw(job, raw, out);
+  ProbeRaw(plan, raw, out);
   for (auto& [name, us] : raw) out.raw[name] = DistributionOf(std::move(us));
   return out;
 }

@@ -23,7 +23,7 @@
 
 namespace kvtier::bench {
 
-struct MetadataJob {
+struct MetadataPlan {
   std::string master_address;
   std::string node_address;  // node A's "host:port": the dummy client attaches to it
   uint32_t calls = 500;      // timed calls per row
@@ -33,7 +33,7 @@ struct MetadataJob {
   uint64_t embedded_segment_bytes = 16ULL << 20;
 };
 
-MetadataSection MeasureMetadata(const MetadataJob& job,
+MetadataSection MeasureMetadata(const MetadataPlan& plan,
                                 const std::function<void(const std::string&)>& progress);
 
 }  // namespace kvtier::bench

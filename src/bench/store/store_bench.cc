@@ -125,7 +125,8 @@ class Bench {
  public:
   Bench(StoreBenchRun& run, Progress& progress) : run_(run), o_(run.options), progress_(progress) {}
 
-  DummyJob Job(const std::string& node, const std::string& prefix, uint32_t values) const {
+  DummyChildPlan ChildPlan(const std::string& node, const std::string& prefix,
+                           uint32_t values) const {
     return {node, prefix, values, run_.value_bytes, o_.batch, o_.seed};
   }
 
@@ -165,11 +166,11 @@ class Bench {
   }
 
   // A whole dummy section: start the processes, run the trials, stop them.
-  void RunDummies(const std::vector<DummyJob>& jobs, TransferSection& section,
+  void RunDummies(const std::vector<DummyChildPlan>& plans, TransferSection& section,
                   const std::string& label) {
-    section.processes = static_cast<uint32_t>(jobs.size());
-    progress_.Show(fmt::format("{}: starting {} dummy process(es)", label, jobs.size()));
-    auto fleet = DummyFleet::Start(jobs);
+    section.processes = static_cast<uint32_t>(plans.size());
+    progress_.Show(fmt::format("{}: starting {} dummy process(es)", label, plans.size()));
+    auto fleet = DummyFleet::Start(plans);
     if (!fleet.ok()) {
       section.errors.push_back(fleet.status().ToString());
       return;
@@ -184,7 +185,7 @@ class Bench {
     const std::string prefix = "bs-same";
     run_.same_node.processes = 1;
     progress_.Show("same-node: starting the dummy process");
-    auto fleet = DummyFleet::Start({Job(cluster.node_a_address(), prefix, o_.values)});
+    auto fleet = DummyFleet::Start({ChildPlan(cluster.node_a_address(), prefix, o_.values)});
     if (!fleet.ok()) {
       run_.same_node.errors.push_back(fleet.status().ToString());
       return;
@@ -192,13 +193,15 @@ class Bench {
     RunTrials(**fleet, run_.same_node, "same-node");
     if (run_.same_node.errors.empty()) {
       progress_.Show("master: batch Exist");
-      ExistJob job;
-      job.master_address = cluster.master_address();
-      for (uint32_t i = 0; i < o_.values; ++i) job.present.push_back(DummyKey(prefix, o_.trials, i));
-      job.missing_prefix = "bs-missing";
-      job.batch = o_.exist_batch;
-      job.seconds = o_.exist_seconds;
-      run_.master = MeasureMasterExist(job);
+      ExistPlan plan;
+      plan.master_address = cluster.master_address();
+      for (uint32_t i = 0; i < o_.values; ++i) {
+        plan.present.push_back(DummyKey(prefix, o_.trials, i));
+      }
+      plan.missing_prefix = "bs-missing";
+      plan.batch = o_.exist_batch;
+      plan.seconds = o_.exist_seconds;
+      run_.master = MeasureMasterExist(plan);
     } else {
       run_.master.errors.push_back("not run: the same-node section failed");
     }
@@ -208,25 +211,25 @@ class Bench {
 
   // Small calls from a dummy client on A and an embedded client, next to raw round trips.
   void RunMetadata(StoreCluster& c) {
-    MetadataJob job;
-    job.master_address = c.master_address();
-    job.node_address = c.node_a_address();
-    job.calls = o_.metadata_calls;
-    job.warmup_calls = WarmupCalls(o_.metadata_calls);
-    job.raw_round_trips = std::max<uint32_t>(500, 4 * std::min(o_.metadata_calls, 250000u));
-    job.value_bytes = kMetadataValueBytes;
-    run_.metadata = MeasureMetadata(job, [&](const std::string& s) { progress_.Show(s); });
+    MetadataPlan plan;
+    plan.master_address = c.master_address();
+    plan.node_address = c.node_a_address();
+    plan.calls = o_.metadata_calls;
+    plan.warmup_calls = WarmupCalls(o_.metadata_calls);
+    plan.raw_round_trips = std::max<uint32_t>(500, 4 * std::min(o_.metadata_calls, 250000u));
+    plan.value_bytes = kMetadataValueBytes;
+    run_.metadata = MeasureMetadata(plan, [&](const std::string& s) { progress_.Show(s); });
   }
 
   // A cache server's LOOKUP with and without the store as its L2, next to raw round trips.
   void RunLookupL2(StoreCluster& c) {
-    LookupL2Job job;
-    job.node_address = c.node_a_address();
-    job.master_http_port = c.master_http_port();
-    job.calls = o_.lookup_calls;
-    job.warmup_calls = WarmupCalls(o_.lookup_calls);
-    job.raw_round_trips = std::max<uint32_t>(500, 2 * std::min(o_.lookup_calls, 250000u));
-    run_.lookup_l2 = MeasureLookupL2(job, [&](const std::string& s) { progress_.Show(s); });
+    LookupL2Plan plan;
+    plan.node_address = c.node_a_address();
+    plan.master_http_port = c.master_http_port();
+    plan.calls = o_.lookup_calls;
+    plan.warmup_calls = WarmupCalls(o_.lookup_calls);
+    plan.raw_round_trips = std::max<uint32_t>(500, 2 * std::min(o_.lookup_calls, 250000u));
+    run_.lookup_l2 = MeasureLookupL2(plan, [&](const std::string& s) { progress_.Show(s); });
   }
 
   // Runs `fn` and records its wall time under `name`.
@@ -243,10 +246,10 @@ class Bench {
   // docs/BENCHMARKS.md); this makes A's segment what a node that has run a while has.
   void WarmSegment(StoreCluster& c) {
     progress_.Show(fmt::format("warming segment A over TCP ({} MiB)", run_.section_bytes >> 20));
-    DummyJob job = Job(c.node_p_address(), "bs-warm",
+    DummyChildPlan plan = ChildPlan(c.node_p_address(), "bs-warm",
                        static_cast<uint32_t>(run_.section_bytes / run_.value_bytes));
-    job.fill_only = true;
-    auto fleet = DummyFleet::Start({job});
+    plan.fill_only = true;
+    auto fleet = DummyFleet::Start({plan});
     std::vector<PhaseSample> puts;
     Status s = fleet.ok() ? (*fleet)->RunPhase("put", 0, puts) : fleet.status();
     if (s.ok() && !puts.empty()) run_.segment_warmup = puts[0];
@@ -302,7 +305,7 @@ class Bench {
         {"same-node", [&] { RunSameNodeAndMaster(c); }},
         {"cross-node",
          [&] {
-           RunDummies({Job(c.node_p_address(), "bs-cross", o_.values)}, run_.cross_node,
+           RunDummies({ChildPlan(c.node_p_address(), "bs-cross", o_.values)}, run_.cross_node,
                       "cross-node");
          }},
         {"redis",
@@ -317,13 +320,13 @@ class Bench {
         {"scaling", [&] {
           for (uint32_t n = 1; n <= kMaxProcesses; n *= 2) {
             // The same total as the other sections, split between the processes.
-            std::vector<DummyJob> jobs;
+            std::vector<DummyChildPlan> plans;
             for (uint32_t k = 0; k < n; ++k) {
-              jobs.push_back(Job(c.node_a_address(), fmt::format("bs-scale{}-{}", n, k),
+              plans.push_back(ChildPlan(c.node_a_address(), fmt::format("bs-scale{}-{}", n, k),
                                  (o_.values + n - 1) / n));
             }
             run_.scaling.emplace_back();
-            RunDummies(jobs, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
+            RunDummies(plans, run_.scaling.back(), fmt::format("scaling, {} process(es)", n));
           }
         }},
         {"metadata", [&] { RunMetadata(c); }},

@@ -26,28 +26,28 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 
-PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint32_t trial,
+PhaseSample Set(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uint32_t trial,
                 const uint8_t* src) {
   PhaseSample s;
-  s.bytes = uint64_t{job.values} * job.value_bytes;
+  s.bytes = uint64_t{plan.values} * plan.value_bytes;
   std::vector<std::string> keys;
   std::vector<ConstBuffer> values;
-  for (uint32_t i = 0; i < job.values; ++i) {
+  for (uint32_t i = 0; i < plan.values; ++i) {
     keys.push_back(Key(trial, i));
-    values.push_back({src + uint64_t{i} * job.value_bytes, job.value_bytes});
+    values.push_back({src + uint64_t{i} * plan.value_bytes, plan.value_bytes});
   }
   std::vector<uint8_t> stored(batch);
   const double cpu0 = ThreadCpuSeconds();
   s.start_ns = NowNs();
-  for (uint32_t first = 0; first < job.values; first += batch) {
-    const uint32_t n = std::min(job.values - first, batch);
+  for (uint32_t first = 0; first < plan.values; first += batch) {
+    const uint32_t n = std::min(plan.values - first, batch);
     uint64_t bytes = 0;
     const auto t0 = BenchClock::now();
     Status st = conn.Set(std::span(keys).subspan(first, n), std::span(values).subspan(first, n),
                          t0 + kCallTimeout, std::span(stored).first(n), bytes);
     s.batch_us.push_back(MicrosSince(t0));
     if (!st.ok()) AddError(s.errors, "SET: " + st.ToString());
-    if (bytes != uint64_t{n} * job.value_bytes) {
+    if (bytes != uint64_t{n} * plan.value_bytes) {
       AddError(s.errors, fmt::format("SET of {} values stored {} bytes", n, bytes));
     }
   }
@@ -56,38 +56,38 @@ PhaseSample Set(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
   return s;
 }
 
-PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint32_t trial,
+PhaseSample Get(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uint32_t trial,
                 const uint8_t* src, uint8_t* dst) {
   PhaseSample s;
-  s.bytes = uint64_t{job.values} * job.value_bytes;
+  s.bytes = uint64_t{plan.values} * plan.value_bytes;
   std::memset(dst, 0, s.bytes);  // so a GET that writes nothing cannot pass the check
   std::vector<std::string> keys;
   std::vector<MutableBuffer> buffers;
-  for (uint32_t i = 0; i < job.values; ++i) {
+  for (uint32_t i = 0; i < plan.values; ++i) {
     keys.push_back(Key(trial, i));
-    buffers.push_back({dst + uint64_t{i} * job.value_bytes, job.value_bytes});
+    buffers.push_back({dst + uint64_t{i} * plan.value_bytes, plan.value_bytes});
   }
   std::vector<uint8_t> found(batch);
   const double cpu0 = ThreadCpuSeconds();
   s.start_ns = NowNs();
-  for (uint32_t first = 0; first < job.values; first += batch) {
-    const uint32_t n = std::min(job.values - first, batch);
+  for (uint32_t first = 0; first < plan.values; first += batch) {
+    const uint32_t n = std::min(plan.values - first, batch);
     uint64_t bytes = 0;
     const auto t0 = BenchClock::now();
     Status st = conn.Get(std::span(keys).subspan(first, n), std::span(buffers).subspan(first, n),
                          t0 + kCallTimeout, std::span(found).first(n), bytes);
     s.batch_us.push_back(MicrosSince(t0));
     if (!st.ok()) AddError(s.errors, "GET: " + st.ToString());
-    if (bytes != uint64_t{n} * job.value_bytes) {
+    if (bytes != uint64_t{n} * plan.value_bytes) {
       AddError(s.errors, fmt::format("GET of {} values loaded {} bytes", n, bytes));
     }
   }
   s.end_ns = NowNs();
   s.cpu_s = ThreadCpuSeconds() - cpu0;
-  for (uint32_t i = 0; i < job.values; ++i) {
-    const uint64_t off = uint64_t{i} * job.value_bytes;
-    if (std::memcmp(dst + off, src + off, job.value_bytes) == 0) {
-      s.verified_bytes += job.value_bytes;
+  for (uint32_t i = 0; i < plan.values; ++i) {
+    const uint64_t off = uint64_t{i} * plan.value_bytes;
+    if (std::memcmp(dst + off, src + off, plan.value_bytes) == 0) {
+      s.verified_bytes += plan.value_bytes;
     } else {
       AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
     }
@@ -95,9 +95,9 @@ PhaseSample Get(RespConnection& conn, const RedisJob& job, uint32_t batch, uint3
   return s;
 }
 
-Status Delete(RespConnection& conn, const RedisJob& job, uint32_t trial) {
+Status Delete(RespConnection& conn, const RedisPlan& plan, uint32_t trial) {
   std::vector<std::string> keys;
-  for (uint32_t i = 0; i < job.values; ++i) keys.push_back(Key(trial, i));
+  for (uint32_t i = 0; i < plan.values; ++i) keys.push_back(Key(trial, i));
   std::vector<uint8_t> removed(keys.size());
   Status st = conn.Del(keys, BenchClock::now() + kCallTimeout, removed);
   if (!st.ok()) return st;
@@ -110,8 +110,8 @@ Status Delete(RespConnection& conn, const RedisJob& job, uint32_t trial) {
 
 }  // namespace
 
-std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
-  std::vector<TransferSection> out(job.batches.size());
+std::vector<TransferSection> MeasureRedis(const RedisPlan& plan) {
+  std::vector<TransferSection> out(plan.batches.size());
   auto fail_all = [&](const std::string& e, bool unavailable) {
     for (TransferSection& s : out) (unavailable ? s.unavailable : s.errors.emplace_back()) = e;
     return out;
@@ -124,29 +124,29 @@ std::vector<TransferSection> MeasureRedis(const RedisJob& job) {
   RespEndpoint endpoint;
   endpoint.port = (*server)->port();
   RespConnection conn(endpoint);
-  const uint64_t total = uint64_t{job.values} * job.value_bytes;
+  const uint64_t total = uint64_t{plan.values} * plan.value_bytes;
   TouchedBuffer src(total, 0), dst(total, 0);
   if (src.data() == nullptr || dst.data() == nullptr) {
     return fail_all("cannot map the value buffers", false);
   }
-  for (uint32_t i = 0; i < job.values; ++i) {
-    FillBlock(src.data() + uint64_t{i} * job.value_bytes, job.value_bytes, Mix(job.seed, i), 1, 0);
+  for (uint32_t i = 0; i < plan.values; ++i) {
+    FillValue(src.data() + uint64_t{i} * plan.value_bytes, plan.value_bytes, Mix(plan.seed, i), 1);
   }
-  for (size_t b = 0; b < job.batches.size(); ++b) {
+  for (size_t b = 0; b < plan.batches.size(); ++b) {
     TransferSection& section = out[b];
-    for (uint32_t trial = 0; trial <= job.trials; ++trial) {
+    for (uint32_t trial = 0; trial <= plan.trials; ++trial) {
       // CPU: redis-server's here, the client's (this thread's) in the samples.
       const std::vector<pid_t> pids = {(*server)->pid()};
       const double cpu0 = CpuSeconds(pids);
-      PhaseSample put = Set(conn, job, job.batches[b], trial, src.data());
+      PhaseSample put = Set(conn, plan, plan.batches[b], trial, src.data());
       const double cpu1 = CpuSeconds(pids);
-      PhaseSample get = Get(conn, job, job.batches[b], trial, src.data(), dst.data());
+      PhaseSample get = Get(conn, plan, plan.batches[b], trial, src.data(), dst.data());
       section.AddTrial({put}, {get}, trial > 0, {{"redis_server", cpu1 - cpu0}},
                        {{"redis_server", CpuSeconds(pids) - cpu1}}, "client");
       // DEL, not FLUSHALL: Redis 7's FLUSHALL also purges jemalloc, handing every page back to
       // the kernel, so each trial would pay fresh-page faults; DEL leaves the freed pages to be
       // reused, as in a cache that evicts and inserts.
-      if (Status st = Delete(conn, job, trial); !st.ok()) section.errors.push_back(st.ToString());
+      if (Status st = Delete(conn, plan, trial); !st.ok()) section.errors.push_back(st.ToString());
       if (!section.errors.empty()) break;
     }
   }

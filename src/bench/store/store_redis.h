@@ -21,7 +21,7 @@
 
 namespace kvtier::bench {
 
-struct RedisJob {
+struct RedisPlan {
   uint32_t values = 0;
   uint64_t value_bytes = 0;  // a multiple of 8
   std::vector<uint32_t> batches;  // commands per pipelined batch; one section each
@@ -31,6 +31,6 @@ struct RedisJob {
 
 // One section per batch size, in order; `unavailable` says why they did not run (no
 // redis-server on this machine).
-std::vector<TransferSection> MeasureRedis(const RedisJob& job);
+std::vector<TransferSection> MeasureRedis(const RedisPlan& plan);
 
 }  // namespace kvtier::bench
