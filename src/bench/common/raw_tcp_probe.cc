@@ -52,7 +52,7 @@ Result<RawTcpThroughput> MeasureRawLoopbackTcp(size_t message_bytes, size_t coun
   });
 
   auto fd = tcp::Connect(fmt::format("127.0.0.1:{}", *port),
-                         tcp::Clock::now() + std::chrono::seconds(10));
+                         tcp::SteadyClock::now() + std::chrono::seconds(10));
   if (!fd.ok()) {
     receiver.join();
     return fd.status();

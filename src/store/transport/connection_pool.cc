@@ -24,8 +24,8 @@ bool LooksAlive(int fd) {
 // caller's deadline left to say anything about the peer.
 constexpr auto kSlowFailure = std::chrono::milliseconds(100);
 
-int64_t MillisSince(tcp::Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(tcp::Clock::now() - t).count();
+int64_t MillisSince(tcp::SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(tcp::SteadyClock::now() - t).count();
 }
 
 }  // namespace
@@ -52,7 +52,7 @@ Result<PooledConnection> ConnectionPool::Acquire(const std::string& endpoint,
       }
     }
     if (peer.unreachable) {
-      if (peer.redialling || tcp::Clock::now() < peer.redial_at) {
+      if (peer.redialling || tcp::SteadyClock::now() < peer.redial_at) {
         return Status(peer.last_error.code(),
                       fmt::format("{} (unreachable since {} ms ago: not dialled again yet)",
                                   peer.last_error.message(), MillisSince(peer.failed_at)),
@@ -61,12 +61,12 @@ Result<PooledConnection> ConnectionPool::Acquire(const std::string& endpoint,
       peer.redialling = true;
     }
   }
-  const auto start = tcp::Clock::now();
+  const auto start = tcp::SteadyClock::now();
   auto fd = Dial(endpoint, deadline);
   {
     std::lock_guard<std::mutex> lock(mu_);
     NoteDial(endpoint, peers_[endpoint], fd.ok() ? Status::Ok() : fd.status(),
-             tcp::Clock::now() - start);
+             tcp::SteadyClock::now() - start);
   }
   if (!fd.ok()) return fd.status();
   conn.fd = std::move(fd).value();
@@ -129,7 +129,7 @@ Result<wire::UniqueFd> ConnectionPool::Dial(const std::string& endpoint, tcp::De
 }
 
 void ConnectionPool::NoteDial(const std::string& endpoint, Peer& peer, const Status& result,
-                              tcp::Clock::duration took) {
+                              tcp::SteadyClock::duration took) {
   peer.redialling = false;
   const bool down = (result.code() == Code::kIoError || result.code() == Code::kTimeout) &&
                     took >= kSlowFailure;
@@ -138,11 +138,11 @@ void ConnectionPool::NoteDial(const std::string& endpoint, Peer& peer, const Sta
       KVT_LOG_WARN("data plane: {} unreachable ({}): calls to it fail at once, redialling every "
                    "{} ms",
                    endpoint, result.message(), redial_interval_.count());
-      peer.failed_at = tcp::Clock::now();
+      peer.failed_at = tcp::SteadyClock::now();
     }
     peer.unreachable = true;
     peer.last_error = result;
-    peer.redial_at = tcp::Clock::now() + redial_interval_;
+    peer.redial_at = tcp::SteadyClock::now() + redial_interval_;
   } else if (peer.unreachable && result.code() != Code::kTimeout) {  // it answered
     KVT_LOG_WARN("data plane: {} answers again after {} ms", endpoint,
                  MillisSince(peer.failed_at));

@@ -55,15 +55,15 @@ class ConnectionPool {
     std::vector<wire::UniqueFd> idle;
     bool unreachable = false;
     bool redialling = false;       // a caller is dialling it now
-    tcp::Clock::time_point redial_at;  // when unreachable: the next dial, not before
-    tcp::Clock::time_point failed_at;
+    tcp::SteadyClock::time_point redial_at;  // when unreachable: the next dial, not before
+    tcp::SteadyClock::time_point failed_at;
     Status last_error;
   };
 
   Result<wire::UniqueFd> Dial(const std::string& endpoint, tcp::Deadline deadline);
   // Records how a dial ended; under mu_.
   void NoteDial(const std::string& endpoint, Peer& peer, const Status& result,
-                tcp::Clock::duration took);
+                tcp::SteadyClock::duration took);
 
   const size_t max_idle_;
   const std::string token_;

@@ -41,7 +41,9 @@ Status StillWaiting(tcp::Deadline deadline, const std::atomic<bool>* abandoned, 
   if (abandoned != nullptr && abandoned->load(std::memory_order_relaxed)) {
     return Status(Code::kUnavailable, fmt::format("{} abandoned", what));
   }
-  if (tcp::Clock::now() >= deadline) return Status(Code::kTimeout, fmt::format("{} timed out", what));
+  if (tcp::SteadyClock::now() >= deadline) {
+    return Status(Code::kTimeout, fmt::format("{} timed out", what));
+  }
   return Status::Ok();
 }
 

@@ -55,8 +55,8 @@ Status WaitFor(int fd, short events, Deadline deadline, const char* what) {
 }  // namespace
 
 int PollTimeoutMs(Deadline deadline) {
-  const auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
+  const auto left = deadline - SteadyClock::now();
+  if (left <= SteadyClock::duration::zero()) return 0;
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }

@@ -14,8 +14,8 @@
 
 namespace kvtier::store::tcp {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
+using SteadyClock = std::chrono::steady_clock;  // not kvtier::Clock: sockets wait in real time
+using Deadline = SteadyClock::time_point;
 
 struct Endpoint {
   std::string host;

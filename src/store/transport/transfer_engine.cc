@@ -189,7 +189,7 @@ TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics
 TransferEngine::~TransferEngine() = default;
 
 std::vector<Status> TransferEngine::Run(std::span<const TransferOp> ops) {
-  const tcp::Deadline deadline = tcp::Clock::now() + impl_->opt.timeout;
+  const tcp::Deadline deadline = tcp::SteadyClock::now() + impl_->opt.timeout;
   std::vector<Status> results(ops.size());
   std::vector<bool> local(ops.size(), false);
   std::vector<std::pair<std::string, std::vector<size_t>>> groups;

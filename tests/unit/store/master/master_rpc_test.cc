@@ -178,7 +178,7 @@ TEST_F(MasterRpcTest, OversizedBatchIsRefusedAndTheMasterKeepsServing) {
 class RawPeer {
  public:
   explicit RawPeer(uint16_t port) {
-    const auto deadline = tcp::Clock::now() + milliseconds(10'000);
+    const auto deadline = tcp::SteadyClock::now() + milliseconds(10'000);
     auto fd = tcp::Connect("127.0.0.1:" + std::to_string(port), deadline);
     EXPECT_TRUE(fd.ok()) << fd.status().ToString();
     if (!fd.ok()) return;
@@ -192,7 +192,7 @@ class RawPeer {
   }
   void SendBytes(const std::string& bytes) {
     EXPECT_TRUE(tcp::SendAll(fd_.get(), bytes.data(), bytes.size(),
-                             tcp::Clock::now() + milliseconds(10'000))
+                             tcp::SteadyClock::now() + milliseconds(10'000))
                     .ok());
   }
   void Send(uint64_t id, uint32_t op, const std::string& body) {
@@ -202,7 +202,7 @@ class RawPeer {
   }
   // The next reply; nullopt when the master closed the connection or 10 s passed.
   std::optional<std::pair<rpc::Message, std::string>> Receive() {
-    const auto deadline = tcp::Clock::now() + milliseconds(10'000);
+    const auto deadline = tcp::SteadyClock::now() + milliseconds(10'000);
     char head[rpc::kLengthBytes];
     if (!tcp::RecvAll(fd_.get(), head, sizeof(head), deadline).ok()) return std::nullopt;
     std::string payload(LoadLE<uint32_t>(head), '\0');
@@ -278,14 +278,14 @@ TEST_F(MasterRpcTest, BrokenStreamsAreClosedAndCountedAndOthersAreServed) {
   EXPECT_FALSE(tiny.Receive().has_value());
   EXPECT_EQ(BadRequests("envelope"), 2);
   // Bytes that are no hello: closed at the handshake, counted too.
-  auto fd = tcp::Connect(Address(), tcp::Clock::now() + milliseconds(10'000));
+  auto fd = tcp::Connect(Address(), tcp::SteadyClock::now() + milliseconds(10'000));
   ASSERT_TRUE(fd.ok());
   const std::string junk(wire::kHelloBytes, 'x');
   ASSERT_TRUE(tcp::SendAll(fd->get(), junk.data(), junk.size(),
-                           tcp::Clock::now() + milliseconds(10'000))
+                           tcp::SteadyClock::now() + milliseconds(10'000))
                   .ok());
   char c;
-  EXPECT_FALSE(tcp::RecvAll(fd->get(), &c, 1, tcp::Clock::now() + milliseconds(10'000)).ok());
+  EXPECT_FALSE(tcp::RecvAll(fd->get(), &c, 1, tcp::SteadyClock::now() + milliseconds(10'000)).ok());
   EXPECT_EQ(BadRequests("envelope"), 3);
   EXPECT_TRUE(client_->Exist({"k"})[0].ok());
 }

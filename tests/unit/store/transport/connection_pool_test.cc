@@ -67,13 +67,13 @@ class SilentListener {
 TEST(ConnectionPool, APeerThatDoesNotAnswerFailsAtOnceUntilItsRedial) {
   SilentListener peer;
   ConnectionPool pool(4, "", 300ms);
-  auto first = pool.Acquire(peer.endpoint(), tcp::Clock::now() + 400ms);
+  auto first = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 400ms);
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(first.status().code(), Code::kTimeout) << first.status().ToString();
   EXPECT_EQ(first.status().message().find("not dialled again"), std::string::npos);
 
   // Within the redial interval: the same error at once, saying no dial was made.
-  auto second = pool.Acquire(peer.endpoint(), tcp::Clock::now() + 5s);
+  auto second = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 5s);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Code::kTimeout);
   EXPECT_NE(second.status().message().find("not dialled again yet"), std::string::npos)
@@ -83,9 +83,9 @@ TEST(ConnectionPool, APeerThatDoesNotAnswerFailsAtOnceUntilItsRedial) {
   // pool takes it as reachable again.
   peer.Drain();
   std::this_thread::sleep_for(350ms);
-  auto third = pool.Acquire(peer.endpoint(), tcp::Clock::now() + 2s);
+  auto third = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 2s);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
-  auto fourth = pool.Acquire(peer.endpoint(), tcp::Clock::now() + 2s);
+  auto fourth = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 2s);
   EXPECT_TRUE(fourth.ok()) << fourth.status().ToString();
 }
 
@@ -102,7 +102,7 @@ TEST(ConnectionPool, ARefusalOrAShortDeadlineDoesNotMarkThePeer) {
   const std::string closed = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   ConnectionPool pool(4, "", 10s);
   for (int i = 0; i < 3; ++i) {
-    auto r = pool.Acquire(closed, tcp::Clock::now() + 1s);
+    auto r = pool.Acquire(closed, tcp::SteadyClock::now() + 1s);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().message().find("not dialled again"), std::string::npos)
         << r.status().message();
@@ -110,7 +110,7 @@ TEST(ConnectionPool, ARefusalOrAShortDeadlineDoesNotMarkThePeer) {
   // A deadline too short to say anything about the peer does not mark it either.
   SilentListener silent;
   for (int i = 0; i < 2; ++i) {
-    auto r = pool.Acquire(silent.endpoint(), tcp::Clock::now() + 5ms);
+    auto r = pool.Acquire(silent.endpoint(), tcp::SteadyClock::now() + 5ms);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().message().find("not dialled again"), std::string::npos)
         << r.status().message();

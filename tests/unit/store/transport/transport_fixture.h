@@ -83,7 +83,7 @@ inline TransferOptions Opts(std::chrono::milliseconds timeout = std::chrono::mil
 
 // A blocking client socket for hand-made requests.
 inline wire::UniqueFd RawConnect(const std::string& endpoint) {
-  auto fd = tcp::Connect(endpoint, tcp::Clock::now() + std::chrono::seconds(5));
+  auto fd = tcp::Connect(endpoint, tcp::SteadyClock::now() + std::chrono::seconds(5));
   EXPECT_TRUE(fd.ok()) << fd.status().ToString();
   return fd.ok() ? std::move(fd).value() : wire::UniqueFd();
 }
@@ -96,7 +96,7 @@ inline std::vector<uint8_t> RequestBytes(dp::Op op, uint64_t id, uint64_t offset
   return b;
 }
 
-inline tcp::Deadline Soon() { return tcp::Clock::now() + std::chrono::seconds(10); }
+inline tcp::Deadline Soon() { return tcp::SteadyClock::now() + std::chrono::seconds(10); }
 
 // Reads one reply: header, then its payload (data or error message).
 struct RawReply {
