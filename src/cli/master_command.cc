@@ -139,6 +139,10 @@ int RunMaster(const MasterFlags& f) {
       std::_Exit(3);
     };
   }
+  if (Status s = options.Validate(); !s.ok()) {  // Start checks them too; a bad option exits 2
+    std::cerr << "error: " << s.message() << "\n";
+    return 2;
+  }
   store::MasterServer server(options);
   if (Status s = server.Start(); !s.ok()) {
     std::cerr << "error: " << s.ToString() << "\n";

@@ -3,11 +3,15 @@
 // running) when a port is taken. Under etcd, the campaign thread runs Lead() once elected.
 #include "store/master/master_server.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "common/admin_http.h"
 #include "common/clock.h"
@@ -25,7 +29,62 @@ namespace kvtier::store {
 
 namespace {
 constexpr std::chrono::milliseconds kTickInterval{100};
+
+Status Invalid(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
+
+bool InUnitRange(double v) { return v >= 0 && v <= 1; }  // false for NaN too
 }  // namespace
+
+Status MasterServerOptions::Validate() const {
+  if (host.empty()) return Invalid("host: empty");
+  if (port == 0) return Invalid("port: 0 is not a port number (1-65535)");
+  if (http_port != 0 && http_port == port) {
+    return Invalid(fmt::format("http port {} is the RPC port", http_port));
+  }
+  const MasterOptions& s = service;
+  if (!InUnitRange(s.eviction_high_watermark_ratio)) {
+    return Invalid(fmt::format("eviction high watermark ratio {} is not in [0, 1]",
+                               s.eviction_high_watermark_ratio));
+  }
+  if (!InUnitRange(s.eviction_ratio)) {
+    return Invalid(fmt::format("eviction ratio {} is not in [0, 1]", s.eviction_ratio));
+  }
+  if (s.node_ttl.count() <= 0) return Invalid("node ttl must be > 0");
+  if (s.default_kv_lease_ttl.count() <= 0) return Invalid("kv lease ttl must be > 0");
+  if (s.max_kv_soft_pin_ttl.count() <= 0) return Invalid("max kv soft pin ttl must be > 0");
+  if (s.default_kv_soft_pin_ttl.count() <= 0 ||
+      s.default_kv_soft_pin_ttl > s.max_kv_soft_pin_ttl) {
+    return Invalid(fmt::format("default kv soft pin ttl {} ms is not in [1, max kv soft pin ttl "
+                               "{} ms]",
+                               s.default_kv_soft_pin_ttl.count(), s.max_kv_soft_pin_ttl.count()));
+  }
+  if (s.put_start_discard_timeout.count() <= 0) {
+    return Invalid("put start discard timeout must be > 0");
+  }
+  if (s.put_start_release_timeout < s.put_start_discard_timeout) {
+    return Invalid(fmt::format("put start release timeout {} ms is under the discard timeout {} ms",
+                               s.put_start_release_timeout.count(),
+                               s.put_start_discard_timeout.count()));
+  }
+  if (s.replicas < 1 || s.replicas > 64) {
+    return Invalid(fmt::format("replicas: {} is not in [1, 64]", s.replicas));
+  }
+  if (etcd_endpoints.empty()) {
+    if (!etcd_prefix.empty()) return Invalid("etcd prefix without etcd endpoints");
+    if (!advertise.empty()) return Invalid("advertise without etcd endpoints");
+    return Status::Ok();
+  }
+  if (etcd_prefix.empty()) return Invalid("etcd prefix: empty under etcd");
+  if (!on_leadership_lost) return Invalid("on_leadership_lost: required under etcd");
+  if (etcd_lease_ttl_s < 2 || etcd_lease_ttl_s > 3600) {
+    return Invalid(fmt::format("etcd lease ttl {} s is not in [2, 3600]", etcd_lease_ttl_s));
+  }
+  if (advertise.empty() && (host == "0.0.0.0" || host == "::")) {
+    return Invalid("advertise: empty, and host " + host +
+                   " under etcd is no address nodes can reach the leader at");
+  }
+  return Status::Ok();
+}
 
 struct MasterServer::Impl {
   explicit Impl(MasterServerOptions o)
@@ -135,14 +194,11 @@ MasterServer::~MasterServer() { Stop(); }
 Status MasterServer::Start() {
   Impl& m = *impl_;
   if (m.started) return Status(Code::kInvalidArgument, "master already started");
+  KVT_RETURN_IF_ERROR(m.options.Validate());
   if (m.options.etcd_endpoints.empty()) {
     KVT_RETURN_IF_ERROR(m.Serve());
     m.started = true;
     return Status::Ok();
-  }
-  if (!m.options.on_leadership_lost || m.options.etcd_lease_ttl_s < 2) {
-    return Status(Code::kInvalidArgument,
-                  "a master under etcd needs on_leadership_lost and a lease TTL of 2 s or more");
   }
   const std::string advertise = m.options.advertise.empty()
                                     ? m.options.host + ":" + std::to_string(m.options.port)

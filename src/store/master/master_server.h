@@ -34,6 +34,11 @@ struct MasterServerOptions {
   // serving at once; `kvtier master` exits. Required under etcd.
   std::function<void(const std::string& why)> on_leadership_lost;
   Clock* clock = nullptr;  // node TTLs, leases, put timeouts; nullptr = Clock::Real()
+
+  // INVALID_ARGUMENT naming the first field out of range (ports, ratios, TTLs and timeouts, the
+  // soft-pin defaults, replicas) or the etcd fields that do not go together. MasterServer::Start
+  // and `kvtier master` call it.
+  Status Validate() const;
 };
 
 class MasterServer {
