@@ -97,23 +97,20 @@ RunFn AddBenchServer(CLI::App& bench) {
   cmd->add_option("--plot", o->plot,
                   "--trace: draw hit rate, GB/s and estimated TTFT over trace time into this PNG "
                   "(gnuplot; the rows go to the same name with .tsv)");
-  // The TTFT estimate's RETRIEVE path goes to the presets (ttft_model.h), not to `o`.
-  auto retrieve = std::make_shared<bench::RetrieveAssumption>();
   auto engine_path = std::make_shared<std::string>("gpu");
   cmd->add_option("--engine-path", *engine_path,
                   "--trace: where the engine's KV lives, so what a hit's bytes cost: gpu (over "
                   "the host-to-GPU link, --gpu-copy-gbps) or host (this run's RETRIEVE rate)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpu", "host"}));
-  cmd->add_option("--gpu-copy-gbps", retrieve->gpu_copy_gbps,
+  cmd->add_option("--gpu-copy-gbps", o->retrieve.gpu_copy_gbps,
                   fmt::format("--trace, --engine-path gpu: host-to-GPU GB/s (default {:.0f}, "
                               "PCIe 4.0 x16; `kvtier bench gpu` measures yours)",
                               bench::kPcieDefaultGbps))
       ->check(CLI::PositiveNumber)
-      ->each([retrieve](const std::string&) { retrieve->gbps_given = true; });
-  return [o, retrieve, engine_path] {
-    retrieve->path = *bench::ParseRetrievePath(*engine_path);
-    bench::SetDefaultRetrieve(*retrieve);
+      ->each([o](const std::string&) { o->retrieve.gbps_given = true; });
+  return [o, engine_path] {
+    o->retrieve.path = *bench::ParseRetrievePath(*engine_path);
     return bench::RunBenchServer(*o);
   };
 }

@@ -65,6 +65,7 @@ Result<PrefillModel> ModelOf(const BenchServerOptions& o) {
   if (o.prefill_tokens_per_s > 0) m->prefill_tokens_per_s = o.prefill_tokens_per_s;
   if (o.kv_bytes_per_token > 0) m->kv_bytes_per_token = o.kv_bytes_per_token;
   m->overhead_s = o.ttft_overhead_ms / 1e3;
+  m->retrieve = o.retrieve;
   return m;
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/server/ttft_model.h"
+
 namespace kvtier::bench {
 
 struct BenchServerOptions {
@@ -38,6 +40,7 @@ struct BenchServerOptions {
   double prefill_tokens_per_s = 0;  // 0 = the preset's
   uint64_t kv_bytes_per_token = 0;  // 0 = the preset's
   double ttft_overhead_ms = 0;
+  RetrieveAssumption retrieve;  // --engine-path, --gpu-copy-gbps: what a hit's bytes cost
   std::string plot;  // --trace: draw the timeline into this PNG (trace_plot.h)
 };
 

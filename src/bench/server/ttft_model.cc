@@ -19,11 +19,6 @@ const PrefillModel kPrefillPresets[] = {
     {"llama-3.1-70b-tp8", 22'400, 2ull * 80 * 8 * 128 * 2, 0, {}},  // 70.6 B params, 8 GPUs
 };
 
-RetrieveAssumption& DefaultRetrieve() {
-  static RetrieveAssumption assumption;
-  return assumption;
-}
-
 }  // namespace
 
 std::string RetrievePathName(RetrievePath path) {
@@ -37,14 +32,9 @@ Result<RetrievePath> ParseRetrievePath(const std::string& name) {
                 fmt::format("unknown engine path '{}' (known: gpu, host)", name));
 }
 
-void SetDefaultRetrieve(const RetrieveAssumption& assumption) { DefaultRetrieve() = assumption; }
-
 Result<PrefillModel> PrefillPreset(const std::string& name) {
-  for (PrefillModel m : kPrefillPresets) {
-    if (m.name == name) {
-      m.retrieve = DefaultRetrieve();
-      return m;
-    }
+  for (const PrefillModel& m : kPrefillPresets) {
+    if (m.name == name) return m;
   }
   return Status(Code::kInvalidArgument, fmt::format("unknown model preset '{}' (known: {})", name,
                                                     fmt::join(PrefillPresetNames(), ", ")));

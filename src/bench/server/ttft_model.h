@@ -35,10 +35,6 @@ struct RetrieveAssumption {
 std::string RetrievePathName(RetrievePath path);
 Result<RetrievePath> ParseRetrievePath(const std::string& name);
 
-// The presets take this assumption. `kvtier bench server` sets it from --engine-path and
-// --gpu-copy-gbps before it runs: BenchServerOptions would be its natural home.
-void SetDefaultRetrieve(const RetrieveAssumption& assumption);
-
 struct PrefillModel {
   std::string name;
   double prefill_tokens_per_s = 0;  // one request's prompt computed at this rate

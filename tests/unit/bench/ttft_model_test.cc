@@ -105,12 +105,10 @@ TEST(TtftModel, TheRetrieveAssumptionIsSaidInWords) {
             "RETRIEVE round trip measured here");
 }
 
-TEST(TtftModel, PresetsTakeTheRetrieveAssumptionTheCommandLineSet) {
+TEST(TtftModel, PresetsAssumeAGpuEngineAtThePcieDefault) {
   EXPECT_EQ(PrefillPreset("qwen3-8b")->retrieve.path, RetrievePath::kGpu);
   EXPECT_DOUBLE_EQ(PrefillPreset("qwen3-8b")->retrieve.gpu_copy_gbps, kPcieDefaultGbps);
-  SetDefaultRetrieve({.path = RetrievePath::kHost});
-  EXPECT_EQ(PrefillPreset("qwen3-8b")->retrieve.path, RetrievePath::kHost);
-  SetDefaultRetrieve({});
+  EXPECT_FALSE(PrefillPreset("qwen3-8b")->retrieve.gbps_given);
   ASSERT_TRUE(ParseRetrievePath("host").ok());
   EXPECT_EQ(*ParseRetrievePath("gpu"), RetrievePath::kGpu);
   EXPECT_FALSE(ParseRetrievePath("disk").ok());
