@@ -105,7 +105,6 @@ Reply LmcacheOps::Register(const RegisterKvCache& reg) {
                                   reg.instance_id, t.type)});
     return std::monostate{};
   }
-  Touch(reg.instance_id);
   {
     std::lock_guard lock(mu_);
     last_seen_ns_[reg.instance_id] = ctx_.clock.NowNs();
