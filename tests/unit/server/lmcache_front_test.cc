@@ -98,11 +98,12 @@ struct ShmTensor {
 };
 
 std::string Key(const std::vector<uint32_t>& tokens, uint64_t start, uint64_t end,
-                const std::string& request_id, std::optional<uint32_t> worker) {
+                const std::string& request_id, std::optional<uint32_t> worker,
+                uint32_t world_size = 1) {
   return Pack([&](auto& pk) {
     pk.pack_map(10);
     pk.pack("model_name"), pk.pack(kModel);
-    pk.pack("world_size"), pk.pack(1);
+    pk.pack("world_size"), pk.pack(world_size);
     pk.pack("worker_id");
     worker ? pk.pack(*worker) : pk.pack_nil();
     pk.pack("token_ids"), pk.pack(tokens);
@@ -202,7 +203,8 @@ class LmcacheFrontTest : public ::testing::Test {
     return arr[1].as<bool>();
   }
 
-  Frames RegisterArgs(const std::vector<std::string>& descriptors, uint64_t instance = kInstance) {
+  Frames RegisterArgs(const std::vector<std::string>& descriptors, uint64_t instance = kInstance,
+                      uint32_t world_size = 1) {
     const std::string kv = Pack([&](auto& pk) {
       pk.pack_array(descriptors.size());
       for (const auto& d : descriptors) {
@@ -224,7 +226,7 @@ class LmcacheFrontTest : public ::testing::Test {
       pk.pack_map(1);
       pk.pack("kv_layout"), pk.pack("NHD");
     });
-    return {P(instance), kv, P(kModel), P(1), P("vllm"), hints, groups};
+    return {P(instance), kv, P(kModel), P(world_size), P("vllm"), hints, groups};
   }
 
   double Counter(const std::string& name, const Labels& labels) {
@@ -376,6 +378,73 @@ TEST_F(LmcacheFrontTest, ShmNamesOutsideLmcachesAreNotMapped) {
   EXPECT_FALSE(Call(1, RegisterArgs({desc})));
   EXPECT_EQ(ctx_->workers.Count(), 0u);
   EXPECT_EQ(Counter("kvtier_lmcache_failed_requests_total", {{"op", "register_kv_cache"}}), 1);
+}
+
+TEST_F(LmcacheFrontTest, TensorParallelRanksRegisterAtTheirFirstTransfer) {
+  // Two workers of a world of 2; the registration names no rank, the first STORE's key does.
+  ShmTensor rank0(0), rank1(1);
+  for (uint64_t i = 0; i < kLayerBytes; ++i) {
+    rank0.data[i] = static_cast<uint8_t>(i * 3);
+    rank1.data[i] = static_cast<uint8_t>(i * 5 + 1);
+  }
+  EXPECT_FALSE(Call(1, RegisterArgs({rank0.Descriptor()}, 100, 2)));
+  EXPECT_FALSE(Call(1, RegisterArgs({rank1.Descriptor()}, 101, 2)));
+  EXPECT_EQ(ctx_->workers.Count(), 0u);
+  const auto tokens = Tokens(2 * kChunk);
+  const std::string handle = Bin("stub_ipc_handle");
+  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s0", 0, 2), P(100),
+                               Blocks({1, 2, 3, 4}), handle}));
+  // Chunks only rank 0 holds are no hit for the model's world of 2.
+  EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "half", std::nullopt, 2), P(2)}));
+  std::optional<msgpack::object_handle> hits;
+  for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("half")});
+  ASSERT_TRUE(hits);
+  EXPECT_EQ(hits->get().as<int64_t>(), 0);
+  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s1", 1, 2), P(101),
+                               Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_EQ(ctx_->workers.Count(), 2u);
+  EXPECT_EQ((*ctx_->workers.Get(101))->rank, 1u);
+  // A rank's instance keeps its rank.
+  EXPECT_FALSE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s1", 0, 2), P(101),
+                                Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "all", std::nullopt, 2), P(2)}));
+  hits.reset();
+  for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("all")});
+  ASSERT_TRUE(hits);
+  EXPECT_EQ(hits->get().as<int64_t>(), 2);
+  // Each rank gets its own bytes back.
+  const std::vector<uint8_t> want0(rank0.Block(0, 1), rank0.Block(0, 1) + kBlockBytes);
+  const std::vector<uint8_t> want1(rank1.Block(0, 1), rank1.Block(0, 1) + kBlockBytes);
+  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 2 * kChunk, "all", 0, 2), P(100),
+                               Blocks({9, 10, 11, 12}), handle, P(0)}));
+  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 2 * kChunk, "all", 1, 2), P(101),
+                               Blocks({9, 10, 11, 12}), handle, P(0)}));
+  EXPECT_EQ(std::vector<uint8_t>(rank0.Block(0, 9), rank0.Block(0, 9) + kBlockBytes), want0);
+  EXPECT_EQ(std::vector<uint8_t>(rank1.Block(0, 9), rank1.Block(0, 9) + kBlockBytes), want1);
+}
+
+TEST_F(LmcacheFrontTest, FreeLookupLocksReleasesOnlyItsRange) {
+  ShmTensor layer(0);
+  EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor()})));
+  const auto tokens = Tokens(2 * kChunk);
+  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s", 0), P(kInstance),
+                               Blocks({1, 2, 3, 4}), Bin("")}));
+  EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "rid", std::nullopt), P(1)}));
+  std::optional<msgpack::object_handle> hits;
+  for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("rid")});
+  ASSERT_TRUE(hits);
+  EXPECT_EQ(hits->get().as<int64_t>(), 2);
+  auto pins = [this] {
+    auto s = ctx_->sessions.Find("rid");
+    std::lock_guard lock(s->mu);
+    return s->lookup_pins.size();
+  };
+  EXPECT_EQ(pins(), 2u);
+  // vLLM already holds the first chunk: its lock goes, the second's stays for the RETRIEVE.
+  EXPECT_FALSE(Call(12, {Key(tokens, 0, kChunk, "rid", std::nullopt), P(1)}));
+  EXPECT_EQ(pins(), 1u);
+  EXPECT_FALSE(Call(12, {Key(tokens, kChunk, 2 * kChunk, "rid", std::nullopt), P(1)}));
+  EXPECT_EQ(pins(), 0u);
 }
 
 TEST_F(LmcacheFrontTest, WorkersThatStopPingingAreUnregistered) {
