@@ -9,7 +9,6 @@
 #include <chrono>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -17,10 +16,12 @@
 #include "common/process/child.h"
 #include "server/cache_server.h"
 #include "server/housekeeping.h"
+#include "support/eventually.h"
 
 namespace kvtier {
 namespace {
 
+using kvtier::testing::Eventually;
 using std::chrono::seconds;
 
 constexpr uint32_t kChunk = 8;  // tokens per chunk: two blocks
@@ -59,17 +60,6 @@ wire::SessionRequest SessionOf(const std::string& id) {
   wire::SessionRequest r;
   r.request_id = id;
   return r;
-}
-
-// Waits, up to a real-time bound, for work other threads do (a LOOKUP job, the L2 writer).
-template <typename Pred>
-bool Eventually(Pred done) {
-  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 // The worker's side of a host registration: its memfd, mapped by the test.

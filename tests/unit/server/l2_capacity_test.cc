@@ -11,6 +11,7 @@
 
 #include "connectors/connector_registry.h"
 #include "server/l2_cascade.h"
+#include "support/eventually.h"
 #include "support/redis_process.h"
 #include "unit/connectors/connector_test_util.h"
 
@@ -23,14 +24,6 @@ using std::chrono::milliseconds;
 constexpr size_t kValue = 64 << 10;
 const auto kKeys = Keys(16);
 const auto kValues = Values(16, kValue);
-
-bool WaitUntil(const std::function<bool()>& f) {
-  for (int i = 0; i < 400; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(milliseconds(25));
-  }
-  return f();
-}
 
 class TempDir {
  public:
@@ -94,13 +87,13 @@ TEST(L2CapacityTest, FsStaysUnderItsCapacityEvictingTheOldestFirst) {
     ASSERT_EQ(Store(*l2, i, 1).Hits(), 1u);
     EXPECT_LE(l2->adapter(0).usage().bytes, 4 * kValue);
   }
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 4; })) << dir.Files() << " files";
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 4; })) << dir.Files() << " files";
   EXPECT_EQ(Found(*l2, 10), Bits({0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
   const L2Capacity::Usage u = l2->adapter(0).usage();
   EXPECT_EQ(u.objects, 4u);
   EXPECT_EQ(u.bytes, 4 * kValue);
   EXPECT_EQ(u.capacity_bytes, 4 * kValue);
-  ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).usage().evictions == 6; }));
+  ASSERT_TRUE(Eventually([&] { return l2->adapter(0).usage().evictions == 6; }));
   const std::string text = metrics.RenderPrometheus();
   EXPECT_NE(text.find("kvtier_l2_evictions_total{adapter=\"fs#0\"} 6"), std::string::npos) << text;
   EXPECT_NE(text.find("kvtier_l2_stored_objects{adapter=\"fs#0\"} 4"), std::string::npos);
@@ -129,14 +122,14 @@ TEST(L2CapacityTest, ALookedUpKeyIsRecentAndALockedOneIsSpared) {
   l2->Submit(0, ConnectorOp::kLookup, [&](Connector& c) { return c.SubmitLookup(first); }).get();
   l2->adapter(0).Unlock(first);
   ASSERT_EQ(Store(*l2, 4, 1).Hits(), 1u);
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 4; }));
   EXPECT_EQ(Found(*l2, 5), Bits({1, 0, 1, 1, 1}));
   // That lookup touched 0, 2, 3, 4 in this order, so key 0 is the oldest; a lookup holds it
   // locked, so keys 2 and 3 go instead.
   std::vector<std::string> locked = {kKeys[0]};
   l2->Submit(0, ConnectorOp::kLookup, [&](Connector& c) { return c.SubmitLookup(locked); }).get();
   ASSERT_EQ(Store(*l2, 5, 2).Hits(), 2u);
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 4; }));
   l2->adapter(0).Unlock(locked);
   EXPECT_EQ(Found(*l2, 7), Bits({1, 0, 0, 0, 1, 1, 1}));
 }
@@ -154,7 +147,7 @@ TEST(L2CapacityTest, ALookupOnTheCallersThreadCountsAsAnAccessAndIsRecorded) {
   EXPECT_TRUE(l2->adapter(0).Locked(kKeys[0]));
   l2->adapter(0).Unlock(first);
   ASSERT_EQ(Store(*l2, 4, 1).Hits(), 1u);
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 4; }));
   EXPECT_EQ(Found(*l2, 5), Bits({1, 0, 1, 1, 1}));
   // Recorded like a routed completion: the lookup metrics count it.
   const std::string text = metrics.RenderPrometheus();
@@ -169,7 +162,7 @@ TEST(L2CapacityTest, AnFsAdapterRebuildsItsAccountingFromTheDirectoryAfterAResta
     auto l2 = Cascade(metrics, FsAdapter(dir, 8));
     for (size_t i = 0; i < 6; ++i) {
       ASSERT_EQ(Store(*l2, i, 1).Hits(), 1u);
-      std::this_thread::sleep_for(milliseconds(20));  // file times have the kernel tick's grain
+      std::this_thread::sleep_for(milliseconds(20));  // eviction orders by mtime (tick grain)
     }
   }
   {
@@ -182,7 +175,7 @@ TEST(L2CapacityTest, AnFsAdapterRebuildsItsAccountingFromTheDirectoryAfterAResta
   MetricsRegistry metrics;
   auto l2 = Cascade(metrics, FsAdapter(dir, 3));
   EXPECT_EQ(l2->adapter(0).usage().objects, 3u);
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 3; }));
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 3; }));
   EXPECT_EQ(Found(*l2, 6), Bits({0, 0, 0, 1, 1, 1}));
 }
 
@@ -219,7 +212,7 @@ TEST(L2CapacityTest, S3FifoIsSelectableAndOtherPoliciesAreRefused) {
   ASSERT_NE(l2, nullptr);
   ASSERT_EQ(Store(*l2, 0, 5).Hits(), 5u);
   EXPECT_LE(l2->adapter(0).usage().bytes, 2 * kValue);
-  ASSERT_TRUE(WaitUntil([&] { return dir.Files() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return dir.Files() == 2; }));
 
   auto bad = L2Cascade::Create({FsAdapter(dir, 2, R"(,"eviction_policy":"noop")")},
                                ConnectorRegistry::WithBuiltins(), metrics);
@@ -239,7 +232,7 @@ TEST(L2CapacityTest, RedisStaysUnderItsCapacityAndKeysExpireWithTtl) {
   MetricsRegistry metrics;
   auto l2 = Cascade(metrics, base + R"(,"max_bytes":)" + std::to_string(3 * kValue) + "}");
   for (size_t i = 0; i < 8; ++i) ASSERT_EQ(Store(*l2, i, 1).Hits(), 1u);
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(Eventually([&] {
     return Found(*l2, 8) == Bits({0, 0, 0, 0, 0, 1, 1, 1});
   })) << "evicted keys still in redis";
   EXPECT_EQ(l2->adapter(0).usage().objects, 3u);
@@ -256,7 +249,7 @@ TEST(L2CapacityTest, RedisStaysUnderItsCapacityAndKeysExpireWithTtl) {
     return c.Hits() == 1;
   };
   EXPECT_TRUE(exists());
-  EXPECT_TRUE(WaitUntil([&] { return !exists(); })) << "ttl_s 1 did not expire the key";
+  EXPECT_TRUE(Eventually([&] { return !exists(); })) << "ttl_s 1 did not expire the key";
 }
 
 }  // namespace

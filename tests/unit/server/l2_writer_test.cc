@@ -5,16 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "server/l2_prefetch.h"
+#include "support/eventually.h"
 
 namespace kvtier {
 namespace {
 
-using std::chrono::milliseconds;
+using kvtier::testing::Eventually;
 
 constexpr uint64_t kObject = 64 << 10;
 
@@ -52,14 +51,6 @@ void Store(L1Pool& l1, L2Writer& sc, const std::vector<ObjectKey>& keys) {
   sc.OnL1Written(keys, bytes);
 }
 
-bool WaitUntil(const std::function<bool()>& f) {
-  for (int i = 0; i < 600; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return f();
-}
-
 TEST(L2WriterTest, CopiesToEveryAdapterAndReleasesAllPins) {
   MetricsRegistry metrics;
   auto l1 = MakeL1();
@@ -71,10 +62,10 @@ TEST(L2WriterTest, CopiesToEveryAdapterAndReleasesAllPins) {
     auto keys = Keys(b * 4, 4);
     Store(*l1, sc, keys);
   }
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(Eventually([&] {
     return l2->adapter(0).Stats().ops[2].hits == 32 && l2->adapter(1).Stats().ops[2].hits == 32;
   }));
-  EXPECT_TRUE(WaitUntil([&] { return l1->Stats().pinned_objects == 0; }));
+  EXPECT_TRUE(Eventually([&] { return l1->Stats().pinned_objects == 0; }));
   EXPECT_EQ(l1->Stats().objects, 32u);  // default policy keeps L1
   sc.Stop();
   l2->Close();
@@ -101,7 +92,7 @@ TEST(L2WriterTest, AFullQueueSkipsAndAFailingAdapterStillReleasesPins) {
   };
   EXPECT_GT(skipped("queue_full"), 0);  // 16 objects into room for 4 queued + 1 in flight
   // The adapter fails, is marked down, and what is queued behind it is skipped, not waited on.
-  ASSERT_TRUE(WaitUntil([&] { return l1->Stats().pinned_objects == 0; }));
+  ASSERT_TRUE(Eventually([&] { return l1->Stats().pinned_objects == 0; }));
   EXPECT_FALSE(l2->Up(0));
   EXPECT_GT(skipped("adapter_down") + skipped("queue_full"), 0);
   EXPECT_EQ(l2->adapter(0).Stats().ops[2].hits, 0u);
@@ -132,7 +123,7 @@ TEST(L2WriterTest, SkipL1ErasesWhatReachedL2) {
   L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/true);
   auto keys = Keys(100, 4);
   Store(*l1, sc, keys);
-  EXPECT_TRUE(WaitUntil([&] { return l1->Stats().objects == 0; }));
+  EXPECT_TRUE(Eventually([&] { return l1->Stats().objects == 0; }));
   sc.Stop();
   l2->Close();
 }
@@ -145,7 +136,7 @@ TEST(L2PrefetcherTest, LoadsTheLeadingRunAndPinsIt) {
     L2Writer sc(*l1, *l2, metrics, false);
     auto keys = Keys(0, 6);
     Store(*l1, sc, keys);
-    ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == 6; }));
+    ASSERT_TRUE(Eventually([&] { return l2->adapter(0).Stats().ops[2].hits == 6; }));
     sc.Stop();
   }
   ASSERT_EQ(l1->Clear(), 6u);
@@ -178,11 +169,11 @@ TEST(L2PrefetcherTest, APlanLargerThanL1IsHalvedUntilItFits) {
     L2Writer sc(*l1, *l2, metrics, /*skip_l1=*/true);  // L1 empties itself
     for (uint64_t b = 0; b < 10; ++b) {
       Store(*l1, sc, Keys(b * 10, 10));
-      ASSERT_TRUE(WaitUntil([&] { return l2->adapter(0).Stats().ops[2].hits == (b + 1) * 10; }));
+      ASSERT_TRUE(Eventually([&] { return l2->adapter(0).Stats().ops[2].hits == (b + 1) * 10; }));
     }
     sc.Stop();
   }
-  ASSERT_TRUE(WaitUntil([&] { return l1->Stats().objects == 0; }));
+  ASSERT_TRUE(Eventually([&] { return l1->Stats().objects == 0; }));
   L2Prefetcher p(*l1, *l2);
   auto got = p.Run({Keys(0, 100)}, {kObject});
   EXPECT_EQ(got.chunks, 50u);  // 100 do not fit, 50 do
