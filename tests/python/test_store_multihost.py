@@ -25,7 +25,7 @@ CUT_S = 20 if LONG else 0
 MASTER_PORT, NODE_PORT, NODE_HTTP_PORT, MASTER_HTTP_PORT = 50051, 50052, 9300, 9003
 # Longer than any cut here, so the master keeps a cut-off node's objects (what happens past it
 # is the re-replication test's subject).
-CLIENT_TTL_S = 60
+NODE_TTL_S = 60
 # A call that needs a cut-off host must end (fail) well within this; a hang fails the test.
 ANSWER_WITHIN_S = 30
 
@@ -77,7 +77,7 @@ class Stack:
         self.master_address = f"{hosts.address('a')}:{MASTER_PORT}"
         self._start("master", "a", ["master", "--host", hosts.address("a"), "--port",
                                     str(MASTER_PORT), "--http-port", str(MASTER_HTTP_PORT),
-                                    "--client-ttl-s", str(CLIENT_TTL_S), "--log-level", "info"])
+                                    "--node-ttl-s", str(NODE_TTL_S), "--log-level", "info"])
         for h in hosts.names:
             self._start(f"node-{h}", h, [
                 "node", "--master", self.master_address, "--host", hosts.address(h),

@@ -241,7 +241,7 @@ int RunBenchMaster(const BenchMasterOptions& o) {
   spec.args = [&o, cluster](uint16_t port) {
     // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
     std::vector<std::string> args{"kvtier",         "master", "--port",      std::to_string(port),
-                                  "--client-ttl-s", "86400",  "--log-level",
+                                  "--node-ttl-s",   "86400",  "--log-level",
                                   o.etcd.empty() ? "warn" : "info"};  // under etcd: "restored"
     if (!o.etcd.empty()) {
       args.insert(args.end(), {"--etcd-endpoints", o.etcd, "--cluster-id", cluster});
