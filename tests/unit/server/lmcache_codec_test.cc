@@ -241,6 +241,35 @@ TEST(LmcacheCodecTest, OtherWrapperTypesDecodeAsFarAsTheirType) {
   EXPECT_EQ(d.kv_cache[0].dtype, "bfloat16");
 }
 
+// Every truncation and many byte changes of the client's frames decode to a request or a
+// refusal, never a crash (run under ASan in the sanitizer build). Not a fuzzer, a floor.
+TEST(LmcacheCodecTest, MangledClientFramesNeverCrashTheDecoder) {
+  const std::vector<std::vector<std::string>> sets = {
+      RegisterFrames(),
+      Frames({"03", "06", Key(true), "cd1092", "9196010203040506",
+              "c40f737475625f6970635f68616e646c65"}),
+      Frames({"04", "08", Key(false), "01"}),
+  };
+  size_t refused = 0, decoded = 0;
+  for (const auto& frames : sets) {
+    for (size_t part = 0; part < frames.size(); ++part) {
+      const std::string& original = frames[part];
+      for (size_t at = 0; at < original.size(); ++at) {
+        auto mangled = frames;
+        mangled[part] = original.substr(0, at);  // truncated
+        std::holds_alternative<Refusal>(DecodeFrames(mangled)) ? ++refused : ++decoded;
+        for (const char b : {'\x00', '\xc1', '\xdd', '\xff', '\x7f'}) {
+          mangled[part] = original;
+          mangled[part][at] = b;
+          std::holds_alternative<Refusal>(DecodeFrames(mangled)) ? ++refused : ++decoded;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 1000u);
+  EXPECT_GT(decoded, 0u);  // some changes are still valid (a token id, a name's letter)
+}
+
 TEST(LmcacheCodecTest, RepliesEchoUidAndOpAndOmitNone) {
   const std::string uid = Hex("cd1092"), op = Hex("08");
   EXPECT_EQ(EncodeReply(uid, op, std::monostate{}), (std::vector<std::string>{uid, op}));
