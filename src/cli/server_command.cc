@@ -42,13 +42,11 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--hash", cfg->hash, "Chunk hash: xxh3 or sha256")
       ->capture_default_str()
       ->check(CLI::IsMember({"xxh3", "sha256"}));
-  // TODO(rename): ServerConfig::max_workers/lookup_workers become transfer_threads/lookup_threads
-  // with server/rpc_front.cc and server/prefetch_controller.cc.
-  cmd->add_option("--transfer-threads,--max-workers", cfg->max_workers,
+  cmd->add_option("--transfer-threads,--max-workers", cfg->transfer_threads,
                   "Threads for STORE/RETRIEVE copies (--max-workers: old name)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  cmd->add_option("--lookup-threads,--lookup-workers", cfg->lookup_workers,
+  cmd->add_option("--lookup-threads,--lookup-workers", cfg->lookup_threads,
                   "Threads for lookups and sessions (--lookup-workers: old name)")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -75,8 +73,7 @@ RunFn AddServerCommand(CLI::App& app) {
                   "repeatable, the order is the cascade")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  // TODO(rename): ServerConfig::l2_store_policy becomes l2_write_policy with cache_server.cc.
-  cmd->add_option("--l2-write-policy,--l2-store-policy", cfg->l2_store_policy,
+  cmd->add_option("--l2-write-policy,--l2-store-policy", cfg->l2_write_policy,
                   "default (keep in L1 and L2) or skip_l1 (drop from L1 once in L2); "
                   "--l2-store-policy is its old name")
       ->capture_default_str()

@@ -36,10 +36,10 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   auto pool = L1Pool::Create(l1);
   if (!pool.ok()) return pool.status();
   ctx->l1 = std::move(pool).value();
-  if (config.l2_store_policy != "default" && config.l2_store_policy != "skip_l1") {
+  if (config.l2_write_policy != "default" && config.l2_write_policy != "skip_l1") {
     return Status(Code::kInvalidArgument,
-                  fmt::format("--l2-store-policy '{}' is not one of: default, skip_l1",
-                              config.l2_store_policy));
+                  fmt::format("--l2-write-policy '{}' is not one of: default, skip_l1",
+                              config.l2_write_policy));
   }
   if (config.l2_prefetch_max_in_flight == 0) {
     return Status(Code::kInvalidArgument, "--l2-prefetch-max-in-flight must be > 0");
@@ -52,7 +52,7 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
     if (!l2.ok()) return l2.status();
     ctx->l2 = std::move(l2).value();
     ctx->l2_writer = std::make_unique<L2Writer>(*ctx->l1, *ctx->l2, ctx->metrics,
-                                                      config.l2_store_policy == "skip_l1");
+                                                config.l2_write_policy == "skip_l1");
   }
   return std::unique_ptr<CacheServer>(new CacheServer(std::move(ctx)));
 }

@@ -28,7 +28,7 @@ LmcacheFront::LmcacheFront(ServerContext& ctx, const HandlerTable& table, zmq::c
     : ctx_(ctx),
       ops_(ctx, table),
       router_(zctx, zmq::socket_type::router),
-      pool_("kvt-lmc", std::max<uint32_t>(1, ctx.config.max_workers)),
+      pool_("kvt-lmc", std::max<uint32_t>(1, ctx.config.transfer_threads)),
       dropped_replies_(ctx.metrics.GetCounter(
           "kvtier_lmcache_dropped_replies_total",
           "LMCache MP replies dropped because the client was gone or not reading")) {

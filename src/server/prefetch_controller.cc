@@ -11,7 +11,7 @@ namespace kvtier {
 PrefetchController::PrefetchController(ServerContext& ctx)
     : ctx_(ctx),
       pool_("kvt-prefetch", std::max<uint32_t>(1, ctx.l2 ? ctx.config.l2_prefetch_max_in_flight
-                                                         : ctx.config.lookup_workers)),
+                                                         : ctx.config.lookup_threads)),
       l1_hit_chunks_(ctx.metrics.GetCounter("kvtier_lookup_hit_chunks_total",
                                             "Chunks LOOKUP found for every rank, by tier",
                                             {{"tier", "l1"}})),

@@ -28,8 +28,8 @@ RpcFront::RpcFront(ServerContext& ctx, const HandlerTable& table, zmq::context_t
     : ctx_(ctx),
       table_(table),
       router_(zctx, zmq::socket_type::router),
-      transfer_pool_("kvt-xfer", std::max<uint32_t>(1, ctx.config.max_workers)),
-      lookup_pool_("kvt-lookup", std::max<uint32_t>(1, ctx.config.lookup_workers)),
+      transfer_pool_("kvt-xfer", std::max<uint32_t>(1, ctx.config.transfer_threads)),
+      lookup_pool_("kvt-lookup", std::max<uint32_t>(1, ctx.config.lookup_threads)),
       dropped_replies_(ctx.metrics.GetCounter(
           "kvtier_dropped_replies_total", "Replies dropped because the client stopped reading")),
       inflight_(ClientInflight::Create(ctx.config.max_inflight_per_client)),

@@ -22,11 +22,9 @@ struct ServerConfig {
   double eviction_target_watermark = 0.7;
   std::string hash = "xxh3";
   // --transfer-threads: STORE/RETRIEVE copy threads (a client connection sticks to one).
-  // TODO(rename): transfer_threads, with server/rpc_front.cc.
-  uint32_t max_workers = 4;
-  // --lookup-threads: LOOKUP / session threads. TODO(rename): lookup_threads, with
-  // server/rpc_front.cc and server/prefetch_controller.cc.
-  uint32_t lookup_workers = 2;
+  uint32_t transfer_threads = 4;
+  // --lookup-threads: LOOKUP / session threads.
+  uint32_t lookup_threads = 2;
   std::string log_level = "warn";
   uint64_t max_body_bytes = 16ULL << 20;
   uint64_t max_chunks_per_request = 65536;
@@ -35,9 +33,8 @@ struct ServerConfig {
   double session_ttl_s = 600;   // idle sessions (and their pins) are dropped after this
   bool l1_prefault = true;
   std::vector<std::string> l2_adapters;  // adapter JSON objects, in cascade order
-  // --l2-write-policy: "default" | "skip_l1". TODO(rename): l2_write_policy, with
-  // server/cache_server.cc.
-  std::string l2_store_policy = "default";
+  // --l2-write-policy: "default" | "skip_l1".
+  std::string l2_write_policy = "default";
   uint32_t l2_prefetch_max_in_flight = 8;   // LOOKUP jobs running at once when L2 is configured
   // The shared secret of --auth-token-file: clients must prove it (CURVE on the ZMQ port, a bearer
   // token on HTTP). Empty: no authentication.

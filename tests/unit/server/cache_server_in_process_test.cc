@@ -323,5 +323,19 @@ TEST_F(CacheServerInProcessTest, StatsReportTheUptimeOnTheServersClock) {
   EXPECT_EQ(uptime, 90.0);
 }
 
+TEST(CacheServerCreateTest, AnUnknownL2WritePolicyIsRefusedByItsFlagName) {
+  ServerConfig cfg;
+  cfg.http_port = 0;
+  cfg.l1_size_gb = 4.0 / 1024;
+  cfg.l1_prefault = false;
+  cfg.l2_write_policy = "never";
+  FakeClock clock;
+  auto s = CacheServer::Create(cfg, ConnectorRegistry::WithBuiltins(), clock);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("--l2-write-policy 'never'"), std::string::npos)
+      << s.status().ToString();
+}
+
 }  // namespace
 }  // namespace kvtier
