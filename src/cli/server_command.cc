@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_sources.h"
+#include "common/clock.h"
 #include "common/logging.h"
 #include "common/secret_file.h"
 #include "server/cache_server.h"
@@ -109,7 +110,8 @@ RunFn AddServerCommand(CLI::App& app) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    auto server = CacheServer::Create(*cfg, ConnectorRegistryWithStore());
+    // The composition root picks the clock: a real server reads real time.
+    auto server = CacheServer::Create(*cfg, ConnectorRegistryWithStore(), *Clock::Real());
     if (!server.ok()) {
       std::cerr << "error: " << server.status().ToString() << "\n";
       return 1;
