@@ -35,8 +35,8 @@ using kvtier::Status;
 constexpr double kDefaultCapacityMb = 1024;
 constexpr double kMaxCapacityMb = 16.0 * 1024 * 1024;  // 16 TiB: beyond it is surely a typo
 
-// ConnectorBase runs the worker lanes, tiling, deadlines, lookup locks and completions; this class
-// only says how one key is read, written, probed and removed. Calls come from several worker
+// ConnectorBase runs the op pools, tiling, deadlines, lookup locks and completions; this class
+// only says how one key is read, written, probed and removed. Calls come from several of its
 // threads at once; LruStore does its own locking.
 class LruConnector final : public kvtier::ConnectorBase<LruConnector> {
  public:
@@ -44,9 +44,9 @@ class LruConnector final : public kvtier::ConnectorBase<LruConnector> {
 
   LruConnector(const kvtier::ConnectorOptions& options, uint64_t capacity_bytes)
       : ConnectorBase(options), store_(capacity_bytes), capacity_(capacity_bytes) {
-    StartWorkers();  // last: workers may call into this object at once
+    StartThreads();  // last: its threads may call into this object at once
   }
-  ~LruConnector() override { Close(); }  // first: stop the workers before members go
+  ~LruConnector() override { Close(); }  // first: stop the threads before members go
 
   Result<std::unique_ptr<Conn>> Connect() { return std::make_unique<Conn>(); }
 

@@ -38,15 +38,13 @@ enum class ConnectorOp : uint8_t {
   kLoad = 1,
   kWrite = 2,
   kRemove = 3,
-  // TODO(rename): remove once tests/unit/store/connector/store_connector_test.cc says kWrite
-  // (docs/glossary.md, "store").
-  kStore = kWrite,
 };
 inline constexpr size_t kConnectorOps = 4;
 inline constexpr std::array<ConnectorOp, kConnectorOps> kAllConnectorOps = {
     ConnectorOp::kLookup, ConnectorOp::kLoad, ConnectorOp::kWrite, ConnectorOp::kRemove};
 
-// The name of an operation's thread pool: the `per_op_threads` key and its threads' names.
+// The name of an operation's thread pool: the `per_op_threads` key, its threads' names, the `op`
+// label of kvtier_l2_* and the per-operation keys of /status's `l2[]` entries.
 inline const char* OpPoolName(ConnectorOp op) {
   static constexpr const char* kNames[] = {"lookup", "load", "write", "remove"};
   return kNames[static_cast<size_t>(op)];
@@ -61,18 +59,6 @@ inline std::optional<ConnectorOp> OpPoolFromName(std::string_view name) {
     if (name == OpPoolName(op)) return op;
   }
   return std::nullopt;
-}
-// The old names ("retrieve", "store", "delete"): still the `op` label of kvtier_l2_* and the
-// /status keys, which dashboards and tests read. TODO(rename): remove once server/l2_cascade.cc
-// labels with OpPoolName and web/dashboard/dashboard.js, deploy/grafana,
-// tests/integration/{l2_tier,bench_l2_cli}_test.cc, tests/fault/* and tests/soak/soak.py read the
-// new names (bench/l2/l2_bench.cc prints them then).
-inline const char* LaneName(ConnectorOp op) {
-  static constexpr const char* kNames[] = {"lookup", "retrieve", "store", "delete"};
-  return kNames[static_cast<size_t>(op)];
-}
-inline std::optional<ConnectorOp> LaneFromName(std::string_view name) {
-  return OpPoolFromName(name);
 }
 
 using TaskId = uint64_t;
@@ -157,11 +143,6 @@ class Connector {
   // First writer wins: a key already present counts as written and is left unchanged. A failed
   // write never leaves a readable partial value.
   virtual TaskId SubmitWrite(std::vector<std::string> keys, std::vector<ConstBuffer> src) = 0;
-  // TODO(rename): remove once tests/unit/store/connector/store_connector_test.cc calls
-  // SubmitWrite.
-  TaskId SubmitStore(std::vector<std::string> keys, std::vector<ConstBuffer> src) {
-    return SubmitWrite(std::move(keys), std::move(src));
-  }
   virtual TaskId SubmitRemove(std::vector<std::string> keys) = 0;
 
   virtual int EventFd(ConnectorOp op) const = 0;

@@ -183,9 +183,6 @@ class ConnectorBase : public Connector {
   }
 
  protected:
-  // TODO(rename): remove once store/connector/store_connector.cc calls StartThreads() and
-  // out-of-tree plugins have had a release to move.
-  void StartWorkers() { StartThreads(); }
   // Starts the op pools. Call at the end of Derived's constructor.
   void StartThreads() {
     std::shared_ptr<OpPool> shared;
@@ -268,10 +265,6 @@ class ConnectorBase : public Connector {
   static bool IsBulkOp(ConnectorOp op) {
     return op == ConnectorOp::kWrite || op == ConnectorOp::kRemove;
   }
-  // TODO(rename): remove both once store/connector/store_connector.cc calls ThreadOp() and
-  // IsBulkOp().
-  static std::optional<ConnectorOp> WorkerLane() { return ThreadOp(); }
-  static bool IsBulkLane(ConnectorOp op) { return IsBulkOp(op); }
 
  private:
   struct Batch {

@@ -47,7 +47,7 @@ L2Cascade::L2Cascade(std::vector<std::unique_ptr<L2Capacity>> adapters, MetricsR
     const std::string& name = a->Options().name;
     std::array<OpMetrics, kConnectorOps> m{};
     for (ConnectorOp op : kAllConnectorOps) {
-      const Labels l{{"adapter", name}, {"op", LaneName(op)}};
+      const Labels l{{"adapter", name}, {"op", OpPoolName(op)}};
       m[static_cast<size_t>(op)] = OpMetrics{
           metrics.GetCounter("kvtier_l2_tasks_total", "L2 batch operations completed", l),
           metrics.GetCounter("kvtier_l2_failed_tasks_total",
@@ -176,7 +176,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
       up_[i]->Set(0);
       KVT_LOG_WARN("L2 adapter {} takes no writes ({} failed: {}); its stores are skipped until "
                    "one succeeds, what it holds is still read",
-                   name(i), LaneName(c.op), c.status.message());
+                   name(i), OpPoolName(c.op), c.status.message());
     }
     return;
   }
@@ -184,7 +184,7 @@ void L2Cascade::Record(size_t i, const Completion& c) {
     up_[i]->Set(0);
     KVT_LOG_WARN("L2 adapter {} is down ({} failed: {}); its stores are skipped and its lookups "
                  "are misses until it answers again",
-                 name(i), LaneName(c.op), c.status.message());
+                 name(i), OpPoolName(c.op), c.status.message());
   }
 }
 
@@ -207,7 +207,7 @@ nlohmann::json L2Cascade::Status() const {
     }
     for (ConnectorOp op : kAllConnectorOps) {
       const OpCounters& o = s.ops[static_cast<size_t>(op)];
-      a[LaneName(op)] = {{"tasks", o.tasks},
+      a[OpPoolName(op)] = {{"tasks", o.tasks},
                          {"failed_tasks", o.failed_tasks},
                          {"keys", o.keys},
                          {"hit_keys", o.hits},

@@ -75,13 +75,13 @@ TEST(ServerCrash, Kill9DuringFsStoresThenRestartServesEveryFinishedChunkIntact) 
     Worker w(*client, 1);
     ASSERT_TRUE(w.status.ok());
     for (uint32_t p = 0; p < kSettled; ++p) ASSERT_EQ(StoreChecksummed(*client, w, p), 4);
-    ASSERT_TRUE(WaitUntil([&] { return first.L2Count(0, "store", "hit_keys") >= 4 * kSettled; }));
+    ASSERT_TRUE(WaitUntil([&] { return first.L2Count(0, "write", "hit_keys") >= 4 * kSettled; }));
     // A burst the fs adapter falls behind on; the kill comes while it is still writing.
     for (uint32_t p = kSettled; p < kPrompts; ++p) {
       ASSERT_EQ(StoreChecksummed(*client, w, p), 4);
     }
     stored_chunks = 4 * kPrompts;
-    done_before_kill = first.L2Count(0, "store", "hit_keys");
+    done_before_kill = first.L2Count(0, "write", "hit_keys");
     first.Kill();
   }
   std::printf("[ fault    ] fs stores completed before kill -9: %llu of %llu chunks\n",
@@ -112,10 +112,10 @@ TEST(ServerCrash, Kill9DuringFsStoresThenRestartServesEveryFinishedChunkIntact) 
   EXPECT_GE(found, static_cast<int64_t>(4 * kSettled));
   // The restarted server's fs adapter keeps working: a new prompt is written and read back.
   ASSERT_EQ(StoreChecksummed(*client, w, kPrompts), 4);
-  ASSERT_TRUE(WaitUntil([&] { return second.L2Count(0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return second.L2Count(0, "write", "hit_keys") >= 4; }));
   testing::ClearL1(*client);
   EXPECT_EQ(FetchChecksummed(*client, w, kPrompts, "new-after-restart"), kPromptChunks);
-  EXPECT_EQ(second.L2Count(0, "retrieve", "failed_tasks"), 0u);
+  EXPECT_EQ(second.L2Count(0, "load", "failed_tasks"), 0u);
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ TEST(ServerDiskFull, FsStoresFailCleanlyWhileFullAndResumeOnceSpaceIsFreed) {
   ASSERT_TRUE(w.status.ok());
   // Prompt 0 reaches fs while there is room, and leaves L1.
   ASSERT_EQ(StoreChecksummed(*client, w, 0), 4);
-  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "write", "hit_keys") >= 4; }));
   testing::ClearL1(*client);
   const auto before_full = FilesUnder(objects, filler);
   ASSERT_EQ(before_full.size(), 4u);
@@ -82,10 +82,10 @@ TEST(ServerDiskFull, FsStoresFailCleanlyWhileFullAndResumeOnceSpaceIsFreed) {
   ASSERT_TRUE(FillDisk(filler, 8192));  // an object file is 4 KiB of header + 16 KiB
   for (uint32_t p = 1; p <= 3; ++p) ASSERT_EQ(StoreChecksummed(*client, w, p), 4);
 
-  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "store", "failed_tasks") >= 1; }))
+  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "write", "failed_tasks") >= 1; }))
       << server.Http("/status");
   EXPECT_GE(server.Metric(R"(kvtier_l2_write_failed_keys_total{adapter="fs#0"})"), 1);
-  EXPECT_EQ(server.L2Count(0, "store", "hit_keys"), 4u);
+  EXPECT_EQ(server.L2Count(0, "write", "hit_keys"), 4u);
   EXPECT_TRUE(WaitUntil([&] {
     return server.Log().find("No space left on device") != std::string::npos;
   })) << server.Log();
@@ -114,12 +114,12 @@ TEST(ServerDiskFull, FsStoresFailCleanlyWhileFullAndResumeOnceSpaceIsFreed) {
   const bool resumed = WaitUntil([&] {
     EXPECT_EQ(StoreChecksummed(*client, w, next++), 4);
     std::this_thread::sleep_for(milliseconds(200));
-    return server.L2Count(0, "store", "hit_keys") >= 8;
+    return server.L2Count(0, "write", "hit_keys") >= 8;
   });
   ASSERT_TRUE(resumed) << server.Http("/status");
-  const uint64_t before = server.L2Count(0, "store", "hit_keys");
+  const uint64_t before = server.L2Count(0, "write", "hit_keys");
   ASSERT_EQ(StoreChecksummed(*client, w, 100), 4);
-  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "store", "hit_keys") >= before + 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return server.L2Count(0, "write", "hit_keys") >= before + 4; }));
   testing::ClearL1(*client);
   EXPECT_EQ(FetchChecksummed(*client, w, 100, "after-space-freed"), kPromptChunks);
   // The prompts stored while the disk was full never reached fs: misses now, never bad bytes.

@@ -112,7 +112,7 @@ class FaultServer {
   nlohmann::json Status() const {
     return nlohmann::json::parse(Http("/status"), nullptr, false);
   }
-  // Adapter `i`'s counter `field` of lane `op` ("store", "lookup", "retrieve") from /status.
+  // Adapter `i`'s counter `field` of operation `op` ("write", "lookup", "load") from /status.
   uint64_t L2Count(size_t i, const char* op, const char* field) const {
     auto j = Status();
     if (!j.is_object() || !j.contains("l2") || j["l2"].size() <= i) return 0;

@@ -26,28 +26,28 @@ constexpr const char* kUpSeries = R"(kvtier_l2_adapter_up{adapter="resp#0"})";
 void StoreOneInRedisOneInL1(FaultServer& s, CacheClient& c, Worker& w, uint32_t cached,
                             uint32_t resident) {
   ASSERT_EQ(StoreChecksummed(c, w, cached), 4);
-  ASSERT_TRUE(WaitUntil([&] { return s.L2Count(0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return s.L2Count(0, "write", "hit_keys") >= 4; }));
   testing::ClearL1(c);
   ASSERT_EQ(StoreChecksummed(c, w, resident), 4);
-  ASSERT_TRUE(WaitUntil([&] { return s.L2Count(0, "store", "hit_keys") >= 8; }));
+  ASSERT_TRUE(WaitUntil([&] { return s.L2Count(0, "write", "hit_keys") >= 8; }));
 }
 
 // Stores new prompts (one every 200 ms) until one reaches the adapter: the server found the
 // backend again by itself. Then a fresh prompt `probe` is stored and waited for; false if any of
 // it did not reach the adapter within 30 s.
 bool StoreUntilL2IsUsedAgain(FaultServer& s, CacheClient& c, Worker& w, uint32_t probe) {
-  uint64_t before = s.L2Count(0, "store", "hit_keys");
+  uint64_t before = s.L2Count(0, "write", "hit_keys");
   uint32_t next = probe + 1;
   if (!WaitUntil([&] {
         EXPECT_EQ(StoreChecksummed(c, w, next++), 4);
         std::this_thread::sleep_for(milliseconds(200));
-        return s.L2Count(0, "store", "hit_keys") >= before + 4;
+        return s.L2Count(0, "write", "hit_keys") >= before + 4;
       })) {
     return false;
   }
-  before = s.L2Count(0, "store", "hit_keys");
+  before = s.L2Count(0, "write", "hit_keys");
   EXPECT_EQ(StoreChecksummed(c, w, probe), 4);
-  return WaitUntil([&] { return s.L2Count(0, "store", "hit_keys") >= before + 4; });
+  return WaitUntil([&] { return s.L2Count(0, "write", "hit_keys") >= before + 4; });
 }
 
 // A second engine worker keeps storing prompts and reading them back while the faults happen,
@@ -139,9 +139,9 @@ TEST(ServerRedisOutage, StoppedUnderLoadThenRestartedOnItsPortIsUsedAgain) {
 
   // Loads from Redis too: with L1 empty the last prompt comes back from the restarted server.
   testing::ClearL1(*client);
-  const uint64_t retrieved = server.L2Count(0, "retrieve", "hit_keys");
+  const uint64_t retrieved = server.L2Count(0, "load", "hit_keys");
   EXPECT_EQ(FetchChecksummed(*client, w, 100, "from-restarted-redis"), kPromptChunks);
-  EXPECT_EQ(server.L2Count(0, "retrieve", "hit_keys"), retrieved + 4);
+  EXPECT_EQ(server.L2Count(0, "load", "hit_keys"), retrieved + 4);
 }
 
 // A backend slower than its deadline (redis-server frozen with SIGSTOP): lookups return within

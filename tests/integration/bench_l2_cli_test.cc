@@ -123,10 +123,11 @@ long long DbSize(uint16_t port) {
   return n;
 }
 
-TEST(BenchL2Cli, RespComparesLanesAgainstRedisBenchmarkAndLeavesNothingBehind) {
+TEST(BenchL2Cli, RespComparesPoolsAgainstRedisBenchmarkAndLeavesNothingBehind) {
   auto redis = RedisProcess::Start();
   ASSERT_TRUE(redis);
   const std::string port = std::to_string(redis->port());
+  // The old key spellings (num_workers, per_op_workers, retrieve, store): still accepted.
   Output o = BenchL2("--adapter '{\"type\":\"resp\",\"port\":" + port +
                      ",\"num_workers\":2}' --adapter '{\"type\":\"resp\",\"port\":" + port +
                      ",\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}' " +
@@ -147,7 +148,7 @@ TEST(BenchL2Cli, RespComparesLanesAgainstRedisBenchmarkAndLeavesNothingBehind) {
     EXPECT_GT(l["details"]["GET"]["rps"].get<double>(), 0);
     EXPECT_TRUE(a["ratios"]["load_over_limit"].is_number());
   }
-  // redis-benchmark runs with as many connections as the lane has threads.
+  // redis-benchmark runs with as many connections as the op's pool has threads.
   EXPECT_EQ(j["adapters"][0]["limit"]["details"]["get_clients"], 2);
   EXPECT_EQ(j["adapters"][1]["limit"]["details"]["get_clients"], 1);
   EXPECT_EQ(j["adapters"][1]["limit"]["details"]["set_clients"], 2);
@@ -161,13 +162,13 @@ TEST(BenchL2Cli, RespComparesLanesAgainstRedisBenchmarkAndLeavesNothingBehind) {
 TEST(BenchL2Cli, TwoConfigsAreComparedInOneRun) {
   // A value size that is not a multiple of 8 also exercises the tail of the data pattern.
   Output o = BenchL2(
-      "--adapter '{\"type\":\"mem\",\"num_workers\":2,\"delay_ms\":1}' "
+      "--adapter '{\"type\":\"mem\",\"num_threads\":2,\"delay_ms\":1}' "
       "--adapter '{\"type\":\"mem\",\"delay_ms\":1,"
-      "\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}' "
+      "\"per_op_threads\":{\"lookup\":1,\"load\":1,\"write\":2}}' "
       "--keys 12 --value-size 1001 --stores-per-round 3 --lookup-batch 2 --inflight 3");
   ASSERT_EQ(o.status, 0) << o.err << o.out;
-  for (const char* text : {"adapter 1:", "adapter 2:", "lanes: shared pool, 2 threads",
-                           "lanes: per-op lookup 1, retrieve 1, store 2; shared 4 (delete)",
+  for (const char* text : {"adapter 1:", "adapter 2:", "pools: shared pool, 2 threads",
+                           "pools: per-op lookup 1, load 1, write 2; shared 4 (remove)",
                            "lookup p99: ", "backend limit: unavailable", "result: OK"}) {
     EXPECT_NE(o.out.find(text), std::string::npos) << text << "\n" << o.out;
   }

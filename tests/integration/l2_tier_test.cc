@@ -38,7 +38,7 @@ nlohmann::json ServerStatus(const ServerProcess& s) {
   return nlohmann::json::parse(r->body);
 }
 
-// The adapter's counter `field` of lane `op` ("store", "lookup", "retrieve"), from /status.
+// The adapter's counter `field` of operation `op` ("write", "lookup", "load"), from /status.
 uint64_t L2Count(const ServerProcess& s, size_t adapter, const char* op, const char* field) {
   auto j = ServerStatus(s);
   if (!j.contains("l2") || j["l2"].size() <= adapter) return 0;
@@ -78,7 +78,7 @@ TEST(L2Tier, ChunksComeBackFromL2AfterL1IsCleared) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 7);
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "write", "hit_keys") >= 4; }));
   ClearL1(*client);
 
   EXPECT_EQ(FetchAndCheck(*client, w, 7, "again"), kPromptChunks);
@@ -87,7 +87,7 @@ TEST(L2Tier, ChunksComeBackFromL2AfterL1IsCleared) {
   // Now back in L1: the next lookup is an L1 hit, and nothing was written back to L2.
   EXPECT_EQ(FetchAndCheck(*client, w, 7, "third"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), kPromptChunks);
-  EXPECT_EQ(L2Count(server, 0, "store", "keys"), 4u);
+  EXPECT_EQ(L2Count(server, 0, "write", "keys"), 4u);
   EXPECT_EQ(L2Count(server, 0, "lookup", "hit_keys"), 4u);  // one L2 lookup, four keys
   // An unknown prompt is a plain miss.
   EXPECT_EQ(FetchAndCheck(*client, w, 999, "unknown"), 0);
@@ -100,7 +100,7 @@ TEST(L2Tier, TwoRanksArePrefetchedTogether) {
   ASSERT_TRUE(r0.status.ok() && r1.status.ok());
   StorePrompt(*client, r0, 11);
   StorePrompt(*client, r1, 11, 12);  // rank 1 holds other bytes for the same tokens
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 8; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "write", "hit_keys") >= 8; }));
   ClearL1(*client);
   ASSERT_EQ(LookupHits(*client, "both", Tokens(kPromptTokens, 11), 2), kPromptChunks);
   for (auto* w : {&r0, &r1}) {
@@ -128,8 +128,8 @@ TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
   uint64_t stored = 4;
   for (uint32_t seed = 101; seed < 130; ++seed) stored += StorePrompt(*client, w, seed);
   ASSERT_TRUE(WaitUntil([&] {
-    return L2Count(server, 0, "store", "hit_keys") >= stored &&
-           L2Count(server, 1, "store", "hit_keys") >= stored;
+    return L2Count(server, 0, "write", "hit_keys") >= stored &&
+           L2Count(server, 1, "write", "hit_keys") >= stored;
   })) << stored << " " << ServerStatus(server).dump();
   EXPECT_EQ(dir.Objects().size(), stored);
   // 120 chunks went through room for 64: L1 evicted (or, while the adapters were slow and held
@@ -140,7 +140,7 @@ TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
   // first adapter of the cascade.
   ClearL1(*client);
   EXPECT_EQ(FetchAndCheck(*client, w, 100, "old"), kPromptChunks);
-  EXPECT_EQ(L2Count(server, 0, "retrieve", "hit_keys"), 4u);
+  EXPECT_EQ(L2Count(server, 0, "load", "hit_keys"), 4u);
 
   // A second server that only has the Redis adapter finds the same chunks there.
   ServerProcess other(Args({RespAdapter(*redis)}));
@@ -148,7 +148,7 @@ TEST(L2Tier, FsAndRedisCascadeServeWhatL1Evicted) {
   Worker w2(*client2, 1);
   ASSERT_TRUE(w2.status.ok());
   EXPECT_EQ(FetchAndCheck(*client2, w2, 100, "from-redis"), kPromptChunks);
-  EXPECT_EQ(L2Count(other, 0, "retrieve", "hit_keys"), 4u);
+  EXPECT_EQ(L2Count(other, 0, "load", "hit_keys"), 4u);
 }
 
 TEST(L2Tier, RedisDownMeansFailuresCountedAndFsStillServesThenRedisIsUsedAgain) {
@@ -160,11 +160,11 @@ TEST(L2Tier, RedisDownMeansFailuresCountedAndFsStillServesThenRedisIsUsedAgain) 
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 1);
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "write", "hit_keys") >= 4; }));
 
   redis->Kill();
   StorePrompt(*client, w, 2);  // STORE itself never waits for L2
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "failed_tasks") >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "write", "failed_tasks") >= 1; }));
   auto status = ServerStatus(server);
   EXPECT_FALSE(status["l2"][1]["up"].get<bool>()) << status.dump();
   EXPECT_TRUE(status["l2"][0]["up"].get<bool>());
@@ -177,13 +177,13 @@ TEST(L2Tier, RedisDownMeansFailuresCountedAndFsStillServesThenRedisIsUsedAgain) 
   // Redis returns (empty): new stores reach it again without touching the server.
   ASSERT_TRUE(redis->Restart());
   uint32_t seed = 1000;
-  const uint64_t before = L2Count(server, 1, "store", "hit_keys");
+  const uint64_t before = L2Count(server, 1, "write", "hit_keys");
   ASSERT_TRUE(WaitUntil([&] {
     StorePrompt(*client, w, ++seed);
-    return L2Count(server, 1, "store", "hit_keys") > before;
+    return L2Count(server, 1, "write", "hit_keys") > before;
   })) << ServerStatus(server).dump();
   EXPECT_TRUE(WaitUntil([&] { return ServerStatus(server)["l2"][1]["up"].get<bool>(); }));
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "store", "hit_keys") >= before + 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 1, "write", "hit_keys") >= before + 4; }));
 
   ServerProcess redis_only(Args({RespAdapter(*redis)}));
   auto client2 = redis_only.Client();
@@ -200,7 +200,7 @@ TEST(L2Tier, FsContentSurvivesKill9OfTheServer) {
     Worker w(*client, 1);
     ASSERT_TRUE(w.status.ok());
     for (uint32_t seed = 20; seed < 23; ++seed) StorePrompt(*client, w, seed);
-    ASSERT_TRUE(WaitUntil([&] { return L2Count(first, 0, "store", "hit_keys") >= 12; }));
+    ASSERT_TRUE(WaitUntil([&] { return L2Count(first, 0, "write", "hit_keys") >= 12; }));
     first.Kill();
   }
   ServerProcess second(Args({dir.FsAdapter()}));
@@ -226,7 +226,7 @@ TEST(L2Tier, AnExclusiveFsAdapterAnswersFromItsRecordAcrossARestart) {
     ASSERT_TRUE(w.status.ok());
     StorePrompt(*client, w, 30);
     StorePrompt(*client, w, 31);
-    ASSERT_TRUE(WaitUntil([&] { return L2Count(first, 0, "store", "hit_keys") >= 8; }));
+    ASSERT_TRUE(WaitUntil([&] { return L2Count(first, 0, "write", "hit_keys") >= 8; }));
     first.Kill();
   }
   ServerProcess second(Args({adapter}));
@@ -251,7 +251,7 @@ TEST(L2Tier, AFlippedByteInAnFsFileIsAMissNotGarbage) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 5);
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "hit_keys") >= 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "write", "hit_keys") >= 4; }));
   ClearL1(*client);
   auto files = dir.Objects();
   ASSERT_EQ(files.size(), 4u);
@@ -277,7 +277,7 @@ TEST(L2Tier, ABackendSlowerThanItsDeadlineIsAMissNotAHang) {
   Worker w(*client, 1);
   ASSERT_TRUE(w.status.ok());
   StorePrompt(*client, w, 3);
-  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "store", "failed_tasks") >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return L2Count(server, 0, "write", "failed_tasks") >= 1; }));
   ClearL1(*client);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(FetchAndCheck(*client, w, 3, "slow"), 0);

@@ -48,7 +48,7 @@ std::vector<std::string> ServerArgs(const std::string& adapter) {
   return {"--chunk-size", std::to_string(kChunkTokens), "--l2-adapter", adapter};
 }
 
-// The server's L2 series of the store adapter, e.g. kvtier_l2_hit_keys_total for op "retrieve";
+// The server's L2 series of the store adapter, e.g. kvtier_l2_hit_keys_total for op "load";
 // -1 when absent.
 double L2Metric(const ServerProcess& s, const std::string& family, const std::string& op = "",
                 const std::string& adapter = kAdapter) {
@@ -105,8 +105,8 @@ TEST(StoreL2, StoresReachTheStore) {
   const double n = 3 * kPromptChunks;
   ASSERT_TRUE(WaitStored(server, n)) << HttpGet(server.http_port(), "/metrics");
   EXPECT_EQ(L2Metric(server, "kvtier_l2_store_keys_total"), n);
-  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "store"), n);
-  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "store"), 0);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "write"), n);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "write"), 0);
   EXPECT_EQ(L2Metric(server, "kvtier_l2_store_failed_keys_total"), 0);
   EXPECT_EQ(L2Metric(server, "kvtier_l2_adapter_up"), 1);
 
@@ -121,7 +121,7 @@ TEST(StoreL2, StoresReachTheStore) {
   o.timeout = milliseconds(5000);
   auto dummy = store::ConnectDummy(o);
   ASSERT_TRUE(dummy.ok()) << dummy.status().ToString();
-  const double object_bytes = L2Metric(server, "kvtier_l2_bytes_total", "store") / n;
+  const double object_bytes = L2Metric(server, "kvtier_l2_bytes_total", "write") / n;
   EXPECT_GT(object_bytes, 0);
   for (uint32_t seed = 1; seed <= 3; ++seed) {
     const auto keys = L2Keys(seed);
@@ -215,8 +215,8 @@ TEST_P(StoreL2RoundTrip, ChunksComeBackFromTheStoreAfterL1IsCleared) {
   EXPECT_EQ(FetchAndCheck(*client, w, 8, "again-8"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), 2 * kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l1"), 0);
-  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "retrieve"), 2 * kPromptChunks);
-  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "retrieve"), 0);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "load"), 2 * kPromptChunks);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_failed_tasks_total", "load"), 0);
   // The bytes came through the node; with one value per block, one call per value.
   EXPECT_GT(store.node.Metric("kvtier_node_dummy_bytes_total{op=\"get\"}"), 0);
   if (m.mem_pool_size == "16KiB") {
@@ -258,7 +258,7 @@ TEST(StoreL2, ASecondServerFindsWhatTheFirstStored) {
   EXPECT_EQ(FetchAndCheck(*c2, w2, 40, "shared-40"), kPromptChunks);
   EXPECT_EQ(FetchAndCheck(*c2, w2, 41, "shared-41"), kPromptChunks);
   EXPECT_EQ(Stat(*c2, "lookup_hit_chunks_l2"), 2 * kPromptChunks);
-  EXPECT_EQ(L2Metric(second, "kvtier_l2_hit_keys_total", "retrieve", "mooncake_store#0"),
+  EXPECT_EQ(L2Metric(second, "kvtier_l2_hit_keys_total", "load", "mooncake_store#0"),
             2 * kPromptChunks);
   EXPECT_EQ(FetchAndCheck(*c2, w2, 42, "never-stored"), 0);
   EXPECT_EQ(second.Stop(), 0);
@@ -456,7 +456,7 @@ TEST(StoreL2, EmbeddedServerIsANodeItself) {
   ClearL1(*client);
   EXPECT_EQ(FetchAndCheck(*client, w, 70, "embedded"), kPromptChunks);
   EXPECT_EQ(Stat(*client, "lookup_hit_chunks_l2"), kPromptChunks);
-  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "retrieve"), kPromptChunks);
+  EXPECT_EQ(L2Metric(server, "kvtier_l2_hit_keys_total", "load"), kPromptChunks);
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -337,15 +337,15 @@ def test_server_figures_equal_status(server, loaded, tmp_path):
     for key in ("lookup_hit_rate_l1", "lookup_hit_rate_l2", "l1_used_bytes", "l1_capacity_bytes",
                 "l1_evictions", "lookup_chunks", "registered_workers", "sessions", "version",
                 "l2.0.name", "l2.0.up", "l2.0.writes_up", "l2.0.inflight_bytes",
-                "l2.0.stored_bytes", "l2.0.capacity_bytes", "l2.0.store.bytes",
-                "l2.0.retrieve.bytes", "workers.0.instance_id", "workers.0.model",
+                "l2.0.stored_bytes", "l2.0.capacity_bytes", "l2.0.write.bytes",
+                "l2.0.load.bytes", "workers.0.instance_id", "workers.0.model",
                 "workers.0.buffer_bytes"):
         assert key in page.figures, f"{key} not shown"
     assert float(page.figures["lookup_hit_rate_l1"][0]) > 0
     assert float(page.figures["lookup_hit_rate_l2"][0]) > 0
     assert page.figures["l2.0.name"] == ["fs#0"] and page.figures["l2.0.up"] == ["true"]
     assert page.figures["workers.0.instance_id"] == [str(loaded.id)]
-    assert {"L2 adapters", "Workers"} <= {h.split(" per lane")[0] for h in page.headings}
+    assert {"L2 adapters", "Workers"} <= {h.split(" per operation")[0] for h in page.headings}
     assert page.derived["l2.0.p50"].strip() not in ("", "—"), page.derived  # from the histogram
 
 

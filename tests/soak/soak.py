@@ -169,7 +169,7 @@ def take_sample(t0, procs, tmp, ports, bench):
     s["l2"] = [{"name": ad["name"], "stored_bytes": ad.get("stored_bytes", stored.get(ad["name"])),
                 "stored_objects": ad.get("stored_objects"), "evictions": ad.get("evictions"),
                 "capacity_bytes": ad.get("capacity_bytes"), "backend_objects": held[i],
-                "up": ad.get("up"), "store_failed_tasks": ad.get("store", {}).get("failed_tasks")}
+                "up": ad.get("up"), "write_failed_tasks": ad.get("write", {}).get("failed_tasks")}
                for i, ad in enumerate(st.get("l2", []))]
     last = bench.results[-1] if bench.results else {}
     s.update({k: last.get(k) for k in ("hit_rate", "lookup_p99_us", "load_p99_us")},

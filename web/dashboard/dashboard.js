@@ -11,7 +11,7 @@ const params = new URLSearchParams(location.search);
 const INTERVAL_MS = Math.max(50, Number(params.get('interval_ms')) || 2000);
 const TOKEN_KEY = 'kvtier.dashboard.token';
 const COLORS = ['#2563eb', '#16a34a', '#d97706', '#9333ea', '#dc2626', '#0891b2'];
-const LANE_ORDER = ['store', 'retrieve', 'lookup', 'delete'];
+const OP_ORDER = ['write', 'load', 'lookup', 'remove'];
 const KINDS = { server: 'cache server', master: 'store master', node: 'store node' };
 
 const samples = [];   // {t, st, m: [{name, labels, key, value}], mi: Map key -> value}
@@ -311,9 +311,9 @@ const detailsSection = (st, skip) => { const d = details(st, '', skip); return d
 
 // ---------------------------------------------------------------- cache server
 
-// The lanes of the adapters: their object-valued fields with a `bytes` counter.
-function laneNames(adapters) {
-  const names = new Set(), rank = (n) => (LANE_ORDER.indexOf(n) + 1) || 99;
+// The operations of the adapters: their object-valued fields with a `bytes` counter.
+function opNames(adapters) {
+  const names = new Set(), rank = (n) => (OP_ORDER.indexOf(n) + 1) || 99;
   for (const a of adapters) for (const [k, v] of Object.entries(a)) if (v && typeof v === 'object' && 'bytes' in v) names.add(k);
   return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 }
@@ -328,7 +328,7 @@ function renderServer(st) {
   const lookRate = rateSeries((s) => s.st.lookup_chunks);
   const storeBps = rateSeries((s) => metric(s, 'kvtier_store_bytes_total'));
   const retrBps = rateSeries((s) => metric(s, 'kvtier_retrieve_bytes_total'));
-  const l2Load = rateSeries((s) => (s.st.l2 || []).reduce((a, x) => a + num(at(x, 'retrieve.bytes') || 0), 0));
+  const l2Load = rateSeries((s) => (s.st.l2 || []).reduce((a, x) => a + num(at(x, 'load.bytes') || 0), 0));
 
   const tiles = [
     tile('L1 used', fig('l1_used_bytes', fmtBytes),
@@ -356,29 +356,29 @@ function renderServer(st) {
                           { name: 'L2 load', pts: l2Load, color: COLORS[3] }], { fmt: fmtByteRate, bytes: true }),
   ].join('');
 
-  const lanes = laneNames(l2);
+  const ops = opNames(l2);
   const adapterRows = l2.map((a, i) => {
     const p = `l2.${i}.`;
     const lat = latency({ adapter: String(a.name) });
-    const laneCells = lanes.map((ln) => {
+    const opCells = ops.map((ln) => {
       if (!a[ln] || typeof a[ln] !== 'object') return NA;
       const bps = lastValue(rateSeries((s) => at(s.st, `${p}${ln}.bytes`)));
       const l = latency({ adapter: String(a.name), op: ln });
       return `${fig(`${p}${ln}.bytes`, () => fmtByteRate(bps), 'rate')}` +
-             `<small title="tasks, failed tasks; p50/p99 of this lane">${fig(`${p}${ln}.tasks`)} tasks` +
+             `<small title="tasks, failed tasks; p50/p99 of this operation">${fig(`${p}${ln}.tasks`)} tasks` +
              `${num(a[ln].failed_tasks) ? ` · <b class="bad">${fig(`${p}${ln}.failed_tasks`)} failed</b>` : ''}` +
              `${l ? ` · ${fmtSecs(l.p50)}/${fmtSecs(l.p99)}` : ''}</small>`;
     });
     const stored = !('stored_bytes' in a) ? NA : fig(p + 'stored_bytes', fmtBytes) + ('capacity_bytes' in a
       ? ` <small>of ${fig(p + 'capacity_bytes', fmtBytes)}</small>${bar(a.stored_bytes, a.capacity_bytes)}` : '');
-    const trend = rateSeries((s) => lanes.reduce((acc, ln) => acc + num(at(s.st, `${p}${ln}.bytes`) || 0), 0));
+    const trend = rateSeries((s) => ops.reduce((acc, ln) => acc + num(at(s.st, `${p}${ln}.bytes`) || 0), 0));
     return [
       `<b>${fig(p + 'name', String)}</b>`, fig(p + 'type', String),
       pill(fig(p + 'up'), a.up), pill(fig(p + 'writes_up'), a.writes_up),
       fig(p + 'inflight_bytes', fmtBytes), stored,
       'stored_objects' in a ? fig(p + 'stored_objects') : NA,
       'evictions' in a ? fig(p + 'evictions') : NA,
-      ...laneCells,
+      ...opCells,
       lat ? `${derived(`l2.${i}.p50`, fmtSecs(lat.p50))} / ${derived(`l2.${i}.p99`, fmtSecs(lat.p99))}` +
             (lat.span ? ` <small title="no operation in the last interval">${lat.span}</small>` : '')
           : NA,
@@ -386,7 +386,7 @@ function renderServer(st) {
     ];
   });
   const adapters = table(['adapter', 'type', 'up', 'writes', 'in flight', 'stored', 'objects', 'evictions',
-                          ...lanes.map((l) => `${esc(l)}`), 'p50 / p99', 'trend'],
+                          ...ops.map((l) => `${esc(l)}`), 'p50 / p99', 'trend'],
                          adapterRows, 'no L2 adapter configured');
 
   const workers = (Array.isArray(st.workers) ? st.workers : []).map((w, i) => {
@@ -397,7 +397,7 @@ function renderServer(st) {
   });
 
   return `<div class="tiles">${tiles}</div><div class="charts">${charts}</div>` +
-    section('L2 adapters', adapters, 'per lane: throughput over the last interval, tasks, p50/p99 latency') +
+    section('L2 adapters', adapters, 'per operation: throughput over the last interval, tasks, p50/p99 latency') +
     section('Workers', table(['instance', 'model', 'rank / world', 'memory', 'owner pid', 'blocks',
                               'tokens / block', 'regions', 'buffer'], workers, 'no worker registered')) +
     detailsSection(st, ['uptime_s', 'version']);

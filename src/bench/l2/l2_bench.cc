@@ -70,14 +70,13 @@ Result<Plan> Validate(const BenchL2Options& o) {
   return p;
 }
 
-// "shared pool, 4 threads" or "per-op lookup 1, retrieve 1, store 2; shared 4 (delete)".
-// TODO(rename): OpPoolName once tests/integration/bench_l2_cli_test.cc expects the new names.
+// "shared pool, 4 threads" or "per-op lookup 1, load 1, write 2; shared 4 (remove)".
 std::string PoolsLabel(const ConnectorOptions& o) {
   std::string named, shared;
   for (ConnectorOp op : kAllConnectorOps) {
     const uint32_t n = o.per_op_threads[static_cast<size_t>(op)];
     std::string& list = n > 0 ? named : shared;
-    list += fmt::format("{}{}{}", list.empty() ? "" : ", ", LaneName(op),
+    list += fmt::format("{}{}{}", list.empty() ? "" : ", ", OpPoolName(op),
                         n > 0 ? fmt::format(" {}", n) : "");
   }
   if (named.empty()) return fmt::format("shared pool, {} threads", o.num_threads);

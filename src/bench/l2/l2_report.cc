@@ -130,7 +130,7 @@ std::string Pct(const json& v) {
 }
 
 void PrintAdapter(size_t n, const json& a, std::ostream& os) {
-  os << fmt::format("\nadapter {}: {}   lanes: {}\n", n, a["config"].dump(),
+  os << fmt::format("\nadapter {}: {}   pools: {}\n", n, a["config"].dump(),
                     a["lanes"].get<std::string>());
   const json& l = a["limit"];
   if (!l["unavailable"].get<std::string>().empty()) {

@@ -31,7 +31,7 @@ struct L2Pass {
 
 struct L2AdapterRun {
   std::string adapter_json;
-  std::string label;  // "shared 4 threads" or "per-op lookup 1, retrieve 1, store 2, ..."
+  std::string label;  // "shared 4 threads" or "per-op lookup 1, load 1, write 2, ..."
   uint32_t rounds = 0;
   L2OpSamples lookup, load, store;    // phase 1
   uint64_t probes = 0;                // lookup+load probe pairs in phase 1

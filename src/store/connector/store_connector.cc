@@ -56,7 +56,7 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
         preregister_(preregister),
         env_(std::move(env)),
         embedded_(std::move(embedded)) {
-    StartWorkers();
+    StartThreads();
   }
   ~StoreConnector() override {
     Close();
@@ -70,8 +70,8 @@ class StoreConnector final : public ConnectorBase<StoreConnector> {
       return c;
     }
     store::StoreClientConfig config = config_;
-    // A store or delete lane's dummy asks the node to serve it at the bulk priority too.
-    config.dummy_options.bulk = WorkerLane() && IsBulkLane(*WorkerLane());
+    // A write or remove pool's dummy asks the node to serve it at the bulk priority too.
+    config.dummy_options.bulk = ThreadOp() && IsBulkOp(*ThreadOp());
     auto client = store::CreateStoreClient(config);
     if (!client.ok()) return client.status();
     c->own = std::move(*client);

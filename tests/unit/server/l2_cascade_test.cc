@@ -1,11 +1,13 @@
 // L2Cascade's health on a FakeClock: a failing adapter is skipped until its back-off has passed
 // on the cascade's clock, and the back-off doubles with each failed probe. The failures are real
-// (a mem adapter slower than its 1 ms deadline), only the waiting is advanced.
+// (a mem adapter slower than its 1 ms deadline), only the waiting is advanced. Also the names its
+// metrics and /status give each operation.
 #include "server/l2_cascade.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 
 #include "common/clock.h"
 
@@ -66,6 +68,26 @@ TEST_F(L2CascadeHealthTest, TheBackoffStopsGrowingAtFiveSeconds) {
   EXPECT_FALSE(Available());
   clock_.Advance(milliseconds(1));
   EXPECT_TRUE(Available());
+}
+
+// The `op` label of kvtier_l2_* and the /status keys are the op pool names (docs/metrics.md).
+TEST(L2CascadeNamesTest, MetricsAndStatusNameOperationsLookupLoadWriteRemove) {
+  FakeClock clock;
+  MetricsRegistry metrics;
+  auto l2 = L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics,
+                              {}, clock);
+  ASSERT_TRUE(l2.ok()) << l2.status().ToString();
+  const nlohmann::json status = (*l2)->Status();
+  ASSERT_EQ(status.size(), 1u);
+  const std::string text = metrics.RenderPrometheus();
+  for (const char* op : {"lookup", "load", "write", "remove"}) {
+    EXPECT_TRUE(status[0].contains(op)) << op << " missing from " << status[0].dump();
+    EXPECT_NE(text.find(std::string("op=\"") + op + "\""), std::string::npos) << op;
+  }
+  for (const char* old : {"retrieve", "store", "delete"}) {
+    EXPECT_FALSE(status[0].contains(old)) << old;
+    EXPECT_EQ(text.find(std::string("op=\"") + old + "\""), std::string::npos) << old;
+  }
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ struct Region {
 Completion Store(Connector& c, const std::vector<std::string>& keys, const Region& r) {
   std::vector<ConstBuffer> src;
   for (size_t i = 0; i < keys.size(); ++i) src.push_back({r.Value(i), kValue});
-  return Await(c, ConnectorOp::kStore, [&](Connector& x) { return x.SubmitStore(keys, src); });
+  return Await(c, ConnectorOp::kWrite, [&](Connector& x) { return x.SubmitWrite(keys, src); });
 }
 
 Completion Load(Connector& c, const std::vector<std::string>& keys, const Region& r,
@@ -167,8 +167,8 @@ TEST(StoreConnectorTest, StagedSplitsTilesLargerThanTheStagingBuffer) {
   const auto big = Values(1, 2 << 20, 4);
   std::vector<std::string> mixed = {"m@00000000@0@big", "m@00000000@0@small"};
   std::vector<ConstBuffer> src = {{big[0].data(), big[0].size()}, {values[0].data(), kValue}};
-  Completion m = Await(**c, ConnectorOp::kStore,
-                       [&](Connector& x) { return x.SubmitStore(mixed, src); });
+  Completion m = Await(**c, ConnectorOp::kWrite,
+                       [&](Connector& x) { return x.SubmitWrite(mixed, src); });
   EXPECT_EQ(m.status.code(), Code::kInvalidArgument);
   EXPECT_NE(m.status.message().find("does not fit"), std::string::npos) << m.status.ToString();
   EXPECT_EQ(m.results, Bits({0, 1, 1}));
