@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "bench/common/child_process.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
 #include "common/etcd_client.h"
+#include "common/process/kvtier_launchers.h"
 #include "store/client/master_client.h"
 
 namespace kvtier::bench {
@@ -94,8 +94,8 @@ void Mix(MasterApi& m, const BenchMasterOptions& o, uint32_t thread, std::atomic
   }
 }
 
-json Run(const BenchMasterOptions& o, SpawnedProcess& master) {
-  const std::string address = fmt::format("127.0.0.1:{}", master.port());
+json Run(const BenchMasterOptions& o, const process::Launched& master) {
+  const std::string address = master.address();
   auto client = store::ConnectMaster({address, std::chrono::milliseconds(30000)});
   json out;
   std::vector<double> ping_us;
@@ -234,35 +234,26 @@ void Print(const json& r, std::ostream& os) {
 }  // namespace
 
 int RunBenchMaster(const BenchMasterOptions& o) {
-  SpawnedProcess::Spec spec;
-  spec.name = "kvtier master";
-  spec.binary = "/proc/self/exe";
   const std::string cluster = fmt::format("bench-{}", ::getpid());
-  spec.args = [&o, cluster](uint16_t port) {
-    // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
-    std::vector<std::string> args{"kvtier",         "master", "--port",      std::to_string(port),
-                                  "--node-ttl-s",   "86400",  "--log-level",
-                                  o.etcd.empty() ? "warn" : "info"};  // under etcd: "restored"
-    if (!o.etcd.empty()) {
-      args.insert(args.end(), {"--etcd-endpoints", o.etcd, "--cluster-id", cluster});
-    }
-    return args;
-  };
-  spec.ready = [](const SpawnedProcess& p) {
-    const std::string log = p.Log();
-    return log.find("kvtier master listening") != std::string::npos ||
-           log.find("from the journal") != std::string::npos;  // under etcd: it leads
-  };
-  auto master = SpawnedProcess::Start(spec);
+  process::KvtierSpec spec;
+  spec.binary = "/proc/self/exe";
+  spec.with_http = false;
+  // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
+  spec.args = {"--node-ttl-s", "86400", "--log-level", "warn"};
+  if (!o.etcd.empty()) {
+    spec.args.insert(spec.args.end(), {"--etcd-endpoints", o.etcd, "--cluster-id", cluster});
+  }
+  spec.deadline = std::chrono::seconds(120);
+  auto master = process::LaunchMaster(spec);
   if (!master.ok()) {
     std::cerr << "error: " << master.status().ToString() << "\n";
     return 1;
   }
-  const json r = Run(o, **master);
-  (*master)->Stop();
+  const json r = Run(o, *master);
+  master->Stop(std::chrono::seconds(10));
   if (!o.etcd.empty()) (void)EtcdClient(o.etcd).DeletePrefix("/kvtier/" + cluster + "/");
   if (r.contains("error")) {
-    std::cerr << "error: " << r["error"].get<std::string>() << "\n" << (*master)->Log();
+    std::cerr << "error: " << r["error"].get<std::string>() << "\n" << master->Log();
     return 1;
   }
   if (o.json) {
