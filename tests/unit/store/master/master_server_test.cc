@@ -4,17 +4,18 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/free_port.h"
+#include "common/process/child.h"
 #include "store/client/master_client.h"
 #include "support/store_processes.h"
 
@@ -81,16 +82,18 @@ class MasterCommand : public ::testing::Test {
     const char* bin = std::getenv("KVTIER_BIN");
     if (bin == nullptr || ::access(bin, X_OK) != 0) GTEST_SKIP() << "no KVTIER_BIN to run";
   }
-  // Runs `kvtier master <args>` to completion (for commands that exit on their own).
+  // Runs `kvtier master <args>` (space-separated words) to completion, for commands that exit
+  // on their own: its exit code (-1 when it did not start or still ran after 30 s) and output.
   static int Run(const std::string& args, std::string* output) {
-    const std::string cmd = testing::KvtierBin() + " master " + args + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    char buf[4096];
-    size_t n = 0;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) output->append(buf, n);
-    const int st = ::pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    process::SpawnSpec spec;
+    spec.argv = {testing::KvtierBin(), "master"};
+    std::istringstream words(args);
+    for (std::string w; words >> w;) spec.argv.push_back(w);
+    auto child = process::Child::Spawn(spec);
+    if (!child.ok()) return -1;
+    const std::optional<int> code = child->WaitExit(std::chrono::seconds(30));
+    *output = child->Log();
+    return code.value_or(-1);
   }
 };
 

@@ -3,18 +3,21 @@
 // killed with SIGKILL, a silent dummy cut off by the TTL, and a node restart the client
 // survives by reconnecting and replaying its registrations. Every time the other dummies keep
 // working.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "common/memfd.h"
+#include "common/process/child.h"
+#include "common/process/readiness.h"
 #include "dummy_test_util.h"
 
 namespace kvtier::store {
@@ -24,39 +27,35 @@ using testing::Connect;
 using ::testing::HasSubstr;
 using testing::NodeWithDummies;
 using testing::RawDummy;
-using testing::WaitFor;
+using ::kvtier::testing::Eventually;
 
 constexpr const char* kRoleEnv = "KVT_DUMMY_CHILD_ROLE";
 constexpr const char* kAddressEnv = "KVT_DUMMY_CHILD_ADDRESS";
 
-// Runs this test binary again as a child process in `role` (see ChildRole below); its stdout
-// is the returned pipe.
-pid_t SpawnChild(const std::string& role, const std::string& address, int* out_fd) {
-  int p[2];
-  EXPECT_EQ(pipe2(p, O_CLOEXEC), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(p[1], STDOUT_FILENO);
-    setenv(kRoleEnv, role.c_str(), 1);
-    setenv(kAddressEnv, address.c_str(), 1);
-    execl("/proc/self/exe", "dummy_child", "--gtest_filter=DummyChild.Role", nullptr);
-    _exit(127);
-  }
-  close(p[1]);
-  *out_fd = p[0];
-  return pid;
+// Runs this test binary again as a child process in `role` (see ChildRole below), its output in
+// the child's log.
+Result<process::Child> SpawnChild(const std::string& role, const std::string& address) {
+  process::SpawnSpec spec;
+  spec.program = "/proc/self/exe";
+  spec.argv = {"dummy_child", "--gtest_filter=DummyChild.Role"};
+  spec.env = {std::string(kRoleEnv) + "=" + role, std::string(kAddressEnv) + "=" + address};
+  return process::Child::Spawn(spec);
 }
 
-// The child's answer: its first stdout line that starts with "RESULT " (gtest prints too).
-std::string ReadResult(int fd) {
-  while (true) {
-    std::string line;
-    char c;
-    ssize_t n;
-    while ((n = read(fd, &c, 1)) == 1 && c != '\n') line.push_back(c);
-    if (line.rfind("RESULT ", 0) == 0) return line.substr(7);
-    if (n != 1) return "no result: " + line;
-  }
+// The child's answer: its first complete output line that starts with "RESULT " (gtest prints
+// too); waits for it until the child exits.
+std::string AwaitResult(process::Child& child) {
+  const auto result = [&child]() -> std::optional<std::string> {
+    const std::string log = "\n" + child.Log();
+    const size_t at = log.find("\nRESULT ");
+    if (at == std::string::npos) return std::nullopt;
+    const size_t end = log.find('\n', at + 1);
+    if (end == std::string::npos) return std::nullopt;
+    return log.substr(at + 8, end - at - 8);
+  };
+  process::WaitFor([&] { return result().has_value() || !child.Alive(); },
+                   std::chrono::seconds(30));
+  return result().value_or("no result: " + child.LogTail());
 }
 
 // The child side. Skipped unless started by SpawnChild.
@@ -158,8 +157,8 @@ TEST_F(DummyFailureTest, TruncatedFrameEndsOnlyThatConnection) {
     ASSERT_EQ(send(raw.fd(), frame.data(), frame.size() - 1, MSG_NOSIGNAL),
               ssize_t(frame.size() - 1));
   }  // closed mid-frame
-  EXPECT_TRUE(WaitFor([&] { return env_.service->connected() == 1u; }));
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(Eventually([&] { return env_.service->connected() == 1u; }));
+  EXPECT_TRUE(Eventually([&] {
     return env_.Counter("kvtier_node_dummy_disconnects_total", {{"reason", "error"}}) >= 1;
   }));
   ExpectServing();
@@ -247,12 +246,10 @@ TEST_F(DummyFailureTest, SecondProcessClaimingALiveIdIsRefused) {
 
 TEST_F(DummyFailureTest, PeerWithAnotherUidIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a child under another uid";
-  int out;
-  const pid_t pid = SpawnChild("other-uid", env_.address(), &out);
-  const std::string line = ReadResult(out);
-  close(out);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  auto child = SpawnChild("other-uid", env_.address());
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const std::string line = AwaitResult(*child);
+  EXPECT_EQ(child->WaitExit(std::chrono::seconds(30)), 0) << child->LogTail();
   EXPECT_THAT(line, HasSubstr("ILLEGAL_CLIENT"));
   EXPECT_THAT(line, HasSubstr("uid 65534"));
   EXPECT_GE(env_.Counter("kvtier_node_dummy_errors_total", {{"reason", "refused"}}), 1);
@@ -260,16 +257,13 @@ TEST_F(DummyFailureTest, PeerWithAnotherUidIsRefused) {
 }
 
 TEST_F(DummyFailureTest, KilledDummyProcessIsFreedAtOnce) {
-  int out;
-  const pid_t pid = SpawnChild("hold", env_.address(), &out);
-  EXPECT_EQ(ReadResult(out), "ready");
-  close(out);
+  auto child = SpawnChild("hold", env_.address());
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(AwaitResult(*child), "ready");
   EXPECT_EQ(env_.service->connected(), 2u);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(
-      WaitFor([&] { return env_.service->connected() == 1u; }, std::chrono::milliseconds(2000)));
+  EXPECT_EQ(child->Kill(), 128 + SIGKILL);
+  EXPECT_TRUE(Eventually([&] { return env_.service->connected() == 1u; },
+                         std::chrono::milliseconds(2000)));
   EXPECT_GE(env_.Counter("kvtier_node_dummy_disconnects_total", {{"reason", "eof"}}), 1);
   // Its key lives in the node's segment, not in the dead dummy's memory.
   auto got = client_->Get("child-key");
@@ -279,20 +273,17 @@ TEST_F(DummyFailureTest, KilledDummyProcessIsFreedAtOnce) {
 }
 
 TEST_F(DummyFailureTest, ForkedCopyRefusesCallsAndLeavesTheParentConnected) {
-  const pid_t pid = fork();
-  if (pid == 0) {
+  auto child = process::Child::Fork([this] {
     // The child's copy of the client: every call refused, Close harmless.
     const Status put = client_->Put("from-child", "x", 1);
     const bool refused = ErrorCodeOf(put) == ErrorCode::RPC_FAIL &&
                          put.message().find("fork") != std::string::npos &&
                          ErrorCodeOf(client_->AllocFromMemPool(64).status()) == ErrorCode::RPC_FAIL;
     const bool closed = client_->Close().ok();
-    _exit(refused && closed ? 0 : 1);
-  }
-  ASSERT_GT(pid, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return refused && closed ? 0 : 1;
+  });
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(child->WaitExit(std::chrono::seconds(30)), 0);
   EXPECT_FALSE(*client_->BatchIsExist({"from-child"})[0]);
   EXPECT_EQ(env_.service->connected(), 1u);
   ExpectServing();
@@ -304,7 +295,7 @@ TEST(DummyTtlTest, SilentDummyIsCutOff) {
   RawDummy raw(env.service_port);
   ASSERT_TRUE(raw.Hello("silent").ok());
   EXPECT_EQ(env.service->connected(), 1u);
-  EXPECT_TRUE(WaitFor([&] { return env.service->connected() == 0u; }));
+  EXPECT_TRUE(Eventually([&] { return env.service->connected() == 0u; }));
   EXPECT_TRUE(raw.ClosedByPeer());
   EXPECT_EQ(env.Counter("kvtier_node_dummy_disconnects_total", {{"reason", "ttl"}}), 1);
   // A connection that never even said HELLO is cut off too.

@@ -11,7 +11,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -21,20 +20,17 @@
 #include "store/master/master_service.h"
 #include "store/node/dummy_service.h"
 #include "store/node/store_node.h"
+#include "support/eventually.h"
 
 namespace kvtier::store::testing {
 
 inline constexpr auto kLeaseTtl = std::chrono::milliseconds(250);
 
-// Polls `cond` until it holds or `limit` passes; no fixed sleeps decide a result.
+// The tests' one poll loop (support/eventually.h) under the name older tests here use, with their
+// 5 s bound; new tests call Eventually.
 inline bool WaitFor(const std::function<bool()>& cond,
                     std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
+  return ::kvtier::testing::Eventually(cond, limit);
 }
 
 inline std::unique_ptr<StoreNode> StartNode(MetricsRegistry& metrics) {
