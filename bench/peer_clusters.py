@@ -10,8 +10,6 @@ This module imports neither store package: the orchestrator stays free of both n
 
 import importlib.util
 import os
-import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,24 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from child_process import die_with_parent, stop_process  # noqa: E402
+from child_process import die_with_parent, free_port, stop_process  # noqa: E402
 from child_process import tcp_open as port_open  # noqa: E402
-
-
-def free_port():
-    """A loopback port nobody listens on, below the ephemeral range (a port bind(0) picks could
-    be taken as a client's local port before the server binds it)."""
-    # kvtier.server.free_port does the same, but importing it loads kvtier's native module, which
-    # this module keeps out of the orchestrator (see above).
-    for _ in range(200):
-        port = random.randint(12000, 30000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free loopback port found")
 
 
 class Proc:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from kvtier.store import DistributedStore  # noqa: E402
-from store_cluster import _Process, _tcp_open, _wait_for, find_binary, free_port  # noqa: E402
+from child_process import wait_until  # noqa: E402
+from launchers import find_binary, start_master, start_node  # noqa: E402
 
 
 def raw_tcp_gbps():
@@ -47,25 +48,20 @@ def value(key, size):
 def run(args, repair_mb_s):
     procs = []
     try:
-        mport, mhttp = free_port(), free_port()
-        master = _Process("master", ["master", "--port", str(mport), "--http-port", str(mhttp),
-                                     "--replicas", "2", "--client-ttl-s", "2",
-                                     "--log-level", "error"])
+        master = start_master(["--replicas", "2", "--node-ttl-s", "2", "--log-level", "error"],
+                              http=True)
         procs.append(master)
-        _wait_for("master", master, lambda: _tcp_open(mport) and _tcp_open(mhttp), 20)
+        mhttp = master.http_port
         nodes = {}
         for name, segment in (("a", args.segment), ("b", args.segment), ("c", args.segment),
                               ("d", "0")):
-            port = free_port()
-            p = _Process(f"node-{name}", [
-                "node", "--master", f"127.0.0.1:{mport}", "--port", str(port),
-                "--global-segment-size", segment, "--repair-mb-s", str(repair_mb_s),
-                "--log-level", "error"])
+            p = start_node(master.address, ["--repair-mb-s", str(repair_mb_s),
+                                            "--log-level", "error"],
+                           segment=segment, prefault=True)
             procs.append(p)
-            _wait_for(f"node {name}", p, lambda: "kvtier node " in p.log_text(), 20)
-            nodes[name] = (p, port)
+            nodes[name] = (p, p.port)
         # D mounts nothing, so it is not counted.
-        _wait_for("cluster", master, lambda: status(mhttp)["nodes_alive"] == 3, 20)
+        wait_until(lambda: status(mhttp)["nodes_alive"] == 3, 20, "cluster", child=master)
 
         store = DistributedStore()
         assert store.setup_dummy(0, 64 << 20, f"127.0.0.1:{nodes['d'][1]}") == 0

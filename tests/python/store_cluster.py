@@ -5,18 +5,10 @@ failures."""
 import contextlib
 import os
 
-from kvtier._process import free_port, tcp_open, wait_until  # noqa: F401 (free_port: re-exported)
+from kvtier._process import free_port  # noqa: F401 (re-exported)
 from kvtier.server import find_binary  # noqa: F401 (re-exported)
 from kvtier.store import DistributedStore
-from launchers import spawn_kvtier, start_master, start_node
-
-# The old names, kept for bench/store_rereplication.py (not part of the tests).
-_Process = spawn_kvtier
-_tcp_open = tcp_open
-
-
-def _wait_for(what, proc, ready, timeout_s):
-    return wait_until(ready, timeout_s, what, child=proc)
+from launchers import start_master, start_node
 
 
 class StoreCluster:
