@@ -41,16 +41,25 @@ Status WaitReady(Child& child, const std::function<bool()>& ready,
                                             deadline.count(), child.LogTail()));
 }
 
-bool PortAccepts(uint16_t port) {
+int ConnectLoopback(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool PortAccepts(uint16_t port) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return false;
   ::close(fd);
-  return ok;
+  return true;
 }
 
 namespace {

@@ -24,6 +24,10 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds deadli
 Status WaitReady(Child& child, const std::function<bool()>& ready,
                  std::chrono::milliseconds deadline, std::string_view what);
 
+// A TCP connection to 127.0.0.1:`port` (close-on-exec): its descriptor, which the caller closes,
+// or -1 when it was not accepted.
+int ConnectLoopback(uint16_t port);
+
 // True when a TCP connection to 127.0.0.1:`port` is accepted.
 bool PortAccepts(uint16_t port);
 

@@ -1,12 +1,13 @@
 // Launching redis-server (redis_launcher.h).
 #include "common/process/redis_launcher.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <initializer_list>
+
+#include "common/process/readiness.h"
 
 namespace kvtier::process {
 
@@ -21,18 +22,13 @@ std::string Command(std::initializer_list<std::string> words) {
 }  // namespace
 
 bool RedisAnswersAs(uint16_t port, const std::string& password, pid_t pid) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
   std::string req = password.empty() ? "" : Command({"AUTH", password});
   req += Command({"INFO", "server"});
   const std::string want = "process_id:" + std::to_string(pid) + "\r\n";
   bool ok = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
     std::string got;
     char buf[4096];
     pollfd p{fd, POLLIN, 0};
