@@ -49,25 +49,6 @@ bool ReadAll(int fd, void* data, size_t n) {
   return true;
 }
 
-Result<std::unique_ptr<SpawnedProcess>> SpawnedProcess::Start(const Spec& spec) {
-  Status last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    const uint16_t port = FreeLoopbackPort();
-    if (port == 0) return Status(Code::kIoError, "no free TCP port on 127.0.0.1");
-    process::SpawnSpec s;
-    s.program = spec.binary;
-    s.argv = spec.args(port);  // here: a spec's args may note the port it chose
-    auto child = process::Child::Spawn(s);
-    if (!child.ok()) return child.status();
-    std::unique_ptr<SpawnedProcess> p(new SpawnedProcess(std::move(child).value(), port));
-    last = process::WaitReady(
-        p->child_, [&] { return spec.ready(*p); }, spec.timeout, spec.name);
-    if (last.ok()) return p;
-    if (last.code() != Code::kUnavailable) break;  // it ran but never became ready
-  }
-  return last;
-}
-
 Result<std::unique_ptr<LinkedChild>> LinkedChild::Fork(const std::function<int(int, int)>& fn) {
   int down[2], up[2];
   // Close-on-exec: processes exec'd later (nodes, redis) must not hold these pipes.

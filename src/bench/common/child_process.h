@@ -1,8 +1,8 @@
 // The benches' child processes, on the process library (common/process/): programs run to
-// completion with their output captured (redis-benchmark, gnuplot); processes exec'd on a free
-// port with their output in a private log (SpawnedProcess); and forked children driven step by
-// step over two pipes (LinkedChild). Forked workers and probes are process::Child::Fork. Every
-// child dies with the bench and is stopped by PID.
+// completion with their output captured (redis-benchmark, gnuplot), and forked children driven
+// step by step over two pipes (LinkedChild). Servers, masters and nodes start through the typed
+// launchers of common/process/kvtier_launchers.h; forked workers and probes are
+// process::Child::Fork. Every child dies with the bench and is stopped by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -32,40 +32,6 @@ Result<std::pair<int, std::string>> RunCapture(const std::vector<std::string>& a
 // error or end of file.
 bool WriteAll(int fd, const void* data, size_t n);
 bool ReadAll(int fd, void* data, size_t n);
-
-// A process exec'd on a free loopback port, its stdout and stderr in a private log.
-class SpawnedProcess {
- public:
-  struct Spec {
-    std::string name;    // for messages, e.g. "kvtier master"
-    std::string binary;  // what to exec, e.g. /proc/self/exe
-    // argv (argv[0] included) for the free port chosen.
-    std::function<std::vector<std::string>(uint16_t port)> args;
-    // Polled until it holds (the process is ready) or `timeout` passes.
-    std::function<bool(const SpawnedProcess&)> ready;
-    std::chrono::seconds timeout{120};
-  };
-
-  // A free port can be taken between the probe and the bind, so a process that exits before it
-  // is ready is tried again on another port (3 attempts).
-  static Result<std::unique_ptr<SpawnedProcess>> Start(const Spec& spec);
-  SpawnedProcess(const SpawnedProcess&) = delete;
-  SpawnedProcess& operator=(const SpawnedProcess&) = delete;
-
-  // SIGTERM and wait (SIGKILL after 10 s). Returns the exit code; idempotent.
-  int Stop() { return child_.Stop(std::chrono::seconds(10)); }
-  // False once the process has exited (it is reaped; Stop() then returns its exit code).
-  bool Alive() { return child_.Alive(); }
-  uint16_t port() const { return port_; }
-  pid_t pid() const { return child_.pid(); }
-  std::string Log() const { return child_.Log(); }
-
- private:
-  SpawnedProcess(process::Child child, uint16_t port) : child_(std::move(child)), port_(port) {}
-
-  process::Child child_;  // stopped when destroyed
-  uint16_t port_;
-};
 
 // A forked child that the parent drives step by step: command lines down one pipe, one JSON line
 // back per command up the other. Lock-step control is what lets several dummy processes start

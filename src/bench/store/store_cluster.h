@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/child_process.h"
+#include "common/process/launch.h"
 #include "common/status.h"
 
 namespace kvtier::bench {
@@ -23,12 +23,12 @@ class StoreCluster {
                                                      uint64_t lease_ttl_ms);
   ~StoreCluster();
 
-  std::string master_address() const { return Address(*master_); }
-  std::string node_a_address() const { return Address(*node_a_); }
-  std::string node_p_address() const { return Address(*node_p_); }
+  std::string master_address() const { return master_.address(); }
+  std::string node_a_address() const { return node_a_.address(); }
+  std::string node_p_address() const { return node_p_.address(); }
   // The master's admin HTTP port (/metrics, /status).
-  uint16_t master_http_port() const { return *master_http_port_; }
-  std::vector<pid_t> pids() const { return {master_->pid(), node_a_->pid(), node_p_->pid()}; }
+  uint16_t master_http_port() const { return master_.port(1); }
+  std::vector<pid_t> pids() const { return {master_.pid(), node_a_.pid(), node_p_.pid()}; }
   // Every process still running (none crashed during the run).
   bool Alive();
   // The logs of the processes that have exited, for error messages.
@@ -36,14 +36,10 @@ class StoreCluster {
 
  private:
   StoreCluster() = default;
-  static std::string Address(const SpawnedProcess& p) {
-    return "127.0.0.1:" + std::to_string(p.port());
-  }
 
-  std::shared_ptr<uint16_t> master_http_port_ = std::make_shared<uint16_t>(0);
-  std::unique_ptr<SpawnedProcess> master_;
-  std::unique_ptr<SpawnedProcess> node_a_;
-  std::unique_ptr<SpawnedProcess> node_p_;
+  process::Launched master_;
+  process::Launched node_a_;
+  process::Launched node_p_;
 };
 
 }  // namespace kvtier::bench
