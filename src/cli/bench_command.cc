@@ -49,11 +49,11 @@ RunFn AddBenchServer(CLI::App& bench) {
   cmd->add_option("--block-tokens", o->block_tokens, "Tokens per KV block")
       ->capture_default_str()
       ->check(positive);
-  cmd->add_option("--prefix-groups", o->prefix_groups,
-                  "Distinct shared prefixes (0 = every prompt unique)")
+  cmd->add_option("--shared-prefixes,--prefix-groups", o->shared_prefixes,
+                  "Distinct shared prefixes (0 = every prompt unique; old name --prefix-groups)")
       ->capture_default_str();
   cmd->add_option("--shared-prefix-tokens", o->shared_prefix_tokens,
-                  "Leading tokens a prompt shares with its prefix group")
+                  "Leading tokens a prompt shares with the others of its shared prefix")
       ->capture_default_str();
   cmd->add_option("--server", o->server, "HOST:PORT of a running server (default: spawn one)");
   cmd->add_option("--l1-size-gb", o->l1_size_gb, "L1 size of the spawned server, GiB")

@@ -17,7 +17,7 @@ bool IsDashboardPath(const std::string& path) {
   return path == "/" || path == "/dashboard" || path.rfind(kDashboard, 0) == 0;
 }
 
-// GET / and /dashboard -> /dashboard/, and /dashboard/NAME -> the embedded web/dashboard/NAME.
+// GET / and /dashboard -> /dashboard/, and /dashboard/NAME -> the bundled web/dashboard/NAME.
 void ServeDashboard(httplib::Server& server) {
   auto to_page = [](const httplib::Request&, httplib::Response& res) {
     res.set_redirect(kDashboard);
@@ -63,21 +63,21 @@ AdminHttp::AdminHttp(std::function<nlohmann::json()> status, MetricsRegistry* me
 
 AdminHttp::~AdminHttp() { Stop(); }
 
-void AdminHttp::AddGet(const std::string& path, HttpGetHandler handler) {
-  server_->Get(path, [handler = std::move(handler)](const httplib::Request& req,
+void AdminHttp::AddGet(const std::string& path, HttpGetRoute route) {
+  server_->Get(path, [route = std::move(route)](const httplib::Request& req,
                                                     httplib::Response& res) {
     std::map<std::string, std::string> params;
     for (const auto& [name, value] : req.params) params.emplace(name, value);  // first wins
-    HttpReply reply = handler(params);
+    HttpReply reply = route(params);
     res.status = reply.status;
     res.set_content(reply.body, reply.content_type);
   });
 }
 
-void AdminHttp::AddPost(const std::string& path, HttpPostHandler handler) {
-  server_->Post(path, [handler = std::move(handler)](const httplib::Request& req,
+void AdminHttp::AddPost(const std::string& path, HttpPostRoute route) {
+  server_->Post(path, [route = std::move(route)](const httplib::Request& req,
                                                      httplib::Response& res) {
-    HttpReply reply = handler(req.body);
+    HttpReply reply = route(req.body);
     res.status = reply.status;
     res.set_content(reply.body, reply.content_type);
   });

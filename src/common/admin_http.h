@@ -32,10 +32,10 @@ struct HttpReply {
   std::string body;
   std::string content_type = "text/plain; version=0.0.4";
 };
-// Its handler: the query parameters (the first value of each) -> the reply.
-using HttpGetHandler = std::function<HttpReply(const std::map<std::string, std::string>&)>;
-// A POST endpoint's handler: the request body -> the reply.
-using HttpPostHandler = std::function<HttpReply(const std::string& body)>;
+// A GET route: the query parameters (the first value of each) -> the reply.
+using HttpGetRoute = std::function<HttpReply(const std::map<std::string, std::string>&)>;
+// A POST route: the request body -> the reply.
+using HttpPostRoute = std::function<HttpReply(const std::string& body)>;
 
 class AdminHttp {
  public:
@@ -48,9 +48,9 @@ class AdminHttp {
   // An empty token leaves the endpoints open.
   void RequireToken(const std::string& token);
   // Before Start(): one more GET endpoint (e.g. the master's Mooncake-compatible API).
-  void AddGet(const std::string& path, HttpGetHandler handler);
+  void AddGet(const std::string& path, HttpGetRoute route);
   // Before Start(): a POST endpoint, for requests that change state (GET never does).
-  void AddPost(const std::string& path, HttpPostHandler handler);
+  void AddPost(const std::string& path, HttpPostRoute route);
   // Port 0 picks a free port (see Port()).
   Status Start(const std::string& host, uint16_t port);
   void Stop();

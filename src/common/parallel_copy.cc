@@ -19,7 +19,7 @@ bool CallerIsBulk() {
 
 }  // namespace
 
-struct ParallelCopier::Job {
+struct ParallelCopier::CopyBatch {
   std::vector<MemCopy> pieces;
   std::atomic<size_t> next{0};
   std::atomic<size_t> finished{0};
@@ -61,12 +61,12 @@ void ParallelCopier::HelperLoop() {
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    std::shared_ptr<Job> job = std::move(queue_.front());
+    std::shared_ptr<CopyBatch> batch = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
     // Nothing is left to claim when the caller got there first.
-    pieces_by_helpers_.fetch_add(job->Work(), std::memory_order_relaxed);
-    job.reset();
+    pieces_by_helpers_.fetch_add(batch->Work(), std::memory_order_relaxed);
+    batch.reset();
     lock.lock();
   }
 }
@@ -78,26 +78,26 @@ void ParallelCopier::Run(std::span<const MemCopy> copies) {
     for (const MemCopy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
     return;
   }
-  auto job = std::make_shared<Job>();
-  job->pieces.reserve(total / kPieceBytes + copies.size());
+  auto batch = std::make_shared<CopyBatch>();
+  batch->pieces.reserve(total / kPieceBytes + copies.size());
   for (const MemCopy& c : copies) {
     for (uint64_t off = 0; off < c.bytes; off += kPieceBytes) {
-      job->pieces.push_back({static_cast<uint8_t*>(c.dst) + off,
+      batch->pieces.push_back({static_cast<uint8_t*>(c.dst) + off,
                              static_cast<const uint8_t*>(c.src) + off,
                              std::min(kPieceBytes, c.bytes - off)});
     }
   }
-  const size_t asked = std::min(helpers_.size(), job->pieces.size() - 1);
+  const size_t asked = std::min(helpers_.size(), batch->pieces.size() - 1);
   {
     std::lock_guard lock(mu_);
-    for (size_t i = 0; i < asked; ++i) queue_.push_back(job);
+    for (size_t i = 0; i < asked; ++i) queue_.push_back(batch);
   }
   for (size_t i = 0; i < asked; ++i) cv_.notify_one();
-  (void)job->Work();
+  (void)batch->Work();
   // Only pieces a helper claimed can still be running.
-  for (size_t done = job->finished.load(); done != job->pieces.size();
-       done = job->finished.load()) {
-    job->finished.wait(done);
+  for (size_t done = batch->finished.load(); done != batch->pieces.size();
+       done = batch->finished.load()) {
+    batch->finished.wait(done);
   }
 }
 

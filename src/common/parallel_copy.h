@@ -47,12 +47,12 @@ class ParallelCopier {
   static size_t DefaultThreads();
 
  private:
-  struct Job;
+  struct CopyBatch;
   void HelperLoop();
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;  // one entry per helper asked to join a job
+  std::deque<std::shared_ptr<CopyBatch>> queue_;  // one entry per helper asked to join a batch
   bool stopping_ = false;
   std::vector<std::thread> helpers_;
   std::atomic<uint64_t> pieces_by_helpers_{0};

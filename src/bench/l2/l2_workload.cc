@@ -58,7 +58,7 @@ Result<L2Workload> L2Workload::Create(const BenchL2Options& o, uint64_t value_si
   const uint64_t aligned = value_size & ~uint64_t{7};
   for (uint32_t i = 0; i < o.keys; ++i) {
     uint8_t* v = w.values_.data() + w.Offset(i);
-    FillBlock(v, aligned, w.ValueSeed(i), 0, 0);
+    FillValue(v, aligned, w.ValueSeed(i));
     if (aligned < value_size) {  // a tail shorter than one pattern word
       const uint64_t word = PatternWord(w.ValueSeed(i), 0, 0, aligned / 8);
       std::memcpy(v + aligned, &word, value_size - aligned);

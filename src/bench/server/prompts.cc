@@ -17,10 +17,10 @@ Prompt MakePrompt(const PromptShape& shape, uint64_t seed, uint32_t worker, uint
   Prompt p;
   const uint32_t chunks = shape.prompt_tokens / shape.chunk_size;
   SplitMix own(Mix(Mix(seed, worker + 1), prompt));
-  if (shape.prefix_groups > 0 && chunks > 1) {
+  if (shape.shared_prefixes > 0 && chunks > 1) {
     // One prompt in (groups + 1) has no shared prefix at all.
-    const uint64_t g = own.Below(shape.prefix_groups + 1);
-    if (g < shape.prefix_groups) {
+    const uint64_t g = own.Below(shape.shared_prefixes + 1);
+    if (g < shape.shared_prefixes) {
       p.group = static_cast<uint32_t>(g);
       // Keep at least one chunk of the prompt's own, so every STORE has bytes to move.
       p.shared_chunks = std::min(shape.shared_prefix_tokens / shape.chunk_size, chunks - 1);

@@ -13,7 +13,7 @@ inline constexpr uint32_t kVocab = 128'000;  // token ids are below this
 struct PromptShape {
   uint32_t prompt_tokens = 0;
   uint32_t chunk_size = 0;
-  uint32_t prefix_groups = 0;
+  uint32_t shared_prefixes = 0;
   uint32_t shared_prefix_tokens = 0;
 };
 

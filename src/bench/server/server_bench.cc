@@ -206,7 +206,7 @@ std::vector<uint32_t> LastPromptTokens(const BenchServerOptions& o,
   if (!trace.empty()) {
     return MakeTracePrompt(trace.back(), TraceShapeOf(o)).tokens;
   }
-  const PromptShape shape{o.prompt_tokens, o.chunk_size, o.prefix_groups, o.shared_prefix_tokens};
+  const PromptShape shape{o.prompt_tokens, o.chunk_size, o.shared_prefixes, o.shared_prefix_tokens};
   return MakePrompt(shape, o.seed, 0, o.warmup + o.prompts - 1).tokens;
 }
 

@@ -23,7 +23,7 @@ struct BenchServerOptions {
   uint64_t bytes_per_token = 512;  // heads * head_dim * dtype bytes, per K (or V)
   uint32_t num_blocks = 2048;      // blocks in each worker's buffer
   uint32_t block_tokens = 16;
-  uint32_t prefix_groups = 4;            // distinct shared prefixes
+  uint32_t shared_prefixes = 4;            // distinct shared prefixes
   uint32_t shared_prefix_tokens = 1024;  // tokens a prompt shares with its group
   std::string server;                    // HOST:PORT of a running server; empty = spawn one
   double l1_size_gb = 2.0;               // L1 of the spawned server

@@ -49,7 +49,7 @@ json ConfigJson(const BenchRun& run) {
           {"block_bytes", uint64_t{o.block_tokens} * o.bytes_per_token},
           {"object_bytes", run.object_bytes},
           {"buffer_bytes_per_worker", run.buffer_bytes},
-          {"prefix_groups", o.prefix_groups},
+          {"shared_prefixes", o.shared_prefixes},
           {"shared_prefix_tokens", o.shared_prefix_tokens},
           {"seed", o.seed},
           {"server", run.endpoint},

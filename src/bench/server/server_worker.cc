@@ -136,7 +136,7 @@ void Worker::Prepare(uint32_t prompt) {
     seeds_ = std::move(t.chunk_seeds);
     group_ = -1;
   } else {
-    const PromptShape shape{o_.prompt_tokens, o_.chunk_size, o_.prefix_groups,
+    const PromptShape shape{o_.prompt_tokens, o_.chunk_size, o_.shared_prefixes,
                             o_.shared_prefix_tokens};
     Prompt p = MakePrompt(shape, o_.seed, index_, prompt);
     seeds_.resize(o_.prompt_tokens / o_.chunk_size);
