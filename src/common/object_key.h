@@ -1,4 +1,4 @@
-// The identity of one cached object: one chunk, for one rank, of one object group of a model.
+// The identity of one cached object: one chunk, for one rank, of one key group of a model.
 // String form (used by L2 backends): model@rank8hex@group-hex@hashhex[@salt].
 #pragma once
 
@@ -12,8 +12,8 @@ namespace kvtier {
 
 struct ObjectKey {
   std::string model;
-  uint32_t kv_rank = 0;  // packed: world_size<<24 | rank<<16 | world_size<<8 | rank
-  uint32_t group = 0;
+  uint32_t packed_rank = 0;  // packed: world_size<<24 | rank<<16 | world_size<<8 | rank
+  uint32_t key_group = 0;  // the @group-hex@ field; always 0 today
   ChunkHash hash{};
   std::string salt;
 
@@ -23,7 +23,7 @@ struct ObjectKey {
 };
 
 // Packs rank information the way the key string expects (local world = world, local rank = rank).
-uint32_t PackKvRank(uint32_t world_size, uint32_t rank);
+uint32_t PackRank(uint32_t world_size, uint32_t rank);
 
 struct ObjectKeyHash {
   size_t operator()(const ObjectKey& k) const;

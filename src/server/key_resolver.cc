@@ -61,7 +61,7 @@ std::vector<ObjectKey> KeyResolver::KeysForRank(const ResolvedPrefix& p, const s
                                                 const std::string& salt) {
   std::vector<ObjectKey> keys;
   keys.reserve(p.Count());
-  const uint32_t packed = PackKvRank(world_size, rank);
+  const uint32_t packed = PackRank(world_size, rank);
   for (uint64_t c = p.first_chunk; c < p.end_chunk; ++c) {
     keys.push_back(ObjectKey{model, packed, 0, p.hashes[c], salt});
   }

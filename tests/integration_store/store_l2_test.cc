@@ -69,7 +69,7 @@ std::vector<std::string> L2Keys(uint32_t seed) {
   HashChunks(HashAlgo::kXxh3, tokens, kChunkTokens, hashes);
   std::vector<std::string> keys;
   for (const auto& h : hashes)
-    keys.push_back(ObjectKey{"test-model", PackKvRank(1, 0), 0, h, ""}.ToString());
+    keys.push_back(ObjectKey{"test-model", PackRank(1, 0), 0, h, ""}.ToString());
   return keys;
 }
 

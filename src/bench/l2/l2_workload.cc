@@ -72,8 +72,8 @@ uint64_t L2Workload::ValueSeed(uint32_t index) const { return Mix(seed_, index);
 std::string L2Workload::Key(uint32_t phase, uint32_t index) const {
   ObjectKey k;
   k.model = model_;
-  k.kv_rank = PackKvRank(1, 0);
-  k.group = phase;
+  k.packed_rank = PackRank(1, 0);
+  k.key_group = phase;
   const uint64_t h[2] = {Mix(Mix(seed_, phase), index), Mix(Mix(seed_, phase + 1000), index)};
   std::memcpy(k.hash.data(), h, sizeof(h));
   return k.ToString();

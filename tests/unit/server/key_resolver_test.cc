@@ -222,12 +222,12 @@ TEST(KeysForRankTest, PacksRankAndIsChunkMajor) {
   ASSERT_EQ(keys.size(), 3u);
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(keys[i].model, "model-x");
-    EXPECT_EQ(keys[i].kv_rank, PackKvRank(4, 2));
-    EXPECT_EQ(keys[i].group, 0u);
+    EXPECT_EQ(keys[i].packed_rank, PackRank(4, 2));
+    EXPECT_EQ(keys[i].key_group, 0u);
     EXPECT_EQ(keys[i].hash, p.hashes[1 + i]) << i;
     EXPECT_EQ(keys[i].salt, "salty");
   }
-  EXPECT_EQ(PackKvRank(4, 2), 0x04020402u);
+  EXPECT_EQ(PackRank(4, 2), 0x04020402u);
   // Different ranks give different keys for the same chunk.
   EXPECT_NE(KeyResolver::KeysForRank(p, "model-x", 4, 1, "")[0],
             KeyResolver::KeysForRank(p, "model-x", 4, 2, "")[0]);
