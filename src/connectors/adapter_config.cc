@@ -53,14 +53,14 @@ Result<AdapterConfig> AdapterConfigFromJson(const nlohmann::json& j, size_t posi
       if (!n.ok()) return n.status();
       o.num_threads = *n;
     } else if (key == "per_op_threads" || key == "per_op_workers") {
-      if (!v.is_object()) return Bad(at, key + " must be an object of lane -> threads");
-      for (const auto& [lane, count] : v.items()) {
-        auto op = OpPoolFromName(lane);
+      if (!v.is_object()) return Bad(at, key + " must be an object of op pool -> threads");
+      for (const auto& [pool, count] : v.items()) {
+        auto op = OpPoolFromName(pool);
         if (!op) {
-          return Bad(at, fmt::format("{} has unknown lane '{}' (lanes: lookup, load, write, "
-                                     "remove)", key, lane));
+          return Bad(at, fmt::format("{} has unknown op pool '{}' (pools: lookup, load, write, "
+                                     "remove)", key, pool));
         }
-        auto n = ThreadCount(count, at, key + "." + lane);
+        auto n = ThreadCount(count, at, key + "." + pool);
         if (!n.ok()) return n.status();
         o.per_op_threads[static_cast<size_t>(*op)] = *n;
       }

@@ -41,7 +41,7 @@
 namespace kvtier {
 
 inline constexpr size_t kFsHeaderBytes = 64;      // meaningful header bytes
-inline constexpr size_t kFsPayloadOffset = 4096;  // header block, padded to one aligned page
+inline constexpr size_t kFsPayloadOffset = 4096;  // the header, padded to one aligned page
 inline constexpr uint16_t kFsFormatVersion = 1;
 inline constexpr size_t kFsMaxNameBytes = 200;  // escaped name; NAME_MAX is 255 on Linux
 inline constexpr uint32_t kFsMaxShardDepth = 3;

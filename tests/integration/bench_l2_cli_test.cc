@@ -37,7 +37,7 @@ TEST(BenchL2Cli, MemRunPrintsEveryNumberAsJson) {
   ASSERT_EQ(j["adapters"].size(), 1u);
   const json& a = j["adapters"][0];
   EXPECT_EQ(a["config"]["type"], "mem");
-  EXPECT_EQ(a["lanes"], "shared pool, 2 threads");
+  EXPECT_EQ(a["pools"], "shared pool, 2 threads");
   // Phase 1: every key stored in single-key tasks; at least one probe pair per round after the
   // first, each lookup finding all of its keys.
   EXPECT_EQ(a["phase1"]["store"]["count"], 16);

@@ -90,7 +90,7 @@ TEST(Cli, BadL2AdaptersAreClearStartupErrors) {
       {"--l2-adapter '{not json'", "--l2-adapter #1: not valid JSON"},
       {R"(--l2-adapter '{"type":"mem"}' --l2-adapter '{"type":"s3"}')",
        "unknown adapter type 's3'"},
-      {R"(--l2-adapter '{"type":"mem","per_op_workers":{"lokup":1}}')", "unknown lane 'lokup'"},
+      {R"(--l2-adapter '{"type":"mem","per_op_workers":{"lokup":1}}')", "unknown op pool 'lokup'"},
       {R"(--l2-adapter '{"type":"mem","num_workers":0}')", "num_workers must be"},
       {R"(--l2-adapter '{"type":"plugin","path":"/nonexistent/libx.so"}')", "cannot load plugin"},
       {"--l2-store-policy never", "never"},

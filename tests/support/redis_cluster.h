@@ -1,12 +1,12 @@
-// A real Redis Cluster for tests: `masters` masters with `replicas` replicas each, every node a
+// A real Redis Cluster for tests: `primaries` primaries with `replicas` replicas each, every node a
 // RedisProcess (free port on 127.0.0.1, its own temp dir holding its nodes.conf, no persistence,
 // PR_SET_PDEATHSIG, stopped by PID), formed by hand the way `redis-cli --cluster create` does it:
 // CLUSTER MEET, ADDSLOTSRANGE, REPLICATE, then polling until every node agrees. Header-only like
 // redis_process.h; it talks to the nodes with hiredis, so a test including it links
 // kvt_connectors (which brings hiredis).
 //
-// Nodes 0..masters-1 start as masters (master m owns an equal share of the slots, in order);
-// replica k of master m is node masters + m * replicas + k.
+// Nodes 0..primaries-1 start as primaries (primary m owns an equal share of the slots, in order);
+// replica k of primary m is node primaries + m * replicas + k.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -32,8 +32,8 @@ class RedisCluster {
   using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
   struct Options {
-    size_t masters = 3;
-    size_t replicas = 1;  // per master
+    size_t primaries = 3;
+    size_t replicas = 1;  // per primary
     // Long enough that no automatic failover starts while a test looks at an outage; tests
     // promote a replica with CLUSTER FAILOVER TAKEOVER, which needs no timeout.
     int node_timeout_ms = 5000;
@@ -43,14 +43,14 @@ class RedisCluster {
   // 30 s.
   static std::unique_ptr<RedisCluster> Start(Options o) {
     std::unique_ptr<RedisCluster> c(new RedisCluster(o));
-    const size_t n = o.masters * (1 + o.replicas);
+    const size_t n = o.primaries * (1 + o.replicas);
     for (size_t i = 0; i < n; ++i) {
       // The cluster bus gets a free port of its own (by default it would be port + 10000, which
       // nobody checked); the launcher picks both and starts again on a lost race.
       std::unique_ptr<RedisProcess> node = RedisProcess::StartClusterNode(
           {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
            "--cluster-node-timeout", std::to_string(o.node_timeout_ms),
-           // Keys of live masters stay served while another master is down.
+           // Keys of live primaries stay served while another primary is down.
            "--cluster-require-full-coverage", "no",
            // A replica's first sync starts at once, not after the default 5 s wait for others.
            "--repl-diskless-sync-delay", "0"});
@@ -66,12 +66,12 @@ class RedisCluster {
   static std::unique_ptr<RedisCluster> Start() { return Start(Options{}); }
 
   size_t size() const { return nodes_.size(); }
-  size_t masters() const { return o_.masters; }
+  size_t primaries() const { return o_.primaries; }
   uint16_t port(size_t i) const { return nodes_[i]->port(); }
   const std::string& id(size_t i) const { return ids_[i]; }
   bool alive(size_t i) const { return nodes_[i]->pid() > 0; }
-  size_t ReplicaOf(size_t master, size_t k = 0) const {
-    return o_.masters + master * o_.replicas + k;
+  size_t ReplicaOf(size_t primary, size_t k = 0) const {
+    return o_.primaries + primary * o_.replicas + k;
   }
   // The node listening on `port`; size() when none.
   size_t NodeAt(uint16_t p) const {
@@ -136,14 +136,14 @@ class RedisCluster {
     }
   }
 
-  // The node that serves `slot` as a master according to node `asked`; size() when none.
+  // The node that serves `slot` as a primary according to node `asked`; size() when none.
   size_t OwnerOf(uint16_t slot, size_t asked = 0) const {
-    for (const auto& [range, master] : SlotRanges(asked)) {
-      if (range.first <= slot && slot <= range.second) return NodeAt(master);
+    for (const auto& [range, primary] : SlotRanges(asked)) {
+      if (range.first <= slot && slot <= range.second) return NodeAt(primary);
     }
     return nodes_.size();
   }
-  // The master that owns `key` (CLUSTER KEYSLOT, then OwnerOf); size() when unknown.
+  // The primary that owns `key` (CLUSTER KEYSLOT, then OwnerOf); size() when unknown.
   size_t OwnerOfKey(const std::string& key, size_t asked = 0) const {
     Reply r = Command(asked, {"CLUSTER", "KEYSLOT", key});
     if (!r || r->type != REDIS_REPLY_INTEGER) return nodes_.size();
@@ -151,7 +151,7 @@ class RedisCluster {
   }
 
   // Polls (at most 30 s) until every live node says cluster_state:ok, all report the same
-  // slot owners, and every live replica's link to its master is up.
+  // slot owners, and every live replica's link to its primary is up.
   bool WaitConverged() const {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < until) {
@@ -163,7 +163,7 @@ class RedisCluster {
 
   // Slot migration in the steps redis-cli --cluster reshard takes, split so that a test can stop
   // halfway. Begin: `to` IMPORTING, `from` MIGRATING. Keys: MIGRATE the given keys (all of the
-  // slot's when empty). Finish: every master learns that `to` owns the slot.
+  // slot's when empty). Finish: every primary learns that `to` owns the slot.
   bool BeginMigration(uint16_t slot, size_t from, size_t to) const {
     const std::string s = std::to_string(slot);
     return Text(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id(from)}) == "OK" &&
@@ -187,7 +187,7 @@ class RedisCluster {
   }
   // Gossip carrying the old owner's claim can undo a SETSLOT on a node whose config epoch is not
   // the highest (seen once in a clean-clone run: `to` answered MOVED to the old owner). So `to`
-  // first takes the highest epoch, and the SETSLOTs are repeated until every master agrees.
+  // first takes the highest epoch, and the SETSLOTs are repeated until every primary agrees.
   bool FinishMigration(uint16_t slot, size_t to) const {
     const std::string s = std::to_string(slot);
     (void)Text(to, {"CLUSTER", "BUMPEPOCH"});
@@ -208,7 +208,7 @@ class RedisCluster {
     return false;
   }
 
-  // "master" or "slave" (INFO replication); "" when the node does not answer.
+  // INFO replication's role, in Redis's words "master" (a primary) or "slave"; "" if no answer.
   std::string Role(size_t i) const { return InfoField(i, "replication", "role"); }
 
  private:
@@ -223,7 +223,7 @@ class RedisCluster {
     return info.substr(begin, info.find_first_of("\r\n", begin) - begin);
   }
 
-  // [lo, hi] -> the master's port, per node i's CLUSTER SLOTS.
+  // [lo, hi] -> the primary's port, per node i's CLUSTER SLOTS.
   std::map<std::pair<uint16_t, uint16_t>, uint16_t> SlotRanges(size_t i) const {
     std::map<std::pair<uint16_t, uint16_t>, uint16_t> out;
     Reply r = Command(i, {"CLUSTER", "SLOTS"});
@@ -257,7 +257,7 @@ class RedisCluster {
       }
       if (role.empty()) return false;
     }
-    // Every range served by a live master.
+    // Every range served by a live primary.
     return have_first && std::all_of(first.begin(), first.end(), [&](const auto& kv) {
              const size_t owner = NodeAt(kv.second);
              return owner < nodes_.size() && alive(owner);
@@ -275,13 +275,13 @@ class RedisCluster {
         return false;
       }
     }
-    for (size_t m = 0; m < o_.masters; ++m) {
-      const size_t lo = m * 16384 / o_.masters, hi = (m + 1) * 16384 / o_.masters - 1;
+    for (size_t m = 0; m < o_.primaries; ++m) {
+      const size_t lo = m * 16384 / o_.primaries, hi = (m + 1) * 16384 / o_.primaries - 1;
       if (Text(m, {"CLUSTER", "ADDSLOTSRANGE", std::to_string(lo), std::to_string(hi)}) != "OK") {
         return false;
       }
     }
-    // A replica can follow its master only once it knows it, i.e. once the MEETs have spread.
+    // A replica can follow its primary only once it knows it, i.e. once the MEETs have spread.
     const std::string known = "cluster_known_nodes:" + std::to_string(nodes_.size()) + "\r\n";
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (size_t i = 0; i < nodes_.size();) {
@@ -292,7 +292,7 @@ class RedisCluster {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
-    for (size_t m = 0; m < o_.masters; ++m) {
+    for (size_t m = 0; m < o_.primaries; ++m) {
       for (size_t k = 0; k < o_.replicas; ++k) {
         if (Text(ReplicaOf(m, k), {"CLUSTER", "REPLICATE", id(m)}) != "OK") return false;
       }

@@ -1,6 +1,6 @@
 // `kvtier bench l2`: drives L2 connectors (built from `--l2-adapter` style JSON) the way the cache
 // server does, and prints latencies and bandwidths next to limits measured in the same run:
-//  - phase 1 ("lanes"): each round submits a burst of stores (one key per task, all in flight),
+//  - phase 1 ("pools"): each round submits a burst of writes (one key per task, all in flight),
 //    and while they run, probes with lookups and loads of keys stored in earlier rounds; this is
 //    what shows whether a store burst delays the lookups a prefetch waits on;
 //  - phase 2 (throughput): stores every key with a bounded number of tasks in flight, then loads

@@ -46,7 +46,7 @@ json AdapterJson(const L2AdapterResult& a, const L2BenchRun& run) {
   if (out["config"].is_object() && out["config"].contains("password")) {
     out["config"]["password"] = "***";  // reports get pasted into docs and tickets
   }
-  out["lanes"] = r.label;
+  out["pools"] = r.label;
   out["phase1"] = {{"rounds", r.rounds},
                    {"probes", r.probes},
                    {"probes_during_stores", r.probes_during_stores},
@@ -97,8 +97,8 @@ json Comparison(const json& a, const json& b) {
     return x["phase1"]["isolation"][op + "_p99_ratio"];
   };
   // "shared" or "per-op", numbered when both configs are of the same kind.
-  std::string sa = a["lanes"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
-  std::string sb = b["lanes"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
+  std::string sa = a["pools"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
+  std::string sb = b["pools"].get<std::string>().starts_with("per-op") ? "per-op" : "shared";
   if (sa == sb) {
     sa = "#1 " + sa;
     sb = "#2 " + sb;
@@ -131,7 +131,7 @@ std::string Pct(const json& v) {
 
 void PrintAdapter(size_t n, const json& a, std::ostream& os) {
   os << fmt::format("\nadapter {}: {}   pools: {}\n", n, a["config"].dump(),
-                    a["lanes"].get<std::string>());
+                    a["pools"].get<std::string>());
   const json& l = a["limit"];
   if (!l["unavailable"].get<std::string>().empty()) {
     os << "  backend limit: unavailable (" << l["unavailable"].get<std::string>() << ")\n";

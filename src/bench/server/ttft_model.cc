@@ -103,8 +103,8 @@ TtftEstimate EstimateTtft(const PrefillModel& m, const ReplayedRequest& r, const
             : r.retrieve_s - fit.fixed_s - static_cast<double>(r.retrieved_bytes) * fit.s_per_byte;
     own_load = std::max(0.0, load(r.hit_tokens) + deviation);
   }
-  e.load_s = r.lookup_s + own_load;
-  e.kvtier_s = m.overhead_s + prefill(r.input_tokens - r.hit_tokens) + e.load_s;
+  e.retrieve_part_s = r.lookup_s + own_load;
+  e.kvtier_s = m.overhead_s + prefill(r.input_tokens - r.hit_tokens) + e.retrieve_part_s;
   const uint64_t ideal_hit = std::max(r.ideal_hit_tokens, r.hit_tokens);
   // The ideal cache's extra hit rides on kvtier's RETRIEVE, or needs one of its own.
   double ideal_load = own_load;

@@ -72,7 +72,7 @@ struct TtftEstimate {
   double recompute_s = 0;  // every token prefilled
   double kvtier_s = 0;     // the hit loaded, the rest prefilled
   double ideal_s = 0;      // an unbounded cache's hit loaded the same way
-  double load_s = 0;       // kvtier_s's loading part
+  double retrieve_part_s = 0;  // kvtier_s's LOOKUP + RETRIEVE (+ copy to the GPU) part
 };
 
 // A hit loads in its LOOKUP plus the fit's fixed cost (the RETRIEVE round trip), plus the model's

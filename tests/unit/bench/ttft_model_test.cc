@@ -57,8 +57,8 @@ TEST(TtftModel, AHitIsLoadedAtTheModelsBytesOnTheFittedLineWithItsOwnDeviation) 
   r.retrieved_bytes = 1'000'000;  // the fit says 1.1 ms; it took 0.3 ms more
   r.retrieve_s = 0.0014;
   const TtftEstimate e = EstimateTtft(Model(), r, fit);
-  EXPECT_NEAR(e.load_s, 0.0002 + 0.0001 + 0.150 + 0.0003, 1e-12);
-  EXPECT_NEAR(e.kvtier_s, 0.010 + 0.5 + e.load_s, 1e-12);
+  EXPECT_NEAR(e.retrieve_part_s, 0.0002 + 0.0001 + 0.150 + 0.0003, 1e-12);
+  EXPECT_NEAR(e.kvtier_s, 0.010 + 0.5 + e.retrieve_part_s, 1e-12);
   EXPECT_DOUBLE_EQ(e.ideal_s, e.kvtier_s);
 }
 
@@ -82,7 +82,7 @@ TEST(TtftModel, AGpuEnginesHitLoadsOverItsLinkPlusTheMeasuredRoundTrips) {
   r.retrieved_bytes = 1'000'000;
   r.retrieve_s = 0.0014;  // 0.3 ms over the host fit: host contention, not the GPU link's
   const TtftEstimate e = EstimateTtft(GpuModel(), r, fit);
-  EXPECT_NEAR(e.load_s, 0.0002 + 0.0001 + 0.015, 1e-12);
+  EXPECT_NEAR(e.retrieve_part_s, 0.0002 + 0.0001 + 0.015, 1e-12);
   EXPECT_NEAR(e.kvtier_s, 0.010 + 0.5 + 0.0153, 1e-12);
   EXPECT_NEAR(e.recompute_s, 0.010 + 2.0, 1e-12);
   // 300 more tokens cached: 0.3 s less prefill, 3 ms more on the link.

@@ -73,7 +73,7 @@ TEST(AdapterConfigTest, ErrorsNameTheProblem) {
       {R"({"type":"fs","num_threads":0})", "num_threads must be an integer from 1"},
       {R"({"type":"fs","num_workers":0})", "num_workers must be an integer from 1"},
       {R"({"type":"fs","num_threads":"4"})", "num_threads must be an integer"},
-      {R"({"type":"fs","per_op_threads":{"lookups":1}})", "unknown lane 'lookups'"},
+      {R"({"type":"fs","per_op_threads":{"lookups":1}})", "unknown op pool 'lookups'"},
       {R"({"type":"fs","per_op_threads":{"write":-1}})", "per_op_threads.write must be"},
       {R"({"type":"fs","per_op_workers":{"write":-1}})", "per_op_workers.write must be"},
       {R"({"type":"fs","per_op_threads":[1]})", "per_op_threads must be an object"},

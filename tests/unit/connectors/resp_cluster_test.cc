@@ -1,5 +1,5 @@
 // The resp connector's Redis Cluster mode: slot arithmetic against the spec's values, then a real
-// cluster (3 masters + 3 replicas of /usr/bin/redis-server, formed per test, stopped by PID):
+// cluster (3 primaries + 3 replicas of /usr/bin/redis-server, formed per test, stopped by PID):
 // routing, MOVED after a slot migration, ASK during one, a master's failover, and config errors.
 #include "connectors/resp_cluster.h"
 
@@ -106,19 +106,19 @@ TEST(RespClusterTest, RoundTripsSpreadOverAllMastersByteForByte) {
   EXPECT_EQ(st.bytes, 296u * 3000 + 4u * (1 << 20));
 
   // The slot we compute is the server's, and each key is on the master that owns its slot.
-  std::vector<size_t> per_master(rc->masters(), 0);
+  std::vector<size_t> per_primary(rc->primaries(), 0);
   for (const std::string& k : keys) {
     auto slot = rc->Command(0, {"CLUSTER", "KEYSLOT", k});
     ASSERT_TRUE(slot && slot->type == REDIS_REPLY_INTEGER);
     EXPECT_EQ(RespKeySlot(k), slot->integer) << k;
     const size_t owner = rc->OwnerOf(static_cast<uint16_t>(slot->integer));
-    ASSERT_LT(owner, rc->masters());
+    ASSERT_LT(owner, rc->primaries());
     EXPECT_EQ(rc->Text(owner, {"EXISTS", k}), "1") << k;
-    ++per_master[owner];
+    ++per_primary[owner];
   }
-  for (size_t m = 0; m < rc->masters(); ++m) {
-    EXPECT_GT(per_master[m], 0u) << "master " << m;
-    EXPECT_EQ(rc->Text(m, {"DBSIZE"}), std::to_string(per_master[m])) << "master " << m;
+  for (size_t m = 0; m < rc->primaries(); ++m) {
+    EXPECT_GT(per_primary[m], 0u) << "master " << m;
+    EXPECT_EQ(rc->Text(m, {"DBSIZE"}), std::to_string(per_primary[m])) << "master " << m;
   }
 
   ExpectLoads(*c, keys, values);
@@ -143,13 +143,13 @@ TEST(RespClusterTest, RoundTripsSpreadOverAllMastersByteForByte) {
   EXPECT_EQ(wrong.status.code(), Code::kUnavailable);
   EXPECT_NE(wrong.status.message().find("'cluster': true"), std::string::npos)
       << wrong.status.message();
-  EXPECT_EQ(wrong.Hits(), per_master[0]);
+  EXPECT_EQ(wrong.Hits(), per_primary[0]);
   single->Unlock(keys);
 
   auto rm = RemoveAll(*c, keys);
   EXPECT_TRUE(rm.status.ok()) << rm.status.ToString();
   EXPECT_EQ(rm.Hits(), 300u);
-  for (size_t m = 0; m < rc->masters(); ++m) EXPECT_EQ(rc->Text(m, {"DBSIZE"}), "0");
+  for (size_t m = 0; m < rc->primaries(); ++m) EXPECT_EQ(rc->Text(m, {"DBSIZE"}), "0");
 }
 
 TEST(RespClusterTest, MovedAfterASlotMigrationRefreshesTheMap) {
@@ -168,7 +168,7 @@ TEST(RespClusterTest, MovedAfterASlotMigrationRefreshesTheMap) {
 
   // Move keys[0]'s slot, with its keys, to the next master.
   const uint16_t slot = RespKeySlot(keys[0]);
-  const size_t from = rc->OwnerOf(slot), to = (from + 1) % rc->masters();
+  const size_t from = rc->OwnerOf(slot), to = (from + 1) % rc->primaries();
   ASSERT_TRUE(rc->BeginMigration(slot, from, to));
   ASSERT_TRUE(rc->MigrateKeys(slot, from, to));
   ASSERT_TRUE(rc->FinishMigration(slot, to));
@@ -210,7 +210,7 @@ TEST(RespClusterTest, AskDuringAMigrationServesTheMovedKeyWithoutChangingTheMap)
   EXPECT_EQ(router.Load({stays}, 7000, s)[0], 1);
 
   const uint16_t slot = RespKeySlot("tag7");
-  const size_t from = rc->OwnerOf(slot), to = (from + 1) % rc->masters();
+  const size_t from = rc->OwnerOf(slot), to = (from + 1) % rc->primaries();
   ASSERT_TRUE(rc->BeginMigration(slot, from, to));
   ASSERT_TRUE(rc->MigrateKeys(slot, from, to, {moved}));
   ASSERT_EQ(rc->Text(from, {"GET", moved}).substr(0, 4), "-ASK") << "the source redirects";
@@ -252,7 +252,7 @@ TEST(RespClusterTest, AKeyRedirectedInALoopFailsAndTheOthersAreAnswered) {
   // other.
   const std::string looping = "m@{loop}@0@1";
   const uint16_t slot = RespKeySlot("loop");
-  const size_t a = rc->OwnerOf(slot), b = (a + 1) % rc->masters();
+  const size_t a = rc->OwnerOf(slot), b = (a + 1) % rc->primaries();
   ASSERT_EQ(rc->Text(a, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", rc->id(b)}), "OK");
   ASSERT_EQ(rc->Text(a, {"EXISTS", looping}).substr(0, 6), "-MOVED");
   ASSERT_EQ(rc->Text(b, {"EXISTS", looping}).substr(0, 6), "-MOVED");
