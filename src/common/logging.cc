@@ -2,14 +2,12 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
 #include "common/clock.h"
+#include "common/log_rate_limiter.h"
 
 namespace kvtier {
 
@@ -36,49 +34,9 @@ bool SetLogLevel(std::string_view level) {
   return true;
 }
 
-namespace {
-
-struct RateEntry {
-  int64_t reopen_ns = 0;  // the window closes (and the next call logs) at this time
-  uint64_t suppressed = 0;
-};
-
-// Keys are meant to be a bounded set (call sites, maybe per peer); past this size entries whose
-// window has passed are dropped so a stream of distinct keys cannot grow memory without bound.
-constexpr size_t kMaxRateKeys = 4096;
-
-struct RateLimiter {
-  std::mutex mu;
-  std::unordered_map<std::string, RateEntry> entries;
-};
-
-RateLimiter& Limiter() {
-  static RateLimiter limiter;
-  return limiter;
-}
-
-}  // namespace
-
 bool ShouldLog(const std::string& key, double window_s, uint64_t* suppressed) {
-  const int64_t now = Clock::Real()->NowNs();
-  const double window_ns = std::isfinite(window_s) && window_s > 0 ? window_s * 1e9 : 0.0;
-  RateLimiter& rl = Limiter();
-  std::lock_guard<std::mutex> lock(rl.mu);
-  auto it = rl.entries.find(key);
-  if (it != rl.entries.end() && now < it->second.reopen_ns) {
-    ++it->second.suppressed;
-    return false;
-  }
-  if (it == rl.entries.end()) {
-    if (rl.entries.size() >= kMaxRateKeys) {
-      std::erase_if(rl.entries, [now](const auto& kv) { return kv.second.reopen_ns <= now; });
-    }
-    it = rl.entries.emplace(key, RateEntry{}).first;
-  }
-  if (suppressed != nullptr) *suppressed = it->second.suppressed;
-  it->second.suppressed = 0;
-  it->second.reopen_ns = now + static_cast<int64_t>(std::min(window_ns, 1e18));
-  return true;
+  static LogRateLimiter limiter(*Clock::Real());
+  return limiter.ShouldLog(key, window_s, suppressed);
 }
 
 }  // namespace kvtier

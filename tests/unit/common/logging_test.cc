@@ -8,6 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/log_rate_limiter.h"
+
 namespace kvtier {
 namespace {
 
@@ -68,16 +71,18 @@ TEST(ShouldLogTest, FirstCallLogsThenSuppressesWithinWindow) {
 }
 
 TEST(ShouldLogTest, WindowReopensAndReportsSuppressedCount) {
-  const std::string key = Key("reopen");
-  EXPECT_TRUE(ShouldLog(key, 0.2));
-  for (int i = 0; i < 7; ++i) ShouldLog(key, 0.2);
-  // ShouldLog reads the real clock (common/logging.cc takes no Clock yet): 0.3 s out of 0.2.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  FakeClock clock;
+  LogRateLimiter limiter(clock);
+  EXPECT_TRUE(limiter.ShouldLog("k", 0.2, nullptr));
+  for (int i = 0; i < 7; ++i) EXPECT_FALSE(limiter.ShouldLog("k", 0.2, nullptr));
+  clock.Advance(std::chrono::milliseconds(199));
+  EXPECT_FALSE(limiter.ShouldLog("k", 0.2, nullptr));  // still inside the window: 8 suppressed
+  clock.Advance(std::chrono::milliseconds(1));
   uint64_t suppressed = 0;
-  EXPECT_TRUE(ShouldLog(key, 0.2, &suppressed));
-  EXPECT_EQ(suppressed, 7u);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the same, for the next window
-  EXPECT_TRUE(ShouldLog(key, 0.2, &suppressed));
+  EXPECT_TRUE(limiter.ShouldLog("k", 0.2, &suppressed));
+  EXPECT_EQ(suppressed, 8u);
+  clock.Advance(std::chrono::milliseconds(200));
+  EXPECT_TRUE(limiter.ShouldLog("k", 0.2, &suppressed));
   EXPECT_EQ(suppressed, 0u);  // the count restarts with each window
 }
 
