@@ -24,17 +24,15 @@ bool LooksAlive(int fd) {
 // caller's deadline left to say anything about the peer.
 constexpr auto kSlowFailure = std::chrono::milliseconds(100);
 
-int64_t MillisSince(tcp::SteadyClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(tcp::SteadyClock::now() - t).count();
-}
 
 }  // namespace
 
 ConnectionPool::ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
-                               std::chrono::milliseconds redial_interval)
+                               std::chrono::milliseconds redial_interval, const Clock* clock)
     : max_idle_(max_idle_per_peer),
       token_(std::move(auth_token)),
-      redial_interval_(redial_interval) {}
+      redial_interval_(redial_interval),
+      clock_(clock != nullptr ? *clock : *Clock::Real()) {}
 
 Result<PooledConnection> ConnectionPool::Acquire(const std::string& endpoint,
                                                  tcp::Deadline deadline) {
@@ -52,10 +50,11 @@ Result<PooledConnection> ConnectionPool::Acquire(const std::string& endpoint,
       }
     }
     if (peer.unreachable) {
-      if (peer.redialling || tcp::SteadyClock::now() < peer.redial_at) {
+      if (peer.redialling || clock_.NowNs() < peer.redial_at_ns) {
         return Status(peer.last_error.code(),
                       fmt::format("{} (unreachable since {} ms ago: not dialled again yet)",
-                                  peer.last_error.message(), MillisSince(peer.failed_at)),
+                                  peer.last_error.message(),
+                                  (clock_.NowNs() - peer.failed_at_ns) / 1000000),
                       peer.last_error.detail());
       }
       peer.redialling = true;
@@ -138,14 +137,14 @@ void ConnectionPool::NoteDial(const std::string& endpoint, Peer& peer, const Sta
       KVT_LOG_WARN("data plane: {} unreachable ({}): calls to it fail at once, redialling every "
                    "{} ms",
                    endpoint, result.message(), redial_interval_.count());
-      peer.failed_at = tcp::SteadyClock::now();
+      peer.failed_at_ns = clock_.NowNs();
     }
     peer.unreachable = true;
     peer.last_error = result;
-    peer.redial_at = tcp::SteadyClock::now() + redial_interval_;
+    peer.redial_at_ns = clock_.NowNs() + std::chrono::nanoseconds(redial_interval_).count();
   } else if (peer.unreachable && result.code() != Code::kTimeout) {  // it answered
     KVT_LOG_WARN("data plane: {} answers again after {} ms", endpoint,
-                 MillisSince(peer.failed_at));
+                 (clock_.NowNs() - peer.failed_at_ns) / 1000000);
     peer.unreachable = false;
   }
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/status.h"
 #include "store/transport/tcp_io.h"
@@ -33,8 +34,11 @@ struct PooledConnection {
 class ConnectionPool {
  public:
 
+  // `clock` decides when an unreachable peer is dialled again (nullptr = Clock::Real()); a
+  // dial itself always runs on real time.
   ConnectionPool(size_t max_idle_per_peer, std::string auth_token,
-                 std::chrono::milliseconds redial_interval = std::chrono::seconds(2));
+                 std::chrono::milliseconds redial_interval = std::chrono::seconds(2),
+                 const Clock* clock = nullptr);
 
   // A pooled connection that is still alive, or a new one (connect, then AUTH and PROOF when a
   // secret is set).
@@ -55,8 +59,8 @@ class ConnectionPool {
     std::vector<wire::UniqueFd> idle;
     bool unreachable = false;
     bool redialling = false;       // a caller is dialling it now
-    tcp::SteadyClock::time_point redial_at;  // when unreachable: the next dial, not before
-    tcp::SteadyClock::time_point failed_at;
+    int64_t redial_at_ns = 0;      // when unreachable: the next dial, not before (clock_)
+    int64_t failed_at_ns = 0;
     Status last_error;
   };
 
@@ -68,6 +72,7 @@ class ConnectionPool {
   const size_t max_idle_;
   const std::string token_;
   const std::chrono::milliseconds redial_interval_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::map<std::string, Peer> peers_;
 };

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace kvtier::store {
 namespace {
 
@@ -66,7 +68,8 @@ class SilentListener {
 
 TEST(ConnectionPool, APeerThatDoesNotAnswerFailsAtOnceUntilItsRedial) {
   SilentListener peer;
-  ConnectionPool pool(4, "", 300ms);
+  FakeClock clock;  // the redial interval's; the dials themselves run on real time
+  ConnectionPool pool(4, "", 300ms, &clock);
   auto first = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 400ms);
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(first.status().code(), Code::kTimeout) << first.status().ToString();
@@ -82,7 +85,9 @@ TEST(ConnectionPool, APeerThatDoesNotAnswerFailsAtOnceUntilItsRedial) {
   // Once the peer answers, the first call after the interval dials it and succeeds, and the
   // pool takes it as reachable again.
   peer.Drain();
-  std::this_thread::sleep_for(350ms);
+  clock.Advance(299ms);
+  EXPECT_FALSE(pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 2s).ok());
+  clock.Advance(1ms);
   auto third = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 2s);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
   auto fourth = pool.Acquire(peer.endpoint(), tcp::SteadyClock::now() + 2s);
