@@ -26,6 +26,28 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 
+// Times `call(first, n, deadline, bytes)` on each batch of `batch` values, into `s`; `verb` and
+// `moved` word its errors ("SET", "stored").
+template <typename Call>
+void TimeBatches(const RedisPlan& plan, uint32_t batch, const char* verb, const char* moved,
+                 PhaseSample& s, Call call) {
+  const double cpu0 = ThreadCpuSeconds();
+  s.start_ns = NowNs();
+  for (uint32_t first = 0; first < plan.values; first += batch) {
+    const uint32_t n = std::min(plan.values - first, batch);
+    uint64_t bytes = 0;
+    const auto t0 = BenchClock::now();
+    Status st = call(first, n, t0 + kCallTimeout, bytes);
+    s.batch_us.push_back(MicrosSince(t0));
+    if (!st.ok()) AddError(s.errors, fmt::format("{}: {}", verb, st.ToString()));
+    if (bytes != uint64_t{n} * plan.value_bytes) {
+      AddError(s.errors, fmt::format("{} of {} values {} {} bytes", verb, n, moved, bytes));
+    }
+  }
+  s.end_ns = NowNs();
+  s.cpu_s = ThreadCpuSeconds() - cpu0;
+}
+
 PhaseSample Set(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uint32_t trial,
                 const uint8_t* src) {
   PhaseSample s;
@@ -37,22 +59,12 @@ PhaseSample Set(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uin
     values.push_back({src + uint64_t{i} * plan.value_bytes, plan.value_bytes});
   }
   std::vector<uint8_t> stored(batch);
-  const double cpu0 = ThreadCpuSeconds();
-  s.start_ns = NowNs();
-  for (uint32_t first = 0; first < plan.values; first += batch) {
-    const uint32_t n = std::min(plan.values - first, batch);
-    uint64_t bytes = 0;
-    const auto t0 = BenchClock::now();
-    Status st = conn.Set(std::span(keys).subspan(first, n), std::span(values).subspan(first, n),
-                         t0 + kCallTimeout, std::span(stored).first(n), bytes);
-    s.batch_us.push_back(MicrosSince(t0));
-    if (!st.ok()) AddError(s.errors, "SET: " + st.ToString());
-    if (bytes != uint64_t{n} * plan.value_bytes) {
-      AddError(s.errors, fmt::format("SET of {} values stored {} bytes", n, bytes));
-    }
-  }
-  s.end_ns = NowNs();
-  s.cpu_s = ThreadCpuSeconds() - cpu0;
+  TimeBatches(plan, batch, "SET", "stored", s,
+              [&](uint32_t first, uint32_t n, auto deadline, uint64_t& bytes) {
+                return conn.Set(std::span(keys).subspan(first, n),
+                                std::span(values).subspan(first, n), deadline,
+                                std::span(stored).first(n), bytes);
+              });
   return s;
 }
 
@@ -68,22 +80,12 @@ PhaseSample Get(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uin
     buffers.push_back({dst + uint64_t{i} * plan.value_bytes, plan.value_bytes});
   }
   std::vector<uint8_t> found(batch);
-  const double cpu0 = ThreadCpuSeconds();
-  s.start_ns = NowNs();
-  for (uint32_t first = 0; first < plan.values; first += batch) {
-    const uint32_t n = std::min(plan.values - first, batch);
-    uint64_t bytes = 0;
-    const auto t0 = BenchClock::now();
-    Status st = conn.Get(std::span(keys).subspan(first, n), std::span(buffers).subspan(first, n),
-                         t0 + kCallTimeout, std::span(found).first(n), bytes);
-    s.batch_us.push_back(MicrosSince(t0));
-    if (!st.ok()) AddError(s.errors, "GET: " + st.ToString());
-    if (bytes != uint64_t{n} * plan.value_bytes) {
-      AddError(s.errors, fmt::format("GET of {} values loaded {} bytes", n, bytes));
-    }
-  }
-  s.end_ns = NowNs();
-  s.cpu_s = ThreadCpuSeconds() - cpu0;
+  TimeBatches(plan, batch, "GET", "loaded", s,
+              [&](uint32_t first, uint32_t n, auto deadline, uint64_t& bytes) {
+                return conn.Get(std::span(keys).subspan(first, n),
+                                std::span(buffers).subspan(first, n), deadline,
+                                std::span(found).first(n), bytes);
+              });
   for (uint32_t i = 0; i < plan.values; ++i) {
     const uint64_t off = uint64_t{i} * plan.value_bytes;
     if (std::memcmp(dst + off, src + off, plan.value_bytes) == 0) {
