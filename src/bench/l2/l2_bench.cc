@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_exit.h"
 #include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
 #include "bench/l2/l2_report.h"
-#include "common/logging.h"
 #include "server/l2_capacity.h"
 #include "store/connector/store_connector.h"
 
@@ -147,25 +147,13 @@ int RunBench(const BenchL2Options& o) {
   progress.Done();
 
   const nlohmann::json summary = SummarizeL2(run);
-  if (o.json) {
-    std::cout << summary.dump(2) << std::endl;
-  } else {
-    PrintL2Report(summary, std::cout);
-  }
-  return summary["ok"].get<bool>() ? 0 : 1;
+  return PrintSummary(summary, o.json, PrintL2Report);
 }
 
 }  // namespace
 
 int RunBenchL2(const BenchL2Options& options) {
-  // Connectors log through spdlog; its default logger writes to stdout, which --json owns.
-  InitLogging();
-  try {
-    return RunBench(options);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return RunWithLogging([&] { return RunBench(options); });
 }
 
 }  // namespace kvtier::bench

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_exit.h"
 #include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
 #include "bench/common/timing.h"
@@ -26,7 +27,6 @@
 #include "bench/store/store_cluster.h"
 #include "bench/store/store_redis.h"
 #include "bench/store/store_report.h"
-#include "common/logging.h"
 #include "common/memfd.h"
 #include "store/protocol/store_types.h"
 
@@ -394,25 +394,13 @@ int RunBench(const BenchStoreOptions& o) {
       return 1;
     }
   }
-  if (o.json) {
-    std::cout << summary.dump(2) << std::endl;
-  } else {
-    PrintStoreReport(summary, std::cout);
-  }
-  return summary["ok"].get<bool>() ? 0 : 1;
+  return PrintSummary(summary, o.json, PrintStoreReport);
 }
 
 }  // namespace
 
 int RunBenchStore(const BenchStoreOptions& options) {
-  // Store clients log through spdlog; its default logger writes to stdout, which --json owns.
-  InitLogging();
-  try {
-    return RunBench(options);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  return RunWithLogging([&] { return RunBench(options); });
 }
 
 }  // namespace kvtier::bench
