@@ -52,6 +52,33 @@ Status NotWriter(const char* op, const std::string& key, const std::string& writ
                                 KeyForMessage(key), writer, node_id));
 }
 
+
+// PutEnd and PutRevoke: runs `step(shard, key, meta, index)` under the key's shard lock on each
+// key whose put `node_id` started; the other keys answer why not, `op` naming the call.
+template <typename Shards, typename Step>
+std::vector<Status> ForEachOwnPut(Shards& shards, const char* op, const std::string& node_id,
+                                  const std::vector<std::string>& keys, Step step) {
+  std::vector<Status> out;
+  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    Status st = CheckKey(key);
+    if (st.ok()) {
+      auto shard = shards.Lock(key);
+      ObjectMeta* meta = shard->Find(key);
+      if (meta == nullptr) {
+        st = NotFound(key);
+      } else if (meta->writer != node_id) {
+        st = NotWriter(op, key, meta->writer, node_id);
+      } else {
+        st = step(shard, key, *meta, out.size());
+      }
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(const std::string& node_id,
@@ -183,32 +210,21 @@ std::vector<Result<std::vector<ReplicaDesc>>> MasterService::PutStart(
 std::vector<Status> MasterService::PutEnd(const std::string& node_id,
                                           const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<Status> out;
-  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
-  out.reserve(keys.size());
   std::vector<size_t> published;  // their ends must be recorded before they are answered
   MetadataJournal::Ticket last = 0;
-  for (const std::string& key : keys) {
-    Status st = CheckKey(key);
-    if (st.ok()) {
-      auto shard = s.shards.Lock(key);
-      ObjectMeta* meta = shard->Find(key);
-      if (meta == nullptr) {
-        st = NotFound(key);
-      } else if (meta->writer != node_id) {
-        st = NotWriter("put_end", key, meta->writer, node_id);
-      } else if (!meta->complete) {
-        shard->MarkComplete(key, *meta);
-        meta->lease_until_ns = s.Now();  // eviction order starts at publication
-        meta->RenewSoftPin(meta->lease_until_ns);
+  std::vector<Status> out = ForEachOwnPut(
+      s.shards, "put_end", node_id, keys,
+      [&](auto& shard, const std::string& key, ObjectMeta& meta, size_t index) {
+        if (meta.complete) return Status::Ok();
+        shard->MarkComplete(key, meta);
+        meta.lease_until_ns = s.Now();  // eviction order starts at publication
+        meta.RenewSoftPin(meta.lease_until_ns);
         // Too few nodes had room at PutStart: a node that joins (or frees space) copies it.
-        if (meta->replicas.size() < meta->want_replicas) s.repairs.Add(key);
-        last = s.RecordObject(key, *meta);
-        published.push_back(out.size());
-      }
-    }
-    out.push_back(std::move(st));
-  }
+        if (meta.replicas.size() < meta.want_replicas) s.repairs.Add(key);
+        last = s.RecordObject(key, meta);
+        published.push_back(index);
+        return Status::Ok();
+      });
   if (Status recorded = s.WaitRecorded(last); !recorded.ok()) {
     for (size_t i : published) {
       out[i] = {recorded.code(),
@@ -224,33 +240,21 @@ std::vector<Status> MasterService::PutEnd(const std::string& node_id,
 std::vector<Status> MasterService::PutRevoke(const std::string& node_id,
                                              const std::vector<std::string>& keys) {
   Impl& s = *impl_;
-  std::vector<Status> out;
-  if (FailBatch(CheckBatch(keys.size()), keys.size(), &out)) return out;
-  out.reserve(keys.size());
-  for (const std::string& key : keys) {
-    Status st = CheckKey(key);
-    if (st.ok()) {
-      auto shard = s.shards.Lock(key);
-      ObjectMeta* meta = shard->Find(key);
-      if (meta == nullptr) {
-        st = NotFound(key);
-      } else if (meta->writer != node_id) {
-        st = NotWriter("put_revoke", key, meta->writer, node_id);
-      } else if (meta->complete) {
-        st = StoreError(
-            ErrorCode::INVALID_WRITE,
-            fmt::format("put_revoke: key {} is already complete; use remove", KeyForMessage(key)));
-      } else {
+  return ForEachOwnPut(
+      s.shards, "put_revoke", node_id, keys,
+      [&](auto& shard, const std::string& key, ObjectMeta& meta, size_t) {
+        if (meta.complete) {
+          return StoreError(ErrorCode::INVALID_WRITE,
+                            fmt::format("put_revoke: key {} is already complete; use remove",
+                                        KeyForMessage(key)));
+        }
         // A revoke follows a failed write, and bytes the writer had already sent may still land
         // in the replica (docs/store/data_plane.md): keep the space out of use for a while.
-        s.discarded.Add(std::move(meta->replicas),
+        s.discarded.Add(std::move(meta.replicas),
                         s.Now() + std::chrono::nanoseconds(kRevokeQuarantine).count());
         shard->Erase(key);
-      }
-    }
-    out.push_back(std::move(st));
-  }
-  return out;
+        return Status::Ok();
+      });
 }
 
 std::vector<Result<ObjectDesc>> MasterService::GetReplicas(const std::vector<std::string>& keys) {
