@@ -150,15 +150,22 @@ def _page_starts(transfer, pool):
     return [int(i) for i in indices[::page].tolist()]
 
 
-def set_v2(store, pool_names, pools, transfers):
-    """SGLang's batch_set_v2: per extra pool, per page True when stored."""
-    results = {}
+def _matched(pools, transfers, results):
+    """Yields (transfer, pool, keys, page starts) of each transfer whose host indices match its
+    keys; one whose indices do not gets False for every page in `results`."""
     for transfer in transfers:
         pool, keys = pools(transfer.name), transfer.keys or []
         starts = _page_starts(transfer, pool)
         if starts is None:
             results[transfer.name] = [False] * len(keys)
-            continue
+        else:
+            yield transfer, pool, keys, starts
+
+
+def set_v2(store, pool_names, pools, transfers):
+    """SGLang's batch_set_v2: per extra pool, per page True when stored."""
+    results = {}
+    for transfer, pool, keys, starts in _matched(pools, transfers, results):
         pages = [pool.get_data_page(start, flat=True) for start in starts]
         results[transfer.name] = put_flat_pages(store, pool_names(transfer.name), keys, pages)
     return results
@@ -167,12 +174,7 @@ def set_v2(store, pool_names, pools, transfers):
 def get_v2(store, pool_names, pools, transfers):
     """SGLang's batch_get_v2: per extra pool, per page True when loaded into its host slots."""
     results = {}
-    for transfer in transfers:
-        pool, keys = pools(transfer.name), transfer.keys or []
-        starts = _page_starts(transfer, pool)
-        if starts is None:
-            results[transfer.name] = [False] * len(keys)
-            continue
+    for transfer, pool, keys, starts in _matched(pools, transfers, results):
         targets = [pool.get_dummy_flat_data_page() for _ in keys]
         ok = get_flat_pages(store, pool_names(transfer.name), keys, targets)
         for page, start in enumerate(starts):
