@@ -14,6 +14,7 @@
 
 #include "bench/common/data_pattern.h"
 #include "bench/common/timing.h"
+#include "bench/common/value_check.h"
 #include "store/client/dummy_client.h"
 
 namespace kvtier::bench {
@@ -79,15 +80,11 @@ class DummyChild {
     s.end_ns = NowNs();
     s.cpu_s = ProcessCpuSeconds() - cpu0;
     // Untimed: every byte against what was put.
-    for (uint32_t i = 0; i < plan_.values; ++i) {
-      const uint64_t off = uint64_t{i} * plan_.value_bytes;
-      if (std::memcmp(dst_ + off, src_ + off, plan_.value_bytes) == 0) {
-        s.verified_bytes += plan_.value_bytes;
-      } else {
-        AddError(s.errors, fmt::format("value of '{}' came back different",
-                                       DummyKey(plan_.key_prefix, trial, i)));
-      }
-    }
+    s.verified_bytes +=
+        CompareValues(dst_, src_, plan_.values, plan_.value_bytes, [&](uint32_t i) {
+          AddError(s.errors, fmt::format("value of '{}' came back different",
+                                         DummyKey(plan_.key_prefix, trial, i)));
+        });
     return s.ToJson();
   }
 

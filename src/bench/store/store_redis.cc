@@ -16,6 +16,7 @@
 #include "bench/common/redis_yardstick.h"
 #include "bench/common/timing.h"
 #include "bench/common/touched_memory.h"
+#include "bench/common/value_check.h"
 #include "connectors/resp_connection.h"
 
 namespace kvtier::bench {
@@ -86,14 +87,9 @@ PhaseSample Get(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uin
                                 std::span(buffers).subspan(first, n), deadline,
                                 std::span(found).first(n), bytes);
               });
-  for (uint32_t i = 0; i < plan.values; ++i) {
-    const uint64_t off = uint64_t{i} * plan.value_bytes;
-    if (std::memcmp(dst + off, src + off, plan.value_bytes) == 0) {
-      s.verified_bytes += plan.value_bytes;
-    } else {
-      AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
-    }
-  }
+  s.verified_bytes += CompareValues(dst, src, plan.values, plan.value_bytes, [&](uint32_t i) {
+    AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
+  });
   return s;
 }
 
