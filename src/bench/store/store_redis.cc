@@ -27,18 +27,29 @@ constexpr auto kCallTimeout = std::chrono::seconds(60);
 
 std::string Key(uint32_t trial, uint32_t i) { return fmt::format("bench-store-t{}-{}", trial, i); }
 
-// Times `call(first, n, deadline, bytes)` on each batch of `batch` values, into `s`; `verb` and
-// `moved` word its errors ("SET", "stored").
-template <typename Call>
-void TimeBatches(const RedisPlan& plan, uint32_t batch, const char* verb, const char* moved,
-                 PhaseSample& s, Call call) {
+// Times `op` (RespConnection::Set or ::Get) on the values in batches of `batch`, value i of this
+// trial at `base` + i * value_bytes; `verb` and `moved` word its errors ("SET", "stored").
+template <typename Buffer, typename Byte, typename Op>
+PhaseSample TimeBatches(RespConnection& conn, Op op, const RedisPlan& plan, uint32_t batch,
+                        uint32_t trial, Byte* base, const char* verb, const char* moved) {
+  PhaseSample s;
+  s.bytes = uint64_t{plan.values} * plan.value_bytes;
+  std::vector<std::string> keys;
+  std::vector<Buffer> buffers;
+  for (uint32_t i = 0; i < plan.values; ++i) {
+    keys.push_back(Key(trial, i));
+    buffers.push_back({base + uint64_t{i} * plan.value_bytes, plan.value_bytes});
+  }
+  std::vector<uint8_t> answered(batch);
   const double cpu0 = ThreadCpuSeconds();
   s.start_ns = NowNs();
   for (uint32_t first = 0; first < plan.values; first += batch) {
     const uint32_t n = std::min(plan.values - first, batch);
     uint64_t bytes = 0;
     const auto t0 = BenchClock::now();
-    Status st = call(first, n, t0 + kCallTimeout, bytes);
+    Status st = (conn.*op)(std::span<const std::string>(keys).subspan(first, n),
+                           std::span<const Buffer>(buffers).subspan(first, n), t0 + kCallTimeout,
+                           std::span(answered).first(n), bytes);
     s.batch_us.push_back(MicrosSince(t0));
     if (!st.ok()) AddError(s.errors, fmt::format("{}: {}", verb, st.ToString()));
     if (bytes != uint64_t{n} * plan.value_bytes) {
@@ -47,48 +58,23 @@ void TimeBatches(const RedisPlan& plan, uint32_t batch, const char* verb, const 
   }
   s.end_ns = NowNs();
   s.cpu_s = ThreadCpuSeconds() - cpu0;
+  return s;
 }
 
 PhaseSample Set(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uint32_t trial,
                 const uint8_t* src) {
-  PhaseSample s;
-  s.bytes = uint64_t{plan.values} * plan.value_bytes;
-  std::vector<std::string> keys;
-  std::vector<ConstBuffer> values;
-  for (uint32_t i = 0; i < plan.values; ++i) {
-    keys.push_back(Key(trial, i));
-    values.push_back({src + uint64_t{i} * plan.value_bytes, plan.value_bytes});
-  }
-  std::vector<uint8_t> stored(batch);
-  TimeBatches(plan, batch, "SET", "stored", s,
-              [&](uint32_t first, uint32_t n, auto deadline, uint64_t& bytes) {
-                return conn.Set(std::span(keys).subspan(first, n),
-                                std::span(values).subspan(first, n), deadline,
-                                std::span(stored).first(n), bytes);
-              });
-  return s;
+  return TimeBatches<ConstBuffer>(conn, &RespConnection::Set, plan, batch, trial, src, "SET",
+                                  "stored");
 }
 
 PhaseSample Get(RespConnection& conn, const RedisPlan& plan, uint32_t batch, uint32_t trial,
                 const uint8_t* src, uint8_t* dst) {
-  PhaseSample s;
-  s.bytes = uint64_t{plan.values} * plan.value_bytes;
-  std::memset(dst, 0, s.bytes);  // so a GET that writes nothing cannot pass the check
-  std::vector<std::string> keys;
-  std::vector<MutableBuffer> buffers;
-  for (uint32_t i = 0; i < plan.values; ++i) {
-    keys.push_back(Key(trial, i));
-    buffers.push_back({dst + uint64_t{i} * plan.value_bytes, plan.value_bytes});
-  }
-  std::vector<uint8_t> found(batch);
-  TimeBatches(plan, batch, "GET", "loaded", s,
-              [&](uint32_t first, uint32_t n, auto deadline, uint64_t& bytes) {
-                return conn.Get(std::span(keys).subspan(first, n),
-                                std::span(buffers).subspan(first, n), deadline,
-                                std::span(found).first(n), bytes);
-              });
+  // Zeroed first, so a GET that writes nothing cannot pass the check.
+  std::memset(dst, 0, uint64_t{plan.values} * plan.value_bytes);
+  PhaseSample s = TimeBatches<MutableBuffer>(conn, &RespConnection::Get, plan, batch, trial, dst,
+                                             "GET", "loaded");
   s.verified_bytes += CompareValues(dst, src, plan.values, plan.value_bytes, [&](uint32_t i) {
-    AddError(s.errors, fmt::format("GET {}: value came back different", keys[i]));
+    AddError(s.errors, fmt::format("GET {}: value came back different", Key(trial, i)));
   });
   return s;
 }
