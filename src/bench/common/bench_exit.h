@@ -2,9 +2,8 @@
 // its body run with logging set up and an escaped exception turned into an error line.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
 namespace kvtier::bench {

@@ -40,17 +40,28 @@ Result<Launched> LaunchEtcd(const EtcdSpec& spec) {
     // A fresh data dir per attempt: a member that failed to start may have left one behind.
     const std::string data = spec.dir + "/data-" + std::to_string(ports[0]);
     return std::vector<std::string>{spec.binary,
-                                    "--name", name,
-                                    "--data-dir", data,
-                                    "--listen-client-urls", client,
-                                    "--advertise-client-urls", client,
-                                    "--listen-peer-urls", peer,
-                                    "--initial-advertise-peer-urls", peer,
-                                    "--initial-cluster", name + "=" + peer,
-                                    "--initial-cluster-token", name,
-                                    "--logger", "zap",  // --log-level needs it in etcd 3.4
-                                    "--log-outputs", "stderr",
-                                    "--log-level", "error"};
+                                    "--name",
+                                    name,
+                                    "--data-dir",
+                                    data,
+                                    "--listen-client-urls",
+                                    client,
+                                    "--advertise-client-urls",
+                                    client,
+                                    "--listen-peer-urls",
+                                    peer,
+                                    "--initial-advertise-peer-urls",
+                                    peer,
+                                    "--initial-cluster",
+                                    name + "=" + peer,
+                                    "--initial-cluster-token",
+                                    name,
+                                    "--logger",
+                                    "zap",  // --log-level needs it in etcd 3.4
+                                    "--log-outputs",
+                                    "stderr",
+                                    "--log-level",
+                                    "error"};
   };
   l.ready = [](const Child&, const std::vector<uint16_t>& ports) { return LeadsAs(ports[0]); };
   l.log_path = spec.log_path;

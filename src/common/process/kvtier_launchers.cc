@@ -1,9 +1,8 @@
 // The kvtier server, master and node launchers (kvtier_launchers.h).
 #include "common/process/kvtier_launchers.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "common/process/readiness.h"
 
@@ -66,8 +65,8 @@ Result<Launched> LaunchMaster(const KvtierSpec& spec) {
 
 Result<Launched> LaunchNode(const KvtierSpec& spec, const std::string& master) {
   LaunchSpec l = Base(spec, "node", {"--master", master});
-  l.ready = [with_http = spec.with_http, bearer = spec.bearer](
-                const Child& c, const std::vector<uint16_t>& ports) {
+  l.ready = [with_http = spec.with_http, bearer = spec.bearer](const Child& c,
+                                                               const std::vector<uint16_t>& ports) {
     // Its "kvtier node <endpoint> (segment ...)" line comes once every listener is up.
     if (!LogContains(c, " (segment ")) return false;
     if (!with_http) return true;

@@ -14,15 +14,15 @@
 namespace kvtier::process {
 
 struct KvtierSpec {
-  std::string binary;              // the kvtier executable (tests: $KVTIER_BIN)
-  std::string argv0 = "kvtier";    // what the process sees as its name
-  std::vector<std::string> args;   // after the port flags
-  uint16_t port = 0;               // 0: a free one (then a lost race is retried)
-  uint16_t http_port = 0;          // 0: a free one
-  bool with_http = true;           // false: --http-port 0 (no admin listener)
-  std::string bearer;              // the --auth-token-file secret, for HTTP readiness probes
+  std::string binary;             // the kvtier executable (tests: $KVTIER_BIN)
+  std::string argv0 = "kvtier";   // what the process sees as its name
+  std::vector<std::string> args;  // after the port flags
+  uint16_t port = 0;              // 0: a free one (then a lost race is retried)
+  uint16_t http_port = 0;         // 0: a free one
+  bool with_http = true;          // false: --http-port 0 (no admin listener)
+  std::string bearer;             // the --auth-token-file secret, for HTTP readiness probes
   std::vector<std::string> env;
-  std::string log_path;            // empty: a private file
+  std::string log_path;  // empty: a private file
   bool capture_stdout = true;
   std::chrono::milliseconds deadline{std::chrono::seconds(60)};
 };

@@ -1,12 +1,11 @@
 // Deadline waits and readiness probes (readiness.h).
 #include "common/process/readiness.h"
 
+#include <fmt/format.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <thread>
 

@@ -50,10 +50,21 @@ Result<Launched> LaunchRedis(const RedisSpec& spec) {
   l.ports = {spec.port};
   if (spec.cluster_port) l.ports.push_back(*spec.cluster_port);
   l.argv = [spec](const std::vector<uint16_t>& ports) {
-    std::vector<std::string> argv = {spec.binary, "--port", std::to_string(ports[0]),
-                                     "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                     "--daemonize", "no", "--dir", spec.dir,
-                                     "--loglevel", "warning"};
+    std::vector<std::string> argv = {spec.binary,
+                                     "--port",
+                                     std::to_string(ports[0]),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no",
+                                     "--dir",
+                                     spec.dir,
+                                     "--loglevel",
+                                     "warning"};
     if (!spec.password.empty()) argv.insert(argv.end(), {"--requirepass", spec.password});
     if (ports.size() > 1) argv.insert(argv.end(), {"--cluster-port", std::to_string(ports[1])});
     argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());

@@ -16,8 +16,8 @@ namespace kvtier::process {
 
 struct RedisSpec {
   std::string binary = "/usr/bin/redis-server";
-  uint16_t port = 0;                    // 0: a free one
-  std::string password;                 // --requirepass unless empty
+  uint16_t port = 0;     // 0: a free one
+  std::string password;  // --requirepass unless empty
   // Set: a Redis Cluster node whose cluster bus listens here (0: a free one): --cluster-port,
   // port(1) of the launch.
   std::optional<uint16_t> cluster_port;

@@ -38,7 +38,7 @@ class NodeServer {
   ~NodeServer();  // stops HTTP, cuts every dummy off, unmounts the segment
 
   StoreNode& node();
-  uint16_t port() const;                     // the data plane's (and the dummy socket's name)
+  uint16_t port() const;                      // the data plane's (and the dummy socket's name)
   std::optional<uint16_t> http_port() const;  // the bound HTTP port, when HTTP runs
   // The /status document (docs/store/dummy.md lists the dummies' fields).
   nlohmann::json StatusJson() const;

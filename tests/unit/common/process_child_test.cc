@@ -1,7 +1,5 @@
 // process::Child on real children (/bin/sh, a forked function): exit codes, captured output,
 // environment, descriptors not leaked, and stopping by PID with SIGTERM, a deadline, SIGKILL.
-#include "common/process/child.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/process/child.h"
 #include "common/process/readiness.h"
 
 namespace kvtier::process {
@@ -118,7 +117,9 @@ TEST(ChildTest, StopEndsAChildThatHonoursSigterm) {
 
 TEST(ChildTest, StopKillsAChildThatIgnoresSigtermAfterTheGrace) {
   Child c = Sh("trap '' TERM; echo trapped; while :; do sleep 0.05; done");
-  ASSERT_TRUE(WaitReady(c, [&] { return LogContains(c, "trapped"); }, 10s, "sh").ok());
+  ASSERT_TRUE(WaitReady(
+                  c, [&] { return LogContains(c, "trapped"); }, 10s, "sh")
+                  .ok());
   const auto start = Clock::now();
   EXPECT_EQ(c.Stop(300ms), 128 + SIGKILL);
   EXPECT_GE(Clock::now() - start, 300ms);

@@ -1,8 +1,6 @@
 // Waiting for real children to be ready (a listener, a log line, an HTTP status) with a deadline,
 // Launch's retry on another port, and the redis and etcd launchers where those servers are
 // installed.
-#include "common/process/launch.h"
-
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -17,6 +15,7 @@
 
 #include "common/free_port.h"
 #include "common/process/etcd_launcher.h"
+#include "common/process/launch.h"
 #include "common/process/readiness.h"
 #include "common/process/redis_launcher.h"
 
@@ -40,16 +39,19 @@ std::vector<std::string> ListenerArgv(uint16_t port) {
           "import socket, time\n"
           "s = socket.socket()\n"
           "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-          "s.bind(('127.0.0.1', " + std::to_string(port) + "))\n"
-          "s.listen(16)\n"
-          "print('listening', flush=True)\n"
-          "time.sleep(60)\n"};
+          "s.bind(('127.0.0.1', " +
+              std::to_string(port) +
+              "))\n"
+              "s.listen(16)\n"
+              "print('listening', flush=True)\n"
+              "time.sleep(60)\n"};
 }
 
 TEST(WaitReadyTest, FailsAtOnceWhenTheChildExitsFirst) {
   Child c = Sh("echo cannot-start; exit 4");
   const auto start = Clock::now();
-  Status s = WaitReady(c, [] { return false; }, 30s, "the sh");
+  Status s = WaitReady(
+      c, [] { return false; }, 30s, "the sh");
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_LT(Clock::now() - start, 10s);
   EXPECT_NE(s.message().find("the sh exited with code 4"), std::string::npos) << s.message();
@@ -59,7 +61,8 @@ TEST(WaitReadyTest, FailsAtOnceWhenTheChildExitsFirst) {
 TEST(WaitReadyTest, TimesOutAtTheDeadline) {
   Child c = Sh("echo running; exec sleep 30");
   const auto start = Clock::now();
-  Status s = WaitReady(c, [] { return false; }, 300ms, "the sleeper");
+  Status s = WaitReady(
+      c, [] { return false; }, 300ms, "the sleeper");
   EXPECT_EQ(s.code(), Code::kTimeout);
   EXPECT_GE(Clock::now() - start, 300ms);
   EXPECT_NE(s.message().find("running"), std::string::npos) << s.message();
@@ -67,7 +70,9 @@ TEST(WaitReadyTest, TimesOutAtTheDeadline) {
 
 TEST(WaitReadyTest, ALineInTheLog) {
   Child c = Sh("echo ready-now; exec sleep 30");
-  EXPECT_TRUE(WaitReady(c, [&] { return LogContains(c, "ready-now"); }, 10s, "sh").ok());
+  EXPECT_TRUE(WaitReady(
+                  c, [&] { return LogContains(c, "ready-now"); }, 10s, "sh")
+                  .ok());
 }
 
 TEST(WaitReadyTest, APortThatAccepts) {
@@ -78,7 +83,8 @@ TEST(WaitReadyTest, APortThatAccepts) {
   s.argv = ListenerArgv(port);
   auto c = Child::Spawn(s);
   ASSERT_TRUE(c.ok());
-  Status up = WaitReady(*c, [&] { return PortAccepts(port); }, 30s, "listener");
+  Status up = WaitReady(
+      *c, [&] { return PortAccepts(port); }, 30s, "listener");
   ASSERT_TRUE(up.ok()) << up.ToString();
   EXPECT_TRUE(LogContains(*c, "listening"));
   c->Kill();

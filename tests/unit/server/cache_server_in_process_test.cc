@@ -133,9 +133,9 @@ class CacheServerInProcessTest : public ::testing::Test {
   // `owner_pid` (0: not watched), and registers it with REGISTER_KV_BUFFERS.
   HostWorker Register(pid_t owner_pid = 0) {
     HostWorker w;
-    w.view = std::move(MappedFile::Create("kvt-inproc", kRegions * kBlocks * kBlockBytes, false,
-                                          false))
-                 .value();
+    w.view =
+        std::move(MappedFile::Create("kvt-inproc", kRegions * kBlocks * kBlockBytes, false, false))
+            .value();
     auto server_copy = MappedFile::MapFd(::dup(w.view.fd()));
     EXPECT_TRUE(server_copy.ok()) << server_copy.status().ToString();
     std::vector<MappedFile> buffers;

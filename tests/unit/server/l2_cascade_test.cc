@@ -74,8 +74,8 @@ TEST_F(L2CascadeHealthTest, TheBackoffStopsGrowingAtFiveSeconds) {
 TEST(L2CascadeNamesTest, MetricsAndStatusNameOperationsLookupLoadWriteRemove) {
   FakeClock clock;
   MetricsRegistry metrics;
-  auto l2 = L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics,
-                              {}, clock);
+  auto l2 = L2Cascade::Create({R"({"type":"mem"})"}, ConnectorRegistry::WithBuiltins(), metrics, {},
+                              clock);
   ASSERT_TRUE(l2.ok()) << l2.status().ToString();
   const nlohmann::json status = (*l2)->Status();
   ASSERT_EQ(status.size(), 1u);

@@ -3,8 +3,6 @@
 // the test, and a DEALER speaking the wire frames to it. A held status poll is answered at its
 // deadline on the server's clock: the test advances the clock and wakes the socket thread with a
 // PING instead of sleeping.
-#include "server/rpc_front.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 
 #include "common/clock.h"
 #include "server/cache_server.h"
+#include "server/rpc_front.h"
 #include "wire/frames.h"
 #include "wire/messages.h"
 
