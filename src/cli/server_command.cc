@@ -23,6 +23,10 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--port", cfg->port, "ZMQ port for engine workers")->capture_default_str();
   cmd->add_option("--http-port", cfg->http_port, "HTTP admin port (0 = off)")
       ->capture_default_str();
+  cmd->add_option("--lmcache-port", cfg->lmcache_port,
+                  "ZMQ port answering LMCache's multiprocess protocol, for lmcache 0.5.6's MP "
+                  "client and vLLM's LMCacheMPConnector (0 = off); docs/lmcache-migration.md")
+      ->capture_default_str();
   cmd->add_option("--l1-size-gb", cfg->l1_size_gb, "L1 pool size in GiB")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -121,6 +125,9 @@ RunFn AddServerCommand(CLI::App& app) {
       return 1;
     }
     std::cerr << "kvtier server listening on tcp://" << cfg->host << ":" << cfg->port
+              << (cfg->lmcache_port != 0 ? ", lmcache tcp://" + cfg->host + ":" +
+                                               std::to_string(cfg->lmcache_port)
+                                         : std::string())
               << " (http " << (*server)->HttpPort() << ", L1 " << cfg->l1_size_gb << " GiB, "
               << cfg->l2_adapters.size() << " L2 adapters)" << std::endl;
     CacheServer* srv = server->get();

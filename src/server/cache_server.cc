@@ -23,6 +23,11 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   if (config.pin_ttl_s <= 0 || config.session_ttl_s <= 0) {
     return Status(Code::kInvalidArgument, "TTLs must be > 0");
   }
+  if (config.lmcache_port != 0 && !config.auth_token.empty()) {
+    return Status(Code::kInvalidArgument,
+                  "--lmcache-port cannot be combined with --auth-token-file: LMCache's client "
+                  "does not authenticate");
+  }
   auto ctx = std::make_unique<ServerContext>(config, *algo, clock);
   L1Options l1;
   l1.capacity_bytes = static_cast<uint64_t>(config.l1_size_gb * (1ULL << 30));
@@ -64,6 +69,9 @@ CacheServer::CacheServer(std::unique_ptr<ServerContext> ctx) : ctx_(std::move(ct
   RegisterLookupHandlers(*ctx_, table_, prefetch_);
   RegisterAdminHandlers(*ctx_, table_);
   front_ = std::make_unique<RpcFront>(*ctx_, table_, zctx_);
+  if (ctx_->config.lmcache_port != 0) {
+    lmcache_ = std::make_unique<LmcacheFront>(*ctx_, table_, zctx_);
+  }
   handoff_ = std::make_unique<FdHandoffService>(ctx_->workers, ctx_->metrics);
   workers_reaped_ = ctx_->metrics.GetCounter(
       "kvtier_workers_reaped_total", "Workers unregistered because their process exited");
@@ -75,6 +83,7 @@ CacheServer::~CacheServer() {
   if (http_) http_->Stop();
   handoff_->Stop();
   front_.reset();
+  lmcache_.reset();
   // L2 last, in dependency order: running LOOKUP jobs finish, the L2 writer lets go of
   // its queue, then the adapters complete what is in flight (releasing every pin).
   prefetch_->Shutdown();
@@ -92,6 +101,11 @@ Status CacheServer::Start() {
   }
   KVT_RETURN_IF_ERROR(front_->Bind(fmt::format("tcp://{}:{}", c.host, c.port)));
   KVT_RETURN_IF_ERROR(handoff_->Start(wire::UdsNameForPort(c.port)));
+  if (lmcache_) {
+    KVT_RETURN_IF_ERROR(lmcache_->Bind(fmt::format("tcp://{}:{}", c.host, c.lmcache_port)));
+    WarnIfExposed("server's LMCache front", c.host, false,
+                  fmt::format("ZMQ port {}", c.lmcache_port), "read and write the cache");
+  }
   if (c.http_port != 0) {
     ServerContext& ctx = *ctx_;
     http_ = std::make_unique<AdminHttp>([&ctx] { return StatusJson(ctx); }, &ctx.metrics,
@@ -108,7 +122,13 @@ Status CacheServer::Start() {
   return Status::Ok();
 }
 
-void CacheServer::Run() { front_->Run(stop_); }
+void CacheServer::Run() {
+  // Both fronts poll the same level-triggered stop event.
+  std::thread lmcache;
+  if (lmcache_) lmcache = std::thread([this] { lmcache_->Run(stop_); });
+  front_->Run(stop_);
+  if (lmcache.joinable()) lmcache.join();
+}
 
 void CacheServer::Housekeeping() {
   pthread_setname_np(pthread_self(), "kvt-housekeep");

@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "server/fd_handoff_service.h"
 #include "server/handler_table.h"
+#include "server/lmcache_front.h"
 #include "server/prefetch_controller.h"
 #include "server/rpc_front.h"
 #include "server/server_config.h"
@@ -55,6 +56,7 @@ class CacheServer {
   zmq::context_t zctx_{1};
   std::unique_ptr<wire::ZmqAuthServer> auth_;  // outlives the front's socket, not the context
   std::unique_ptr<RpcFront> front_;
+  std::unique_ptr<LmcacheFront> lmcache_;  // with --lmcache-port
   std::unique_ptr<FdHandoffService> handoff_;
   std::unique_ptr<AdminHttp> http_;
   EventNotifier stop_;
