@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""LMCache's own multiprocess server (`lmcache server`) measured with LMCache's own MP client:
-the numbers kvtier's LMCache front (issue 38) is compared against.
+"""LMCache's own multiprocess server (`lmcache server`) and kvtier's LMCache front (`kvtier server
+--lmcache-port`), measured one after the other in one run with LMCache's own, unchanged MP client.
 
-One `lmcache server` (ZMQ transport, lmcache-driven transfers, CPU only) on 127.0.0.1 and one
-client process (this one) that registers a vLLM-shaped paged KV cache on POSIX shared memory
+Each server (ZMQ transport, lmcache-driven transfers, CPU only, the same L1 size) on 127.0.0.1 and
+one client process (this one) that registers a vLLM-shaped paged KV cache on POSIX shared memory
 through LMCache's transfer context, exactly as LMCache's vLLM adapter does on a CPU worker with
 `lmcache.mp.mp_transfer_mode: lmcache_driven`. Then, per round, a request of --chunks full chunks
 of fresh tokens:
@@ -16,9 +16,9 @@ A STORE's reply arrives before its chunks are committed; a request is looked up 
 is found before it is retrieved. Also printed: the server's RSS at the end, and a same-run
 single-thread memcpy GB/s (bench/peer_limits.py) as this machine's ceiling.
 
-Usage (repository root, the engine venv's Python; it needs no kvtier build):
-  $(scripts/engines-venv.sh)/bin/python bench/lmcache_peer.py [--chunks 4] [--rounds 8]
-      [--lookups 200] [--json out.json]
+Usage (repository root, the engine venv's Python; kvtier's side needs `make build`):
+  $(scripts/engines-venv.sh)/bin/python bench/lmcache_peer.py [--servers lmcache kvtier]
+      [--chunks 4] [--rounds 8] [--lookups 200] [--json out.json]
 """
 
 import argparse
@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 sys.path.insert(0, str(REPO / "bench"))
-from child_process import start_on_free_ports  # noqa: E402
+from child_process import start_on_free_ports, tcp_open  # noqa: E402
 import peer_limits  # noqa: E402
 
 LAYERS, HEADS, HEAD_DIM, BLOCK = 32, 8, 128, 16
@@ -52,6 +52,10 @@ def parse_args():
     p.add_argument("--l1-size-gb", type=float, default=0.0,
                    help="server L1 size (default: every round's chunks stay under the 0.8 "
                    "eviction watermark)")
+    p.add_argument("--servers", nargs="+", choices=("lmcache", "kvtier"),
+                   default=["lmcache", "kvtier"], help="which servers to measure, in order")
+    p.add_argument("--kvtier", type=Path, default=REPO / "build" / "kvtier",
+                   help="the kvtier binary")
     p.add_argument("--json", type=Path, help="write the results here too")
     return p.parse_args()
 
@@ -64,8 +68,31 @@ def server_env():
     return env
 
 
-def start_server(args, chunk_bytes):
-    l1_gb = args.l1_size_gb or args.rounds * args.chunks * chunk_bytes / 0.6 / (1 << 30)
+def l1_size_gb(args, chunk_bytes):
+    return args.l1_size_gb or args.rounds * args.chunks * chunk_bytes / 0.6 / (1 << 30)
+
+
+def start_kvtier(args, chunk_bytes):
+    """kvtier server with its LMCache front; returns (child, l1 GiB, the front's URL)."""
+    l1_gb = l1_size_gb(args, chunk_bytes)
+
+    def argv(port, http_port, lmcache_port):
+        return [args.kvtier, "server", "--host", "127.0.0.1", "--port", port,
+                "--http-port", http_port, "--lmcache-port", lmcache_port,
+                "--chunk-size", args.chunk_size, "--l1-size-gb", f"{l1_gb:.3f}",
+                "--eviction-policy", "LRU"]
+
+    server = start_on_free_ports(
+        "kvtier-lmcache", argv,
+        lambda c, port, http_port, lmcache_port: "listening" in c.log_text()
+        and tcp_open(lmcache_port),
+        timeout_s=180, n_ports=3)
+    return server, l1_gb, f"tcp://127.0.0.1:{server.ports[2]}"
+
+
+def start_lmcache(args, chunk_bytes):
+    """`lmcache server`; returns (child, l1 GiB, its URL)."""
+    l1_gb = l1_size_gb(args, chunk_bytes)
     exe = Path(sys.executable).with_name("lmcache")
 
     def argv(port, http_port):
@@ -74,10 +101,11 @@ def start_server(args, chunk_bytes):
                 "--chunk-size", args.chunk_size, "--l1-size-gb", f"{l1_gb:.3f}",
                 "--no-l1-use-lazy", "--eviction-policy", "LRU", "--disable-metrics"]
 
-    return start_on_free_ports(
+    server = start_on_free_ports(
         "lmcache-server", argv,
         lambda c, port, http_port: "LMCache cache server is running" in c.log_text(),
-        timeout_s=180, n_ports=2, env=server_env()), l1_gb
+        timeout_s=180, n_ports=2, env=server_env())
+    return server, l1_gb, f"tcp://127.0.0.1:{server.ports[0]}"
 
 
 def rss_mib(pid):
@@ -190,11 +218,12 @@ class Peer:
         self.ctx.term()
 
 
-def run(args):
+def run(args, which):
     chunk_bytes = args.chunk_size * LAYERS * 2 * HEADS * HEAD_DIM * 2
-    server, l1_gb = start_server(args, chunk_bytes)
+    start = start_kvtier if which == "kvtier" else start_lmcache
+    server, l1_gb, url = start(args, chunk_bytes)
     try:
-        peer = Peer(f"tcp://127.0.0.1:{server.ports[0]}", args)
+        peer = Peer(url, args)
         try:
             return measure(peer, args, server, l1_gb)
         finally:
@@ -252,11 +281,12 @@ def measure(peer, args, server, l1_gb):
     }
 
 
-def report(res):
+def report(which, res):
     c = res["config"]
     med = statistics.median
     chunk_mib = c["request_bytes"] / c["chunks_per_request"] / 2**20
-    print(f"LMCache {res['lmcache']} `lmcache server` (CPU, lmcache-driven over POSIX shm), "
+    server = "`kvtier server --lmcache-port`" if which == "kvtier" else "`lmcache server`"
+    print(f"{server}, LMCache {res['lmcache']} client (CPU, lmcache-driven over POSIX shm), "
           f"chunk {c['chunk_size']} tokens x {c['layers']} layers x K/V x {c['heads']} heads x "
           f"{c['head_dim']} ({c['dtype']}) = {chunk_mib:.0f} MiB; "
           f"{c['chunks_per_request']} chunks per STORE/RETRIEVE, {c['rounds']} rounds, "
@@ -274,14 +304,36 @@ def report(res):
     print(f"lookups until a STORE was fully found: {res['lookups_before_full_hit']}")
 
 
+def compare(results):
+    """kvtier / lmcache per measure (medians), when both ran."""
+    if set(results) != {"lmcache", "kvtier"}:
+        return
+    k, m = results["kvtier"], results["lmcache"]
+    med = statistics.median
+    print("| measure | lmcache server | kvtier | kvtier / lmcache |")
+    print("|---|---|---|---|")
+    for name in ("store_gbps", "retrieve_gbps"):
+        a, b = med(m[name]), med(k[name])
+        print(f"| {name.split('_')[0].upper()} GB/s (median) | {a:.2f} | {b:.2f} | "
+              f"{b / a:.2f}x |")
+    for q in ("p50", "p99"):
+        a, b = m["lookup_status_us"][q], k["lookup_status_us"][q]
+        print(f"| LOOKUP->status {q} us | {a:.0f} | {b:.0f} | {b / a:.2f}x |")
+    a, b = m["server_rss_mib"], k["server_rss_mib"]
+    print(f"| server RSS MiB | {a:.0f} | {b:.0f} | {b / a:.2f}x |")
+
+
 def main():
     args = parse_args()
     if args.chunk_size % BLOCK:
         sys.exit(f"--chunk-size must be a multiple of {BLOCK}")
-    res = run(args)
-    report(res)
+    results = {}
+    for which in args.servers:
+        results[which] = run(args, which)
+        report(which, results[which])
+    compare(results)
     if args.json:
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(results, indent=2))
     return 0
 
 
