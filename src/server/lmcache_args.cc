@@ -55,8 +55,8 @@ std::optional<Refusal> Missing(std::string_view what, std::string_view field) {
 }
 
 template <typename T, typename Get>
-std::optional<Refusal> GetList(const msgpack::object& o, std::string_view what,
-                               std::vector<T>& out, Get get) {
+std::optional<Refusal> GetList(const msgpack::object& o, std::string_view what, std::vector<T>& out,
+                               Get get) {
   if (o.type != msgpack::type::ARRAY) return Bad(what, "an array");
   out.resize(o.via.array.size);
   for (uint32_t i = 0; i < o.via.array.size; ++i) {
@@ -77,35 +77,37 @@ std::optional<Refusal> DecodeDescriptor(const msgpack::object& o, TensorDesc& ou
   bool has_meta = false;
   int64_t version = 0;
   std::vector<std::string_view> extra;  // fields of other wrapper types
-  auto e = ForFields(m, "kv_cache[]", [&](std::string_view k, const msgpack::object& v)
-                                          -> std::optional<Refusal> {
-    if (k == "type") return GetStr(v, "type", out.type);
-    if (k == "version") return GetInt(v, "version", version);
-    if (k == "shm_name") return GetStr(v, "shm_name", out.shm_name);
-    if (k == "nbytes") return GetUint(v, "nbytes", out.nbytes);
-    if (k != "metadata") {
-      extra.push_back(k);
-      return std::nullopt;
-    }
-    has_meta = true;
-    return ForFields(v, "metadata", [&](std::string_view f, const msgpack::object& x)
-                                        -> std::optional<Refusal> {
-      if (f == "dtype") return GetStr(x, "dtype", out.dtype);
-      if (f == "shape") return GetList(x, "shape", out.shape, kInt);
-      if (f == "stride") return GetList(x, "stride", out.stride, kInt);
-      if (f == "storage_offset") return GetInt(x, "storage_offset", out.storage_offset);
-      if (f == "device_uuid") return GetStr(x, "device_uuid", out.device_uuid);
-      return Refusal{"bad_argument", fmt::format("descriptor metadata field '{}' is unknown", f)};
-    });
-  });
+  auto e = ForFields(
+      m, "kv_cache[]", [&](std::string_view k, const msgpack::object& v) -> std::optional<Refusal> {
+        if (k == "type") return GetStr(v, "type", out.type);
+        if (k == "version") return GetInt(v, "version", version);
+        if (k == "shm_name") return GetStr(v, "shm_name", out.shm_name);
+        if (k == "nbytes") return GetUint(v, "nbytes", out.nbytes);
+        if (k != "metadata") {
+          extra.push_back(k);
+          return std::nullopt;
+        }
+        has_meta = true;
+        return ForFields(
+            v, "metadata",
+            [&](std::string_view f, const msgpack::object& x) -> std::optional<Refusal> {
+              if (f == "dtype") return GetStr(x, "dtype", out.dtype);
+              if (f == "shape") return GetList(x, "shape", out.shape, kInt);
+              if (f == "stride") return GetList(x, "stride", out.stride, kInt);
+              if (f == "storage_offset") return GetInt(x, "storage_offset", out.storage_offset);
+              if (f == "device_uuid") return GetStr(x, "device_uuid", out.device_uuid);
+              return Refusal{"bad_argument",
+                             fmt::format("descriptor metadata field '{}' is unknown", f)};
+            });
+      });
   if (e) return e;
   if (out.type.empty()) return Missing("kv_cache[]", "type");
   if (version != 1) return Bad("kv_cache[].version", "1");
   if (!has_meta) return Missing("kv_cache[]", "metadata");
   if (out.type != "cpu_shm") return std::nullopt;  // refused by the front, which names the type
   if (!extra.empty()) {
-    return Refusal{"bad_argument", fmt::format("cpu_shm descriptor field '{}' is unknown",
-                                               extra.front())};
+    return Refusal{"bad_argument",
+                   fmt::format("cpu_shm descriptor field '{}' is unknown", extra.front())};
   }
   if (out.shm_name.empty()) return Missing("cpu_shm descriptor", "shm_name");
   if (out.shape.size() != out.stride.size() || out.shape.empty()) {
@@ -114,19 +116,21 @@ std::optional<Refusal> DecodeDescriptor(const msgpack::object& o, TensorDesc& ou
   return std::nullopt;
 }
 
-std::optional<Refusal> DecodeGroup(const msgpack::object& o, std::string_view,
-                                   GroupInfo& out) {
+std::optional<Refusal> DecodeGroup(const msgpack::object& o, std::string_view, GroupInfo& out) {
   bool has_tpb = false;
-  auto e = ForFields(o, "engine_group_infos[]", [&](std::string_view k, const msgpack::object& v)
-                                                    -> std::optional<Refusal> {
-    if (k == "engine_group_id") return GetU32(v, "engine_group_id", out.engine_group_id);
-    if (k == "layer_indices") return GetList(v, "layer_indices", out.layer_indices, GetU32);
-    if (k == "tokens_per_block") {
-      has_tpb = true;
-      return GetU32(v, "tokens_per_block", out.tokens_per_block);
-    }
-    return std::nullopt;  // sw_size_tokens, extra_object_group_tag, recurrent_state
-  });
+  auto e =
+      ForFields(o, "engine_group_infos[]",
+                [&](std::string_view k, const msgpack::object& v) -> std::optional<Refusal> {
+                  if (k == "engine_group_id")
+                    return GetU32(v, "engine_group_id", out.engine_group_id);
+                  if (k == "layer_indices")
+                    return GetList(v, "layer_indices", out.layer_indices, GetU32);
+                  if (k == "tokens_per_block") {
+                    has_tpb = true;
+                    return GetU32(v, "tokens_per_block", out.tokens_per_block);
+                  }
+                  return std::nullopt;  // sw_size_tokens, extra_object_group_tag, recurrent_state
+                });
   if (e) return e;
   if (!has_tpb) return Missing("engine_group_infos[]", "tokens_per_block");
   return std::nullopt;
@@ -146,8 +150,9 @@ Decoding<Part> Part::Parse(std::string_view bytes) {
       ok = false;
     }
     if (!ok) {
-      return Refusal{"bad_msgpack", "not one whole msgpack document (truncated, malformed, "
-                                    "trailing bytes, or containers claiming more than it holds)"};
+      return Refusal{"bad_msgpack",
+                     "not one whole msgpack document (truncated, malformed, "
+                     "trailing bytes, or containers claiming more than it holds)"};
     }
   }
   Part p;
@@ -216,30 +221,32 @@ std::optional<Refusal> GetFloat(const msgpack::object& o, std::string_view what,
 
 std::optional<Refusal> DecodeKey(const Part& p, Key& out) {
   constexpr std::string_view kRequired[] = {"model_name", "world_size", "worker_id", "token_ids",
-                                            "start", "end", "request_id"};
+                                            "start",      "end",        "request_id"};
   uint32_t seen = 0;  // bit i: kRequired[i]
-  auto e = ForFields(p.obj(), "key", [&](std::string_view k, const msgpack::object& v)
-                                         -> std::optional<Refusal> {
-    for (size_t i = 0; i < std::size(kRequired); ++i) {
-      if (k == kRequired[i]) seen |= 1u << i;
-    }
-    if (k == "model_name") return GetStr(v, "key.model_name", out.model_name);
-    if (k == "world_size") return GetU32(v, "key.world_size", out.world_size);
-    if (k == "worker_id") {
-      if (v.type == msgpack::type::NIL) return std::nullopt;
-      uint32_t id = 0;
-      if (auto bad = GetU32(v, "key.worker_id", id)) return bad;
-      out.worker_id = id;
-      return std::nullopt;
-    }
-    if (k == "token_ids") return GetList(v, "key.token_ids", out.token_ids, GetU32);
-    if (k == "start") return GetUint(v, "key.start", out.start);
-    if (k == "end") return GetUint(v, "key.end", out.end);
-    if (k == "request_id") return GetStr(v, "key.request_id", out.request_id);
-    if (k == "cache_salt") return GetStr(v, "key.cache_salt", out.cache_salt);
-    if (k == "num_kv_readers") return GetU32(v, "key.num_kv_readers", out.num_kv_readers);
-    return std::nullopt;  // request_configs: nothing kvtier acts on
-  });
+  auto e = ForFields(p.obj(), "key",
+                     [&](std::string_view k, const msgpack::object& v) -> std::optional<Refusal> {
+                       for (size_t i = 0; i < std::size(kRequired); ++i) {
+                         if (k == kRequired[i]) seen |= 1u << i;
+                       }
+                       if (k == "model_name") return GetStr(v, "key.model_name", out.model_name);
+                       if (k == "world_size") return GetU32(v, "key.world_size", out.world_size);
+                       if (k == "worker_id") {
+                         if (v.type == msgpack::type::NIL) return std::nullopt;
+                         uint32_t id = 0;
+                         if (auto bad = GetU32(v, "key.worker_id", id)) return bad;
+                         out.worker_id = id;
+                         return std::nullopt;
+                       }
+                       if (k == "token_ids")
+                         return GetList(v, "key.token_ids", out.token_ids, GetU32);
+                       if (k == "start") return GetUint(v, "key.start", out.start);
+                       if (k == "end") return GetUint(v, "key.end", out.end);
+                       if (k == "request_id") return GetStr(v, "key.request_id", out.request_id);
+                       if (k == "cache_salt") return GetStr(v, "key.cache_salt", out.cache_salt);
+                       if (k == "num_kv_readers")
+                         return GetU32(v, "key.num_kv_readers", out.num_kv_readers);
+                       return std::nullopt;  // request_configs: nothing kvtier acts on
+                     });
   if (e) return e;
   for (size_t i = 0; i < std::size(kRequired); ++i) {
     if (!(seen & (1u << i))) return Missing("key", kRequired[i]);
@@ -260,12 +267,13 @@ Decoding<Args> DecodeRegister(const std::vector<Part>& a) {
   if (auto e = GetStr(a[2], "model_name", out.model_name)) return *e;
   if (auto e = GetU32(a[3].obj(), "world_size", out.world_size)) return *e;
   if (auto e = GetStr(a[4], "engine_type", out.engine_type)) return *e;
-  if (auto e = ForFields(a[5].obj(), "layout_hints", [&](std::string_view k,
-                                                         const msgpack::object& v)
-                                                         -> std::optional<Refusal> {
-        if (k == "kv_layout" && v.type == msgpack::type::STR) out.kv_layout = AsView(v);
-        return std::nullopt;
-      })) {
+  if (auto e =
+          ForFields(a[5].obj(), "layout_hints",
+                    [&](std::string_view k, const msgpack::object& v) -> std::optional<Refusal> {
+                      if (k == "kv_layout" && v.type == msgpack::type::STR)
+                        out.kv_layout = AsView(v);
+                      return std::nullopt;
+                    })) {
     return *e;
   }
   if (auto e = GetList(a[6].obj(), "engine_group_infos", out.groups, DecodeGroup)) return *e;

@@ -6,13 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <msgpack.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <msgpack.hpp>
 
 #include "server/lmcache_codec.h"
 
@@ -22,7 +21,7 @@ namespace kvtier::lmcache {
 template <typename T>
 class Decoding {
  public:
-  Decoding(T value) : v_(std::move(value)) {}       // NOLINT: implicit by design
+  Decoding(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
   Decoding(Refusal refusal) : v_(std::move(refusal)) {}  // NOLINT
   bool ok() const { return v_.index() == 0; }
   T& operator*() { return std::get<0>(v_); }

@@ -41,20 +41,34 @@ constexpr OpSpec kOps[] = {
 // the refusal so the log says what the client wanted.
 const char* KnownUnservedName(int64_t id) {
   switch (id) {
-    case 3: return "register_q_cache";
-    case 4: return "unregister_q_cache";
-    case 5: return "store_q";
-    case 11: return "query_prefetch_lookup_hits (retired)";
-    case 14: return "register_kv_cache_engine_driven_context";
-    case 15: return "unregister_kv_cache_engine_driven_context";
-    case 16: return "prepare_store";
-    case 17: return "commit_store";
-    case 18: return "prepare_retrieve";
-    case 19: return "commit_retrieve";
-    case 29: return "p2p_lookup_and_lock";
-    case 30: return "p2p_query_lookup_results";
-    case 31: return "p2p_unlock_objects";
-    default: return (id >= 25 && id <= 28) || id == 33 ? "cb_* (CacheBlend)" : nullptr;
+    case 3:
+      return "register_q_cache";
+    case 4:
+      return "unregister_q_cache";
+    case 5:
+      return "store_q";
+    case 11:
+      return "query_prefetch_lookup_hits (retired)";
+    case 14:
+      return "register_kv_cache_engine_driven_context";
+    case 15:
+      return "unregister_kv_cache_engine_driven_context";
+    case 16:
+      return "prepare_store";
+    case 17:
+      return "commit_store";
+    case 18:
+      return "prepare_retrieve";
+    case 19:
+      return "commit_retrieve";
+    case 29:
+      return "p2p_lookup_and_lock";
+    case 30:
+      return "p2p_query_lookup_results";
+    case 31:
+      return "p2p_unlock_objects";
+    default:
+      return (id >= 25 && id <= 28) || id == 33 ? "cb_* (CacheBlend)" : nullptr;
   }
 }
 
@@ -64,14 +78,16 @@ Refusal Refuse(std::string reason, std::string detail) {
 
 Decoding<Args> DecodeArgs(Op op, const std::vector<Part>& a) {
   switch (op) {
-    case Op::kRegisterKvCache: return DecodeRegister(a);
+    case Op::kRegisterKvCache:
+      return DecodeRegister(a);
     case Op::kUnregisterKvCache: {
       InstanceArg out;
       if (auto e = GetUint(a[0], "instance_id", out.instance_id)) return *e;
       return Args(out);
     }
     case Op::kStore:
-    case Op::kRetrieve: return DecodeTransfer(a, op == Op::kRetrieve);
+    case Op::kRetrieve:
+      return DecodeTransfer(a, op == Op::kRetrieve);
     case Op::kLookup:
     case Op::kFreeLookupLocks: {
       KeyArg out;
@@ -103,7 +119,8 @@ Decoding<Args> DecodeArgs(Op op, const std::vector<Part>& a) {
       }
       return Args(out);
     }
-    case Op::kReportBlockAllocation: return DecodeBlockAllocation(a);
+    case Op::kReportBlockAllocation:
+      return DecodeBlockAllocation(a);
     case Op::kSubscribeKvEvents: {
       SubscribeKvEvents out;
       if (auto e = GetUint(a[0], "instance_id", out.instance_id)) return *e;
@@ -114,7 +131,8 @@ Decoding<Args> DecodeArgs(Op op, const std::vector<Part>& a) {
     }
     case Op::kGetChunkSize:
     case Op::kNoop:
-    case Op::kGetExperimental: return Args(NoArgs{});
+    case Op::kGetExperimental:
+      return Args(NoArgs{});
   }
   return Refuse("unknown_op", "no decoder");
 }
@@ -125,7 +143,8 @@ Decoding<const OpSpec*> FindOp(const Part& op) {
     const std::string_view name(op.obj().via.str.ptr, op.obj().via.str.size);
     if (name == "subscribe_kv_events") return &kOps[std::size(kOps) - 1];
     return Refuse("unknown_op", fmt::format("operation '{}' is not one of lmcache 0.5.6's that "
-                                            "kvtier serves", name));
+                                            "kvtier serves",
+                                            name));
   }
   int64_t id = 0;
   if (GetInt(op, "op", id)) return Refuse("bad_frame", "the op frame is neither an int nor a str");
@@ -133,8 +152,8 @@ Decoding<const OpSpec*> FindOp(const Part& op) {
     if (static_cast<int64_t>(s.op) == id && s.op != Op::kSubscribeKvEvents) return &s;
   }
   if (const char* name = KnownUnservedName(id)) {
-    return Refuse("unsupported_op", fmt::format("operation {} ({}) is not served by kvtier", id,
-                                                name));
+    return Refuse("unsupported_op",
+                  fmt::format("operation {} ({}) is not served by kvtier", id, name));
   }
   return Refuse("unknown_op", fmt::format("operation id {} is not in lmcache 0.5.6's table", id));
 }
@@ -172,8 +191,8 @@ const char* OpName(Op op) {
 
 Decoded Decode(const std::vector<std::string_view>& frames) {
   if (frames.size() < 2) {
-    return Refuse("bad_frame", fmt::format("{} frame(s); a request is [uid, op, args...]",
-                                           frames.size()));
+    return Refuse("bad_frame",
+                  fmt::format("{} frame(s); a request is [uid, op, args...]", frames.size()));
   }
   auto uid = Part::Parse(frames[0]);
   if (!uid.ok()) return uid.error();
@@ -211,8 +230,7 @@ Decoded Decode(const std::vector<std::string_view>& frames) {
     r.detail = fmt::format("{}: {}", s.name, r.detail);
     return r;
   }
-  return Request{std::string(frames[0]), std::string(frames[1]), s.op,
-                 std::move(decoded).value()};
+  return Request{std::string(frames[0]), std::string(frames[1]), s.op, std::move(decoded).value()};
 }
 
 std::vector<std::string> EncodeReply(const std::string& uid_frame, const std::string& op_frame,

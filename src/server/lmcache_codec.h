@@ -54,7 +54,7 @@ struct Key {
 // One registered tensor: the ext-1 descriptor of a device IPC wrapper. Only "cpu_shm" carries
 // the shared-memory fields; other wrapper types are decoded as far as their type name.
 struct TensorDesc {
-  std::string type;  // "cpu_shm", "cuda", "cuda_raw", ...
+  std::string type;   // "cpu_shm", "cuda", "cuda_raw", ...
   std::string dtype;  // torch's name without "torch.", e.g. "bfloat16"
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  // in elements

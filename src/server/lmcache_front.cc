@@ -15,10 +15,13 @@ namespace {
 lmcache::Reply FailureReply(lmcache::Op op) {
   switch (op) {
     case lmcache::Op::kStore:
-    case lmcache::Op::kRetrieve: return lmcache::TransferResult{"", false};
+    case lmcache::Op::kRetrieve:
+      return lmcache::TransferResult{"", false};
     case lmcache::Op::kQueryPrefetchStatus:
-    case lmcache::Op::kWaitPrefetchStatus: return int64_t{0};
-    default: return std::monostate{};
+    case lmcache::Op::kWaitPrefetchStatus:
+      return int64_t{0};
+    default:
+      return std::monostate{};
   }
 }
 
@@ -45,15 +48,13 @@ Status LmcacheFront::Bind(const std::string& endpoint) {
   try {
     router_.bind(endpoint);
   } catch (const zmq::error_t& e) {
-    return Status(Code::kIoError, fmt::format("cannot bind the LMCache front to {}: {}",
-                                              endpoint, e.what()));
+    return Status(Code::kIoError,
+                  fmt::format("cannot bind the LMCache front to {}: {}", endpoint, e.what()));
   }
   return Status::Ok();
 }
 
-std::string LmcacheFront::Endpoint() const {
-  return router_.get(zmq::sockopt::last_endpoint);
-}
+std::string LmcacheFront::Endpoint() const { return router_.get(zmq::sockopt::last_endpoint); }
 
 void LmcacheFront::Run(EventNotifier& stop) {
   zmq::pollitem_t items[] = {

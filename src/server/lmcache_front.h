@@ -11,14 +11,13 @@
 // Thread-safety: Bind before Run; Run on one thread until `stop` is notified.
 #pragma once
 
-#include <zmq.hpp>
-
 #include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+#include <zmq.hpp>
 
 #include "common/eventfd.h"
 #include "common/thread_pool.h"

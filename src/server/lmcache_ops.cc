@@ -68,28 +68,40 @@ Reply LmcacheOps::Run(const Request& req) {
                   {{"op", OpName(req.op)}})
       ->Inc();
   switch (req.op) {
-    case Op::kRegisterKvCache: return Register(std::get<RegisterKvCache>(req.args));
-    case Op::kUnregisterKvCache: return Unregister(std::get<InstanceArg>(req.args).instance_id);
-    case Op::kStore: return RunTransfer(std::get<Transfer>(req.args), true);
-    case Op::kRetrieve: return RunTransfer(std::get<Transfer>(req.args), false);
-    case Op::kLookup: return Lookup(std::get<KeyArg>(req.args));
+    case Op::kRegisterKvCache:
+      return Register(std::get<RegisterKvCache>(req.args));
+    case Op::kUnregisterKvCache:
+      return Unregister(std::get<InstanceArg>(req.args).instance_id);
+    case Op::kStore:
+      return RunTransfer(std::get<Transfer>(req.args), true);
+    case Op::kRetrieve:
+      return RunTransfer(std::get<Transfer>(req.args), false);
+    case Op::kLookup:
+      return Lookup(std::get<KeyArg>(req.args));
     // WAIT answers at once: None (its "timed out") while the job runs.
     case Op::kQueryPrefetchStatus:
     case Op::kWaitPrefetchStatus:
       return PrefetchStatus(std::get<RequestIdArg>(req.args).request_id);
-    case Op::kFreeLookupLocks: return FreeLookupLocks(std::get<KeyArg>(req.args));
-    case Op::kEndSession: return EndSession(std::get<RequestIdArg>(req.args).request_id);
-    case Op::kClear: return Clear();
-    case Op::kGetChunkSize: return static_cast<int64_t>(ctx_.config.chunk_size);
+    case Op::kFreeLookupLocks:
+      return FreeLookupLocks(std::get<KeyArg>(req.args));
+    case Op::kEndSession:
+      return EndSession(std::get<RequestIdArg>(req.args).request_id);
+    case Op::kClear:
+      return Clear();
+    case Op::kGetChunkSize:
+      return static_cast<int64_t>(ctx_.config.chunk_size);
     case Op::kPing:
       if (auto id = std::get<PingArg>(req.args).instance_id) Touch(*id);
       return true;
-    case Op::kNoop: return std::string("OK");
+    case Op::kNoop:
+      return std::string("OK");
     // No experimental features: vLLM then opens no KV event stream.
-    case Op::kGetExperimental: return std::vector<std::string>{};
+    case Op::kGetExperimental:
+      return std::vector<std::string>{};
     // Allocation reports feed LMCache's own features; a stream asked for anyway ends at once.
     case Op::kReportBlockAllocation:
-    case Op::kSubscribeKvEvents: return std::monostate{};
+    case Op::kSubscribeKvEvents:
+      return std::monostate{};
   }
   return std::monostate{};
 }
@@ -144,8 +156,8 @@ Reply LmcacheOps::Unregister(uint64_t instance_id) {
   return std::monostate{};
 }
 
-kvtier::Result<std::shared_ptr<const RegisteredWorker>> LmcacheOps::WorkerFor(
-    uint64_t instance_id, uint32_t rank) {
+kvtier::Result<std::shared_ptr<const RegisteredWorker>> LmcacheOps::WorkerFor(uint64_t instance_id,
+                                                                              uint32_t rank) {
   auto w = ctx_.workers.Get(instance_id);
   if (w.ok()) {
     if ((*w)->rank != rank) {
@@ -171,8 +183,7 @@ kvtier::Result<std::shared_ptr<const RegisteredWorker>> LmcacheOps::WorkerFor(
 Reply LmcacheOps::RunTransfer(const Transfer& t, bool store) {
   const Op op = store ? Op::kStore : Op::kRetrieve;
   const TransferResult failed{"", false};  // empty handle: no device work to wait for
-  const std::string what = fmt::format("instance {} request '{}'", t.instance_id,
-                                       t.key.request_id);
+  const std::string what = fmt::format("instance {} request '{}'", t.instance_id, t.key.request_id);
   Touch(t.instance_id);
   const uint32_t cs = ctx_.config.chunk_size;
   auto worker = WorkerFor(t.instance_id, *t.key.worker_id);
@@ -190,9 +201,9 @@ Reply LmcacheOps::RunTransfer(const Transfer& t, bool store) {
   const uint64_t count = (t.key.end - t.key.start) / cs;
   const std::vector<uint32_t>& ids = t.block_ids[0];
   if (ids.size() < count * per_chunk) {  // LMCache too copies nothing then
-    Failed(op, what, Status(Code::kInvalidArgument,
-                            fmt::format("{} block ids for {} chunks of {} blocks", ids.size(),
-                                        count, per_chunk)));
+    Failed(op, what,
+           Status(Code::kInvalidArgument, fmt::format("{} block ids for {} chunks of {} blocks",
+                                                      ids.size(), count, per_chunk)));
     return failed;
   }
   uint64_t usable = count;
@@ -269,8 +280,7 @@ Reply LmcacheOps::FreeLookupLocks(const KeyArg& arg) {
   auto prefix = s.ok() ? ctx_.resolver.Resolve(ToPrefixKey(arg.key), *session)
                        : kvtier::Result<ResolvedPrefix>(s);
   if (!prefix.ok()) {
-    Failed(Op::kFreeLookupLocks, fmt::format("request '{}'", arg.key.request_id),
-           prefix.status());
+    Failed(Op::kFreeLookupLocks, fmt::format("request '{}'", arg.key.request_id), prefix.status());
     return std::monostate{};
   }
   // The lookup pinned every rank's keys of its hits; release those of chunks [start, end).
@@ -279,9 +289,8 @@ Reply LmcacheOps::FreeLookupLocks(const KeyArg& arg) {
     std::lock_guard lock(session->mu);
     auto& pins = session->lookup_pins;
     for (uint32_t rank = 0; rank < arg.key.world_size; ++rank) {
-      for (const ObjectKey& k : KeyResolver::KeysForRank(*prefix, arg.key.model_name,
-                                                        arg.key.world_size, rank,
-                                                        arg.key.cache_salt)) {
+      for (const ObjectKey& k : KeyResolver::KeysForRank(
+               *prefix, arg.key.model_name, arg.key.world_size, rank, arg.key.cache_salt)) {
         auto it = std::find(pins.begin(), pins.end(), k);
         if (it == pins.end()) continue;
         freed.push_back(*it);
@@ -302,9 +311,8 @@ Reply LmcacheOps::EndSession(const std::string& request_id) {
   status_answered_.erase(request_id);
   // Sessions that expired without an END_SESSION leave their ids here; drop those now and then.
   if (status_answered_.size() > 4096) {
-    std::erase_if(status_answered_, [this](const std::string& id) {
-      return ctx_.sessions.Find(id) == nullptr;
-    });
+    std::erase_if(status_answered_,
+                  [this](const std::string& id) { return ctx_.sessions.Find(id) == nullptr; });
   }
   return std::monostate{};
 }
@@ -318,8 +326,8 @@ Reply LmcacheOps::Clear() {
 Status LmcacheOps::RunHandler(wire::RequestType type, const std::string& body) {
   const Handler* h = table_.Find(static_cast<uint32_t>(type));
   if (h == nullptr) {
-    return Status(Code::kInternal, fmt::format("no {} handler", wire::RequestTypeName(
-                                                                    static_cast<uint32_t>(type))));
+    return Status(Code::kInternal,
+                  fmt::format("no {} handler", wire::RequestTypeName(static_cast<uint32_t>(type))));
   }
   auto reader = wire::BodyReader::Parse(body.data(), body.size());
   if (!reader.ok()) return reader.status();
@@ -338,8 +346,7 @@ void LmcacheOps::Touch(uint64_t instance_id) {
 }
 
 std::vector<uint64_t> LmcacheOps::ReapSilent() {
-  const int64_t limit = ctx_.clock.NowNs() -
-                        std::chrono::nanoseconds(kWorkerReapTimeout).count();
+  const int64_t limit = ctx_.clock.NowNs() - std::chrono::nanoseconds(kWorkerReapTimeout).count();
   std::vector<uint64_t> reaped;
   {
     std::lock_guard lock(mu_);

@@ -57,14 +57,14 @@ class LmcacheOps {
   Status RunHandler(wire::RequestType type, const std::string& body);
   // The registered worker for this transfer, registering a deferred (multi-rank) one as `rank`.
   kvtier::Result<std::shared_ptr<const RegisteredWorker>> WorkerFor(uint64_t instance_id,
-                                                                     uint32_t rank);
+                                                                    uint32_t rank);
   void Touch(uint64_t instance_id);
   void Failed(Op op, const std::string& what, const Status& s);
 
   ServerContext& ctx_;
   const HandlerTable& table_;
   TransferCounters counters_;
-  std::mutex mu_;  // guards everything below
+  std::mutex mu_;                                 // guards everything below
   std::map<uint64_t, RegisterKvCache> deferred_;  // world_size > 1: registered at first transfer
   std::map<uint64_t, int64_t> last_seen_ns_;      // this front's workers, on ctx_.clock
   std::set<std::string> status_answered_;         // request ids whose hit count was answered

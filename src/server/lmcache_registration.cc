@@ -42,7 +42,8 @@ Status TensorRegions(const TensorDesc& t, size_t index, uint32_t tokens_per_bloc
     kv_dim = 1;
   } else if (rank != 3) {
     return Bad(index, fmt::format("a tensor of rank {} is none of [2, blocks, ...], "
-                                  "[blocks, 2, ...] or [blocks, tokens, dim]", rank));
+                                  "[blocks, 2, ...] or [blocks, tokens, dim]",
+                                  rank));
   }
   // The dimensions inside one block must fill it densely, in whatever order (NHD or HND).
   std::vector<size_t> inner;
@@ -77,8 +78,8 @@ Status TensorRegions(const TensorDesc& t, size_t index, uint32_t tokens_per_bloc
   const uint64_t block_stride = static_cast<uint64_t>(t.stride[block_dim]) * elem;
   for (int64_t kv = 0; kv < (kv_dim < 0 ? 1 : 2); ++kv) {
     const int64_t first = t.storage_offset + (kv_dim < 0 ? 0 : kv * t.stride[kv_dim]);
-    layout.regions.push_back({static_cast<uint32_t>(index), static_cast<uint64_t>(first) * elem,
-                              block_stride});
+    layout.regions.push_back(
+        {static_cast<uint32_t>(index), static_cast<uint64_t>(first) * elem, block_stride});
   }
   return Status::Ok();
 }
@@ -102,8 +103,8 @@ kvtier::Result<std::vector<MappedFile>> MapShmObjects(const std::vector<TensorDe
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string& name = tensors[i].shm_name;
     if (!name.starts_with(kShmPrefix) || name.find('/', 1) != std::string::npos) {
-      return Bad(i, fmt::format("shm object '{}' is not one of LMCache's ({}...)", name,
-                                kShmPrefix));
+      return Bad(i,
+                 fmt::format("shm object '{}' is not one of LMCache's ({}...)", name, kShmPrefix));
     }
     const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
     if (fd < 0) {

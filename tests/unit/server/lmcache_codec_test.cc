@@ -129,10 +129,10 @@ TEST(LmcacheCodecTest, DecodesTheClientsRegistration) {
 }
 
 TEST(LmcacheCodecTest, DecodesStoreAndRetrieve) {
-  const auto store = Args<Transfer>(
-      DecodeFrames(Frames({"03", "06", Key(true), "cd1092", "9196010203040506",
-                           "c40f737475625f6970635f68616e646c65"})),
-      Op::kStore);
+  const auto store =
+      Args<Transfer>(DecodeFrames(Frames({"03", "06", Key(true), "cd1092", "9196010203040506",
+                                          "c40f737475625f6970635f68616e646c65"})),
+                     Op::kStore);
   EXPECT_EQ(store.instance_id, 4242u);
   EXPECT_EQ(store.key.model_name, "kvtier-reference");
   EXPECT_EQ(store.key.worker_id, 0u);
@@ -146,37 +146,41 @@ TEST(LmcacheCodecTest, DecodesStoreAndRetrieve) {
   EXPECT_EQ(store.block_ids, (std::vector<std::vector<uint32_t>>{{1, 2, 3, 4, 5, 6}}));
   EXPECT_EQ(store.event_handle, "stub_ipc_handle");
 
-  const auto retrieve = Args<Transfer>(
-      DecodeFrames(Frames({"07", "07", Key(true), "cd1092", "9196121314151617",
-                           "c40f737475625f6970635f68616e646c65", "10"})),
-      Op::kRetrieve);
+  const auto retrieve =
+      Args<Transfer>(DecodeFrames(Frames({"07", "07", Key(true), "cd1092", "9196121314151617",
+                                          "c40f737475625f6970635f68616e646c65", "10"})),
+                     Op::kRetrieve);
   EXPECT_EQ(retrieve.block_ids, (std::vector<std::vector<uint32_t>>{{18, 19, 20, 21, 22, 23}}));
   EXPECT_EQ(retrieve.skip_first_n_tokens, 16u);
 }
 
 TEST(LmcacheCodecTest, DecodesTheSchedulersOperations) {
-  const auto lookup = Args<KeyArg>(DecodeFrames(Frames({"04", "08", Key(false), "01"})),
-                                   Op::kLookup);
+  const auto lookup =
+      Args<KeyArg>(DecodeFrames(Frames({"04", "08", Key(false), "01"})), Op::kLookup);
   EXPECT_FALSE(lookup.key.worker_id.has_value());
   EXPECT_EQ(lookup.tp_size, 1u);
   Args<KeyArg>(DecodeFrames(Frames({"06", "0c", Key(false), "01"})), Op::kFreeLookupLocks);
-  EXPECT_EQ(Args<RequestIdArg>(DecodeFrames(Frames({"05", "09", "a172"})),
-                               Op::kQueryPrefetchStatus).request_id, "r");
-  EXPECT_EQ(Args<RequestIdArg>(DecodeFrames(Frames({"08", "0d", "a172"})), Op::kEndSession)
-                .request_id, "r");
+  EXPECT_EQ(Args<RequestIdArg>(DecodeFrames(Frames({"05", "09", "a172"})), Op::kQueryPrefetchStatus)
+                .request_id,
+            "r");
+  EXPECT_EQ(
+      Args<RequestIdArg>(DecodeFrames(Frames({"08", "0d", "a172"})), Op::kEndSession).request_id,
+      "r");
   Args<NoArgs>(DecodeFrames(Frames({"00", "15"})), Op::kGetChunkSize);
-  EXPECT_FALSE(Args<PingArg>(DecodeFrames(Frames({"01", "16", "c0"})), Op::kPing)
-                   .instance_id.has_value());
+  EXPECT_FALSE(
+      Args<PingArg>(DecodeFrames(Frames({"01", "16", "c0"})), Op::kPing).instance_id.has_value());
   EXPECT_EQ(Args<PingArg>(DecodeFrames(Frames({"01", "16", "cd1092"})), Op::kPing).instance_id,
             4242u);
   EXPECT_FALSE(Args<ClearArg>(DecodeFrames(Frames({"09", "14", "c2"})), Op::kClear).force);
-  EXPECT_EQ(Args<InstanceArg>(DecodeFrames(Frames({"0a", "02", "cd1092"})),
-                              Op::kUnregisterKvCache).instance_id, 4242u);
+  EXPECT_EQ(Args<InstanceArg>(DecodeFrames(Frames({"0a", "02", "cd1092"})), Op::kUnregisterKvCache)
+                .instance_id,
+            4242u);
   // subscribe_kv_events travels as its name: [4242, "kvtier-reference", 0, 64].
-  const auto sub = Args<SubscribeKvEvents>(
-      DecodeFrames(Frames({"0b", "b3737562736372696265" "5f6b765f6576656e7473", "cd1092", kModel,
-                           "00", "40"})),
-      Op::kSubscribeKvEvents);
+  const auto sub = Args<SubscribeKvEvents>(DecodeFrames(Frames({"0b",
+                                                                "b3737562736372696265"
+                                                                "5f6b765f6576656e7473",
+                                                                "cd1092", kModel, "00", "40"})),
+                                           Op::kSubscribeKvEvents);
   EXPECT_EQ(sub.max_events, 64u);
 }
 
@@ -190,7 +194,7 @@ TEST(LmcacheCodecTest, StreamControlFramesAreNotRequests) {
 TEST(LmcacheCodecTest, RefusesWhatLmcache056WouldNotSend) {
   // The frames LMCache's own server drops in the reference test.
   EXPECT_EQ(Refused(DecodeFrames(Frames({"01", "b16e6f5f737563685f6f7065726174696f6e"}))).reason,
-            "unknown_op");                                                   // unknown name
+            "unknown_op");  // unknown name
   EXPECT_EQ(Refused(DecodeFrames(Frames({"02", "15", "00"}))).reason, "part_count");
   EXPECT_EQ(Refused(DecodeFrames(Frames({"03", "0b"}))).reason, "unsupported_op");  // retired
   EXPECT_EQ(Refused(DecodeFrames(Frames({"04", "16", "c1"}))).reason, "bad_msgpack");
@@ -202,8 +206,9 @@ TEST(LmcacheCodecTest, RefusesWhatLmcache056WouldNotSend) {
   EXPECT_EQ(Refused(DecodeFrames(Frames({"a178", "15"}))).reason, "bad_frame");
   EXPECT_EQ(Refused(DecodeFrames(Frames({"08", "1500"}))).reason, "bad_msgpack");
   // An array claiming 2^32-1 elements in five bytes.
-  EXPECT_EQ(Refused(DecodeFrames(Frames({"09", "06", "ddffffffff", "cd1092", "90", "c400"})))
-                .reason, "bad_msgpack");
+  EXPECT_EQ(
+      Refused(DecodeFrames(Frames({"09", "06", "ddffffffff", "cd1092", "90", "c400"}))).reason,
+      "bad_msgpack");
 }
 
 TEST(LmcacheCodecTest, RefusesBadArguments) {
@@ -211,8 +216,8 @@ TEST(LmcacheCodecTest, RefusesBadArguments) {
   EXPECT_EQ(Refused(DecodeFrames(Frames({"01", "09", "01"}))).reason, "bad_argument");
   EXPECT_EQ(Refused(DecodeFrames(Frames({"01", "14", "00"}))).reason, "bad_argument");
   // A transfer without a worker_id, a key without its tokens, num_kv_readers 0.
-  EXPECT_EQ(Refused(DecodeFrames(Frames({"03", "06", Key(false), "cd1092", "90", "c400"})))
-                .reason, "bad_argument");
+  EXPECT_EQ(Refused(DecodeFrames(Frames({"03", "06", Key(false), "cd1092", "90", "c400"}))).reason,
+            "bad_argument");
   EXPECT_EQ(Refused(DecodeFrames(Frames({"04", "08", "81a5737461727400", "01"}))).reason,
             "bad_argument");
   std::string zero_readers = Hex(Key(false));

@@ -9,9 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <msgpack.hpp>
-
 #include <cstring>
+#include <msgpack.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -59,8 +58,7 @@ struct ShmTensor {
   std::string name;
   uint8_t* data = nullptr;
   explicit ShmTensor(int layer)
-      : name("/lmcache_kv_kvtiertest_" + std::to_string(::getpid()) + "_" +
-             std::to_string(layer)) {
+      : name("/lmcache_kv_kvtiertest_" + std::to_string(::getpid()) + "_" + std::to_string(layer)) {
     const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     EXPECT_GE(fd, 0) << name;
     EXPECT_EQ(::ftruncate(fd, kLayerBytes), 0);
@@ -87,9 +85,9 @@ struct ShmTensor {
       pk.pack_map(5);
       pk.pack("dtype"), pk.pack("bfloat16");
       pk.pack("shape"), pk.pack(std::vector<int64_t>{2, kBlocks, kBlockTokens, kHeads, kDim});
-      pk.pack("stride"), pk.pack(std::vector<int64_t>{kBlocks * kBlockTokens * kHeads * kDim,
-                                                      kBlockTokens * kHeads * kDim, kHeads * kDim,
-                                                      kDim, 1});
+      pk.pack("stride"),
+          pk.pack(std::vector<int64_t>{kBlocks * kBlockTokens * kHeads * kDim,
+                                       kBlockTokens * kHeads * kDim, kHeads * kDim, kDim, 1});
       pk.pack("storage_offset"), pk.pack(0);
       pk.pack("device_uuid"), pk.pack("cpu");
     });
@@ -260,7 +258,7 @@ std::string Blocks(const std::vector<uint32_t>& ids) {
 
 TEST_F(LmcacheFrontTest, StoreLookupRetrieveThroughSharedMemory) {
   EXPECT_EQ(Call(21, {})->get().as<int64_t>(), kChunk);  // get_chunk_size
-  EXPECT_TRUE(Call(22, {Nil()})->get().as<bool>());     // ping from the scheduler
+  EXPECT_TRUE(Call(22, {Nil()})->get().as<bool>());      // ping from the scheduler
   EXPECT_TRUE(Call(32, {})->get().as<std::vector<std::string>>().empty());  // get_experimental
   std::vector<std::unique_ptr<ShmTensor>> layers;
   std::vector<std::string> descs;
@@ -277,8 +275,8 @@ TEST_F(LmcacheFrontTest, StoreLookupRetrieveThroughSharedMemory) {
   const auto tokens = Tokens(3 * kChunk + 5);
   const std::vector<uint32_t> src{1, 2, 3, 4, 5, 6};
   const std::string handle = Bin("stub_ipc_handle");
-  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 3 * kChunk, "store-req", 0), P(kInstance),
-                               Blocks(src), handle}));
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 3 * kChunk, "store-req", 0), P(kInstance), Blocks(src), handle}));
 
   EXPECT_FALSE(Call(8, {Key(tokens, 0, 3 * kChunk, "rid", std::nullopt), P(1)}));  // lookup
   std::optional<msgpack::object_handle> hits;
@@ -296,26 +294,28 @@ TEST_F(LmcacheFrontTest, StoreLookupRetrieveThroughSharedMemory) {
       for (uint32_t b : dst) std::memset(l->Block(kv, b), 0, kBlockBytes);
     }
   }
-  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 3 * kChunk, "rid", 0), P(kInstance), Blocks(dst),
-                               handle, P(0)}));
+  EXPECT_TRUE(CallTransfer(
+      7, {Key(tokens, 0, 3 * kChunk, "rid", 0), P(kInstance), Blocks(dst), handle, P(0)}));
   for (int l = 0; l < kLayers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       for (size_t i = 0; i < dst.size(); ++i) {
         EXPECT_EQ(std::memcmp(layers[l]->Block(kv, dst[i]),
                               before[l].data() + (layers[l]->Block(kv, src[i]) - layers[l]->data),
-                              kBlockBytes), 0)
+                              kBlockBytes),
+                  0)
             << "layer " << l << " kv " << kv << " block " << dst[i];
       }
       // Blocks outside the destination are untouched.
       EXPECT_EQ(std::memcmp(layers[l]->Block(kv, 0), before[l].data() + kv * kBlocks * kBlockBytes,
-                            18 * kBlockBytes), 0);
+                            18 * kBlockBytes),
+                0);
     }
   }
   EXPECT_FALSE(Call(13, {P("rid")}));  // end_session
   // A retrieve of a range nothing stored answers ok=false; the worker recomputes.
   const std::vector<uint32_t> unseen(kChunk, 5);
-  EXPECT_FALSE(CallTransfer(7, {Key(unseen, 0, kChunk, "other", 0), P(kInstance),
-                                Blocks({7, 8}), handle, P(0)}));
+  EXPECT_FALSE(CallTransfer(
+      7, {Key(unseen, 0, kChunk, "other", 0), P(kInstance), Blocks({7, 8}), handle, P(0)}));
   EXPECT_FALSE(Call(2, {P(kInstance)}));  // unregister_kv_cache
   EXPECT_EQ(ctx_->workers.Count(), 0u);
 }
@@ -328,8 +328,8 @@ TEST_F(LmcacheFrontTest, RetrieveLeavesTheFirstTokensAlone) {
   const auto tokens = Tokens(2 * kChunk);
   const std::string handle = Bin("stub_ipc_handle");
   // The second chunk only, [32, 64): its block list covers that range alone.
-  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s", 0), P(kInstance),
-                               Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "s", 0), P(kInstance), Blocks({1, 2, 3, 4}), handle}));
   const std::vector<uint8_t> before(layer.data, layer.data + kLayerBytes);
   for (int kv = 0; kv < 2; ++kv) std::memset(layer.Block(kv, 10), 0, 2 * kBlockBytes);
   // Retrieve chunk 1 into blocks 10, 11, skipping its first 16 tokens (block 10).
@@ -339,18 +339,19 @@ TEST_F(LmcacheFrontTest, RetrieveLeavesTheFirstTokensAlone) {
     const uint8_t* zero = layer.Block(kv, 10);
     EXPECT_TRUE(std::all_of(zero, zero + kBlockBytes, [](uint8_t b) { return b == 0; }));
     EXPECT_EQ(std::memcmp(layer.Block(kv, 11), before.data() + (layer.Block(kv, 4) - layer.data),
-                          kBlockBytes), 0);
+                          kBlockBytes),
+              0);
   }
 }
 
 TEST_F(LmcacheFrontTest, RefusedMessagesGetNoReplyAndTheNextRequestIsAnswered) {
   Send({P(90), P("no_such_operation")});
-  Send({P(91), P(21), P(0)});     // one part too many
-  Send({P(92), P(11)});           // retired query_prefetch_lookup_hits
-  Send({P(93), P(22), "\xc1"});   // not msgpack
-  Send({P(94)});                  // a uid alone: LMCache's own server stops answering after it
-  Send({P(95), "", "ack"});       // a stream's control message: no reply either
-  Send({P(96), P(24)});           // noop
+  Send({P(91), P(21), P(0)});    // one part too many
+  Send({P(92), P(11)});          // retired query_prefetch_lookup_hits
+  Send({P(93), P(22), "\xc1"});  // not msgpack
+  Send({P(94)});                 // a uid alone: LMCache's own server stops answering after it
+  Send({P(95), "", "ack"});      // a stream's control message: no reply either
+  Send({P(96), P(24)});          // noop
   EXPECT_EQ(Receive(), (Frames{P(96), P(24), P("OK")}));
   EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "unknown_op"}}), 1);
   EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "part_count"}}), 1);
@@ -365,8 +366,8 @@ TEST_F(LmcacheFrontTest, CudaWrappersAreAnsweredButRefused) {
   EXPECT_EQ(ctx_->workers.Count(), 0u);
   EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "unsupported_wrapper"}}),
             1);
-  EXPECT_FALSE(CallTransfer(6, {Key(Tokens(kChunk), 0, kChunk, "s", 0), P(kInstance),
-                                Blocks({1, 2}), Bin("")}));
+  EXPECT_FALSE(CallTransfer(
+      6, {Key(Tokens(kChunk), 0, kChunk, "s", 0), P(kInstance), Blocks({1, 2}), Bin("")}));
   EXPECT_EQ(Counter("kvtier_lmcache_failed_requests_total", {{"op", "store"}}), 1);
 }
 
@@ -392,21 +393,21 @@ TEST_F(LmcacheFrontTest, TensorParallelRanksRegisterAtTheirFirstTransfer) {
   EXPECT_EQ(ctx_->workers.Count(), 0u);
   const auto tokens = Tokens(2 * kChunk);
   const std::string handle = Bin("stub_ipc_handle");
-  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s0", 0, 2), P(100),
-                               Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "s0", 0, 2), P(100), Blocks({1, 2, 3, 4}), handle}));
   // Chunks only rank 0 holds are no hit for the model's world of 2.
   EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "half", std::nullopt, 2), P(2)}));
   std::optional<msgpack::object_handle> hits;
   for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("half")});
   ASSERT_TRUE(hits);
   EXPECT_EQ(hits->get().as<int64_t>(), 0);
-  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s1", 1, 2), P(101),
-                               Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "s1", 1, 2), P(101), Blocks({1, 2, 3, 4}), handle}));
   EXPECT_EQ(ctx_->workers.Count(), 2u);
   EXPECT_EQ((*ctx_->workers.Get(101))->rank, 1u);
   // A rank's instance keeps its rank.
-  EXPECT_FALSE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s1", 0, 2), P(101),
-                                Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_FALSE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "s1", 0, 2), P(101), Blocks({1, 2, 3, 4}), handle}));
   EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "all", std::nullopt, 2), P(2)}));
   hits.reset();
   for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("all")});
@@ -415,10 +416,10 @@ TEST_F(LmcacheFrontTest, TensorParallelRanksRegisterAtTheirFirstTransfer) {
   // Each rank gets its own bytes back.
   const std::vector<uint8_t> want0(rank0.Block(0, 1), rank0.Block(0, 1) + kBlockBytes);
   const std::vector<uint8_t> want1(rank1.Block(0, 1), rank1.Block(0, 1) + kBlockBytes);
-  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 2 * kChunk, "all", 0, 2), P(100),
-                               Blocks({9, 10, 11, 12}), handle, P(0)}));
-  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 2 * kChunk, "all", 1, 2), P(101),
-                               Blocks({9, 10, 11, 12}), handle, P(0)}));
+  EXPECT_TRUE(CallTransfer(
+      7, {Key(tokens, 0, 2 * kChunk, "all", 0, 2), P(100), Blocks({9, 10, 11, 12}), handle, P(0)}));
+  EXPECT_TRUE(CallTransfer(
+      7, {Key(tokens, 0, 2 * kChunk, "all", 1, 2), P(101), Blocks({9, 10, 11, 12}), handle, P(0)}));
   EXPECT_EQ(std::vector<uint8_t>(rank0.Block(0, 9), rank0.Block(0, 9) + kBlockBytes), want0);
   EXPECT_EQ(std::vector<uint8_t>(rank1.Block(0, 9), rank1.Block(0, 9) + kBlockBytes), want1);
 }
@@ -427,8 +428,8 @@ TEST_F(LmcacheFrontTest, FreeLookupLocksReleasesOnlyItsRange) {
   ShmTensor layer(0);
   EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor()})));
   const auto tokens = Tokens(2 * kChunk);
-  EXPECT_TRUE(CallTransfer(6, {Key(tokens, 0, 2 * kChunk, "s", 0), P(kInstance),
-                               Blocks({1, 2, 3, 4}), Bin("")}));
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "s", 0), P(kInstance), Blocks({1, 2, 3, 4}), Bin("")}));
   EXPECT_FALSE(Call(8, {Key(tokens, 0, 2 * kChunk, "rid", std::nullopt), P(1)}));
   std::optional<msgpack::object_handle> hits;
   for (int i = 0; i < 1000 && !hits; ++i) hits = Call(9, {P("rid")});

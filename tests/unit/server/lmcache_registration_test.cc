@@ -25,8 +25,8 @@ TensorDesc Tensor(std::vector<int64_t> shape, std::vector<int64_t> stride,
 
 TEST(LmcacheLayoutTest, KvFirstNhdIsTwoRegionsPerLayer) {
   const int64_t block = kTokens * kHeads * kDim;
-  const auto t = Tensor({2, kBlocks, kTokens, kHeads, kDim},
-                        {kBlocks * block, block, kHeads * kDim, kDim, 1});
+  const auto t =
+      Tensor({2, kBlocks, kTokens, kHeads, kDim}, {kBlocks * block, block, kHeads * kDim, kDim, 1});
   auto l = LayoutOf({t, t}, kTokens);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->num_blocks, kBlocks);
@@ -53,9 +53,9 @@ TEST(LmcacheLayoutTest, HndStridesAndStorageOffsetsAreFollowed) {
 
 TEST(LmcacheLayoutTest, BlocksFirstAndMlaLayouts) {
   const int64_t block = kTokens * kHeads * kDim;
-  auto l = LayoutOf({Tensor({kBlocks, 2, kTokens, kHeads, kDim},
-                            {2 * block, block, kHeads * kDim, kDim, 1})},
-                    kTokens);
+  auto l = LayoutOf(
+      {Tensor({kBlocks, 2, kTokens, kHeads, kDim}, {2 * block, block, kHeads * kDim, kDim, 1})},
+      kTokens);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   ASSERT_EQ(l->regions.size(), 2u);
   EXPECT_EQ(l->regions[0].block_stride, 2 * kBlockBytes);
@@ -73,13 +73,12 @@ TEST(LmcacheLayoutTest, RefusesWhatIsNotWholeBlocks) {
                                  {kBlocks * 2 * block, 2 * block, 2 * kHeads * kDim, 2 * kDim, 1})},
                          kTokens);
   EXPECT_THAT(padded.status().message(), HasSubstr("not contiguous"));
-  auto no_tokens = LayoutOf({Tensor({2, kBlocks, 8, kHeads, kDim},
-                                    {kBlocks * 8 * kHeads * kDim, 8 * kHeads * kDim, kHeads * kDim,
-                                     kDim, 1})},
-                            kTokens);
+  auto no_tokens =
+      LayoutOf({Tensor({2, kBlocks, 8, kHeads, kDim},
+                       {kBlocks * 8 * kHeads * kDim, 8 * kHeads * kDim, kHeads * kDim, kDim, 1})},
+               kTokens);
   EXPECT_THAT(no_tokens.status().message(), HasSubstr("16 tokens"));
-  auto dtype = LayoutOf({Tensor({kBlocks, kTokens, 8}, {kTokens * 8, 8, 1}, "complex64")},
-                        kTokens);
+  auto dtype = LayoutOf({Tensor({kBlocks, kTokens, 8}, {kTokens * 8, 8, 1}, "complex64")}, kTokens);
   EXPECT_THAT(dtype.status().message(), HasSubstr("complex64"));
   auto rank4 = LayoutOf({Tensor({kBlocks, kTokens, 2, 8}, {kTokens * 16, 16, 8, 1})}, kTokens);
   EXPECT_FALSE(rank4.ok());
