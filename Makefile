@@ -35,6 +35,7 @@ test-build: test-deps
 	$(MAKE) build
 
 test: test-build
+	scripts/check-format.sh
 	cd $(BUILD) && ctest --output-on-failure -j 2 --timeout 900
 ifneq ($(SANITIZERS),none)
 	BUILD=$(BUILD) JOBS=$(JOBS) scripts/sanitize.sh $(SANITIZERS)
