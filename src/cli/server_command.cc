@@ -103,8 +103,8 @@ RunFn AddServerCommand(CLI::App& app) {
       }
       cfg->auth_token = std::move(*token);
     }
-    if (cfg->eviction_target_watermark > cfg->eviction_trigger_watermark) {
-      std::cerr << "error: --eviction-target-watermark must be <= --eviction-trigger-watermark\n";
+    if (Status s = cfg->Validate(); !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
       return 2;
     }
     // Block the signals in every thread; one thread waits for them and stops the server.

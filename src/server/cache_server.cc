@@ -13,21 +13,8 @@ namespace kvtier {
 Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& config,
                                                        const ConnectorRegistry& connectors,
                                                        Clock& clock) {
-  auto algo = ParseHashAlgo(config.hash);
-  if (!algo) {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("--hash '{}' is not one of: xxh3, sha256", config.hash));
-  }
-  if (config.chunk_size == 0) return Status(Code::kInvalidArgument, "--chunk-size must be > 0");
-  if (config.l1_size_gb <= 0) return Status(Code::kInvalidArgument, "--l1-size-gb must be > 0");
-  if (config.pin_ttl_s <= 0 || config.session_ttl_s <= 0) {
-    return Status(Code::kInvalidArgument, "TTLs must be > 0");
-  }
-  if (config.lmcache_port != 0 && !config.auth_token.empty()) {
-    return Status(Code::kInvalidArgument,
-                  "--lmcache-port cannot be combined with --auth-token-file: LMCache's client "
-                  "does not authenticate");
-  }
+  KVT_RETURN_IF_ERROR(config.Validate());
+  const auto algo = ParseHashAlgo(config.hash);  // known: Validate checked it
   auto ctx = std::make_unique<ServerContext>(config, *algo, clock);
   L1Options l1;
   l1.capacity_bytes = static_cast<uint64_t>(config.l1_size_gb * (1ULL << 30));
@@ -41,14 +28,6 @@ Result<std::unique_ptr<CacheServer>> CacheServer::Create(const ServerConfig& con
   auto pool = L1Pool::Create(l1);
   if (!pool.ok()) return pool.status();
   ctx->l1 = std::move(pool).value();
-  if (config.l2_write_policy != "default" && config.l2_write_policy != "skip_l1") {
-    return Status(Code::kInvalidArgument,
-                  fmt::format("--l2-write-policy '{}' is not one of: default, skip_l1",
-                              config.l2_write_policy));
-  }
-  if (config.l2_prefetch_max_in_flight == 0) {
-    return Status(Code::kInvalidArgument, "--l2-prefetch-max-in-flight must be > 0");
-  }
   if (!config.l2_adapters.empty()) {
     // The whole L1 arena, for adapters that register memory with their backend once.
     const ConnectorEnv env{{SharedRegion{ctx->l1->ArenaBase(), ctx->l1->ArenaSize(),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/hashing.h"
+#include "common/status.h"
 #include "wire/protocol.h"
 
 namespace kvtier {
@@ -40,6 +41,10 @@ struct ServerConfig {
   // The shared secret of --auth-token-file: clients must prove it (CURVE on the ZMQ port, a bearer
   // token on HTTP). Empty: no authentication.
   std::string auth_token;
+
+  // INVALID_ARGUMENT naming the first flag a caller got wrong; `kvtier server` calls it before
+  // starting (exit 2), CacheServer::Create calls it too.
+  Status Validate() const;
 };
 
 }  // namespace kvtier
