@@ -56,9 +56,13 @@ def lose_chunks_at_next_load(engine, server):
         if not so.kv_connector_metadata.loads:
             return
         engine.before_execute = None
-        time.sleep(PIN_TTL_S + 0.3)
         c = server.client()
         try:
+            # The server's clock expires the LOOKUP's pins after PIN_TTL_S; STATS reads none away.
+            deadline = time.monotonic() + PIN_TTL_S + 30
+            while c.stats()["l1_pinned_objects"] > 0:
+                assert time.monotonic() < deadline, "the pins never expired"
+                time.sleep(0.02)  # polls the condition; its end, not this, ends the wait
             removed = c.evict(f"{model}@", tiers="all")
             assert (removed["removed_objects"] if isinstance(removed, dict) else removed) > 0
         finally:
