@@ -10,72 +10,21 @@ This module imports neither store package: the orchestrator stays free of both n
 
 import importlib.util
 import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
-from child_process import die_with_parent, free_port, stop_process  # noqa: E402
+from child_process import free_port, start_on_free_ports  # noqa: E402
 from child_process import tcp_open as port_open  # noqa: E402
 
 
-class Proc:
-    """One server process; stop() is safe to call more than once."""
-
-    def __init__(self, name, argv, port=None):
-        self.name, self.port = name, port
-        self.log = tempfile.NamedTemporaryFile(prefix=f"peer-{name}-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     preexec_fn=die_with_parent)
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    @property
-    def address(self):
-        """"127.0.0.1:<port>" of the port it serves on (the one start() picked)."""
-        return f"127.0.0.1:{self.port}"
-
-    def log_text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def wait_ready(self, ready, timeout_s=30.0):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n"
-                                   f"{self.log_text()[-4000:]}")
-            if ready():
-                return
-            time.sleep(0.05)
-        raise RuntimeError(f"{self.name} not ready after {timeout_s} s:\n{self.log_text()[-4000:]}")
-
-    def stop(self):
-        stop_process(self.proc)
-        self.log.close()
-        try:
-            os.unlink(self.log.name)
-        except OSError:
-            pass
-
-
-def start(name, argv_at, ready, attempts=3):
-    """A started Proc of argv_at(port) on a free port, ready(proc) true; a port picked here may be
-    taken before the process binds it, so a start that fails is retried on a fresh port."""
-    for attempt in range(attempts):
-        port = free_port()
-        p = Proc(name, argv_at(port), port)
-        try:
-            p.wait_ready(lambda: ready(p))
-            return p
-        except RuntimeError:
-            p.stop()
-            if attempt == attempts - 1:
-                raise
+def start(name, argv_at, ready, timeout_s=30.0):
+    """A started process (child_process.Child) of argv_at(port) on a free port, ready(proc) true;
+    a start that fails is retried on fresh ports. .port is its port, .address "127.0.0.1:<port>"."""
+    def ready_at(child, port):
+        child.port, child.address = port, f"127.0.0.1:{port}"
+        return ready(child)
+    return start_on_free_ports(name, argv_at, ready_at, timeout_s)
 
 
 def kvtier_binary():
@@ -135,6 +84,7 @@ class Cluster:
     def stop(self):
         for p in reversed(self.procs):
             p.stop()
+            p.remove_log()
         self.procs = []
 
     def __enter__(self):
