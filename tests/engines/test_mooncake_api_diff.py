@@ -60,6 +60,7 @@ def wheel_master():
     m = start_mooncake_master(LEASE_MS)
     yield m
     m.stop()
+    m.remove_log()
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,7 @@ def wheel_client(wheel_master):
     c = start_mooncake_client(wheel_master.address, "64MB")
     yield c
     c.stop()
+    c.remove_log()
 
 
 def new_dummy_pair(wheel_client, kvtier_cluster, local=16 << 20):
