@@ -20,11 +20,10 @@ import torch
 import zmq
 
 from kvtier._process import start_on_free_ports, tcp_open, wait_until
-from test_lmcache_mp_reference import (ARG_PARTS, BLOCK, CHUNK, CHUNKS, HEAD_DIM, HEADS, INSTANCE,
-                                       KEY_FIELDS, LAYERS, MODEL, NUM_BLOCKS, OP_IDS,
-                                       RPC_TIMEOUT_S, VOID_OPS, EngineGroupInfo, EngineType,
-                                       FrameTap, RequestClientFactory, _decode_raw, _key,
-                                       _same_bytes, _tensor_bytes, create_transfer_context)
+from test_lmcache_mp_reference import (ARG_PARTS, BLOCK, CHUNK, CHUNKS, KEY_FIELDS, OP_IDS,
+                                       RPC_TIMEOUT_S, VOID_OPS, FrameTap, RequestClientFactory,
+                                       _decode_raw, _key, _tensor_bytes, register_worker,
+                                       retrieve_checked)
 
 GET_EXPERIMENTAL, NOOP = 32, 24
 
@@ -63,26 +62,6 @@ def _metric(srv, name, **labels):
     return sum(float(v) for v in re.findall(rf"^{series} (\S+)$", text, re.MULTILINE))
 
 
-def _worker(client, seed):
-    """A CPU worker's paged KV cache on shm, registered through LMCache's transfer context, with
-    random bytes written after registration moved it onto the shm objects."""
-    kv = {f"model.layers.{i}.attn": torch.zeros(2, NUM_BLOCKS, BLOCK, HEADS, HEAD_DIM,
-                                                dtype=torch.bfloat16)
-          for i in range(LAYERS)}
-    transfer = create_transfer_context(kv, instance_id=INSTANCE, req_client=client,
-                                       mode="lmcache_driven")
-    transfer.register(kv, MODEL, 1, CHUNK // BLOCK, RPC_TIMEOUT_S,
-                      layout_hints={"kv_layout": "NHD"},
-                      engine_group_infos=[EngineGroupInfo(
-                          engine_group_id=0, layer_indices=tuple(range(LAYERS)),
-                          tokens_per_block=BLOCK)],
-                      engine_type=EngineType.VLLM)
-    gen = torch.Generator().manual_seed(seed)
-    for t in kv.values():
-        t.copy_(torch.randn(t.shape, generator=gen).to(torch.bfloat16))
-    return kv, transfer
-
-
 def _lookup_hits(client, tokens, rid):
     """LOOKUP, then QUERY_PREFETCH_STATUS until it answers (None while the job runs)."""
     assert client.lookup(_key(tokens, rid, None), 1).result(timeout=RPC_TIMEOUT_S) is None
@@ -98,22 +77,6 @@ def _lookup_hits(client, tokens, rid):
     return hits[0]
 
 
-def _retrieve_checked(transfer, kv, tokens, rid, src):
-    """RETRIEVE into the last blocks, zeroed first; afterwards they must hold the bytes of the
-    `src` blocks and every other byte must be unchanged."""
-    dst = list(range(NUM_BLOCKS - CHUNKS * CHUNK // BLOCK, NUM_BLOCKS))
-    want = {}
-    for name, t in kv.items():
-        want[name] = t.clone()
-        want[name][:, dst] = t[:, src]
-        t[:, dst] = 0
-    retrieve = transfer.submit_retrieve(rid, _key(tokens, rid, 0), kv, [dst],
-                                        transfer.create_recorded_event(), CHUNK // BLOCK)
-    assert retrieve.result(timeout=RPC_TIMEOUT_S) is True
-    for name, t in kv.items():
-        assert _same_bytes(t, want[name]), name
-
-
 def test_store_lookup_retrieve_through_kvtier_on_cpu_shm(kvtier_lmcache):
     ctx = zmq.Context()
     tap = FrameTap(ctx, kvtier_lmcache.url)
@@ -124,7 +87,7 @@ def test_store_lookup_retrieve_through_kvtier_on_cpu_shm(kvtier_lmcache):
         assert client.ping(None).result(timeout=RPC_TIMEOUT_S) is True
         assert client.get_experimental().result(timeout=RPC_TIMEOUT_S) == []
 
-        kv, transfer = _worker(client, 38)
+        kv, transfer = register_worker(client, 38)
         gen = torch.Generator().manual_seed(3838)
         tokens = torch.randint(1, 50000, (CHUNKS * CHUNK + 5,), generator=gen).tolist()
         src = list(range(1, 1 + CHUNKS * CHUNK // BLOCK))  # block 0 is vLLM's null block
@@ -138,7 +101,7 @@ def test_store_lookup_retrieve_through_kvtier_on_cpu_shm(kvtier_lmcache):
         assert _lookup_hits(client, tokens, rid) == CHUNKS
         assert client.query_prefetch_status(rid).result(timeout=RPC_TIMEOUT_S) == 0
         assert client.query_prefetch_status("never-seen").result(timeout=RPC_TIMEOUT_S) == 0
-        _retrieve_checked(transfer, kv, tokens, rid, src)
+        retrieve_checked(transfer, kv, tokens, rid, src)
 
         assert client.end_session(rid).result(timeout=RPC_TIMEOUT_S) is None
         # The worker's tensors still live in the shm objects kvtier mapped.
@@ -229,7 +192,7 @@ def test_l2_hits_survive_a_server_restart(tmp_path):
         client = RequestClientFactory.create(srv.url, context=ctx)
         transfer = None
         try:
-            kv, transfer = _worker(client, 2038 + life)
+            kv, transfer = register_worker(client, 2038 + life)
             if life == 0:
                 store = transfer.submit_store("w", _key(tokens, "w", 0), kv, [src],
                                               transfer.create_recorded_event(), CHUNK // BLOCK)
@@ -244,7 +207,7 @@ def test_l2_hits_survive_a_server_restart(tmp_path):
                 for name, t in kv.items():
                     t[:, src] = stored[name][:, src]
                 assert _lookup_hits(client, tokens, "after-restart") == CHUNKS
-                _retrieve_checked(transfer, kv, tokens, "after-restart", src)
+                retrieve_checked(transfer, kv, tokens, "after-restart", src)
         finally:
             if transfer is not None:
                 transfer.close()

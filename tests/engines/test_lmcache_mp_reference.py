@@ -172,6 +172,45 @@ def _same_bytes(a, b):
     return torch.equal(a.contiguous().view(torch.int16), b.contiguous().view(torch.int16))
 
 
+
+def register_worker(client, seed):
+    """A CPU worker's paged KV cache registered through LMCache's transfer context, as its vLLM
+    adapter does with lmcache_driven transfers; registration moves each tensor onto a POSIX shm
+    object the server maps, so the random bytes (from `seed`) are written after it.
+    Returns (kv, transfer)."""
+    kv = {f"model.layers.{i}.attn": torch.zeros(2, NUM_BLOCKS, BLOCK, HEADS, HEAD_DIM,
+                                                dtype=torch.bfloat16)
+          for i in range(LAYERS)}
+    transfer = create_transfer_context(kv, instance_id=INSTANCE, req_client=client,
+                                       mode="lmcache_driven")
+    transfer.register(kv, MODEL, 1, CHUNK // BLOCK, RPC_TIMEOUT_S,
+                      layout_hints={"kv_layout": "NHD"},
+                      engine_group_infos=[EngineGroupInfo(
+                          engine_group_id=0, layer_indices=tuple(range(LAYERS)),
+                          tokens_per_block=BLOCK)],
+                      engine_type=EngineType.VLLM)
+    gen = torch.Generator().manual_seed(seed)
+    for t in kv.values():
+        t.copy_(torch.randn(t.shape, generator=gen).to(torch.bfloat16))
+    return kv, transfer
+
+
+def retrieve_checked(transfer, kv, tokens, rid, src):
+    """RETRIEVE into the last blocks, zeroed first; afterwards they must hold the bytes of the
+    `src` blocks and every other byte must be unchanged."""
+    dst = list(range(NUM_BLOCKS - CHUNKS * CHUNK // BLOCK, NUM_BLOCKS))
+    want = {}
+    for name, t in kv.items():
+        want[name] = t.clone()
+        want[name][:, dst] = t[:, src]
+        t[:, dst] = 0
+    retrieve = transfer.submit_retrieve(rid, _key(tokens, rid, 0), kv, [dst],
+                                        transfer.create_recorded_event(), CHUNK // BLOCK)
+    assert retrieve.result(timeout=RPC_TIMEOUT_S) is True
+    for name, t in kv.items():
+        assert _same_bytes(t, want[name]), name
+
+
 def test_store_lookup_retrieve_through_lmcache_server_on_cpu_shm(lmcache_server):
     ctx = zmq.Context()
     tap = FrameTap(ctx, lmcache_server.url)
@@ -181,21 +220,8 @@ def test_store_lookup_retrieve_through_lmcache_server_on_cpu_shm(lmcache_server)
         assert client.get_chunk_size().result(timeout=RPC_TIMEOUT_S) == CHUNK
         assert client.ping(None).result(timeout=RPC_TIMEOUT_S) is True
 
-        kv = {f"model.layers.{i}.attn": torch.zeros(2, NUM_BLOCKS, BLOCK, HEADS, HEAD_DIM,
-                                                    dtype=torch.bfloat16)
-              for i in range(LAYERS)}
-        transfer = create_transfer_context(kv, instance_id=INSTANCE, req_client=client,
-                                           mode="lmcache_driven")
-        transfer.register(kv, MODEL, 1, CHUNK // BLOCK, RPC_TIMEOUT_S,
-                          layout_hints={"kv_layout": "NHD"},
-                          engine_group_infos=[EngineGroupInfo(
-                              engine_group_id=0, layer_indices=tuple(range(LAYERS)),
-                              tokens_per_block=BLOCK)],
-                          engine_type=EngineType.VLLM)
-        # Registration moved each tensor onto a POSIX shm object the server maps; write after.
-        gen = torch.Generator().manual_seed(38)
-        for t in kv.values():
-            t.copy_(torch.randn(t.shape, generator=gen).to(torch.bfloat16))
+        kv, transfer = register_worker(client, 38)
+        gen = torch.Generator().manual_seed(39)
         # The descriptor's shm name is all the server gets: that object holds the tensor's bytes.
         (register,) = [r for r in tap.requests if r[1] == msgspec.msgpack.encode(1)]
         for (_, data), t in zip(_decode_raw(register[3]), kv.values()):
@@ -246,17 +272,7 @@ def test_store_lookup_retrieve_through_lmcache_server_on_cpu_shm(lmcache_server)
         rid = wait_until(looked_up_once, 30, "a lookup that finds every stored chunk")
         assert client.query_prefetch_status(rid).result(timeout=RPC_TIMEOUT_S) == 0
 
-        dst = list(range(NUM_BLOCKS - CHUNKS * CHUNK // BLOCK, NUM_BLOCKS))
-        want = {}
-        for name, t in kv.items():
-            want[name] = t.clone()
-            want[name][:, dst] = t[:, src]
-            t[:, dst] = 0
-        retrieve = transfer.submit_retrieve(rid, _key(tokens, rid, 0), kv, [dst],
-                                            transfer.create_recorded_event(), CHUNK // BLOCK)
-        assert retrieve.result(timeout=RPC_TIMEOUT_S) is True
-        for name, t in kv.items():
-            assert _same_bytes(t, want[name]), name
+        retrieve_checked(transfer, kv, tokens, rid, src)
 
         assert client.end_session(rid).result(timeout=RPC_TIMEOUT_S) is None
         assert transfer.unregister().result(timeout=RPC_TIMEOUT_S) is None
