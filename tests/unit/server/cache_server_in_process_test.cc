@@ -17,6 +17,7 @@
 #include "server/cache_server.h"
 #include "server/housekeeping.h"
 #include "support/eventually.h"
+#include "unit/server/reply_decode.h"
 
 namespace kvtier {
 namespace {
@@ -120,14 +121,6 @@ class CacheServerInProcessTest : public ::testing::Test {
     req.Encode(w);
     return Call(type, w, reply);
   }
-  template <typename Reply>
-  static Reply Decode(const std::string& body) {
-    auto r = wire::BodyReader::Parse(body.data(), body.size());
-    EXPECT_TRUE(r.ok());
-    auto m = Reply::Decode(*r);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    return m.ok() ? *m : Reply{};
-  }
 
   // Hands a memfd over as the fd hand-off does (the server maps its own copy), owned by
   // `owner_pid` (0: not watched), and registers it with REGISTER_KV_BUFFERS.
@@ -163,13 +156,13 @@ class CacheServerInProcessTest : public ::testing::Test {
     std::string body;
     const Status s = Call(wire::RequestType::kStore, Transfer(blocks), &body);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return Decode<wire::StoreReply>(body).stored_chunks;
+    return testing::DecodeReply<wire::StoreReply>(body).stored_chunks;
   }
   uint64_t Retrieve(const std::vector<uint32_t>& blocks) {
     std::string body;
     const Status s = Call(wire::RequestType::kRetrieve, Transfer(blocks), &body);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return Decode<wire::RetrieveReply>(body).retrieved_chunks;
+    return testing::DecodeReply<wire::RetrieveReply>(body).retrieved_chunks;
   }
   // LOOKUP, then QUERY_PREFETCH_STATUS until its job has published (the L2 part runs on the
   // prefetch pool). nullopt: the lookup failed or never finished.
@@ -182,7 +175,7 @@ class CacheServerInProcessTest : public ::testing::Test {
       if (!Call(wire::RequestType::kQueryPrefetchStatus, SessionOf(kRequestId), &body).ok()) {
         return true;
       }
-      hits = Decode<wire::PrefetchStatusReply>(body).hit_chunks;
+      hits = testing::DecodeReply<wire::PrefetchStatusReply>(body).hit_chunks;
       return hits.has_value();
     });
     EXPECT_TRUE(published) << "the LOOKUP job did not publish within 10 s";

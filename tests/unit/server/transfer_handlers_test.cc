@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/memfd.h"
+#include "unit/server/reply_decode.h"
 
 namespace kvtier {
 namespace {
@@ -155,21 +156,13 @@ class TransferHandlersTest : public ::testing::Test {
     std::string body;
     const Status s = Call(HandleStore, req, &body);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return Decode<wire::StoreReply>(body);
+    return testing::DecodeReply<wire::StoreReply>(body);
   }
   wire::RetrieveReply Retrieve(const wire::TransferRequest& req) {
     std::string body;
     const Status s = Call(HandleRetrieve, req, &body);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return Decode<wire::RetrieveReply>(body);
-  }
-  template <typename Reply>
-  static Reply Decode(const std::string& body) {
-    auto r = wire::BodyReader::Parse(body.data(), body.size());
-    EXPECT_TRUE(r.ok());
-    auto m = Reply::Decode(*r);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    return m.ok() ? *m : Reply{};
+    return testing::DecodeReply<wire::RetrieveReply>(body);
   }
   double CounterValue(const std::string& name) {
     return ctx_->metrics.GetCounter(name, "")->Value();
