@@ -3,8 +3,9 @@
 # drives CMake; KVTIER_CMAKE_BUILD_DIR points it at the test build, so nothing compiles twice)
 # and the mooncake compatibility wheel, offline with Debian's pip, setuptools and wheel; installs
 # both into a fresh venv; then, from a folder outside the source tree and without PYTHONPATH or
-# KVTIER_BIN, runs `mooncake_master` and `kvtier node` from the venv's bin and a dummy client and
-# an embedded client through `mooncake.store`: only the installed artefacts are used.
+# KVTIER_BIN, runs `kvtier server` with `kvtier ctl` against it, and `mooncake_master` and
+# `kvtier node` from the venv's bin with a dummy client and an embedded client through
+# `mooncake.store`: only the installed artefacts are used.
 #   wheel_test.sh SOURCE_DIR CMAKE_BUILD_DIR
 # Every process it starts is stopped by PID; the temporary directory is removed on exit.
 set -euo pipefail
@@ -58,8 +59,20 @@ unset PYTHONPATH KVTIER_BIN
   fail "the kvtier.integrations package"
 "$venv/kvtier" --version | grep -q . || fail "the kvtier command"
 
-step "mooncake_master + kvtier node from the venv, clients through mooncake.store"
 free_port() { "$venv/python" -c 'from kvtier.server import free_port; print(free_port())'; }
+
+step "kvtier server from the venv, kvtier ctl against it"
+port=$(free_port) admin=$(free_port)
+"$venv/kvtier" server --port="$port" --http-port="$admin" --l1-size-gb=0.0625 > "$work/server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  "$venv/kvtier" ctl --server "127.0.0.1:$port" ping > "$work/ping.log" 2>&1 && break
+  sleep 0.2  # polls the server's readiness; the loop ends when it answers
+done
+"$venv/kvtier" ctl --server "127.0.0.1:$port" ping > "$work/ping.log" 2>&1 || fail "kvtier ctl ping"
+"$venv/kvtier" ctl --http "127.0.0.1:$admin" status > "$work/status.log" 2>&1 || fail "kvtier ctl status"
+
+step "mooncake_master + kvtier node from the venv, clients through mooncake.store"
 rpc=$(free_port) http=$(free_port) node=$(free_port)
 "$venv/mooncake_master" --rpc_port="$rpc" --rpc_address=127.0.0.1 --metrics_port="$http" \
   > "$work/master.log" 2>&1 &
