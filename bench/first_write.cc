@@ -1,6 +1,6 @@
 // How fast is the first copy into freshly allocated shared pages, against a second copy into
 // the same pages, with one thread, two, or two on one CPU? On the project's 2-vCPU VM the first
-// copy is sometimes 5-20x slower, at random (docs/BENCHMARKS.md, same-node put): a machine fact
+// copy is sometimes 5-20x slower, at random (docs/perf-notes/issue-19.md, same-node put): a machine fact
 // that a store benchmark writing into new memory inherits.
 //
 //   g++ -O2 -std=c++20 bench/first_write.cc -o /tmp/first_write -lpthread

@@ -113,7 +113,7 @@ class Worker:
 
     def warm_segment(self):
         """Writes most of the server's segment once, then frees it: a store's first write into a
-        segment page is slow on a VM (docs/BENCHMARKS.md), and this bench times buffers."""
+        segment page is slow on a VM (docs/perf-notes/issue-19.md), and this bench times buffers."""
         s = self.spec
         size = min(4 * MIB, s["batch_bytes"])
         n = s["batch_bytes"] // size

@@ -3,8 +3,9 @@
 
 Usage: bench/summarize.py run1.json run2.json ...
 
-Prints, for the numbers docs/BENCHMARKS.md quotes, the median and the min-max range over the
-runs, so a single noisy run on the shared machine is not mistaken for the result.
+Prints, for the numbers docs/BENCHMARKS.md and docs/perf-notes/cache-server.md quote, the median
+and the min-max range over the runs, so a single noisy run on the shared machine is not mistaken
+for the result.
 """
 import json
 import statistics

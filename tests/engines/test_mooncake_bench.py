@@ -3,7 +3,7 @@ mooncake_client, real and dummy clients) measured side by side, with small sizes
 seconds. No timing thresholds (this machine is shared); what must hold is that every row of both
 stores was measured, every byte read back was right (the workers check and fail otherwise), a
 first get into a newly registered kvtier buffer took no page faults per page, and the report has
-the table docs/BENCHMARKS.md records."""
+the table docs/perf-notes/peers.md records."""
 
 import json
 import math
