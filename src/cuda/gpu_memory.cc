@@ -233,6 +233,23 @@ Status IpcMemory::CopyAndWait(std::vector<Copy> copies, bool after_event) const 
   return queued;
 }
 
+Status IpcMemory::WaitForEvent(const std::string& event_handle) const {
+  if (event_handle.size() != kIpcHandleBytes) {
+    return Status(Code::kInvalidArgument, fmt::format("an IPC event handle is {} bytes, not {}",
+                                                      kIpcHandleBytes, event_handle.size()));
+  }
+  KVT_CUDA_RETURN("cudaSetDevice", cudaSetDevice(impl_->device));
+  cudaIpcEventHandle_t h;
+  std::memcpy(&h, event_handle.data(), sizeof(h));
+  cudaEvent_t event = nullptr;
+  KVT_CUDA_RETURN("cudaIpcOpenEventHandle", cudaIpcOpenEventHandle(&event, h));
+  const cudaError_t waited = cudaStreamWaitEvent(impl_->stream, event, 0);
+  // The wait is fixed when queued: the opened event may go at once (CUDA's cudaStreamWaitEvent).
+  cudaEventDestroy(event);
+  if (waited != cudaSuccess) return Failed("cudaStreamWaitEvent", waited);
+  return Status::Ok();
+}
+
 Status UnpinHostMemory(void* data) {
   KVT_CUDA_RETURN("cudaHostUnregister", cudaHostUnregister(data));
   return Status::Ok();

@@ -62,6 +62,11 @@ class IpcMemory {
   // one, and returns when they have completed: the destination is then whole.
   Status CopyAndWait(std::vector<Copy> copies, bool after_event) const;
 
+  // Makes the copies queued after this call start once the interprocess event `event_handle`
+  // (kIpcHandleBytes of cudaIpcEventHandle_t, recorded by any process) has completed: for
+  // protocols whose requests each carry an event of their own (LMCache's STORE and RETRIEVE).
+  Status WaitForEvent(const std::string& event_handle) const;
+
  private:
   struct Impl;
   explicit IpcMemory(std::unique_ptr<Impl> impl);

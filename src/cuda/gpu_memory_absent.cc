@@ -26,6 +26,7 @@ Result<std::unique_ptr<IpcMemory>> IpcMemory::Open(const std::vector<Export>&, c
 }
 
 Status IpcMemory::CopyAndWait(std::vector<Copy>, bool) const { return NotBuilt(); }
+Status IpcMemory::WaitForEvent(const std::string&) const { return NotBuilt(); }
 
 Status PinHostMemory(void*, uint64_t) { return NotBuilt(); }
 Status UnpinHostMemory(void*) { return NotBuilt(); }

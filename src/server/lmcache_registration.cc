@@ -9,6 +9,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "cuda/gpu_memory.h"
+#include "server/lmcache_cuda_region.h"
+#include "server/lmcache_cuda_wrapper.h"
+
 namespace kvtier::lmcache {
 namespace {
 
@@ -136,6 +140,29 @@ Status RegisterShmWorker(ServerContext& ctx, const RegisterKvCache& reg, uint32_
   req.layout = std::move(layout).value();
   req.fd_token = ctx.workers.AddPending(std::move(buffers).value());
   return ctx.workers.Register(req, ctx.config.chunk_size);
+}
+
+bool ServedWrapper(std::string_view type) {
+  return type == "cpu_shm" || (IsCudaWrapper(type) && cuda::Built());
+}
+
+Status RegisterWorker(ServerContext& ctx, const RegisterKvCache& reg,
+                      const std::vector<std::string_view>& wires, uint32_t rank) {
+  if (reg.kv_cache.empty()) return Status(Code::kInvalidArgument, "kv_cache holds no tensor");
+  const std::string& type = reg.kv_cache[0].type;
+  for (const TensorDesc& t : reg.kv_cache) {
+    if (t.type != type) {
+      return Status(Code::kInvalidArgument,
+                    fmt::format("kv_cache mixes '{}' and '{}' wrappers", type, t.type));
+    }
+  }
+  if (!ServedWrapper(type)) {
+    return Status(Code::kUnavailable,
+                  fmt::format("'{}' wrappers are not served by this kvtier (cpu_shm{})", type,
+                              cuda::Built() ? ", cuda, cuda_raw" : "; built without CUDA"));
+  }
+  if (IsCudaWrapper(type)) return RegisterCudaWorker(ctx, reg, wires, rank);
+  return RegisterShmWorker(ctx, reg, rank);
 }
 
 }  // namespace kvtier::lmcache
