@@ -32,6 +32,31 @@ Status CheckRange(const Key& k, uint32_t chunk_size) {
   return Status::Ok();
 }
 
+// vLLM 0.34 hands over each layer as a 4-D view [blocks, H, N, C] (C: K and V side by side, in
+// any dense order inside a block); the registration (lmcache_registration.h) knows a dense block
+// as [blocks, tokens, dim]. A block is the same run of bytes either way, so such a view is
+// described that way; any other tensor is left for the registration to accept or refuse.
+void FoldBlockMajorViews(RegisterKvCache& reg) {
+  if (reg.groups.size() != 1 || reg.groups[0].tokens_per_block == 0) return;
+  const int64_t tokens = reg.groups[0].tokens_per_block;
+  for (TensorDesc& t : reg.kv_cache) {
+    if (t.shape.size() != 4 || t.stride.size() != 4) continue;
+    std::vector<size_t> inner{1, 2, 3};
+    std::sort(inner.begin(), inner.end(),
+              [&t](size_t a, size_t b) { return t.stride[a] < t.stride[b]; });
+    int64_t dense = 1;
+    bool has_tokens = false;
+    for (size_t d : inner) {
+      if (t.shape[d] <= 0 || t.stride[d] != dense) dense = 0;
+      dense *= t.shape[d];
+      has_tokens |= t.shape[d] == tokens;
+    }
+    if (dense == 0 || !has_tokens || t.shape[0] <= 0 || t.stride[0] < dense) continue;
+    t.shape = {t.shape[0], tokens, dense / tokens};
+    t.stride = {t.stride[0], dense / tokens, 1};
+  }
+}
+
 template <typename M>
 std::string Encoded(const M& message) {
   wire::BodyWriter w;
@@ -106,7 +131,8 @@ Reply LmcacheOps::Run(const Request& req) {
   return std::monostate{};
 }
 
-Reply LmcacheOps::Register(const RegisterKvCache& reg) {
+Reply LmcacheOps::Register(RegisterKvCache reg) {
+  FoldBlockMajorViews(reg);
   for (const TensorDesc& t : reg.kv_cache) {
     if (t.type == "cpu_shm") continue;
     // Answered (void), so the worker does not wait for its timeout; its transfers get ok=false.
@@ -359,6 +385,10 @@ std::vector<uint64_t> LmcacheOps::ReapSilent() {
   }
   for (uint64_t id : reaped) {
     (void)ctx_.workers.Unregister(id);
+    ctx_.metrics
+        .GetCounter("kvtier_lmcache_reaped_workers_total",
+                    "LMCache workers unregistered because they stopped pinging")
+        ->Inc();
     KVT_LOG_WARN("LMCache worker instance={} sent nothing for {} s: unregistered, its shm unmapped",
                  id, kWorkerReapTimeout.count());
   }

@@ -45,7 +45,7 @@ class LmcacheOps {
   std::vector<uint64_t> ReapSilent();
 
  private:
-  Reply Register(const RegisterKvCache& reg);
+  Reply Register(RegisterKvCache reg);
   Reply Unregister(uint64_t instance_id);
   Reply RunTransfer(const Transfer& t, bool store);
   Reply Lookup(const KeyArg& arg);

@@ -75,7 +75,14 @@ struct ShmTensor {
     return data + kv * kBlocks * kBlockBytes + block * kBlockBytes;
   }
   // The ext-1 descriptor lmcache 0.5.6 sends for it (CpuShmTensorWrapper).
-  std::string Descriptor(const std::string& type = "cpu_shm") const {
+  // `shape` and `stride` replace the [2, blocks, tokens, heads, dim] view of the same bytes.
+  std::string Descriptor(const std::string& type = "cpu_shm", std::vector<int64_t> shape = {},
+                         std::vector<int64_t> stride = {}) const {
+    if (shape.empty()) {
+      shape = {2, kBlocks, kBlockTokens, kHeads, kDim};
+      stride = {kBlocks * kBlockTokens * kHeads * kDim, kBlockTokens * kHeads * kDim, kHeads * kDim,
+                kDim, 1};
+    }
     const std::string map = Pack([&](auto& pk) {
       pk.pack_map(5);
       pk.pack("type"), pk.pack(type);
@@ -85,10 +92,8 @@ struct ShmTensor {
       pk.pack("metadata");
       pk.pack_map(5);
       pk.pack("dtype"), pk.pack("bfloat16");
-      pk.pack("shape"), pk.pack(std::vector<int64_t>{2, kBlocks, kBlockTokens, kHeads, kDim});
-      pk.pack("stride"),
-          pk.pack(std::vector<int64_t>{kBlocks * kBlockTokens * kHeads * kDim,
-                                       kBlockTokens * kHeads * kDim, kHeads * kDim, kDim, 1});
+      pk.pack("shape"), pk.pack(shape);
+      pk.pack("stride"), pk.pack(stride);
       pk.pack("storage_offset"), pk.pack(0);
       pk.pack("device_uuid"), pk.pack("cpu");
     });
@@ -449,6 +454,39 @@ TEST_F(LmcacheFrontTest, FreeLookupLocksReleasesOnlyItsRange) {
   EXPECT_EQ(pins(), 0u);
 }
 
+TEST_F(LmcacheFrontTest, VllmFourDimensionalLayerViewsAreServed) {
+  // vLLM 0.34's CPU layer view [blocks, heads, tokens, K|V]: each block one dense run of
+  // 2 * kBlockBytes, whatever the order of its dimensions (HND here, NHD in the second layer).
+  const int64_t block_elems = 2 * kBlockTokens * kHeads * kDim;
+  ShmTensor hnd(0), nhd(1);
+  for (uint64_t i = 0; i < kLayerBytes; ++i) {
+    hnd.data[i] = static_cast<uint8_t>(i * 29 + 5);
+    nhd.data[i] = static_cast<uint8_t>(i * 17 + 2);
+  }
+  const std::vector<std::string> descs{
+      hnd.Descriptor("cpu_shm", {kBlocks, kHeads, kBlockTokens, 2 * kDim},
+                     {block_elems, kBlockTokens * 2 * kDim, 2 * kDim, 1}),
+      nhd.Descriptor("cpu_shm", {kBlocks, kHeads, kBlockTokens, 2 * kDim},
+                     {block_elems, 2 * kDim, kHeads * 2 * kDim, 1})};
+  EXPECT_FALSE(Call(1, RegisterArgs(descs)));
+  ASSERT_EQ(ctx_->workers.Count(), 1u);
+  const auto tokens = Tokens(2 * kChunk);
+  const std::string handle = Bin("stub_ipc_handle");
+  EXPECT_TRUE(CallTransfer(
+      6, {Key(tokens, 0, 2 * kChunk, "w", 0), P(kInstance), Blocks({1, 2, 3, 4}), handle}));
+  EXPECT_TRUE(CallTransfer(7, {Key(tokens, 0, 2 * kChunk, "r", 0), P(kInstance),
+                               Blocks({20, 21, 22, 23}), handle, P(0)}));
+  const uint64_t block_bytes = 2 * kBlockBytes;
+  for (ShmTensor* t : {&hnd, &nhd}) {
+    for (uint32_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(std::memcmp(t->data + (20 + i) * block_bytes, t->data + (1 + i) * block_bytes,
+                            block_bytes),
+                0)
+          << t->name << " block " << 20 + i;
+    }
+  }
+}
+
 TEST_F(LmcacheFrontTest, WorkersThatStopPingingAreUnregistered) {
   ShmTensor layer(0);
   EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor()})));
@@ -463,6 +501,7 @@ TEST_F(LmcacheFrontTest, WorkersThatStopPingingAreUnregistered) {
   EXPECT_TRUE(Call(22, {Nil()})->get().as<bool>());
   EXPECT_TRUE(testing::Eventually([this] { return ctx_->workers.Count() == 0; }))
       << "the silent worker was not reaped";
+  EXPECT_EQ(Counter("kvtier_lmcache_reaped_workers_total", {}), 1);
 }
 
 }  // namespace
