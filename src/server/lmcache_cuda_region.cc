@@ -63,6 +63,7 @@ Status RegisterCudaWorker(ServerContext& ctx, const RegisterKvCache& reg,
     req.gpu_buffers.push_back({b->memory.handle, b->memory.offset, b->memory.size});
     if (!b->ready_event.empty()) ready_events.insert(b->ready_event);
   }
+  KVT_RETURN_IF_ERROR(cuda::Available());  // says why not: built without CUDA, or no GPU
   req.instance_id = reg.instance_id;
   req.model = reg.model_name;
   req.world_size = reg.world_size;
