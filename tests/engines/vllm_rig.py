@@ -39,6 +39,7 @@ if not HAS_GPU:
 
 from vllm.config import (  # noqa: E402
     CacheConfig,
+    KVEventsConfig,
     KVTransferConfig,
     ModelConfig,
     SchedulerConfig,
@@ -144,6 +145,19 @@ class _WorkerReq:
         self.prompt_len = prompt_len
 
 
+class _KeepingPublisher:
+    """vLLM's EventPublisher interface, keeping each batch (the ZMQ one sends them)."""
+
+    def __init__(self, batches: list):
+        self.batches = batches
+
+    def publish(self, events) -> None:
+        self.batches.append(events)
+
+    def shutdown(self) -> None:
+        pass
+
+
 class Engine:
     """vLLM's scheduler and one worker, stepping like vLLM's EngineCore (``step()``: schedule,
     execute, update_from_output; with async scheduling ``step_async()`` keeps one step in flight
@@ -152,9 +166,10 @@ class Engine:
     def __init__(self, model_dir, kv_transfer_config: dict, *, num_blocks=64, block_size=16,
                  layout="LBHNC", max_batched_tokens=64, max_num_seqs=8, async_scheduling=False,
                  prefix_caching=True, reserve_full_isl=True, sliding_window=None,
-                 hybrid_manager=None):
+                 hybrid_manager=None, kv_events=False):
         """sliding_window: {layer: window in tokens} for sliding-window layers; hybrid_manager:
-        vLLM's hybrid KV cache manager forced on or off (None: vLLM decides)."""
+        vLLM's hybrid KV cache manager forced on or off (None: vLLM decides); kv_events: vLLM's
+        enable_kv_cache_events on, its publisher's batches kept in ``published``."""
         self.block_size = block_size
         self.vllm_config = VllmConfig(
             model_config=ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16",
@@ -168,7 +183,9 @@ class Engine:
                 scheduler_reserve_full_isl=reserve_full_isl,
                 disable_hybrid_kv_cache_manager=(None if hybrid_manager is None
                                                  else not hybrid_manager)),
-            kv_transfer_config=KVTransferConfig(**kv_transfer_config))
+            kv_transfer_config=KVTransferConfig(**kv_transfer_config),
+            kv_events_config=(KVEventsConfig(enable_kv_cache_events=True, publisher="null")
+                              if kv_events else None))
         self.vllm_config.cache_config.kv_cache_layout = layout  # the engine core resolves it
         # vLLM's CPU platform turns async scheduling off; on GPUs it is on by default. The async
         # tests run it as a GPU engine would (max_concurrent_batches 2, AsyncScheduler).
@@ -221,6 +238,9 @@ class Engine:
         self.width = KV_HEADS * self._u8[0].shape[3]  # bytes per token and layer
 
         self.connector = self.scheduler.connector  # the SCHEDULER connector
+        self.published: list = []  # KVEventBatch objects the scheduler published (kv_events)
+        if kv_events:
+            self.scheduler.kv_event_publisher = _KeepingPublisher(self.published)
         self.state: dict[str, _WorkerReq] = {}
         self.reported: dict[str, set[int]] = {}  # rid -> blocks reported as failed loads
         self.errors: list[str] = []

@@ -163,6 +163,8 @@ class StorePlan:
     first_chunk: int
     end_chunk: int
     block_ids: list[int]
+    # vLLM's BlockStored event of each chunk, when vLLM publishes KV events (_vllm_events.py).
+    events: list = field(default_factory=list)
 
 
 @dataclass

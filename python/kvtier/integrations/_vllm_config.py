@@ -15,6 +15,8 @@ from typing import Any
 
 from kvtier._kvtier import DEFAULT_PORT
 
+from ._vllm_events import events_enabled
+
 log = logging.getLogger("kvtier.integrations.vllm")
 
 PREFIX = "kvtier."
@@ -65,6 +67,7 @@ class Settings:
     # (its failed loads) before the next schedule (_vllm_scheduler.py).
     save_delay: int = 1
     load_failure_policy: str = "recompute"  # kv_transfer_config.kv_load_failure_policy
+    kv_events: bool = False  # vLLM's enable_kv_cache_events: publish BlockStored (_vllm_events)
 
     @property
     def key_world_size(self) -> int:
@@ -232,7 +235,7 @@ def parse(vllm_config) -> Settings:
         use_mla=use_mla, tp_size=tp, pp_size=pp, load_enabled=role in ("kv_consumer", "kv_both"),
         save_enabled=role in ("kv_producer", "kv_both"),
         engine_id=str(getattr(ktc, "engine_id", None) or ""), save_delay=save_delay,
-        load_failure_policy=policy)
+        load_failure_policy=policy, kv_events=events_enabled(vllm_config))
 
 
 def _concurrent_batches(vllm_config, parallel) -> int:

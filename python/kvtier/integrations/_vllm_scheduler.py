@@ -41,6 +41,7 @@ from kvtier._kvtier import KvtierError, chunk_hashes
 
 from ._vllm_base import KvtierConnectorMetadata, RetrievePlan, StorePlan
 from ._vllm_config import Settings, check_chunk_size
+from ._vllm_events import SchedulerEvents, chunk_events
 from ._vllm_link import ServerLink
 
 log = logging.getLogger("kvtier.integrations.vllm")
@@ -57,6 +58,7 @@ class _ReqInfo:
     hashes_for: tuple | None = None  # (chunk_size, algo) they were made with
     cached_chunks: int = 0  # leading chunks the last lookup found in kvtier
     has_session: bool = False  # a LOOKUP created a server-side session
+    request: object = None  # vLLM's Request, kept for its KV events (settings.kv_events)
 
 
 @dataclass
@@ -173,6 +175,7 @@ class SchedulerSide:
         self._parked: set[str] = set()  # async loads sent, not yet in finished_recving
         self.stats = SchedulerStats()
         self._disabled = False
+        self.events = SchedulerEvents() if settings.kv_events else None
         if settings.load_failure_policy == "fail" and settings.load_enabled:
             log.warning("kvtier connector: vLLM's kv_load_failure_policy is 'fail': a chunk the "
                         "kvtier server cannot deliver after a hit (evicted, a restarted server, "
@@ -228,7 +231,8 @@ class SchedulerSide:
                 tokens, eligible = np.zeros(0, dtype=np.uint32), False
             else:
                 tokens = np.asarray(prompt, dtype=np.uint32)
-            info = _ReqInfo(tokens=tokens, salt=salt, eligible=eligible)
+            info = _ReqInfo(tokens=tokens, salt=salt, eligible=eligible,
+                            request=request if self._s.kv_events else None)
             self._infos[rid] = info
         return info
 
@@ -435,6 +439,9 @@ class SchedulerSide:
         job = StorePlan(req_id=rid, hashes=self._hashes(tr.info)[:end_chunk], salt=tr.info.salt,
                       first_chunk=tr.saved_chunks, end_chunk=end_chunk,
                       block_ids=tr.block_ids[tr.saved_chunks * bpc:end_chunk * bpc])
+        if self.events is not None:
+            job.events = chunk_events(tr.info.request, tr.saved_chunks, end_chunk, chunk,
+                                      self._s.block_size)
         self._deferred.append(_Deferred(job, frozenset(tr.block_ids), self._step))
         tr.saved_chunks = end_chunk
         self.stats.store_plans += 1
@@ -442,6 +449,8 @@ class SchedulerSide:
     def update_connector_output(self, connector_output) -> None:
         # vLLM passes what every worker reported (its KVOutputAggregator): a request is in
         # finished_recving once its load ran on every rank.
+        if self.events is not None:
+            self.events.collect(connector_output)
         for rid in getattr(connector_output, "finished_recving", None) or ():
             if rid in self._parked:
                 self._parked.discard(rid)
@@ -498,7 +507,12 @@ class SchedulerSide:
             return False
         for tr in self._trackers.values():  # running requests store their chunks again
             tr.saved_chunks = 0
+        if self.events is not None:
+            self.events.cleared()
         return True
+
+    def take_events(self) -> list:
+        return self.events.take() if self.events is not None else []
 
     def _forget(self, rid: str) -> None:
         self._infos.pop(rid, None)

@@ -49,6 +49,7 @@ from kvtier._kvtier import KvtierError
 
 from ._vllm_base import KvtierConnectorMetadata, RetrievePlan, StorePlan
 from ._vllm_config import Settings, check_chunk_size
+from ._vllm_events import KvtierKVEvents, WorkerEvents
 from ._vllm_geometry import Geometry, detect_geometry, kv_heads_hint, on_cpu_platform, worker_ranks
 from ._vllm_link import ServerLink
 from ._vllm_paths import GpuPath, HostPath, choose_transfer, region_views
@@ -115,6 +116,7 @@ class WorkerSide:
         self._closing = False
         self.stats = WorkerStats()
         self._interval = Interval()  # get_kv_connector_stats: what changed since the last call
+        self._events = WorkerEvents() if settings.kv_events and self.stores else None
 
     # ---------------------------------------------------------------- registration
 
@@ -190,6 +192,8 @@ class WorkerSide:
         self._to_release.update(meta.release)
         if not meta.saves or not self.stores:
             return
+        if self._events is not None:
+            self._events.saved(())  # this worker counts, whatever its saves achieve
         self._take_relink()
         client = self._client()
         for job in meta.saves:
@@ -268,6 +272,8 @@ class WorkerSide:
                 self.stats.stored_bytes += r["stored_chunks"] * self._chunk * self._token_bytes()
                 self.stats.present_chunks += r["present_chunks"]
                 self.stats.skipped_chunks += r["skipped_chunks"]
+                if self._events is not None and not r["skipped_chunks"]:  # all in the server
+                    self._events.saved(job.events[c - job.first_chunk:c1 - job.first_chunk])
                 c = c1
         except KvtierError as e:
             self.stats.store_errors += 1
@@ -354,6 +360,10 @@ class WorkerSide:
     def take_interval_stats(self) -> KvtierConnectorStats | None:
         """vLLM's get_kv_connector_stats: the transfers since the last call, None if none."""
         return self._interval.take(self.stats.counters())
+
+    def take_events(self) -> KvtierKVEvents | None:
+        """vLLM's get_kv_connector_kv_cache_events: the chunks saved since the last call."""
+        return self._events.take() if self._events is not None else None
 
     def take_load_errors(self) -> set[int]:
         out, self._invalid = self._invalid, set()

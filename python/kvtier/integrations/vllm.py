@@ -24,7 +24,9 @@ It implements vLLM's ``SupportsHMA``, so vLLM keeps its hybrid KV cache manager 
 a KV cache of one full-attention group; with any other layout (sliding-window or Mamba groups)
 it stays out of the engine, every request a clean miss (``_vllm_groups.py``).
 The workers' load and save counters reach vLLM's stats log line and its Prometheus metrics
-(``vllm:kvtier_*``) through ``get_kv_connector_stats`` (``_vllm_stats.py``).
+(``vllm:kvtier_*``) through ``get_kv_connector_stats`` (``_vllm_stats.py``). With vLLM's KV events
+on, every chunk a save put in the server is published as a ``BlockStored`` of medium ``KVTIER``,
+and ``reset_cache`` as ``AllBlocksCleared`` (``_vllm_events.py``).
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
@@ -219,6 +221,20 @@ class KvtierConnector(KVConnectorBase_V1, SupportsHMA):
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         return self._work().take_load_errors()
+
+    def get_kv_connector_kv_cache_events(self):
+        """vLLM's per-step KV events of the worker: a BlockStored per chunk its saves put in the
+        server (_vllm_events.py); None when vLLM's KV events are off."""
+        if self._worker is None:
+            return None
+        return self._worker.take_events()
+
+    def take_events(self):
+        """The events the scheduler publishes: stored chunks every saving worker reported, and
+        AllBlocksCleared after reset_cache."""
+        if self._scheduler is None:
+            return ()
+        return self._scheduler.take_events()
 
     def get_kv_connector_stats(self) -> KvtierConnectorStats | None:
         """vLLM's per-step stats (its log line and Prometheus metrics, _vllm_stats.py): the
