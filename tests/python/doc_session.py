@@ -15,7 +15,7 @@ What a reader does, the session does:
   BUILD_DIR); consecutive ones share one bash, so an `export` carries to the next line. PATH
   starts with BUILD_DIR and a `python3` that is this interpreter; PYTHONPATH is BUILD_DIR/python.
 - ```python blocks run in this interpreter; ```console blocks run each `$ command` and compare the
-  first word of the output shown under it with the first word printed.
+  first word of the output shown under it (a table's column names) with what it printed.
 - Paths outside the temporary directory are replaced: see SUBSTITUTED.
 Every process started is stopped (by PID) at the end, pass or fail."""
 
@@ -51,6 +51,7 @@ class Session:
         shim.mkdir()
         (shim / "python3").symlink_to(sys.executable)
         (self.dir / "token").write_text("doc-session-secret\n")
+        (self.dir / "token").chmod(0o600)
         self.env = dict(os.environ,
                         PATH=os.pathsep.join([str(self.build), str(shim), os.environ["PATH"]]),
                         PYTHONPATH=str(self.build / "python"),
@@ -161,14 +162,17 @@ def http_port(argv, log):
 
 
 def expect_first_word(shown, out, where):
-    """The output the doc shows under a command starts with the word the command printed."""
+    """The output the doc shows under a command starts as the command's does: with the same
+    first word, or the same column names when the doc shows a table's header (all capitals)."""
     if not shown or shown[0].strip() == "...":
         return
-    want = shown[0].split()[0]
-    got = out.split()[0] if out.split() else ""
+    words = shown[0].split()
+    header = all(re.fullmatch(r"[A-Z0-9_]+", w) for w in words)
+    got = out.splitlines()[0].split() if out.strip() else []
+    want, got = (words, got) if header else (words[:1], got[:1])
     if want != got:
-        raise DocError(f"{where}: the doc shows output starting {want!r}, the command printed:\n"
-                       f"{out[:1500]}")
+        raise DocError(f"{where}: the doc shows output starting {' '.join(want)!r}, the "
+                       f"command printed:\n{out[:1500]}")
 
 
 def bring_loopback_up():
