@@ -35,10 +35,12 @@ int MasterStatus(const CtlOptions& o, const HostPort& t) {
     return kCtlOk;
   }
   Fields fields = ScalarFields(j);
-  fields.emplace_back("segments",
-                      std::to_string(j.value("segments", nlohmann::json::array()).size()));
-  fields.emplace_back("used",
-                      PercentText(j.value("allocated_bytes", 0.0), j.value("capacity_bytes", 0.0)));
+  if (j.value("role", "") != "standby") {  // a standby holds no tables: it names the leader
+    fields.emplace_back("segments",
+                        std::to_string(j.value("segments", nlohmann::json::array()).size()));
+    fields.emplace_back(
+        "used", PercentText(j.value("allocated_bytes", 0.0), j.value("capacity_bytes", 0.0)));
+  }
   PrintFields(std::cout, fields);
   return kCtlOk;
 }

@@ -3,17 +3,21 @@ candidates share a real etcd, a node follows the leader through `--master etcd:/
 client writes all along. The leader is killed (SIGKILL) twice: each time the standby takes over
 within a few seconds, every object written before reads back byte for byte, and each write in
 flight either landed whole or failed. KVTIER_LONG=1 (make test-long) writes more and larger
-objects."""
+objects. A standby's HTTP port says who leads and refuses the leader's routes (issue 39 item 6)."""
 
+import json
 import os
+import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 from etcd_process import EtcdProcess, etcd_get
 from kvtier._process import free_port, tcp_open, wait_until
-from launchers import spawn_kvtier, start_node
+from launchers import find_binary, spawn_kvtier, start_node
 from kvtier.store import DistributedStore, MooncakeDistributedStore
 
 LONG = os.environ.get("KVTIER_LONG") == "1"
@@ -44,14 +48,18 @@ class Masters:
     def __init__(self, etcd):
         self.etcd = etcd
         self.procs = {}
+        self.http_ports = {}  # RPC port -> HTTP port, for those started with http
 
-    def start(self):
+    def start(self, http=False):
         port = free_port()
+        http_port = free_port() if http else 0
         proc = spawn_kvtier(f"master-{port}", [
-            "master", "--host", "127.0.0.1", "--port", str(port), "--http-port", "0",
+            "master", "--host", "127.0.0.1", "--port", str(port), "--http-port", str(http_port),
             "--etcd-endpoints", self.etcd.endpoint, "--cluster-id", CLUSTER,
             "--etcd-lease-ttl-s", str(LEASE_S), "--log-level", "info"])
         self.procs[port] = proc
+        if http:
+            self.http_ports[port] = http_port
         return port
 
     def leader(self):
@@ -187,4 +195,82 @@ def test_standby_takes_over_and_serves_every_object():
                 store.close()
             if node is not None:
                 node.stop()
+            masters.stop()
+
+
+def _http(port, path, body=None):
+    """(status, body text) of GET (or, with a body, POST) http://127.0.0.1:port/path."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _status(port):
+    code, body = _http(port, "/status")
+    assert code == 200, body
+    return json.loads(body)
+
+
+def _ctl_status(http_port):
+    """`kvtier ctl --master 127.0.0.1:HTTP status`'s exit code and output."""
+    r = subprocess.run([find_binary(), "ctl", "--master", f"127.0.0.1:{http_port}", "status"],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_a_standby_says_who_leads_and_takes_over():
+    with EtcdProcess() as etcd:
+        masters = Masters(etcd)
+        try:
+            first = masters.start(http=True)
+            assert masters.wait_leader() == first
+            standby = masters.start(http=True)
+            first_http, standby_http = masters.http_ports[first], masters.http_ports[standby]
+            leader_address = f"127.0.0.1:{first}"
+            # Alive and saying so, though it does not lead (it used to answer nothing).
+            wait_until(lambda: _http(standby_http, "/healthz")[0] == 200, 30,
+                       "the standby's /healthz", child=masters.procs[standby])
+            leader = _status(first_http)
+            assert leader["role"] == "leader" and leader["leader"] == leader_address, leader
+            term = leader["failover"]["term"]
+            assert leader["term"] == term > 0 and "segments" in leader, leader
+            seen = wait_until(lambda: (s := _status(standby_http))["leader"] and s, 30,
+                              "the standby to see the leader key")
+            assert seen["role"] == "standby" and seen["leader"] == leader_address, seen
+            assert seen["term"] == term and "segments" not in seen, seen
+            assert seen["version"] and seen["uptime_s"] >= 0, seen
+            # A load balancer's check: only the leader passes.
+            assert _http(first_http, "/healthz/leader")[0] == 200
+            code, body = _http(standby_http, "/healthz/leader")
+            assert code == 503 and json.loads(body)["role"] == "standby", body
+            # The leader's routes: 503 naming the leader, not empty tables.
+            for path, post in (("/get_all_keys", None), ("/get_segments_detail", None),
+                               ("/query_key?key=k", None), ("/remove", b'{"keys": ["k"]}')):
+                code, body = _http(standby_http, path, post)
+                assert code == 503 and leader_address in body, (path, code, body)
+                assert _http(first_http, path, post)[0] != 503, path
+            assert _http(standby_http, "/health") == (200, "OK")  # Mooncake's liveness
+            assert "kvtier_master_is_leader 0" in _http(standby_http, "/metrics")[1]
+            assert "kvtier_master_is_leader 1" in _http(first_http, "/metrics")[1]
+            rc, out = _ctl_status(standby_http)
+            assert rc == 0 and "standby" in out and leader_address in out, out
+            print(f"ctl status --master (standby):\n{out}")
+
+            masters.kill(first)
+            assert masters.wait_leader(not_port=first) == standby
+            # The same listener now answers as the leader, under a later term.
+            now = wait_until(lambda: (s := _status(standby_http))["role"] == "leader" and s, 30,
+                             "the standby's /status to say leader")
+            assert now["term"] > term and now["failover"]["term"] == now["term"], now
+            assert now["leader"] == f"127.0.0.1:{standby}" and "segments" in now, now
+            assert _http(standby_http, "/healthz/leader")[0] == 200
+            assert _http(standby_http, "/get_all_keys")[0] == 200
+            assert "kvtier_master_is_leader 1" in _http(standby_http, "/metrics")[1]
+        except BaseException:
+            print(masters.logs())
+            raise
+        finally:
             masters.stop()

@@ -47,16 +47,19 @@ Result<int64_t> LeaderElection::Campaign(const std::function<bool()>& stop,
                           {EtcdOp::Get(key_)});
       if (r.ok() && r->succeeded) {
         KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_, r->revision);
+        See(value_, r->revision, "");
         return r->revision;  // the put's revision is the key's create revision
       }
       // A create that etcd applied but whose answer was lost looks, retried, like someone
       // else's key: it is ours when it carries our lease.
       if (r.ok() && !r->kvs.empty() && r->kvs[0].lease == lease_ && r->kvs[0].value == value_) {
         KVT_LOG_INFO("master: leading ({} = {}, term {})", key_, value_, r->kvs[0].create_revision);
+        See(value_, r->kvs[0].create_revision, "");
         return r->kvs[0].create_revision;
       }
       if (r.ok()) {
         const std::string holder = r->kvs.empty() ? "" : r->kvs[0].value;
+        See(holder, r->kvs.empty() ? 0 : r->kvs[0].create_revision, "");
         if (holder != last_holder) {
           KVT_LOG_INFO("master: standby; {} leads (under {}); taking over when it stops", holder,
                        key_);
@@ -67,6 +70,7 @@ Result<int64_t> LeaderElection::Campaign(const std::function<bool()>& stop,
         st = r.status();
       }
     }
+    if (!st.ok()) See("", 0, st.ToString());
     if (!st.ok() && st.message() != last_error) {
       KVT_LOG_WARN("master: cannot campaign for {}: {}", key_, st.ToString());
       last_error = st.message();
@@ -75,6 +79,18 @@ Result<int64_t> LeaderElection::Campaign(const std::function<bool()>& stop,
     cv_.wait_for(lock, poll, [this] { return stopping_; });
   }
   return Status(Code::kUnavailable, "stopped before this master could lead");
+}
+
+void LeaderElection::See(std::string address, int64_t term, std::string error) {
+  std::lock_guard lock(seen_mu_);
+  seen_.address = std::move(address);
+  if (term != 0) seen_.term = term;
+  seen_.error = std::move(error);
+}
+
+LeaderSeen LeaderElection::Seen() const {
+  std::lock_guard lock(seen_mu_);
+  return seen_;
 }
 
 bool LeaderElection::Interrupted() {

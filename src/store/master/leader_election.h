@@ -5,7 +5,8 @@
 // gone, or none has succeeded for a whole ttl, on_lost runs once: etcd has freed the key (or
 // soon will), so a standby takes over and this master must stop serving. A leader that stops
 // cleanly revokes the lease, so its standby takes over at once.
-// Thread-safety: Campaign and Hold from one thread; on_lost runs on the keep-alive thread.
+// Thread-safety: Campaign and Hold from one thread; on_lost runs on the keep-alive thread;
+// Interrupt and Seen from any thread.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,13 @@
 #include "common/status.h"
 
 namespace kvtier::store {
+
+// What the campaign last read from the leader key (every poll: no second reader of etcd).
+struct LeaderSeen {
+  std::string address;  // the leader's RPC address; empty: no leader, or etcd did not answer
+  int64_t term = 0;     // the leader key's create revision; 0 before a leader was seen
+  std::string error;    // the last poll's etcd error; empty when it answered
+};
 
 class LeaderElection {
  public:
@@ -39,11 +47,15 @@ class LeaderElection {
   void Interrupt();
 
   const std::string& key() const { return key_; }
+  // Who leads as of the last poll (this candidate itself once it won). The term stays that of
+  // the last leader seen while no one leads or etcd does not answer.
+  LeaderSeen Seen() const;
 
  private:
   Status EnsureLease();
   bool Interrupted();
   void KeepAlive();
+  void See(std::string address, int64_t term, std::string error);
 
   EtcdClient* const etcd_;
   const std::string key_;
@@ -55,6 +67,8 @@ class LeaderElection {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread keeper_;
+  mutable std::mutex seen_mu_;
+  LeaderSeen seen_;
 };
 
 }  // namespace kvtier::store

@@ -62,9 +62,14 @@ HttpReply Remove(MasterService& service, const std::string& body) {
 
 }  // namespace
 
-void AddMasterAdminApi(AdminHttp& http, MasterService& service) {
+void AddMasterAdminApi(AdminHttp& http, MasterService& service, HttpGate gate) {
   MasterService* m = &service;
-  http.AddPost("/remove", [m](const std::string& body) { return Remove(*m, body); });
+  http.AddPost("/remove", [m, gate = std::move(gate)](const std::string& body) {
+    if (gate) {
+      if (std::optional<HttpReply> instead = gate()) return *std::move(instead);
+    }
+    return Remove(*m, body);
+  });
 }
 
 }  // namespace kvtier::store

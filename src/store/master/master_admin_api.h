@@ -6,14 +6,16 @@
 //                 keys, "failed": {"b": {"error": "OBJECT_NOT_FOUND", "message": "..."}}; 400
 //                 {"error": "..."} for a body that is not one of these (an empty prefix is
 //                 refused: it would remove everything).
+// Like the Mooncake API, it answers the gate's reply instead while there is one (a standby).
 #pragma once
 
 #include "common/admin_http.h"
+#include "store/master/master_http_api.h"
 #include "store/master/master_service.h"
 
 namespace kvtier::store {
 
 // `service` must outlive `http`'s serving.
-void AddMasterAdminApi(AdminHttp& http, MasterService& service);
+void AddMasterAdminApi(AdminHttp& http, MasterService& service, HttpGate gate = {});
 
 }  // namespace kvtier::store

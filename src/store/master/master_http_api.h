@@ -16,9 +16,13 @@
 //                                client_id, size_bytes, te_endpoint, protocol, status,
 //                                allocator_*}]}
 //   /metrics/summary             one line: storage use, keys, segments
+// Every route but /health first asks the gate: a standby answers what the gate says (503 naming
+// the leader) rather than empty tables that would look like a leader holding nothing.
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <optional>
 
 #include "common/admin_http.h"
 #include "store/master/master_service.h"
@@ -27,7 +31,14 @@ namespace kvtier::store {
 
 inline constexpr size_t kMaxListedKeys = 1'000'000;
 
+// What a route answers instead of its own reply while this master may not serve it; nullopt:
+// serve. Runs on the HTTP threads.
+using HttpGate = std::function<std::optional<HttpReply>()>;
+
+// Wraps `route` so that it answers `gate`'s reply when there is one (no gate: always serves).
+HttpGetRoute Gated(HttpGate gate, HttpGetRoute route);
+
 // `service` must outlive `http`'s serving.
-void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service);
+void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service, HttpGate gate = {});
 
 }  // namespace kvtier::store

@@ -1,6 +1,7 @@
 // MasterServer: composes MasterService with its RPC listener, the monitor thread that calls
 // Tick() every 100 ms, and the HTTP admin endpoints. Start() fails cleanly (nothing left
-// running) when a port is taken. Under etcd, the campaign thread runs Lead() once elected.
+// running) when a port is taken. Under etcd, HTTP serves from Start() on (a standby answers who
+// leads, and 503 on the leader's routes); the campaign thread listens on RPC once elected.
 #include "store/master/master_server.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,6 +31,7 @@ namespace kvtier::store {
 
 namespace {
 constexpr std::chrono::milliseconds kTickInterval{100};
+constexpr const char* kJson = "application/json; charset=utf-8";
 
 Status Invalid(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
 
@@ -52,11 +55,11 @@ Status MasterServerOptions::Validate() const {
   if (s.node_ttl.count() <= 0) return Invalid("node ttl must be > 0");
   if (s.default_kv_lease_ttl.count() <= 0) return Invalid("kv lease ttl must be > 0");
   if (s.max_kv_soft_pin_ttl.count() <= 0) return Invalid("max kv soft pin ttl must be > 0");
-  if (s.default_kv_soft_pin_ttl.count() <= 0 ||
-      s.default_kv_soft_pin_ttl > s.max_kv_soft_pin_ttl) {
-    return Invalid(fmt::format("default kv soft pin ttl {} ms is not in [1, max kv soft pin ttl "
-                               "{} ms]",
-                               s.default_kv_soft_pin_ttl.count(), s.max_kv_soft_pin_ttl.count()));
+  if (s.default_kv_soft_pin_ttl.count() <= 0 || s.default_kv_soft_pin_ttl > s.max_kv_soft_pin_ttl) {
+    return Invalid(
+        fmt::format("default kv soft pin ttl {} ms is not in [1, max kv soft pin ttl "
+                    "{} ms]",
+                    s.default_kv_soft_pin_ttl.count(), s.max_kv_soft_pin_ttl.count()));
   }
   if (s.put_start_discard_timeout.count() <= 0) {
     return Invalid("put start discard timeout must be > 0");
@@ -91,38 +94,82 @@ struct MasterServer::Impl {
       : options(std::move(o)),
         service(options.service, options.clock, &metrics),
         rpc(service, metrics),
-        http(
-            [this] {
-              nlohmann::json j = service.StatusJson();
-              if (j.is_object()) {
-                if (journal) {
-                  j["failover"] = {{"etcd", options.etcd_endpoints},
-                                   {"prefix", options.etcd_prefix},
-                                   {"term", term.load()},
-                                   {"journal_transactions", journal->transactions()}};
-                }
-                j["version"] = KVTIER_VERSION;
-                j["uptime_s"] =
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time)
-                        .count();
-              }
-              return j;
-            },
-            &metrics) {
-    AddMooncakeHttpApi(http, service);
-    AddMasterAdminApi(http, service);
+        http([this] { return StatusJson(); }, &metrics),
+        is_leader(metrics.GetGauge("kvtier_master_is_leader",
+                                   "1 while this master leads (a lone master always), 0 on a "
+                                   "standby")) {
+    HttpGate gate = [this] { return NotLeader(); };
+    AddMooncakeHttpApi(http, service, gate);
+    AddMasterAdminApi(http, service, gate);
+    http.AddGet("/healthz/leader", [this](const auto&) {
+      const bool lead = leading.load(std::memory_order_acquire);
+      return HttpReply{lead ? 200 : 503, RoleJson(lead).dump() + "\n", kJson};
+    });
   }
 
-  // Listens and starts the monitor; on failure nothing is left running.
+  // role, term and the leader's address: this master's own while it leads, else what its
+  // campaign last read from the leader key. A lone master has neither term nor leader key.
+  nlohmann::json RoleJson(bool lead) const {
+    nlohmann::json j = {{"role", lead ? "leader" : "standby"}};
+    if (!election) return j;
+    const LeaderSeen seen = election->Seen();
+    j["term"] = lead ? term.load() : seen.term;
+    j["leader"] = seen.address.empty() ? nlohmann::json() : nlohmann::json(seen.address);
+    if (!seen.error.empty()) j["etcd_error"] = seen.error;
+    return j;
+  }
+
+  // /status: the service's tables on the leader (plus role, term, leader), only who leads on a
+  // standby, whose tables are empty until it takes over.
+  nlohmann::json StatusJson() const {
+    const bool lead = leading.load(std::memory_order_acquire);
+    nlohmann::json j = RoleJson(lead);
+    if (lead) {
+      j.update(service.StatusJson());
+      j.update(RoleJson(lead));  // the service's keys never hide who leads
+      if (journal) {
+        j["failover"] = {{"etcd", options.etcd_endpoints},
+                         {"prefix", options.etcd_prefix},
+                         {"term", term.load()},
+                         {"journal_transactions", journal->transactions()}};
+      }
+    } else {
+      j["failover"] = {{"etcd", options.etcd_endpoints}, {"prefix", options.etcd_prefix}};
+    }
+    j["version"] = KVTIER_VERSION;
+    j["uptime_s"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+    return j;
+  }
+
+  // A standby's answer to the routes only the leader serves: 503 naming the leader.
+  std::optional<HttpReply> NotLeader() const {
+    if (leading.load(std::memory_order_acquire)) return std::nullopt;
+    nlohmann::json j = RoleJson(false);
+    const std::string leader = j.value("leader", nlohmann::json()).is_string()
+                                   ? j["leader"].get<std::string>()
+                                   : std::string("no master (none leads now)");
+    j["error"] = "this master is a standby; the leader serves this: " + leader;
+    return HttpReply{503, j.dump() + "\n", kJson};
+  }
+
+  void SetLeading(bool lead) {
+    is_leader->Set(lead ? 1 : 0);
+    leading.store(lead, std::memory_order_release);
+  }
+
+  // Every master serves HTTP from Start() on, a standby too (it answers who leads).
+  Status StartHttp() {
+    if (options.http_port == 0) return Status::Ok();
+    http.RequireToken(options.auth_token);
+    KVT_RETURN_IF_ERROR(http.Start(options.host, options.http_port));
+    http_started = true;
+    return Status::Ok();
+  }
+
+  // The leader's part: the RPC listener and the monitor; on failure nothing of it is left.
   Status Serve() {
     if (Status s = rpc.Start(options.host, options.port, options.auth_token); !s.ok()) return s;
-    if (options.http_port != 0) {
-      http.RequireToken(options.auth_token);
-      if (Status s = http.Start(options.host, options.http_port); !s.ok()) {
-        rpc.Stop();
-        return s;
-      }
-    }
     serving = true;
     monitor = std::thread([this] { Monitor(); });
     return Status::Ok();
@@ -136,13 +183,14 @@ struct MasterServer::Impl {
     });
     if (!term.ok()) return;  // stopped first
     auto lost = [this](const std::string& why) {
+      SetLeading(false);
       options.on_leadership_lost(why);
     };
     auto state = EtcdJournal::Load(etcd.get(), options.etcd_prefix);
     if (!state.ok()) return lost(state.status().ToString());
     const auto give_up = std::chrono::seconds(options.etcd_lease_ttl_s);
-    journal = std::make_unique<EtcdJournal>(
-        etcd.get(), options.etcd_prefix, EtcdCompare{election->key(), *term}, give_up, lost);
+    journal = std::make_unique<EtcdJournal>(etcd.get(), options.etcd_prefix,
+                                            EtcdCompare{election->key(), *term}, give_up, lost);
     service.SetJournal(journal.get());
     this->term = *term;
     metrics.GetGauge("kvtier_master_term", "Under etcd: this leader's term (its key's revision)")
@@ -152,7 +200,32 @@ struct MasterServer::Impl {
     std::lock_guard lock(mu);
     if (stopping) return;
     if (Status s = Serve(); !s.ok()) return lost("cannot listen: " + s.ToString());
+    SetLeading(true);  // after the journal and the restore: HTTP readers see whole tables
     election->Hold(lost);
+  }
+
+  // Stops whatever runs, also what a failed Start left running.
+  void Stop() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (election) election->Interrupt();
+    if (campaign.joinable()) campaign.join();
+    SetLeading(false);
+    if (serving) {
+      monitor.join();
+      rpc.Stop();
+      serving = false;
+    }
+    if (http_started) {
+      http.Stop();
+      http_started = false;
+    }
+    journal.reset();
+    election.reset();
+    started = false;
   }
 
   void Monitor() {
@@ -170,11 +243,14 @@ struct MasterServer::Impl {
   MasterService service;
   MasterRpcServer rpc;
   AdminHttp http;
+  Gauge* const is_leader;
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
   bool started = false;
-  bool serving = false;  // the RPC and HTTP listeners and the monitor run
+  bool http_started = false;
+  bool serving = false;              // the RPC listener and the monitor run
+  std::atomic<bool> leading{false};  // serving, and the HTTP routes answer as the leader
   std::atomic<int64_t> term{0};
   const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;
@@ -197,41 +273,33 @@ Status MasterServer::Start() {
   KVT_RETURN_IF_ERROR(m.options.Validate());
   if (m.options.etcd_endpoints.empty()) {
     KVT_RETURN_IF_ERROR(m.Serve());
+    if (Status s = m.StartHttp(); !s.ok()) {
+      m.Stop();
+      return s;
+    }
+    m.SetLeading(true);
     m.started = true;
     return Status::Ok();
   }
   const std::string advertise = m.options.advertise.empty()
                                     ? m.options.host + ":" + std::to_string(m.options.port)
                                     : m.options.advertise;
+  m.SetLeading(false);
   m.etcd = std::make_unique<EtcdClient>(m.options.etcd_endpoints);
   m.election = std::make_unique<LeaderElection>(m.etcd.get(), LeaderKey(m.options.etcd_prefix),
                                                 advertise, m.options.etcd_lease_ttl_s);
+  if (Status s = m.StartHttp(); !s.ok()) {
+    m.election.reset();
+    m.etcd.reset();
+    return s;
+  }
   m.started = true;
   m.campaign = std::thread([&m] { m.Campaign(); });
   return Status::Ok();
 }
 
-
-
 void MasterServer::Stop() {
-  Impl& m = *impl_;
-  if (!m.started) return;
-  {
-    std::lock_guard lock(m.mu);
-    m.stopping = true;
-  }
-  m.cv.notify_all();
-  if (m.election) m.election->Interrupt();
-  if (m.campaign.joinable()) m.campaign.join();
-  if (m.serving) {
-    m.monitor.join();
-    m.http.Stop();
-    m.rpc.Stop();
-    m.serving = false;
-  }
-  m.journal.reset();
-  m.election.reset();
-  m.started = false;
+  if (impl_->started) impl_->Stop();
 }
 
 }  // namespace kvtier::store

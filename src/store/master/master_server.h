@@ -1,7 +1,9 @@
 // The master process: MasterService behind the RPC listener (a TCP socket on host:port), a monitor
 // thread calling Tick(), and HTTP /healthz /status /metrics. `kvtier master` is this plus flags.
-// Under etcd (docs/store/failover.md) it is a candidate: Start returns at once, and a thread
-// campaigns for the leadership; the one that wins restores the journal and only then listens.
+// Under etcd (docs/store/failover.md) it is a candidate: Start opens the HTTP port and returns,
+// and a thread campaigns for the leadership; the one that wins restores the journal and only then
+// listens on RPC. A standby's HTTP says who leads (/status, /healthz/leader) and answers 503,
+// naming the leader, on the routes only the leader serves.
 // Thread-safety: Start and Stop belong to one thread, the owner's.
 #pragma once
 
@@ -19,7 +21,7 @@ namespace kvtier::store {
 struct MasterServerOptions {
   std::string host = "127.0.0.1";  // every listener binds here only
   uint16_t port = 50051;
-  uint16_t http_port = 9003;       // 0: no HTTP
+  uint16_t http_port = 9003;  // 0: no HTTP
   // Shared secret (--auth-token-file): RPC clients prove it in an HMAC handshake, HTTP requests
   // carry it as a bearer token. Empty: no authentication.
   std::string auth_token;
@@ -28,7 +30,7 @@ struct MasterServerOptions {
   // endpoints: a lone master that forgets everything when it restarts.
   std::string etcd_endpoints;
   std::string etcd_prefix;
-  std::string advertise;       // the RPC address the leader key names; empty: host:port
+  std::string advertise;         // the RPC address the leader key names; empty: host:port
   int64_t etcd_lease_ttl_s = 3;  // a dead leader's standby takes over after about this
   // Runs once when this leader loses its leadership (or its journal fails): it must stop
   // serving at once; `kvtier master` exits. Required under etcd.

@@ -139,6 +139,16 @@ TEST_F(EtcdFailoverTest, OneCandidateLeadsAndTheStandbyTakesOverWhenItStops) {
     term2 = t.ok() ? *t : -1;
     second_leads = true;
   });
+  EXPECT_EQ(first->Seen().address, "m1:1");
+  EXPECT_EQ(first->Seen().term, *term1);
+  // The standby's campaign reads who leads on every poll (its /status shows it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (second.Seen().address.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(second.Seen().address, "m1:1");
+  EXPECT_EQ(second.Seen().term, *term1);
+  EXPECT_EQ(second.Seen().error, "");
   std::this_thread::sleep_for(milliseconds(500));
   EXPECT_FALSE(second_leads.load());  // the first holds the key
   EXPECT_EQ(client_->Get(LeaderKey(prefix_))->value().value, "m1:1");
@@ -149,6 +159,8 @@ TEST_F(EtcdFailoverTest, OneCandidateLeadsAndTheStandbyTakesOverWhenItStops) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   EXPECT_GT(term2, *term1);
   EXPECT_EQ(client_->Get(LeaderKey(prefix_))->value().value, "m2:1");
+  EXPECT_EQ(second.Seen().address, "m2:1");
+  EXPECT_EQ(second.Seen().term, term2);
 }
 
 TEST_F(EtcdFailoverTest, ALeaderWhoseLeaseIsGoneIsToldOnce) {
@@ -178,6 +190,8 @@ TEST_F(EtcdFailoverTest, ACandidateWithoutEtcdKeepsTryingUntilStopped) {
   auto term = election.Campaign([&] { return stop.load(); }, milliseconds(50));
   stopper.join();
   EXPECT_FALSE(term.ok());
+  EXPECT_EQ(election.Seen().address, "");  // no one known to lead, and why
+  EXPECT_NE(election.Seen().error, "");
 }
 
 // An in-process master on a free port.
