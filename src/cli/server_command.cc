@@ -11,9 +11,50 @@
 #include "common/logging.h"
 #include "common/secret_file.h"
 #include "server/cache_server.h"
+#include "server/lmcache_server_flags.h"
 #include "store/connector/store_connector.h"
 
 namespace kvtier::cli {
+
+namespace {
+
+// The words left after kvtier's own flags: `lmcache ...` after --protocol, else none. Returns
+// the exit status when the command ends here (help, a refused flag), -1 to go on.
+int ApplyLmcacheMode(const CLI::App& cmd, const std::string& protocol, ServerConfig& cfg) {
+  std::vector<std::string> rest = cmd.remaining();
+  if (protocol.empty()) {
+    if (rest.empty()) return -1;
+    std::cerr << "error: unexpected argument '" << rest.front()
+              << "' (lmcache server's flags follow --protocol lmcache)\n";
+    return 2;
+  }
+  // The flag alone reads "true"; its protocol is the first remaining word. `--protocol=lmcache`
+  // would leave the flags after it to kvtier's options.
+  if (protocol != "true") {
+    std::cerr << "error: write '--protocol lmcache', with a space: the words after it are "
+                 "lmcache server's flags\n";
+    return 2;
+  }
+  if (rest.empty() || rest.front() != "lmcache") {
+    std::cerr << "error: --protocol takes one protocol, lmcache (then lmcache server's flags)\n";
+    return 2;
+  }
+  rest.erase(rest.begin());
+  const bool rpc_port_given = cmd.get_option("--port")->count() > 0;
+  auto outcome = ApplyLmcacheServerFlags(rest, rpc_port_given, cfg);
+  if (!outcome.ok()) {
+    std::cerr << "error: " << outcome.status().message() << "\n";
+    return 2;
+  }
+  if (outcome->help) {
+    std::cout << LmcacheFlagsHelp();
+    return 0;
+  }
+  for (const std::string& note : outcome->notes) std::cerr << "warning: " << note << "\n";
+  return -1;
+}
+
+}  // namespace
 
 RunFn AddServerCommand(CLI::App& app) {
   auto cfg = std::make_shared<ServerConfig>();
@@ -91,8 +132,13 @@ RunFn AddServerCommand(CLI::App& app) {
   cmd->add_option("--auth-token-file", *token_file,
                   "File holding the shared secret clients must prove (CURVE on the ZMQ port, "
                   "'Authorization: Bearer' on HTTP); see docs/security.md");
+  // `--protocol lmcache`: the words after it are `lmcache server`'s flags, so everything after
+  // the first bare word goes to remaining() instead of kvtier's options.
+  auto protocol = std::make_shared<std::string>();
+  cmd->prefix_command();
 
-  return WithConfigSources(cmd, [cfg, token_file] {
+  RunFn run = WithConfigSources(cmd, [cfg, token_file, cmd, protocol] {
+    if (int rc = ApplyLmcacheMode(*cmd, *protocol, *cfg); rc >= 0) return rc;
     InitLogging();
     SetLogLevel(cfg->log_level);
     if (!token_file->empty()) {
@@ -125,9 +171,9 @@ RunFn AddServerCommand(CLI::App& app) {
       return 1;
     }
     std::cerr << "kvtier server listening on tcp://" << cfg->host << ":" << cfg->port
-              << (cfg->lmcache_port != 0 ? ", lmcache tcp://" + cfg->host + ":" +
-                                               std::to_string(cfg->lmcache_port)
-                                         : std::string())
+              << (cfg->lmcache_port != 0
+                      ? ", lmcache tcp://" + cfg->host + ":" + std::to_string(cfg->lmcache_port)
+                      : std::string())
               << " (http " << (*server)->HttpPort() << ", L1 " << cfg->l1_size_gb << " GiB, "
               << cfg->l2_adapters.size() << " L2 adapters)" << std::endl;
     CacheServer* srv = server->get();
@@ -142,6 +188,12 @@ RunFn AddServerCommand(CLI::App& app) {
     waiter.join();
     return 0;
   });
+  // Added after WithConfigSources: a mode of the command line, not a setting for the
+  // environment or a --config file.
+  cmd->add_flag("--protocol", *protocol,
+                "'--protocol lmcache' then lmcache server's own flags (lmcache 0.5.6): the "
+                "LMCache port is its --port; see docs/configuration.md");
+  return run;
 }
 
 }  // namespace kvtier::cli
