@@ -22,6 +22,7 @@ Every process started is stopped (by PID) at the end, pass or fail."""
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ class Session:
         for c in reversed(list(self.daemons.values())):  # a node before its master
             c.stop()
             c.remove_log()
-        subprocess.run(["rm", "-rf", str(self.dir)], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def daemon_argv(command):
