@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA checks, on a machine with a GPU, in a few minutes: builds with KVTIER_CUDA=ON (in
 # build-gpu/), runs the CUDA tests (a GPU KV cache stored, overwritten, retrieved and compared
-# through a real server; a killed GPU worker reaped), the Python GPU tests where PyTorch sees
+# through a real server; a killed GPU worker reaped; LMCache's cuda and cuda_raw wrappers
+# registered from the client's frames and stored / retrieved byte for byte in NHD, HND,
+# blocks-first and MLA layouts), the Python GPU tests where PyTorch sees
 # CUDA, and `kvtier bench gpu` (STORE/RETRIEVE GB/s next to pinned cudaMemcpy of the same run).
 # Output lands in $OUT (default build-gpu/out): the logs and bench_gpu.json.
 set -euo pipefail
@@ -21,14 +23,19 @@ cat "$out/gpus.txt"
 echo "== build (KVTIER_CUDA=ON)"
 cmake -S . -B "$build" -DKVTIER_CUDA=ON -DPython_EXECUTABLE=/usr/bin/python3 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out/configure.log"
-cmake --build "$build" -j "$jobs" --target kvtier gpu_tests unit_cuda integration_tests _kvtier \
+cmake --build "$build" -j "$jobs" \
+  --target kvtier gpu_tests unit_cuda unit_server integration_tests _kvtier \
   > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 
 status=0
 echo "== CUDA tests"
 export KVTIER_BIN="$build/kvtier"
 "$build/tests/unit_cuda" 2>&1 | tee "$out/unit_cuda.log" | tail -3 || status=1
-"$build/tests/gpu_tests" 2>&1 | tee "$out/gpu_tests.log" | tail -15 || status=1
+# The *Child tests are the worker processes the others start (they skip when run alone).
+"$build/tests/gpu_tests" --gtest_filter='-*Child.*' 2>&1 | tee "$out/gpu_tests.log" | tail -15 ||
+  status=1
+"$build/tests/unit_server" --gtest_filter='LmcacheCuda*' 2>&1 | tee "$out/unit_lmcache_cuda.log" |
+  tail -3 || status=1
 "$build/tests/integration_tests" --gtest_filter='GpuRegistration.*:DataPath.*' 2>&1 |
   tee "$out/integration.log" | tail -3 || status=1
 if grep -q "SKIPPED" "$out/gpu_tests.log"; then
