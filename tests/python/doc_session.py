@@ -109,13 +109,13 @@ class Session:
         if kind in self.daemons:
             replaced = self.daemons.pop(kind)
             replaced.stop()
-            replaced.remove_log()
         if DAEMONS[kind]:
             argv = argv + [DAEMONS[kind]]
         print(f"{where}: {shlex.join(argv)}", flush=True)
         banner = f"kvtier {kind} " + ("" if kind == "node" else "listening")
         try:
-            c = Child(f"doc-{kind}", argv, env=self.env, cwd=self.dir)
+            log = self.dir / f"{kind}-{len(list(self.dir.glob('*.log')))}.log"
+            c = Child(f"doc-{kind}", argv, env=self.env, cwd=self.dir, log_path=log)
             self.daemons[kind] = c
             c.wait_log(banner, READY_TIMEOUT_S)
             port = http_port(argv, c.log_text())
@@ -131,7 +131,6 @@ class Session:
     def close(self):
         for c in reversed(list(self.daemons.values())):  # a node before its master
             c.stop()
-            c.remove_log()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
