@@ -167,12 +167,11 @@ struct MasterServer::Impl {
     return Status::Ok();
   }
 
-  // The leader's part: the RPC listener and the monitor; on failure nothing of it is left.
-  Status Serve() {
-    if (Status s = rpc.Start(options.host, options.port, options.auth_token); !s.ok()) return s;
+  // The leader's part: the RPC listener, then the monitor.
+  Status ListenRpc() { return rpc.Start(options.host, options.port, options.auth_token); }
+  void StartMonitor() {
     serving = true;
     monitor = std::thread([this] { Monitor(); });
-    return Status::Ok();
   }
 
   // The campaign thread: waits for the leadership, takes over the journal, then serves.
@@ -199,7 +198,8 @@ struct MasterServer::Impl {
     service.Restore(*state, static_cast<uint64_t>(*term) << 32);
     std::lock_guard lock(mu);
     if (stopping) return;
-    if (Status s = Serve(); !s.ok()) return lost("cannot listen: " + s.ToString());
+    if (Status s = ListenRpc(); !s.ok()) return lost("cannot listen: " + s.ToString());
+    StartMonitor();
     SetLeading(true);  // after the journal and the restore: HTTP readers see whole tables
     election->Hold(lost);
   }
@@ -272,11 +272,12 @@ Status MasterServer::Start() {
   if (m.started) return Status(Code::kInvalidArgument, "master already started");
   KVT_RETURN_IF_ERROR(m.options.Validate());
   if (m.options.etcd_endpoints.empty()) {
-    KVT_RETURN_IF_ERROR(m.Serve());
+    KVT_RETURN_IF_ERROR(m.ListenRpc());
     if (Status s = m.StartHttp(); !s.ok()) {
-      m.Stop();
+      m.rpc.Stop();
       return s;
     }
+    m.StartMonitor();
     m.SetLeading(true);
     m.started = true;
     return Status::Ok();
