@@ -48,6 +48,14 @@ TEST(MasterServer, ServesRpcAndHttpAndRefusesTakenPorts) {
   auto status = nlohmann::json::parse(Get(o.http_port, "/status"), nullptr, false);
   ASSERT_TRUE(status.is_object());
   EXPECT_TRUE(status.contains("version"));
+  // A lone master leads: a load balancer's leader check passes, and it has no term.
+  EXPECT_EQ(status.value("role", ""), "leader");
+  EXPECT_FALSE(status.contains("term"));
+  auto leader = nlohmann::json::parse(Get(o.http_port, "/healthz/leader", &code), nullptr, false);
+  EXPECT_EQ(code, 200);
+  EXPECT_EQ(leader.value("role", ""), "leader");
+  EXPECT_EQ(Get(o.http_port, "/get_all_segments", &code), kNode.endpoint + "\n");
+  EXPECT_EQ(code, 200);
   const std::string metrics = Get(o.http_port, "/metrics");
   EXPECT_NE(metrics.find("kvtier_master_rpc_requests_total{code=\"OK\",op=\"mount_segment\"} 1"),
             std::string::npos)
