@@ -34,7 +34,7 @@ build="${BUILD:-build}"
 out="$build/fuzz"
 cxx="${FUZZ_CXX:-clang++-14}"
 # FUZZ_TARGETS picks some (e.g. "resp store"); all by default.
-read -ra targets <<< "${FUZZ_TARGETS:-body handoff store connectors resp trace}"
+read -ra targets <<< "${FUZZ_TARGETS:-body handoff store connectors resp trace lmcache}"
 
 missing() {  # missing WHAT: no toolchain is a skip for the smoke test, an error otherwise
   echo "error: $1 not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
@@ -63,14 +63,15 @@ lib_srcs=(src/wire/{body_codec,fd_passing,frames,messages,protocol}.cc src/commo
           src/wire/secret_channel.cc src/connectors/fs_object_file.cc
           src/connectors/adapter_config.cc src/connectors/resp_reply_reader.cc
           src/connectors/resp_errors.cc src/bench/server/trace_file.cc
-          src/bench/server/trace_prompts.cc src/bench/common/data_pattern.cc)
+          src/bench/server/trace_prompts.cc src/bench/common/data_pattern.cc
+          src/server/lmcache_codec.cc src/server/lmcache_args.cc)
 read -ra libs <<< "$(pkg-config --libs fmt libxxhash libcrypto)"
 mkdir -p "$out/obj"
 
 if [[ "$mode" == corpus ]]; then
   "$cxx" "${cxxflags[@]}" tests/fuzz/make_corpus.cc "${lib_srcs[@]}" "${libs[@]}" \
     -o "$out/make_corpus"
-  dirs=(tests/fuzz/corpus/{body,handoff,store,connectors})
+  dirs=(tests/fuzz/corpus/{body,handoff,store,connectors,lmcache})
   mkdir -p "${dirs[@]}"
   "$out/make_corpus" "${dirs[@]}"
   ls -l "${dirs[@]}"

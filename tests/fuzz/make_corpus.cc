@@ -1,13 +1,17 @@
 // Writes the seed corpora: for body_fuzzer one valid encoded body per message type, plus a few
 // frames; for handoff_fuzzer hand-off requests; for store_fuzzer master requests, dummy frames
-// and a data-plane header; for connectors_fuzzer an fs header, keys and adapter configs. Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be
-// valid, not current, so they are not regenerated on every run.
+// and a data-plane header; for connectors_fuzzer an fs header, keys and adapter configs; for
+// lmcache_fuzzer the frames lmcache 0.5.6's client sends (tests/unit/server/lmcache_codec_test.cc).
+// Run once (scripts/fuzz.sh --make-corpus) and commit the output; seeds only need to be valid, not
+// current, so they are not regenerated on every run.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <span>
+#include <initializer_list>
 #include <msgpack.hpp>
+#include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -50,11 +54,97 @@ kvtier::wire::KvLayout Layout() {
   return l;
 }
 
+std::string Hex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// lmcache_fuzzer's input: a selector byte, then each part as a 2-byte little-endian length and
+// its bytes; `parts` are hex.
+std::string LmcacheInput(char selector, std::initializer_list<std::string> parts) {
+  std::string out(1, selector);
+  for (const std::string& h : parts) {
+    const std::string p = Hex(h);
+    out.push_back(static_cast<char>(p.size() & 0xff));
+    out.push_back(static_cast<char>(p.size() >> 8));
+    out += p;
+  }
+  return out;
+}
+
+// Recorded from lmcache 0.5.6's client: two bf16 cpu_shm layers, model "kvtier-reference", and
+// the key of 101 tokens, [0, 96), request "r" (worker 0 or nil).
+void WriteLmcacheSeeds(const std::string& dir) {
+  const std::string desc0 =
+      "c7940185a474797065a76370755f73686da873686d5f6e616d65b32f6c6d63616368655f6b765f32363839325f"
+      "30a66e6279746573cd6000a776657273696f6e01a86d6574616461746185a56474797065a862666c6f61743136"
+      "a57368617065950218100208a673747269646595cd1800cd0100100801ae73746f726167655f6f666673657400"
+      "ab6465766963655f75756964a3637075";
+  std::string desc1 = desc0;
+  desc1[desc1.find("5f30a66e") + 3] = '1';  // shm name ..._1
+  const std::string model = "b06b76746965722d7265666572656e6365";
+  const std::string groups =
+      "9186af656e67696e655f67726f75705f696400ad6c617965725f696e6469636573920001b0746f6b656e735f70"
+      "65725f626c6f636b10ae73775f73697a655f746f6b656e73ffb665787472615f6f626a6563745f67726f75705f"
+      "74616700af726563757272656e745f7374617465c2";
+  const std::string head =
+      "8aaa6d6f64656c5f6e616d65b06b76746965722d7265666572656e6365aa776f726c645f73697a6501a9776f72"
+      "6b65725f6964";
+  const std::string tail =
+      "a9746f6b656e5f696473dc00650102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20"
+      "2122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d"
+      "4e4f505152535455565758595a5b5c5d5e5f606162636465a5737461727400a3656e6460aa726571756573745f"
+      "6964a172aa63616368655f73616c74a0af726571756573745f636f6e66696773c0ae6e756d5f6b765f72656164"
+      "65727301";
+  const std::string worker_key = head + "00" + tail, lookup_key = head + "c0" + tail;
+  const std::string handle = "c40f737475625f6970635f68616e646c65";
+  const std::string reg_args[] = {"cd1092", "92" + desc0 + desc1, model,
+                                  "01",     "a4766c6c6d",         "81a96b765f6c61796f7574a34e4844",
+                                  groups};
+  const auto reg = [&](char sel, std::initializer_list<std::string> before) {
+    std::string out = LmcacheInput(sel, before);
+    for (const std::string& a : reg_args) out += LmcacheInput('\0', {a}).substr(1);
+    return out;
+  };
+  Write(dir, "register", reg('\0', {"02", "01"}));
+  Write(dir, "store",
+        LmcacheInput('\0', {"03", "06", worker_key, "cd1092", "9196010203040506", handle}));
+  Write(dir, "retrieve",
+        LmcacheInput('\0', {"07", "07", worker_key, "cd1092", "9196121314151617", handle, "10"}));
+  Write(dir, "lookup", LmcacheInput('\0', {"04", "08", lookup_key, "01"}));
+  Write(dir, "free_lookup_locks", LmcacheInput('\0', {"06", "0c", lookup_key, "01"}));
+  Write(dir, "query_prefetch_status", LmcacheInput('\0', {"05", "09", "a172"}));
+  Write(dir, "wait_prefetch_status",
+        LmcacheInput('\0', {"05", "0a", "a172", "cb3ff0000000000000"}));
+  Write(dir, "end_session", LmcacheInput('\0', {"08", "0d", "a172"}));
+  Write(dir, "get_chunk_size", LmcacheInput('\0', {"00", "15"}));
+  Write(dir, "ping_scheduler", LmcacheInput('\0', {"01", "16", "c0"}));
+  Write(dir, "ping_worker", LmcacheInput('\0', {"01", "16", "cd1092"}));
+  Write(dir, "clear", LmcacheInput('\0', {"09", "14", "c2"}));
+  Write(dir, "unregister", LmcacheInput('\0', {"0a", "02", "cd1092"}));
+  Write(dir, "report_block_allocation",
+        LmcacheInput('\0', {"0c", "17", "cd1092", model, "9193000190"}));
+  Write(dir, "subscribe_kv_events",
+        LmcacheInput(
+            '\0', {"0b", "b37375627363726962655f6b765f6576656e7473", "cd1092", model, "00", "40"}));
+  Write(dir, "stream_ack", LmcacheInput('\0', {"0b", "", "61636b"}));
+  // The argument decoders directly: selector 1 register, 3 store, 5 retrieve, 7 allocation.
+  Write(dir, "args_register", reg('\1', {}));
+  Write(dir, "args_store", LmcacheInput('\3', {worker_key, "cd1092", "9196010203040506", handle}));
+  Write(dir, "args_retrieve",
+        LmcacheInput('\5', {worker_key, "cd1092", "9196121314151617", handle, "10"}));
+  Write(dir, "args_block_allocation", LmcacheInput('\7', {"cd1092", model, "9193000190"}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR STORE_DIR CONNECTORS_DIR\n", argv[0]);
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: %s BODY_DIR HANDOFF_DIR STORE_DIR CONNECTORS_DIR LMCACHE_DIR\n",
+                 argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -194,8 +284,9 @@ int main(int argc, char** argv) {
     m.force = true;
     m.max_bytes = 1 << 20;
     m.copied = {true, false};
-    Write(sdir, "master_" + std::string(st::MasterRpcOpName(op)),
-          std::string(1, '\0') + std::string(1, static_cast<char>(op)) + st::EncodeMasterRequest(m));
+    Write(
+        sdir, "master_" + std::string(st::MasterRpcOpName(op)),
+        std::string(1, '\0') + std::string(1, static_cast<char>(op)) + st::EncodeMasterRequest(m));
   }
   for (uint32_t op = st::dummy::kMinOp; op <= st::dummy::kMaxOp; ++op) {
     st::dummy::Request d;
@@ -223,8 +314,8 @@ int main(int argc, char** argv) {
     h.length = static_cast<uint64_t>(length);
     std::string bytes(st::dp::kRequestHeaderBytes + 8, '\0');
     st::dp::EncodeRequestHeader(
-        h, std::span<uint8_t, st::dp::kRequestHeaderBytes>(
-               reinterpret_cast<uint8_t*>(bytes.data()), st::dp::kRequestHeaderBytes));
+        h, std::span<uint8_t, st::dp::kRequestHeaderBytes>(reinterpret_cast<uint8_t*>(bytes.data()),
+                                                           st::dp::kRequestHeaderBytes));
     const uint64_t segment_size = 1 << 20;
     std::memcpy(bytes.data() + st::dp::kRequestHeaderBytes, &segment_size, 8);
     Write(sdir, name, std::string(1, '\2') + bytes);
@@ -263,5 +354,6 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < std::size(configs); ++i) {
     Write(cdir, "adapter_json_" + std::to_string(i), std::string(1, '\2') + configs[i]);
   }
+  WriteLmcacheSeeds(argv[5]);
   return 0;
 }
