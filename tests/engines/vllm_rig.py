@@ -251,9 +251,12 @@ class Engine:
 
     # ------------------------------------------------------------------ requests
 
-    def add(self, rid, prompt, max_tokens=1):
-        req = Request(rid, list(prompt), SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-                      None, block_hasher=self.block_hasher)
+    def add(self, rid, prompt, max_tokens=1, kv_transfer_params=None):
+        """kv_transfer_params: what a P/D proxy puts in the request (vLLM reads them from the
+        sampling params' extra_args)."""
+        extra = {"kv_transfer_params": kv_transfer_params} if kv_transfer_params else None
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=extra)
+        req = Request(rid, list(prompt), params, None, block_hasher=self.block_hasher)
         self.scheduler.add_request(req)
         return req
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ from ._vllm_base import KvtierConnectorMetadata, RetrievePlan, StorePlan
 from ._vllm_config import Settings, check_chunk_size
 from ._vllm_events import SchedulerEvents, chunk_events
 from ._vllm_link import ServerLink
+from ._vllm_pd import announced_chunks, prefill_params
 
 log = logging.getLogger("kvtier.integrations.vllm")
 
@@ -59,6 +61,7 @@ class _ReqInfo:
     cached_chunks: int = 0  # leading chunks the last lookup found in kvtier
     has_session: bool = False  # a LOOKUP created a server-side session
     request: object = None  # vLLM's Request, kept for its KV events (settings.kv_events)
+    waiting_since: float | None = None  # P/D: held back for its prefill's chunks (_vllm_pd)
 
 
 @dataclass
@@ -244,9 +247,9 @@ class SchedulerSide:
         return info.hashes
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens: int):
+        info = self._info(request)  # a producer saves what it computes: it needs the info too
         if not self._s.load_enabled:
             return 0, False
-        info = self._info(request)
         if not info.eligible:
             return 0, False
         bs = self._s.block_size
@@ -264,12 +267,15 @@ class SchedulerSide:
             return 0, False
         rid = request.request_id
         lk = self._lookups.get(rid)
+        announced = min(announced_chunks(request, self._s.model, chunk), want)
         # vLLM asks again, every step, for a request it could not allocate: a hit is claimed
         # only while the LOOKUP's read locks (the server's --pin-ttl-s) surely still hold it, so
         # an old one is redone (it replaces the old locks); a claimed chunk that is gone by the
         # load would be a failure, which vLLM's default policy turns into a failed request.
-        if (lk is None or lk.chunks != want
-                or time.monotonic() - lk.at > self._s.lookup_max_age_s):
+        # A decode request that waits for its prefill's chunks looks again every few ms.
+        age = time.monotonic() - lk.at if lk is not None else 0.0
+        if (lk is None or lk.chunks != want or age > self._s.lookup_max_age_s
+                or (lk.hit_chunks < announced and age >= 0.002)):
             hashes = self._hashes(info)[:want]
             try:
                 info.has_session = True
@@ -291,6 +297,8 @@ class SchedulerSide:
             lk = _Lookup(chunks=want, hit_chunks=min(hit, want), at=time.monotonic())
             self._lookups[rid] = lk
             self.stats.lookup_hit_chunks += lk.hit_chunks
+        if lk.hit_chunks < announced and self._wait_for_prefill(info, rid, lk, announced):
+            return None, False  # vLLM asks again next step
         lk.local = num_computed_tokens
         end = min(lk.hit_chunks * chunk, cap)
         if self._s.async_load and self._s.transfer != "host":
@@ -300,6 +308,21 @@ class SchedulerSide:
             end = end // chunk * chunk
         n = max(end - num_computed_tokens, 0)
         return n, n > 0 and self._s.async_load  # vLLM: never (0, True)
+
+    def _wait_for_prefill(self, info: _ReqInfo, rid: str, lk: _Lookup, announced: int) -> bool:
+        """P/D: the prefill engine's saves of a decode request's chunks may not have run yet. It
+        waits kvtier.timeout_ms, the time the prefill's STORE may take before it fails."""
+        now = time.monotonic()
+        if info.waiting_since is None:
+            info.waiting_since = now
+        if now - info.waiting_since < self._s.timeout_ms / 1000:
+            return True
+        if info.waiting_since != -math.inf:
+            info.waiting_since = -math.inf  # gave up: computes the rest, logged once
+            log.warning("kvtier connector: %s: %d of the %d chunks its prefill engine saved are "
+                        "in kvtier after %d ms (kvtier.timeout_ms); computing the rest", rid,
+                        lk.hit_chunks, announced, self._s.timeout_ms)
+        return False
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens: int) -> None:
         rid = request.request_id
@@ -479,6 +502,10 @@ class SchedulerSide:
         info = self._infos.get(rid)
         if info is not None and info.has_session:
             self._session_call("end_session", rid)
+        tr = self._trackers.get(rid)
+        params = None  # P/D: a prefill leg's response names the chunks the server will have
+        if tr is not None and self._s.save_enabled and tr.info.eligible:
+            params = prefill_params(request, tr.saved_chunks, self._s.model, self._chunk)
         self._forget(rid)
         if rid in self._parked:
             # A worker may still be writing its blocks: vLLM frees them when every worker has
@@ -488,8 +515,8 @@ class SchedulerSide:
         if any(d.job.req_id == rid for d in self._deferred):
             self._held.add(rid)  # released with its last save (build_connector_meta)
             self.stats.delayed_frees += 1
-            return True, None
-        return False, None
+            return True, params
+        return False, params
 
     def reset_cache(self) -> bool:
         """Drops this model's chunks from the server (L1 and L2; chunks a lookup holds locked

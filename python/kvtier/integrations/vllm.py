@@ -26,7 +26,10 @@ it stays out of the engine, every request a clean miss (``_vllm_groups.py``).
 The workers' load and save counters reach vLLM's stats log line and its Prometheus metrics
 (``vllm:kvtier_*``) through ``get_kv_connector_stats`` (``_vllm_stats.py``). With vLLM's KV events
 on, every chunk a save put in the server is published as a ``BlockStored`` of medium ``KVTIER``,
-and ``reset_cache`` as ``AllBlocksCleared`` (``_vllm_events.py``).
+and ``reset_cache`` as ``AllBlocksCleared`` (``_vllm_events.py``). For prefill/decode
+disaggregation over one server, a prefill leg's response carries ``kv_transfer_params`` naming the
+chunks it saves, and a decode request that carries them waits until they are in kvtier
+(``_vllm_pd.py``).
 
 When vLLM is installed the class derives from its ``KVConnectorBase_V1``; without vLLM it derives
 from stand-ins with the same names (``_vllm_base.py``), so the module imports and works anyway.
