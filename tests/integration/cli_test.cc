@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "common/process/kvtier_launchers.h"
 #include "common/process/readiness.h"
@@ -59,6 +60,54 @@ TEST(Cli, ConfigFileSetsFlagsAndCommandLineWins) {
   EXPECT_EQ((*c)->server().chunk_size, 32u);
   EXPECT_EQ((*c)->server().hash, "xxh3");
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// The server's shared memory resident once it listens (RssShmem of /proc/PID/status), in MiB.
+int64_t ShmemMiB(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("RssShmem:", 0) == 0) {
+      int64_t kib = 0;
+      std::istringstream(line.substr(9)) >> kib;
+      return kib / 1024;
+    }
+  }
+  return -1;
+}
+
+// --no-l1-prefault is a negated flag: from the environment or a config file, true must mean "do
+// not prefault" as on the command line (CLI11 stored such values as given: prefault on).
+TEST(Cli, NegatedFlagFromEnvironmentOrConfigFileMeansWhatItSays) {
+  const std::string path = ::testing::TempDir() + "/kvtier-no-prefault.json";
+  struct Case {
+    std::string env;
+    std::string config;
+    bool prefault;
+  } cases[] = {{"KVTIER_SERVER_NO_L1_PREFAULT=1", "", false},
+               {"KVTIER_SERVER_NO_L1_PREFAULT=false", "", true},
+               {"", R"({"no-l1-prefault": true})", false},
+               {"", R"({"no_l1_prefault": false})", true}};
+  for (const Case& c : cases) {
+    std::vector<std::string> args{"/usr/bin/env", c.env.empty() ? "KVTIER_UNUSED=1" : c.env,
+                                  process::KvtierBinFromEnv(), "server", "--l1-size-gb", "0.25",
+                                  "--port", std::to_string(FreeLoopbackPort()), "--http-port", "0"};
+    if (!c.config.empty()) {
+      std::ofstream(path) << c.config;
+      args.insert(args.end(), {"--config", path});
+    }
+    ChildProcess server(args);
+    const Status up = process::WaitReady(
+        server.child(), [&] { return process::LogContains(server.child(), "listening"); },
+        std::chrono::seconds(30), "kvtier server");
+    ASSERT_TRUE(up.ok()) << up.ToString();
+    const int64_t mib = ShmemMiB(server.pid());
+    if (c.prefault) {
+      EXPECT_GE(mib, 250) << c.env << c.config;
+    } else {
+      EXPECT_LT(mib, 64) << c.env << c.config;
+    }
+    EXPECT_EQ(server.Stop(), 0);
+  }
 }
 
 TEST(Cli, BadConfigsAreClearStartupErrors) {
