@@ -15,7 +15,7 @@ run_packages=(
 test_packages=(
   libgtest-dev libgmock-dev python3-pytest python3-zmq python3-msgpack python3-yaml
   python3-pip python3-setuptools python3-wheel python3-venv python3-build python3-torch
-  redis-server etcd-server clang-14 libclang-rt-14-dev clang-format curl iproute2 nftables
+  redis-server etcd-server clang-14 libclang-rt-14-dev clang-format curl jq iproute2 nftables
   util-linux chromium prometheus
 )
 fuzz_packages=(clang-14 libclang-rt-14-dev)
