@@ -55,11 +55,11 @@ def kvtier_lmcache():
 
 
 def _metric(srv, name, **labels):
-    """A counter's value; without labels, the sum of all its series."""
+    """The sum of a metric's series that carry all of `labels` (all its series without)."""
     text = urllib.request.urlopen(srv.metrics_url, timeout=10).read().decode()
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    series = re.escape(f"{name}{{{want}}}") if want else re.escape(name) + r"(?:\{[^}]*\})?"
-    return sum(float(v) for v in re.findall(rf"^{series} (\S+)$", text, re.MULTILINE))
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    found = re.findall(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", text, re.MULTILINE)
+    return sum(float(v) for have, v in found if all(w in have.split(",") for w in want))
 
 
 def _lookup_hits(client, tokens, rid):
