@@ -8,6 +8,8 @@ page written.
 Rows: dummy client / embedded node x page_first / layer_first MHA pools (bf16).
 Usage (from the repository root):
   PYTHONPATH=build/python KVTIER_BIN=build/kvtier /usr/bin/python3 bench/sglang_backend.py
+--json-out FILE also writes the numbers, the same run's memcpy and the machine as JSON (what
+bench/markdown.py reads).
 """
 
 import argparse
@@ -20,6 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from kvtier.integrations.sglang import KvtierHiCacheStorage  # noqa: E402
+from bench_report import command_line, machine, write_json  # noqa: E402 (bench/, as below)
 from peer_limits import memcpy_gbps  # noqa: E402 (bench/, the script's own directory)
 from sglang_harness import HostPool, StorageConfig, page_hashes, slots  # noqa: E402
 from store_cluster import StoreCluster  # noqa: E402
@@ -52,6 +55,7 @@ def main():
     ap.add_argument("--page", type=int, default=64, help="tokens per page")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json-out", metavar="FILE", help="also write the report as JSON to FILE")
     args = ap.parse_args()
     heads, head_dim = 8, 128
     cluster = StoreCluster(lease_ms=200, segment=str(1 << 30))
@@ -83,6 +87,16 @@ def main():
         for call, key in (("batch_set_v1", "set"), ("batch_get_v1", "get")):
             print(f"{mode:<9} {layout:<12} {call:<14} {rates[key]:7.2f} "
                   f"{rates[key] / limit:10.2f}")
+    if args.json_out:
+        write_json(args.json_out, {
+            "bench": "sglang_backend", "command": command_line(), "machine": machine(),
+            "config": {"batch": args.batch, "page": args.page, "layers": args.layers,
+                       "rounds": args.rounds, "page_bytes": page_bytes},
+            "limits": {"memcpy_gbps": limit},
+            "rows": [{"client": mode, "layout": layout, "call": call, "gbps": rates[key],
+                      "over_memcpy": rates[key] / limit}
+                     for mode, layout, rates in rows
+                     for call, key in (("batch_set_v1", "set"), ("batch_get_v1", "get"))]})
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ Rows, for a dummy client of the node and for an embedded node in this process:
 
 Every value read back is compared with what was written. Usage (from the repository root):
   PYTHONPATH=build/python KVTIER_BIN=build/kvtier /usr/bin/python3 bench/store_python_api.py
+--json-out FILE also writes the numbers, the same run's memcpy and the machine as JSON (what
+bench/markdown.py reads).
 """
 
 import argparse
@@ -23,6 +25,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "python"))
 from kvtier.store import MooncakeDistributedStore, MooncakeHostMemAllocator  # noqa: E402
 from store_cluster import StoreCluster  # noqa: E402
+from bench_report import command_line, machine, write_json  # noqa: E402 (bench/, this directory)
+
+
+CALLS = {"put": "batch_put_from", "get": "batch_get_into",
+         "put_multi": "batch_put_from_multi_buffers", "get_multi": "batch_get_into_multi_buffers"}
 
 
 def memcpy_gbps(src, dst, rounds):
@@ -84,6 +91,7 @@ def main():
     ap.add_argument("--value-bytes", type=int, default=1 << 20)
     ap.add_argument("--parts", type=int, default=8, help="buffers per value (multi-buffer rows)")
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--json-out", metavar="FILE", help="also write the report as JSON to FILE")
     args = ap.parse_args()
     if args.value_bytes % args.parts:
         ap.error("--value-bytes must be a multiple of --parts")
@@ -119,12 +127,18 @@ def main():
           f"({args.parts} parts for the multi-buffer calls), median of {args.rounds} rounds")
     print(f"single-thread memcpy (numpy copyto), same run: {limit:.2f} GB/s")
     print(f"{'client':<9} {'call':<32} {'GB/s':>7} {'of memcpy':>10}")
-    names = {"put": "batch_put_from", "get": "batch_get_into",
-             "put_multi": "batch_put_from_multi_buffers",
-             "get_multi": "batch_get_into_multi_buffers"}
     for mode, rates in rows:
-        for k, name in names.items():
+        for k, name in CALLS.items():
             print(f"{mode:<9} {name:<32} {rates[k]:7.2f} {rates[k] / limit:10.2f}")
+    if args.json_out:
+        write_json(args.json_out, {
+            "bench": "store_python_api", "command": command_line(), "machine": machine(),
+            "config": {"batch": args.batch, "value_bytes": args.value_bytes,
+                       "parts": args.parts, "rounds": args.rounds},
+            "limits": {"memcpy_gbps": limit},
+            "rows": [{"client": mode, "call": name, "gbps": rates[k],
+                      "over_memcpy": rates[k] / limit}
+                     for mode, rates in rows for k, name in CALLS.items()]})
 
 
 if __name__ == "__main__":

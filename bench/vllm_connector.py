@@ -13,6 +13,8 @@ connector's staging copy and the server's), so about half the memcpy rate is the
 
 Usage (from the repository root):
   PYTHONPATH=build/python KVTIER_BIN=build/kvtier /usr/bin/python3 bench/vllm_connector.py
+--json-out FILE also writes the numbers, the same run's memcpy and the machine as JSON (what
+bench/markdown.py reads).
 """
 
 import argparse
@@ -29,6 +31,7 @@ import kvtier  # noqa: E402
 import vllm_harness as H  # noqa: E402
 from kvtier.integrations.vllm import KvtierConnectorMetadata, RetrievePlan, StorePlan  # noqa: E402
 from kvtier.server import LocalServer  # noqa: E402
+from bench_report import command_line, machine, write_json  # noqa: E402 (bench/, this directory)
 
 
 def median_gbps(nbytes, times):
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--prompt-chunks", type=int, default=8)
     ap.add_argument("--staging-blocks", type=int, nargs="+", default=[64, 256, 1024])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json-out", metavar="FILE", help="also write the report as JSON to FILE")
     args = ap.parse_args()
 
     bs, chunk = args.block_size, args.chunk_size
@@ -71,6 +75,7 @@ def main():
     print(f"{'staging blocks':>14} {'save GB/s':>10} {'vs memcpy':>9} {'load GB/s':>10} "
           f"{'vs memcpy':>9} {'lookup p50 ms':>13}")
 
+    rows = []
     with LocalServer(l1_size_gb=l1_gb, chunk_size=chunk, prefault=True) as srv:
         for staging in args.staging_blocks:
             model = f"bench-{staging}"
@@ -125,8 +130,20 @@ def main():
             print(f"{staging:>14} {save_gbps:>10.2f} {save_gbps / memcpy_gbps:>9.2f} "
                   f"{load_gbps:>10.2f} {load_gbps / memcpy_gbps:>9.2f} "
                   f"{statistics.median(lookups) * 1e3:>13.2f}")
+            rows.append({"staging_blocks": staging, "save_gbps": save_gbps,
+                         "save_over_memcpy": save_gbps / memcpy_gbps, "load_gbps": load_gbps,
+                         "load_over_memcpy": load_gbps / memcpy_gbps,
+                         "lookup_p50_ms": statistics.median(lookups) * 1e3})
             worker.shutdown()
             sched.shutdown()
+    if args.json_out:
+        write_json(args.json_out, {
+            "bench": "vllm_connector", "command": command_line(), "machine": machine(),
+            "config": {"layers": args.layers, "heads": args.heads, "head_dim": args.head_dim,
+                       "block_size": bs, "chunk_size": chunk, "prompt_tokens": tokens_n,
+                       "prompt_bytes": prompt_bytes, "rounds": args.rounds},
+            "limits": {"memcpy_gbps": memcpy_gbps},
+            "rows": rows})
 
 
 if __name__ == "__main__":
