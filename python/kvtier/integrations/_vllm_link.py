@@ -4,7 +4,9 @@ An engine must keep serving when its cache does not answer: ``get()`` hands out 
 None while the server is considered down; a failed call reports itself with ``failed()``, which
 drops the connection (a restarted server would not know this client's HELLO or registration) and
 waits ``retry_interval_s`` before the next attempt. One warning per outage, one line when it is
-back.
+back. A server that comes back with a configuration the engine cannot use (``on_connect`` raised
+ValueError, e.g. another chunk size) switches the link off for good: ``client()`` answers None
+until the engine restarts.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class ServerLink:
         self._retry_at = 0.0
         self._down = False
         self.info: dict | None = None  # server_info() of the current connection
+        self.off = False  # the connector stopped using the server until the engine restarts
 
     @property
     def address(self) -> str:
@@ -75,6 +78,20 @@ class ServerLink:
                             self._what, self.address)
                 self._down = False
             return client
+
+    def client(self) -> CacheClient | None:
+        """``get()`` for the connector's calls: None while the server is down or the link is
+        off. A ValueError from ``on_connect`` is logged once and switches the link off (``get()``
+        raises it instead, so that the engine's start-up can stop on it)."""
+        if self.off:
+            return None
+        try:
+            return self.get()
+        except ValueError as e:
+            log.error("kvtier connector (%s): %s; the connector is off until the engine restarts",
+                      self._what, e)
+            self.off = True
+            return None
 
     def current(self) -> CacheClient | None:
         """The client if connected, without trying to connect."""

@@ -177,7 +177,6 @@ class SchedulerSide:
         self._unlock_next: list[str] = []  # loads sent last step: release their lookup locks
         self._parked: set[str] = set()  # async loads sent, not yet in finished_recving
         self.stats = SchedulerStats()
-        self._disabled = False
         self.events = SchedulerEvents() if settings.kv_events else None
         if settings.load_failure_policy == "fail" and settings.load_enabled:
             log.warning("kvtier connector: vLLM's kv_load_failure_policy is 'fail': a chunk the "
@@ -202,18 +201,8 @@ class SchedulerSide:
                 tr.saved_chunks = 0
         self._chunk, self._algo = chunk, algo
 
-    def _client(self):
-        if self._disabled:
-            return None
-        try:
-            return self._link.get()
-        except ValueError as e:  # the server came back with an incompatible chunk size
-            log.error("kvtier connector: %s; the connector is off until the engine restarts", e)
-            self._disabled = True
-            return None
-
     def _session_call(self, fn_name: str, req_id: str) -> None:
-        client = self._client()
+        client = self._link.client()
         if client is None:
             return
         try:
@@ -258,7 +247,7 @@ class SchedulerSide:
         cap = (int(request.num_tokens) - 1) // bs * bs
         if cap <= num_computed_tokens:
             return 0, False
-        client = self._client()
+        client = self._link.client()
         if client is None:
             return 0, False
         chunk = self._chunk
@@ -522,7 +511,7 @@ class SchedulerSide:
         """Drops this model's chunks from the server (L1 and L2; chunks a lookup holds locked
         stay until released) and forgets what earlier lookups found."""
         self._lookups.clear()
-        client = self._client()
+        client = self._link.client()
         if client is None:
             return False
         try:

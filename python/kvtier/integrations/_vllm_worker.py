@@ -102,7 +102,6 @@ class WorkerSide:
         self._link = ServerLink(settings, f"worker tp{self.tp_rank} pp{self.pp_rank}",
                                 on_connect=self._on_connect)
         self._registered = False
-        self._disabled = False
         self._invalid: set[int] = set()
         self._to_release: set[str] = set()
         # finished_req_ids of the last calls: a finished request's save may be released a few
@@ -168,7 +167,7 @@ class WorkerSide:
                 log.error("kvtier connector (worker tp%d pp%d): the server refused the GPU KV "
                           "cache (%s); kvtier.transfer is gpu, so loads fail and saves are "
                           "skipped until the engine restarts", self.tp_rank, self.pp_rank, e)
-                self._disabled = True
+                self._link.off = True
                 return
             self._fall_back(e)
             what = self._path.register(client, info, who)
@@ -230,14 +229,7 @@ class WorkerSide:
             self._link.failed(e)
 
     def _client(self):
-        if self.geometry is None or self._disabled:
-            return None
-        try:
-            return self._link.get()
-        except ValueError as e:  # the server came back with an incompatible chunk size
-            log.error("kvtier connector: %s; the connector is off until the engine restarts", e)
-            self._disabled = True
-            return None
+        return None if self.geometry is None else self._link.client()
 
     def _token_bytes(self) -> int:
         """Bytes of one token in the engine's KV cache of this worker (every layer, K and V)."""
@@ -416,14 +408,7 @@ class _Loader:
         return out
 
     def _client(self):
-        w = self._w
-        if not w._registered or w._disabled:
-            return None
-        try:
-            return self._link.get()
-        except ValueError as e:  # the server came back with an incompatible chunk size
-            log.error("kvtier connector: %s", e)
-            return None
+        return self._link.client() if self._w._registered and not self._w._link.off else None
 
     def _main(self) -> None:
         while True:
