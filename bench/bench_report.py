@@ -53,8 +53,15 @@ def machine():
 
 
 def command_line():
-    """How this Python bench was started, as one would type it from the repository root."""
-    return " ".join(["python3", os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    """How this Python bench was started, as one would type it from the repository root, less
+    the --json-out FILE that only says where the report went."""
+    args, rest = [], iter(sys.argv[1:])
+    for arg in rest:
+        if arg == "--json-out":
+            next(rest, None)
+        elif not arg.startswith("--json-out="):
+            args.append(arg)
+    return " ".join(["python3", os.path.relpath(sys.argv[0])] + args)
 
 
 def write_json(path, doc):

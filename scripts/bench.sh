@@ -19,9 +19,25 @@
 # SGLang HiCache backend's page backup and prefetch, and bench/vllm_connector.py: the vLLM
 # connector's saves and loads through a kvtier server, each against the same run's memcpy.
 # Then `bench master` (the master holding 1M objects: memory per object, batched key ops/s) and
-# bench/store_rereplication.py (copies after a node kill, against raw TCP).
+# bench/store_rereplication.py (copies after a node kill, against raw TCP), each printed, then run
+# again with --json into $BUILD/bench-master.json and $BUILD/bench-rereplication.json; the Python
+# benches write theirs (--json-out) to $BUILD/bench-{store-python-api,sglang-backend,
+# vllm-connector}.json in the same run.
+#
+# Every report is stamped (bench/bench_report.py) with the machine (CPUs, model, memory, kernel,
+# date) and the command that made it. At the end bench/markdown.py turns the $BUILD/bench-*.json
+# reports into one markdown table per component, the shape of docs/BENCHMARKS.md's "Current
+# results", written to $BUILD/bench-tables.md; with --markdown (given anywhere; not passed on to
+# the server runs) they are printed as well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+print_tables=0
+server_args=()
+for arg in "$@"; do
+  if [[ "$arg" == "--markdown" ]]; then print_tables=1; else server_args+=("$arg"); fi
+done
+set -- "${server_args[@]+"${server_args[@]}"}"
 
 build="${BUILD:-build}"
 bin="$build/kvtier"
@@ -38,19 +54,39 @@ json="$build/bench-server.json"
 mv "$json.tmp" "$json"
 echo "wrote $json" >&2
 
+# Adds the machine block's missing keys and the command to the report in $1.
+stamp() {
+  /usr/bin/python3 bench/bench_report.py stamp "$1" --command "$2"
+}
+stamp "$json" "$bin bench server $*"
+
 # --- bench store -------------------------------------------------------------------------------
 read -r -a store_args <<< "${BENCH_STORE_ARGS:-}"
-"$bin" bench store "${store_args[@]}" --json-out "$build/bench-store.json"
+"$bin" bench store "${store_args[@]+"${store_args[@]}"}" --json-out "$build/bench-store.json"
+stamp "$build/bench-store.json" "$bin bench store ${BENCH_STORE_ARGS:-}"
 echo "wrote $build/bench-store.json" >&2
 
 # --- the Python store API (Mooncake's calls) against memcpy ---------------------------------
-PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_python_api.py
-PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/sglang_backend.py
-PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/vllm_connector.py
+for py in store_python_api sglang_backend vllm_connector; do
+  PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 "bench/$py.py" \
+    --json-out "$build/bench-${py//_/-}.json"
+  echo "wrote $build/bench-${py//_/-}.json" >&2
+done
 
 # --- the store master at size, and re-replication --------------------------------------------
-"$bin" bench master --objects 1000000
-PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_rereplication.py
+# Neither writes its JSON beside its table, so each runs twice: the table, then --json into $1.
+run_twice() {
+  local out="$1"
+  shift
+  "$@"
+  "$@" --json > "$out.tmp"
+  mv "$out.tmp" "$out"
+  stamp "$out" "$*"
+  echo "wrote $out" >&2
+}
+run_twice "$build/bench-master.json" "$bin" bench master --objects 1000000
+PYTHONPATH="$build/python" KVTIER_BIN="$bin" \
+  run_twice "$build/bench-rereplication.json" /usr/bin/python3 bench/store_rereplication.py
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"
@@ -74,16 +110,29 @@ run_l2() {
   "$bin" bench l2 "$@" "${l2_args[@]}"
   "$bin" bench l2 "$@" "${l2_args[@]}" --json > "$out.tmp"
   mv "$out.tmp" "$out"
+  stamp "$out" "$bin bench l2 $* ${BENCH_L2_ARGS:-}"
   echo "wrote $out" >&2
 }
 
 run_l2 "$build/bench-l2-fs.json" --adapter "{\"type\":\"fs\",\"path\":\"$l2_dir/fs\"}"
 
 # The store connector: lanes and memory modes against a master + node it starts itself.
-BUILD="$build" scripts/bench_store_l2.sh "${l2_args[@]}"
+BUILD="$build" scripts/bench_store_l2.sh "${l2_args[@]+"${l2_args[@]}"}"
+for mode in lanes memory; do
+  stamp "$build/bench-l2-store-$mode.json" "scripts/bench_store_l2.sh ${BENCH_L2_ARGS:-} ($mode)"
+done
+
+# The tables of every report there is, into $build/bench-tables.md (printed with --markdown).
+write_tables() {
+  /usr/bin/python3 bench/markdown.py "$build" > "$build/bench-tables.md.tmp"
+  mv "$build/bench-tables.md.tmp" "$build/bench-tables.md"
+  echo "wrote $build/bench-tables.md" >&2
+  if ((print_tables)); then cat "$build/bench-tables.md"; fi
+}
 
 if [[ ! -x /usr/bin/redis-server ]]; then
   echo "skipping bench l2 for resp: /usr/bin/redis-server not found" >&2
+  write_tables
   exit 0
 fi
 port="$(PYTHONPATH="$build/python" /usr/bin/python3 -c 'from kvtier.server import free_port; print(free_port())')"
@@ -103,3 +152,4 @@ done
 run_l2 "$build/bench-l2-resp.json" \
   --adapter "{\"type\":\"resp\",\"port\":$port,\"num_workers\":4}" \
   --adapter "{\"type\":\"resp\",\"port\":$port,\"per_op_workers\":{\"lookup\":1,\"retrieve\":1,\"store\":2}}"
+write_tables
