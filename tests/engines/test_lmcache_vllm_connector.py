@@ -39,6 +39,10 @@ CHUNK = 32  # the server's --chunk-size (test_lmcache_mp_kvtier.py): two 16-toke
 L1_GB = "0.002"  # about 120 chunks of the rig's 16 KiB, so the fillers below evict
 REAP_TIMEOUT_S = 120  # lmcache_ops.h kWorkerReapTimeout, LMCache's --worker-reap-timeout-seconds
 
+CYCLE_OPS = ("get_chunk_size", "get_experimental", "register_kv_cache", "ping", "lookup",
+             "query_prefetch_status", "report_block_allocation", "store", "retrieve",
+             "end_session")
+
 # A worker in a child process: registers its KV cache through lmcache's client and transfer
 # context (the reference test's register_worker), says so, and waits to be killed.
 _WORKER = """
@@ -176,13 +180,20 @@ def test_connectors_are_lmcaches_built_by_vllms_factory(engines):
 def test_second_engine_loads_what_the_first_stored(lmcache_front, engines):
     srv = lmcache_front
     tokens = prompt(38, 100)  # 3 full chunks and 4 tokens
-    stores = _metric(srv, "kvtier_lmcache_requests_total", op="store")
+    ops_before = {op: _metric(srv, "kvtier_lmcache_requests_total", op=op) for op in CYCLE_OPS}
+    stores = ops_before["store"]
     hits = _metric(srv, "kvtier_retrieve_hit_chunks_total")
     want = store(engines(), "a1", tokens)
     assert _metric(srv, "kvtier_lmcache_requests_total", op="store") == stores + 1
     load_and_check(engines(), "b1", tokens, want)
     assert _metric(srv, "kvtier_retrieve_hit_chunks_total") == hits + 3
     assert _metric(srv, "kvtier_lmcache_failed_requests_total") == 0
+    # What vLLM's connector sent for the two engines, each answered ("The order of calls for one
+    # vLLM request", docs/lmcache-protocol.md); free_lookup_locks comes only for hits vLLM
+    # already holds. The heartbeat thread pings on its own time; the rest came before the load.
+    wait_until(lambda: all(_metric(srv, "kvtier_lmcache_requests_total", op=op) >
+                           ops_before[op] for op in CYCLE_OPS), 10,
+               f"kvtier_lmcache_requests_total of each of {CYCLE_OPS} to grow")
 
 
 def test_l2_hit_after_l1_eviction(lmcache_front, engines):
