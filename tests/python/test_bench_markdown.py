@@ -201,7 +201,8 @@ def test_stamp_adds_what_the_cpp_machine_block_lacks(tmp_path, monkeypatch):
 
 
 def _run(cmd, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "build" / "python"))
+    from kvtier.server import find_binary
+    env = dict(os.environ, KVTIER_BIN=find_binary())
     return subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True,
                           timeout=120, **kw)
 
@@ -210,7 +211,6 @@ def test_fresh_reports(tmp_path):
     """The smallest runs of the fast benches, written as scripts/bench.sh writes them."""
     from kvtier.server import find_binary
     kvtier_bin = find_binary()
-    os.environ.setdefault("KVTIER_BIN", kvtier_bin)
     py = [sys.executable]
     _run(py + ["bench/store_python_api.py", "--batch", "2", "--value-bytes", "65536", "--parts",
                "2", "--rounds", "1", "--json-out", str(tmp_path / "bench-store-python-api.json")])
