@@ -78,7 +78,8 @@ def main():
     finally:
         cluster.stop()
     limit = memcpy_gbps(args.batch * page_bytes, args.rounds)
-    print(f"kvtier SGLang HiCache backend: batches of {args.batch} pages x {page_bytes >> 20} MiB "
+    print(f"kvtier SGLang HiCache backend: batches of {args.batch} pages x "
+          f"{page_bytes / 2**20:g} MiB "
           f"({args.page} tokens, {args.layers} layers, {heads}x{head_dim} bf16 K and V), "
           f"median of {args.rounds} rounds")
     print(f"single-thread memcpy (numpy copyto), same run: {limit:.2f} GB/s")

@@ -122,8 +122,8 @@ def main():
     finally:
         cluster.stop()
         allocator.free(ptr)
-    mib = args.value_bytes >> 20
-    print(f"kvtier.store Python API: batches of {args.batch} x {mib} MiB values "
+    mib = args.value_bytes / 2**20
+    print(f"kvtier.store Python API: batches of {args.batch} x {mib:g} MiB values "
           f"({args.parts} parts for the multi-buffer calls), median of {args.rounds} rounds")
     print(f"single-thread memcpy (numpy copyto), same run: {limit:.2f} GB/s")
     print(f"{'client':<9} {'call':<32} {'GB/s':>7} {'of memcpy':>10}")

@@ -88,7 +88,8 @@ def test_rows_lead_with_the_same_runs_ratio(build):
     store = recorded("bench-store.json")
     rows = t["Store data path and metadata (`kvtier bench store`)"]
     r = row(rows, "cross-node get")
-    assert r[1] == f"**{store['cross_node']['ratios']['get_over_limit']:.2f}** of one raw TCP stream"
+    get = store["cross_node"]["ratios"]["get_over_limit"]
+    assert r[1] == f"**{get:.2f}** of one raw TCP stream"
     goal = [g for g in store["goals"] if g["goal"].startswith("cross-node get")][0]
     assert r[3] == f"{goal['goal']}: {'met' if goal['met'] else 'missed'}"
     rr = recorded("bench-rereplication.json")
@@ -158,7 +159,8 @@ def test_a_broken_report_is_named_and_the_others_still_print(build):
     text = markdown.render(build)
     used = text.split("### Reports not used")[1]
     assert "- `bench-server.json`: JSONDecodeError" in used
-    assert "vLLM connector, host path (`bench/vllm_connector.py`): a report of another shape" in used
+    assert ("vLLM connector, host path (`bench/vllm_connector.py`): a report of another shape"
+            in used)
     assert "not read (no table for them): `bench-gpu.json`" in used
     assert tables(text)["Python store API (`bench/store_python_api.py`)"]
     assert "bench-server.json`)" not in text.split("### Not run")[1]  # there, but unreadable
