@@ -10,11 +10,18 @@ gives, parsed by SGLang's own parser, and its own threads run the storage calls 
 batch_exists, then batch_get_v1 or batch_get into host slots; backup: batch_set_v1 or
 batch_set). This file plays the radix cache's part only: it picks the tokens, allocates host
 slots for a hit and drains the controller's queues, as the scheduler does. Pages are compared
-byte for byte through the host pool's own get_data_page.
+byte for byte through the host pool's own get_data_page. Two attention context-parallel ranks
+run as two processes of one gloo group, the group SGLang reads the CP rank from.
 """
 
+import datetime
 import itertools
+import json
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -72,7 +79,9 @@ class Engine:
     kvtier backend attached (SGLang's threads running)."""
 
     def __init__(self, extra_config, kind="mha", layout="page_first", model="tiny", swa=False,
-                 **ranks):
+                 attn_cp_group=None, **ranks):
+        """attn_cp_group: the attention context-parallel process group (SGLang passes its gloo
+        group; the controller takes this rank's attn_cp_rank and attn_cp_size from it)."""
         self.kind = kind
         self.device = device_pool(kind)
         self.host = host_pool(self.device, kind, layout)
@@ -86,7 +95,7 @@ class Engine:
                                      lambda layer: layer))
         group = HostPoolGroup(entries)
         self.controller = HybridCacheController(allocator, group, PAGE, None, threading.Event(),
-                                                io_backend="direct")
+                                                attn_cp_group=attn_cp_group, io_backend="direct")
         parallel = dict(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1,
                         attn_dcp_rank=0)
         parallel.update(ranks)
@@ -267,6 +276,76 @@ def test_tensor_parallel_ranks_and_sizes_read_only_their_own_heads(cluster, engi
         assert_same_pages(reader, dst, ranks[rank], sources[rank])
 
 
+def context_parallel_rank(rank, rendezvous, extra, out):
+    """One of two SGLang ranks that differ only in their attention context-parallel rank (TP 0
+    of 1 on both), in a process of its own: SGLang takes attn_cp_rank from the rank of this
+    process in the attention CP group (HiCacheController.get_attn_cp_rank_and_size), and its
+    prefetch agrees on the hit with the other rank (an all-reduce MIN over that group). Rank 1
+    backs up a prefix first; both look it up; then rank 0 backs up its own bytes and a new
+    engine on each rank loads the prefix. Writes what it saw to `out` (JSON)."""
+    dist = torch.distributed
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=3 * WAIT_S))
+    group = dist.new_group([0, 1], backend="gloo")  # SGLang: parallel.attn_cp_group.cpu_group
+    seen = {}
+    try:
+        for seed, kind in enumerate(("mha", "mla"), start=11):
+            tokens = prompt(seed, 2)
+            writer = Engine(dict(extra), kind, attn_cp_group=group)
+            config = writer.controller.storage_config
+            src = writer.fill(2)
+            if rank == 1:
+                assert writer.backup(tokens, src) == 2 * PAGE
+            dist.barrier()
+            foreign = writer.prefetch(tokens)[0]  # rank 0 has nothing of its own yet
+            if rank == 0:
+                assert writer.backup(tokens, src) == 2 * PAGE
+            dist.barrier()
+            reader = Engine(dict(extra), kind, attn_cp_group=group)  # a restarted rank
+            hit, loaded, dst = reader.prefetch(tokens)
+            same = dst is not None and all(
+                torch.equal(reader.page_bytes(d).view(torch.uint8),
+                            writer.page_bytes(s).view(torch.uint8))
+                for d, s in zip(dst[::PAGE].tolist(), src[::PAGE].tolist()))
+            seen[kind] = {"cp": [config.attn_cp_rank, config.attn_cp_size],
+                          "foreign_hit": foreign, "hit": hit, "loaded": loaded,
+                          "own_bytes": same}
+            dist.barrier()  # neither rank detaches while the other still prefetches
+            reader.close()
+            writer.close()
+    finally:
+        Path(out).write_text(json.dumps(seen))
+        dist.destroy_process_group()
+
+
+def test_context_parallel_ranks_read_only_their_own_pages(cluster, request, tmp_path):
+    extra = config_for(cluster, "dummy", request.node.name)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1] / "python"), env.get("PYTHONPATH", "")])
+    procs, logs = [], [tmp_path / f"rank{rank}.log" for rank in (0, 1)]
+    try:
+        for rank in (0, 1):
+            with open(logs[rank], "w") as log:
+                procs.append(subprocess.Popen(
+                    [sys.executable, __file__, str(rank), str(tmp_path / "rendezvous"),
+                     json.dumps(extra), str(tmp_path / f"rank{rank}.json")],
+                    env=env, stdout=log, stderr=subprocess.STDOUT))
+        codes = [p.wait(timeout=10 * WAIT_S) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    tails = "\n".join(f"rank {r}: ...{logs[r].read_text()[-3000:]}" for r in (0, 1))
+    assert codes == [0, 0], tails
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        for kind in ("mha", "mla"):
+            assert seen[kind] == {"cp": [rank, 2], "foreign_hit": 0, "hit": 2 * PAGE,
+                                  "loaded": 2 * PAGE, "own_bytes": True}, (rank, kind, tails)
+
+
 def test_mla_pages_written_once_read_by_every_rank(cluster, engines, request):
     extra = config_for(cluster, "dummy", request.node.name)
     ranks = [engines(dict(extra), "mla", tp_rank=rank, tp_size=2) for rank in (0, 1)]
@@ -318,3 +397,7 @@ def test_hybrid_model_window_pool_through_the_v2_calls(cluster, engines, request
     # Two pages of the prefix without their window: no restorable prefix ends there.
     want = PoolTransfer(name=PoolName.SWA, keys=[None], hit_policy=PoolHitPolicy.TRAILING_PAGES)
     assert reader.prefetch(tokens[:2 * PAGE], [want], {})[0] == 0
+
+
+if __name__ == "__main__":  # a rank of test_context_parallel_ranks_read_only_their_own_pages
+    context_parallel_rank(int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), sys.argv[4])
