@@ -105,12 +105,19 @@ def main():
     ap.add_argument("--value-kib", type=int, default=1024)
     ap.add_argument("--segment", default="2GB", help="segment of A, B and C")
     ap.add_argument("--repair-mb-s", type=int, nargs="+", default=[1000000, 256])
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the JSON instead of the table")
+    ap.add_argument("--json-out", metavar="FILE", help="also write the JSON to FILE")
     args = ap.parse_args()
     tcp = raw_tcp_gbps()
     rows = [run(args, r) for r in args.repair_mb_s]
+    report = {"raw_tcp_gbps": tcp, "runs": rows}
+    if args.json_out:
+        tmp = args.json_out + ".tmp"  # a failed run never leaves a half-written report
+        with open(tmp, "w") as f:
+            json.dump(report, f, indent=2)
+        os.replace(tmp, args.json_out)
     if args.json:
-        print(json.dumps({"raw_tcp_gbps": tcp, "runs": rows}))
+        print(json.dumps(report))
         return
     print(f"raw loopback TCP (kvtier bench store's probe): {tcp:.2f} GB/s")
     print(f"{'--repair-mb-s':>14} {'objects':>8} {'MiB':>8} {'drop s':>7} {'repair s':>9} "

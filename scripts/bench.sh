@@ -19,8 +19,8 @@
 # SGLang HiCache backend's page backup and prefetch, and bench/vllm_connector.py: the vLLM
 # connector's saves and loads through a kvtier server, each against the same run's memcpy.
 # Then `bench master` (the master holding 1M objects: memory per object, batched key ops/s) and
-# bench/store_rereplication.py (copies after a node kill, against raw TCP), each printed, then run
-# again with --json into $BUILD/bench-master.json and $BUILD/bench-rereplication.json; the Python
+# bench/store_rereplication.py (copies after a node kill, against raw TCP), each printed and written
+# to $BUILD/bench-master.json and $BUILD/bench-rereplication.json; the Python
 # benches write theirs (--json-out) to $BUILD/bench-{store-python-api,sglang-backend,
 # vllm-connector}.json in the same run.
 #
@@ -74,19 +74,12 @@ for py in store_python_api sglang_backend vllm_connector; do
 done
 
 # --- the store master at size, and re-replication --------------------------------------------
-# Neither writes its JSON beside its table, so each runs twice: the table, then --json into $1.
-run_twice() {
-  local out="$1"
-  shift
-  "$@"
-  "$@" --json > "$out.tmp"
-  mv "$out.tmp" "$out"
-  stamp "$out" "$*"
-  echo "wrote $out" >&2
-}
-run_twice "$build/bench-master.json" "$bin" bench master --objects 1000000
-PYTHONPATH="$build/python" KVTIER_BIN="$bin" \
-  run_twice "$build/bench-rereplication.json" /usr/bin/python3 bench/store_rereplication.py
+"$bin" bench master --objects 1000000 --json-out "$build/bench-master.json"
+stamp "$build/bench-master.json" "$bin bench master --objects 1000000"
+PYTHONPATH="$build/python" KVTIER_BIN="$bin" /usr/bin/python3 bench/store_rereplication.py \
+  --json-out "$build/bench-rereplication.json"
+stamp "$build/bench-rereplication.json" "/usr/bin/python3 bench/store_rereplication.py"
+echo "wrote $build/bench-master.json and $build/bench-rereplication.json" >&2
 
 # --- bench l2 ---------------------------------------------------------------------------------
 read -r -a l2_args <<< "${BENCH_L2_ARGS:-}"

@@ -233,6 +233,7 @@ RunFn AddBenchMaster(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
+  cmd->add_option("--json-out", o->json_out, "Also write that JSON object to this file");
   cmd->add_option("--etcd", o->etcd,
                   "HOST:PORT of an etcd: the master journals every object there, as masters that "
                   "fail over do (a scratch cluster id, deleted afterwards)");

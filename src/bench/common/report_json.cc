@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 namespace kvtier::bench {
@@ -28,6 +29,14 @@ nlohmann::json SpreadJson(const Spread& s) {
 
 nlohmann::json RatioJson(double value, double limit) {
   return value > 0 && limit > 0 ? nlohmann::json(value / limit) : nlohmann::json(nullptr);
+}
+
+bool WriteJsonReport(const std::string& path, const nlohmann::json& report) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp);
+  f << report.dump(2) << std::endl;
+  f.close();
+  return f && std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 }  // namespace kvtier::bench

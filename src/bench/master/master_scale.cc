@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/common/report_json.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
 #include "common/etcd_client.h"
@@ -249,7 +250,8 @@ int RunBenchMaster(const BenchMasterOptions& o) {
     std::cerr << "error: " << master.status().ToString() << "\n";
     return 1;
   }
-  const json r = Run(o, *master);
+  json r = Run(o, *master);
+  r["machine"] = MachineJson();
   master->Stop(std::chrono::seconds(10));
   if (!o.etcd.empty()) (void)EtcdClient(o.etcd).DeletePrefix("/kvtier/" + cluster + "/");
   if (r.contains("error")) {
@@ -260,6 +262,10 @@ int RunBenchMaster(const BenchMasterOptions& o) {
     std::cout << r.dump() << "\n";
   } else {
     Print(r, std::cout);
+  }
+  if (!o.json_out.empty() && !WriteJsonReport(o.json_out, r)) {
+    std::cerr << "error: cannot write " << o.json_out << "\n";
+    return 1;
   }
   return r["wrong_answers"].get<uint64_t>() == 0 ? 0 : 1;
 }

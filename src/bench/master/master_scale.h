@@ -23,7 +23,8 @@ struct BenchMasterOptions {
   std::vector<uint32_t> threads = {1, 4};
   double seconds = 3;
   bool json = false;
-  std::string etcd;  // HOST:PORT of an etcd the master journals to; empty: a lone master
+  std::string json_out;  // also write the JSON object to this file (the table still prints)
+  std::string etcd;      // HOST:PORT of an etcd the master journals to; empty: a lone master
 };
 
 int RunBenchMaster(const BenchMasterOptions& options);

@@ -19,6 +19,7 @@
 #include "bench/common/bench_exit.h"
 #include "bench/common/limits.h"
 #include "bench/common/progress_line.h"
+#include "bench/common/report_json.h"
 #include "bench/common/timing.h"
 #include "bench/store/dummy_fleet.h"
 #include "bench/store/lookup_l2.h"
@@ -383,16 +384,9 @@ int RunBench(const BenchStoreOptions& o) {
   progress.Done();
 
   const nlohmann::json summary = SummarizeStore(run);
-  if (!o.json_out.empty()) {
-    // A temporary name first, so a failed write never leaves a half-written report.
-    const std::string tmp = o.json_out + ".tmp";
-    std::ofstream f(tmp);
-    f << summary.dump(2) << std::endl;
-    f.close();
-    if (!f || std::rename(tmp.c_str(), o.json_out.c_str()) != 0) {
-      std::cerr << "error: cannot write " << o.json_out << "\n";
-      return 1;
-    }
+  if (!o.json_out.empty() && !WriteJsonReport(o.json_out, summary)) {
+    std::cerr << "error: cannot write " << o.json_out << "\n";
+    return 1;
   }
   return PrintSummary(summary, o.json, PrintStoreReport);
 }
