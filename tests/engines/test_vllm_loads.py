@@ -47,6 +47,14 @@ def store(server, model_dir, tokens):
         a.shutdown()
 
 
+def wait_pins_expired(client):
+    """The server's clock expires a LOOKUP's pins after PIN_TTL_S; STATS reads none away."""
+    deadline = time.monotonic() + PIN_TTL_S + 30
+    while client.stats()["l1_pinned_objects"] > 0:
+        assert time.monotonic() < deadline, "the pins never expired"
+        time.sleep(0.02)  # polls the condition; its end, not this, ends the wait
+
+
 def lose_chunks_at_next_load(engine, server):
     """Between the step's schedule() (whose LOOKUP locked the hit) and its worker step: wait
     for the locks to expire and evict the model's chunks, once."""
@@ -58,11 +66,7 @@ def lose_chunks_at_next_load(engine, server):
         engine.before_execute = None
         c = server.client()
         try:
-            # The server's clock expires the LOOKUP's pins after PIN_TTL_S; STATS reads none away.
-            deadline = time.monotonic() + PIN_TTL_S + 30
-            while c.stats()["l1_pinned_objects"] > 0:
-                assert time.monotonic() < deadline, "the pins never expired"
-                time.sleep(0.02)  # polls the condition; its end, not this, ends the wait
+            wait_pins_expired(c)
             removed = c.evict(f"{model}@", tiers="all")
             assert (removed["removed_objects"] if isinstance(removed, dict) else removed) > 0
         finally:
@@ -205,9 +209,10 @@ def test_a_request_kept_waiting_claims_only_what_a_fresh_lookup_found(server, mo
         e.add("B", tokens, max_tokens=2)  # 7 blocks: waits for A
         e.step()
         assert "B" not in e.state and e.connector.stats()["lookups"] == 2  # A and B: B waits
-        time.sleep(PIN_TTL_S + 0.3)  # the LOOKUP's locks expire; the chunks get evicted
         c = server.client()
         try:
+            # The LOOKUP's locks expire (so its age passes lookup_max_age_s too); then evict.
+            wait_pins_expired(c)
             c.evict(f"{e.connector._scheduler._s.model}@", tiers="all")
         finally:
             c.close()
