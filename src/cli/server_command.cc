@@ -68,6 +68,10 @@ RunFn AddServerCommand(CLI::App& app) {
                   "ZMQ port answering LMCache's multiprocess protocol, for lmcache 0.5.6's MP "
                   "client and vLLM's LMCacheMPConnector (0 = off); docs/lmcache-migration.md")
       ->capture_default_str();
+  cmd->add_option("--lmcache-reap-timeout-s", cfg->lmcache_reap_timeout_s,
+                  "Unregister an LMCache worker that sent nothing (not even its heartbeat) for "
+                  "this long, and unmap its memory")
+      ->capture_default_str();
   cmd->add_option("--l1-size-gb", cfg->l1_size_gb, "L1 pool size in GiB")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -104,7 +104,10 @@ std::optional<Refusal> DecodeDescriptor(const msgpack::object& o, TensorDesc& ou
   if (out.type.empty()) return Missing("kv_cache[]", "type");
   if (version != 1) return Bad("kv_cache[].version", "1");
   if (!has_meta) return Missing("kv_cache[]", "metadata");
-  if (out.type != "cpu_shm") return std::nullopt;  // refused by the front, which names the type
+  if (out.type != "cpu_shm") {  // decoded further, or refused naming the type, by the front
+    out.wire.assign(o.via.ext.data(), o.via.ext.size);
+    return std::nullopt;
+  }
   if (!extra.empty()) {
     return Refusal{"bad_argument",
                    fmt::format("cpu_shm descriptor field '{}' is unknown", extra.front())};

@@ -62,6 +62,9 @@ struct TensorDesc {
   std::string device_uuid;
   std::string shm_name;  // cpu_shm: the POSIX shm object
   uint64_t nbytes = 0;   // cpu_shm: its length
+  // The ext-1 payload as received, for the wrapper types whose own fields are decoded where they
+  // are opened (cuda, cuda_raw: lmcache_cuda_wrapper.h); empty for cpu_shm.
+  std::string wire;
 };
 
 struct GroupInfo {

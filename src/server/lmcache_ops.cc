@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "cuda/gpu_memory.h"
+#include "server/lmcache_cuda_region.h"
 #include "server/lmcache_registration.h"
 
 namespace kvtier::lmcache {
@@ -55,6 +57,13 @@ void FoldBlockMajorViews(RegisterKvCache& reg) {
     t.shape = {t.shape[0], tokens, dense / tokens};
     t.stride = {t.stride[0], dense / tokens, 1};
   }
+}
+
+// Each tensor's ext-1 payload, for the CUDA wrappers' own fields.
+std::vector<std::string_view> Wires(const RegisterKvCache& reg) {
+  std::vector<std::string_view> out;
+  for (const TensorDesc& t : reg.kv_cache) out.push_back(t.wire);
+  return out;
 }
 
 template <typename M>
@@ -134,13 +143,15 @@ Reply LmcacheOps::Run(const Request& req) {
 Reply LmcacheOps::Register(RegisterKvCache reg) {
   FoldBlockMajorViews(reg);
   for (const TensorDesc& t : reg.kv_cache) {
-    if (t.type == "cpu_shm") continue;
+    if (ServedWrapper(t.type)) continue;
     // Answered (void), so the worker does not wait for its timeout; its transfers get ok=false.
-    LogRefusal(ctx_, {"unsupported_wrapper",
-                      fmt::format("register_kv_cache of instance {} hands over '{}' IPC wrappers; "
-                                  "kvtier's LMCache front maps CPU shared memory (cpu_shm) only, "
-                                  "so this worker's STORE and RETRIEVE answer ok=false",
-                                  reg.instance_id, t.type)});
+    LogRefusal(ctx_,
+               {"unsupported_wrapper",
+                fmt::format("register_kv_cache of instance {} hands over '{}' IPC wrappers; "
+                            "this kvtier serves cpu_shm{}, so this worker's STORE and "
+                            "RETRIEVE answer ok=false",
+                            reg.instance_id, t.type,
+                            cuda::Built() ? ", cuda and cuda_raw" : " only (built without CUDA)")});
     return std::monostate{};
   }
   {
@@ -162,12 +173,12 @@ Reply LmcacheOps::Register(RegisterKvCache reg) {
     deferred_[reg.instance_id] = reg;
     return std::monostate{};
   }
-  const Status s = RegisterShmWorker(ctx_, reg, 0);
+  const Status s = RegisterWorker(ctx_, reg, Wires(reg), 0);
   if (!s.ok()) {
     Failed(Op::kRegisterKvCache, fmt::format("instance {}", reg.instance_id), s);
   } else {
-    KVT_LOG_INFO("LMCache worker registered: instance={} model={} tensors={} on cpu_shm",
-                 reg.instance_id, reg.model_name, reg.kv_cache.size());
+    KVT_LOG_INFO("LMCache worker registered: instance={} model={} tensors={} on {}",
+                 reg.instance_id, reg.model_name, reg.kv_cache.size(), reg.kv_cache[0].type);
   }
   return std::monostate{};
 }
@@ -200,7 +211,7 @@ kvtier::Result<std::shared_ptr<const RegisteredWorker>> LmcacheOps::WorkerFor(ui
     if (it == deferred_.end()) return w.status();
     reg = it->second;
   }
-  KVT_RETURN_IF_ERROR(RegisterShmWorker(ctx_, reg, rank));
+  KVT_RETURN_IF_ERROR(RegisterWorker(ctx_, reg, Wires(reg), rank));
   std::lock_guard lock(mu_);
   deferred_.erase(instance_id);
   return ctx_.workers.Get(instance_id);
@@ -242,6 +253,12 @@ Reply LmcacheOps::RunTransfer(const Transfer& t, bool store) {
     }
   }
   if (usable == 0) return TransferResult{"", true};
+  // A GPU worker's copies start after the event the client recorded (a host worker's is a stub).
+  s = WaitForClientEvent(**worker, t.event_handle);
+  if (!s.ok()) {
+    Failed(op, what, s);
+    return failed;
+  }
   // kvtier's block list covers [0, end); the chunks before `start` are never touched.
   wire::TransferRequest req;
   req.instance_id = t.instance_id;
@@ -372,7 +389,8 @@ void LmcacheOps::Touch(uint64_t instance_id) {
 }
 
 std::vector<uint64_t> LmcacheOps::ReapSilent() {
-  const int64_t limit = ctx_.clock.NowNs() - std::chrono::nanoseconds(kWorkerReapTimeout).count();
+  const double timeout_s = ctx_.config.lmcache_reap_timeout_s;
+  const int64_t limit = ctx_.clock.NowNs() - static_cast<int64_t>(timeout_s * 1e9);
   std::vector<uint64_t> reaped;
   {
     std::lock_guard lock(mu_);
@@ -390,7 +408,7 @@ std::vector<uint64_t> LmcacheOps::ReapSilent() {
                     "LMCache workers unregistered because they stopped pinging")
         ->Inc();
     KVT_LOG_WARN("LMCache worker instance={} sent nothing for {} s: unregistered, its shm unmapped",
-                 id, kWorkerReapTimeout.count());
+                 id, timeout_s);
   }
   return reaped;
 }

@@ -6,7 +6,8 @@
 // and for ids it never saw. Every operation gets an answer: a failure is logged, counted
 // (kvtier_lmcache_failed_requests_total{op}) and answered as LMCache answers one (ok=false for a
 // transfer, the plain acknowledgement for a void operation), so no client waits for nothing.
-// Workers that stop pinging are unregistered after kWorkerReapTimeout (LMCache's default).
+// Workers that stop pinging are unregistered after --lmcache-reap-timeout-s (LMCache's default
+// 120 s).
 // Thread-safety: Run may be called from several threads at once; the operations of one
 // instance must be kept in order by the caller (the front runs them on one thread per client).
 #pragma once
@@ -25,8 +26,6 @@
 
 namespace kvtier::lmcache {
 
-inline constexpr std::chrono::seconds kWorkerReapTimeout{120};
-
 // A message the front cannot take: one rate-limited log line "LMCache client protocol not
 // supported: ..." and kvtier_lmcache_refused_requests_total{reason}.
 void LogRefusal(ServerContext& ctx, const Refusal& refusal);
@@ -40,8 +39,8 @@ class LmcacheOps {
   static bool Blocks(Op op);
   // Runs one request and returns its result.
   Reply Run(const Request& req);
-  // Unregisters the front's workers that sent nothing for kWorkerReapTimeout on the context's
-  // clock; returns their instance ids.
+  // Unregisters the front's workers that sent nothing for --lmcache-reap-timeout-s on the
+  // context's clock; returns their instance ids.
   std::vector<uint64_t> ReapSilent();
 
  private:

@@ -184,6 +184,12 @@ const std::vector<Accepted>& AcceptedFlags() {
          LMC_ASSIGN(c.cfg.pin_ttl_s, Number(f, v, 0, 1e9, true));
          return Status::Ok();
        }},
+      {"--worker-reap-timeout-seconds",
+       "--lmcache-reap-timeout-s: a worker silent this long is unregistered",
+       [](auto f, const std::string& v, Context& c) {
+         LMC_ASSIGN(c.cfg.lmcache_reap_timeout_s, Number(f, v, 0, 1e9, true));
+         return Status::Ok();
+       }},
   };
   return kFlags;
 }
@@ -200,8 +206,6 @@ constexpr OnlyAt kOnlyAt[] = {
     {"--supported-transfer-mode", "lmcache_driven",
      "kvtier's LMCache front answers STORE/RETRIEVE, not the engine-driven operations"},
     {"--null-block-id", "0", "kvtier's LMCache front takes block 0 as the null block"},
-    {"--worker-reap-timeout-seconds", "120",
-     "kvtier unregisters an LMCache worker silent for 120 s, a fixed time"},
     {"--kv-event-log-size", "0", "kvtier offers no KV event stream"},
     {"--l2-prefetch-policy", "default",
      "kvtier loads each chunk from the first adapter that has it"},

@@ -26,6 +26,7 @@ Status ServerConfig::Validate() const {
         fmt::format("--l2-write-policy '{}' is not one of: default, skip_l1", l2_write_policy));
   }
   if (l2_prefetch_max_in_flight == 0) return Invalid("--l2-prefetch-max-in-flight must be > 0");
+  if (!(lmcache_reap_timeout_s > 0)) return Invalid("--lmcache-reap-timeout-s must be > 0");
   if (lmcache_port != 0 && lmcache_port == port) {
     return Invalid(fmt::format("--lmcache-port {} is also --port, the RPC front's", port));
   }

@@ -17,6 +17,7 @@ struct ServerConfig {
   uint16_t port = wire::kDefaultServerPort;
   uint16_t http_port = 8080;  // 0 = no HTTP admin
   uint16_t lmcache_port = 0;  // LMCache's MP protocol (server/lmcache_front.h); 0 = off
+  double lmcache_reap_timeout_s = 120;  // an LMCache worker silent this long is unregistered
   double l1_size_gb = 1.0;
   uint32_t chunk_size = 256;
   std::string eviction_policy = "LRU";

@@ -366,12 +366,19 @@ TEST_F(LmcacheFrontTest, RefusedMessagesGetNoReplyAndTheNextRequestIsAnswered) {
   EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "bad_frame"}}), 1);
 }
 
-TEST_F(LmcacheFrontTest, CudaWrappersAreAnsweredButRefused) {
+TEST_F(LmcacheFrontTest, WrappersItCannotOpenAreAnsweredButRefused) {
   ShmTensor layer(0);
-  EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor("cuda")})));  // answered, not registered
+  // A wrapper type no kvtier serves: refused by name (so is "cuda" where built without CUDA).
+  EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor("cuda_vmm")})));  // answered, not registered
   EXPECT_EQ(ctx_->workers.Count(), 0u);
   EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "unsupported_wrapper"}}),
             1);
+  // "cuda" on a device that is no GPU ("cpu"): the CUDA registration refuses it.
+  EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor("cuda")})));
+  EXPECT_EQ(ctx_->workers.Count(), 0u);
+  EXPECT_EQ(Counter("kvtier_lmcache_refused_requests_total", {{"reason", "unsupported_wrapper"}}) +
+                Counter("kvtier_lmcache_failed_requests_total", {{"op", "register_kv_cache"}}),
+            2);
   EXPECT_FALSE(CallTransfer(
       6, {Key(Tokens(kChunk), 0, kChunk, "s", 0), P(kInstance), Blocks({1, 2}), Bin("")}));
   EXPECT_EQ(Counter("kvtier_lmcache_failed_requests_total", {{"op", "store"}}), 1);
@@ -490,9 +497,11 @@ TEST_F(LmcacheFrontTest, VllmFourDimensionalLayerViewsAreServed) {
 TEST_F(LmcacheFrontTest, WorkersThatStopPingingAreUnregistered) {
   ShmTensor layer(0);
   EXPECT_FALSE(Call(1, RegisterArgs({layer.Descriptor()})));
-  clock_.Advance(lmcache::kWorkerReapTimeout - std::chrono::seconds(20));
+  const auto timeout = std::chrono::seconds(120);  // ServerConfig's lmcache_reap_timeout_s
+  ASSERT_EQ(ctx_->config.lmcache_reap_timeout_s, 120);
+  clock_.Advance(timeout - std::chrono::seconds(20));
   EXPECT_TRUE(Call(22, {P(kInstance)})->get().as<bool>());  // the worker's heartbeat
-  clock_.Advance(lmcache::kWorkerReapTimeout - std::chrono::seconds(20));
+  clock_.Advance(timeout - std::chrono::seconds(20));
   EXPECT_TRUE(Call(22, {Nil()})->get().as<bool>());  // the scheduler's: refreshes no worker
   EXPECT_EQ(ctx_->workers.Count(), 1u);
   clock_.Advance(std::chrono::seconds(40));

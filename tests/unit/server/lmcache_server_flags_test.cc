@@ -94,13 +94,14 @@ TEST(LmcacheServerFlagsTest, EachAcceptedFlagSetsWhatItMeans) {
   // argparse's --flag=value form; the last of a repeated flag wins.
   EXPECT_EQ(Apply({"--chunk-size=32", "--chunk-size", "16"}).cfg.chunk_size, 16u);
   EXPECT_EQ(Apply({"--port=6100"}).cfg.lmcache_port, 6100);
+  EXPECT_EQ(Apply({"--worker-reap-timeout-seconds", "5"}).cfg.lmcache_reap_timeout_s, 5.0);
+  EXPECT_FALSE(Apply({"--worker-reap-timeout-seconds", "0"}).status.ok());
   // Flags at the value that says what kvtier does.
   for (const auto& args :
        std::vector<std::vector<std::string>>{{"--transport", "zmq"},
                                              {"--engine-type", "default"},
                                              {"--supported-transfer-mode", "lmcache_driven"},
                                              {"--null-block-id", "0"},
-                                             {"--worker-reap-timeout-seconds", "120"},
                                              {"--kv-event-log-size", "0"},
                                              {"--l2-prefetch-policy", "default"},
                                              {"--no-isolated-ipc"}}) {
@@ -215,7 +216,6 @@ TEST(LmcacheServerFlagsTest, EveryOtherLmcacheServerFlagIsRefusedByName) {
                                                         {"--engine-type", "blend"},
                                                         {"--supported-transfer-mode", "auto"},
                                                         {"--null-block-id", "7"},
-                                                        {"--worker-reap-timeout-seconds", "0"},
                                                         {"--kv-event-log-size", "32768"},
                                                         {"--l2-prefetch-policy", "retain"}}) {
     EXPECT_TRUE(Contains(Error({flag, value}), "lmcache server flag " + flag + " " + value +
