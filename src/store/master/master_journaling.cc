@@ -25,6 +25,8 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
   RestoreStats stats;
   const int64_t now = s.Now();
   s.pool.SetGenerationBase(generation_base);
+  // The base is term << 32 (master_server.cc).
+  s.term = generation_base >> 32;
   std::map<uint64_t, std::string> endpoints;  // restored segment id -> its endpoint
   {
     std::lock_guard lock(s.membership_mu);

@@ -79,6 +79,7 @@ Result<PingReply> MasterService::Ping(const NodeInfo& node) {
   if (node.id.empty()) return StoreError(ErrorCode::INVALID_PARAMS, "ping: node id is empty");
   PingReply reply;
   reply.lease_ttl_ms = static_cast<uint64_t>(s.options.default_kv_lease_ttl.count());
+  reply.term = s.term;
   std::lock_guard lock(s.membership_mu);
   reply.need_remount = !s.nodes.Touch(node.id, s.Now());
   return reply;

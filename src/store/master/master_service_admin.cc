@@ -27,7 +27,7 @@ Result<ObjectDesc> MasterService::Describe(const std::string& key) const {
   }
   ObjectDesc desc;
   desc.size = meta->size;
-  for (const Replica& r : meta->replicas) desc.replicas.push_back(r.Desc());
+  for (const Replica& r : meta->replicas) desc.replicas.push_back(r.Desc(s.term));
   return desc;
 }
 

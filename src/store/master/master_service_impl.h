@@ -84,6 +84,9 @@ struct MasterService::Impl {
   Evictor evictor{&shards, &pool, options.allow_evict_soft_pinned_objects};
   std::atomic<uint64_t> next_serial{1};
   MetadataJournal* journal = nullptr;  // set before serving (SetJournal), then constant
+  // The etcd term this master leads in (0 without etcd); set by Restore before serving, then
+  // constant. Every descriptor it hands out carries it, and pings tell nodes (node fencing).
+  uint64_t term = 0;
 
   mutable std::mutex membership_mu;
   NodeLiveness nodes;  // guarded by membership_mu

@@ -119,7 +119,7 @@ Result<std::vector<ReplicaDesc>> MasterService::Impl::TryPutStart(const std::str
   }
   std::vector<ReplicaDesc> descs;
   descs.reserve(allocated.size());
-  for (const Replica& r : allocated) descs.push_back(r.Desc());
+  for (const Replica& r : allocated) descs.push_back(r.Desc(term));
   ObjectMeta meta;
   meta.size = size;
   meta.writer = node_id;
@@ -290,7 +290,7 @@ std::vector<Result<ObjectDesc>> MasterService::GetReplicas(const std::vector<std
       desc.size = meta->size;
       desc.lease_ttl_ms = ttl_ms;
       desc.replicas.reserve(meta->replicas.size());
-      for (const Replica& r : meta->replicas) desc.replicas.push_back(r.Desc());
+      for (const Replica& r : meta->replicas) desc.replicas.push_back(r.Desc(s.term));
       out.emplace_back(std::move(desc));
     }
   }

@@ -44,7 +44,7 @@ Result<std::vector<RepairTask>> MasterService::TakeRepairs(const std::string& no
     }
     s.m.repairs_started->Inc();
     // The replica least recently handed out would be kinder to hot nodes; the first is simple.
-    tasks.push_back({key, meta->replicas.front().Desc(), target->Desc()});
+    tasks.push_back({key, meta->replicas.front().Desc(s.term), target->Desc(s.term)});
     budget = charged >= budget ? 0 : budget - charged;
   }
   s.RefreshGauges();

@@ -39,7 +39,10 @@ struct Replica {
   uint64_t offset = 0;
   uint64_t size = 0;  // what the writer asked for; the segment is charged ChargedBytes(size)
 
-  ReplicaDesc Desc() const { return ReplicaDesc{mount.segment_id, endpoint, offset, size}; }
+  // What a node is told: `term` is the handing-out master's, which nodes fence by.
+  ReplicaDesc Desc(uint64_t term) const {
+    return ReplicaDesc{mount.segment_id, endpoint, offset, size, term};
+  }
 };
 
 struct SegmentSnapshot {

@@ -70,7 +70,7 @@ uint64_t Repairer::RunOnce() {
     keys.push_back(task.key);
     copied.push_back(false);
     const ReplicaDesc& to = task.target;
-    SegmentGate::Pass pass = t_.gate->Enter(to.segment_id);
+    SegmentGate::Pass pass = t_.gate->Enter(to.segment_id, to.term);
     if (!pass || to.endpoint != t_.endpoint || to.size != task.source.size ||
         to.offset > t_.segment_size || to.size > t_.segment_size - to.offset) {
       KVT_LOG_WARN("node: repair of '{}' names a target outside this node's segment; skipped",
@@ -79,7 +79,7 @@ uint64_t Repairer::RunOnce() {
     }
     passes.push_back(std::move(pass));
     ops.push_back({TransferOp::Kind::kRead, task.source.endpoint, task.source.segment_id,
-                   task.source.offset, t_.segment + to.offset, to.size});
+                   task.source.offset, t_.segment + to.offset, to.size, task.source.term});
     op_task.push_back(i);
   }
   const std::vector<Status> read = t_.engine->Run(ops);

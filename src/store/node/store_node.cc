@@ -94,6 +94,7 @@ struct StoreNode::Impl {
       }
       return reply.status();
     }
+    gate->SeeTerm(reply->term);  // accesses of older master terms are refused from now on
     if (!reply->need_remount && mounted) return Status::Ok();
     if (reply->need_remount) {
       mounted = false;  // until the master has the segment again
@@ -265,7 +266,7 @@ std::vector<Status> StoreNode::Put(const std::vector<std::string>& keys,
     }
     for (const ReplicaDesc& r : *starts[k]) {
       ops.push_back({TransferOp::Kind::kWrite, r.endpoint, r.segment_id, r.offset,
-                     const_cast<uint8_t*>(values[k].data), values[k].size});
+                     const_cast<uint8_t*>(values[k].data), values[k].size, r.term});
       op_key.push_back(k);
     }
   }
@@ -349,7 +350,8 @@ std::vector<Result<uint64_t>> StoreNode::Impl::Read(const std::vector<std::strin
     for (size_t k : pending) {
       const ReplicaDesc& r = descs[k]->replicas[attempt];
       ops.push_back(
-          {TransferOp::Kind::kRead, r.endpoint, r.segment_id, r.offset, buffers[k].data, r.size});
+          {TransferOp::Kind::kRead, r.endpoint, r.segment_id, r.offset, buffers[k].data, r.size,
+           r.term});
       op_key.push_back(k);
     }
     const auto read = engine->Run(ops);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvtier::store::master_columns {
@@ -149,6 +150,7 @@ void ReplicaColumns::Add(const std::vector<ReplicaDesc>* replicas) {
     auto [it, fresh] = endpoint_index_.try_emplace(d.endpoint, endpoints_.size());
     if (fresh) endpoints_.push_back(d.endpoint);
     rows_.push_back({d.segment_id, d.offset, d.size, it->second});
+    term_ = std::max(term_, d.term);  // one master answers: every descriptor has its term
   }
 }
 
@@ -156,6 +158,7 @@ void ReplicaColumns::Write(BodyWriter& w) {
   w.PutU32Bin("replica_counts", counts_);
   w.PutRows("replicas", rows_);
   PutByteList(w, "endpoints", endpoints_);
+  if (term_ != 0) w.Put("term", term_);
 }
 
 Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader& r, size_t keys) {
@@ -178,6 +181,8 @@ Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader
                   fmt::format("field 'replicas' has {} rows but 'replica_counts' adds up to {}",
                               rows.size(), total));
   }
+  uint64_t term = 0;
+  if (Status s = r.GetOptional("term", term); !s.ok()) return s;
   std::vector<std::vector<ReplicaDesc>> out(keys);
   size_t row = 0;
   for (size_t k = 0; k < keys; ++k) {
@@ -189,7 +194,7 @@ Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader
                       fmt::format("field 'replicas' row {} names endpoint {} of {}", row, v[3],
                                   endpoints.size()));
       }
-      out[k].push_back(ReplicaDesc{v[0], endpoints[v[3]], v[1], v[2]});
+      out[k].push_back(ReplicaDesc{v[0], endpoints[v[3]], v[1], v[2], term});
     }
   }
   return out;

@@ -42,7 +42,8 @@ Status StatusOf(const Result<T>& r) {
 }
 
 // Replica columns: "replica_counts" per key, "replicas" rows [segment_id, offset, size,
-// endpoint index], "endpoints" the distinct endpoints those indexes name.
+// endpoint index], "endpoints" the distinct endpoints those indexes name, and "term": the term
+// of the master that answered (one per reply; absent when 0, a master without etcd).
 class ReplicaColumns {
  public:
   void Add(const std::vector<ReplicaDesc>* replicas);  // null: a key with none (failed)
@@ -53,6 +54,7 @@ class ReplicaColumns {
   std::vector<std::vector<uint64_t>> rows_;
   std::vector<std::string> endpoints_;
   std::map<std::string, uint64_t> endpoint_index_;
+  uint64_t term_ = 0;
 };
 Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader& r, size_t keys);
 

@@ -222,6 +222,7 @@ std::string EncodePingReply(const Result<PingReply>& reply) {
   PutStatus(w, Status::Ok());
   w.Put("need_remount", reply->need_remount);
   w.Put("lease_ttl_ms", reply->lease_ttl_ms);
+  if (reply->term != 0) w.Put("term", reply->term);
   return w.Finish();
 }
 
@@ -301,6 +302,7 @@ Result<PingReply> DecodePingReply(const void* body, size_t size) {
   PingReply out;
   Status s = r->GetOptional("need_remount", out.need_remount);
   if (s.ok()) s = r->Get("lease_ttl_ms", out.lease_ttl_ms);
+  if (s.ok()) s = r->GetOptional("term", out.term);
   if (!s.ok()) return BadReply(s.message());
   return out;
 }

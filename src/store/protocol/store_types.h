@@ -35,6 +35,9 @@ struct ReplicaDesc {
   std::string endpoint;  // where the bytes are: a node's data plane "host:port"
   uint64_t offset = 0;   // inside the segment
   uint64_t size = 0;
+  // The term of the master that handed this descriptor out (0: a master without etcd). A node
+  // that has seen a later term refuses to read or write through it (docs/store/failover.md).
+  uint64_t term = 0;
 };
 
 // What GetReplicas answers for a key: only complete replicas, and the read lease the answer
@@ -66,6 +69,7 @@ struct RepairTask {
 struct PingReply {
   bool need_remount = false;  // the master does not know this node (first contact, expiry, restart)
   uint64_t lease_ttl_ms = 0;  // the master's read lease, so clients need not be configured twice
+  uint64_t term = 0;          // the master's term (0 without etcd): the node fences older ones
 };
 
 }  // namespace kvtier::store

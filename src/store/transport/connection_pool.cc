@@ -80,7 +80,7 @@ Result<std::string> Ask(int fd, dp::Op op, std::string_view payload, uint64_t re
                         tcp::Deadline deadline) {
   std::string msg(dp::kRequestHeaderBytes, '\0');
   dp::EncodeRequestHeader(
-      {op, 0, 0, 0, payload.size()},
+      {op, 0, 0, 0, payload.size(), 0},
       std::span<uint8_t, dp::kRequestHeaderBytes>(reinterpret_cast<uint8_t*>(msg.data()),
                                                   dp::kRequestHeaderBytes));
   msg.append(payload);

@@ -35,6 +35,7 @@ void EncodeRequestHeader(const RequestHeader& h, std::span<uint8_t, kRequestHead
   StoreLE<uint64_t>(p + 16, h.segment_id);
   StoreLE<uint64_t>(p + 24, h.offset);
   StoreLE<uint64_t>(p + 32, h.length);
+  StoreLE<uint64_t>(p + 40, h.term);
 }
 
 void EncodeReplyHeader(const ReplyHeader& h, std::span<uint8_t, kReplyHeaderBytes> out) {
@@ -55,8 +56,8 @@ Status CheckRequestPrefix(std::span<const uint8_t, kRequestPrefixBytes> in) {
   if (p[4] != kVersion) {
     return Status(Code::kVersionMismatch,
                   fmt::format("data-plane version {} not supported (this side speaks {}: "
-                              "requests name their segment, AUTH proves the secret without "
-                              "sending it)",
+                              "requests name their segment and their master term, AUTH proves "
+                              "the secret without sending it)",
                               p[4], kVersion));
   }
   return Status::Ok();
@@ -78,6 +79,7 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
   h.segment_id = LoadLE<uint64_t>(p + 16);
   h.offset = LoadLE<uint64_t>(p + 24);
   h.length = LoadLE<uint64_t>(p + 32);
+  h.term = LoadLE<uint64_t>(p + 40);
   return h;
 }
 

@@ -1,10 +1,11 @@
 // The data plane's wire format: two fixed little-endian headers (docs/store/data_plane.md).
-//   request (40 B): u32 magic "KVDQ" | u8 version (3) | u8 op | u16 flags (0) | u64 request id |
-//                   u64 segment id | u64 offset | u64 length, then `length` payload bytes for
+//   request (48 B): u32 magic "KVDQ" | u8 version (4) | u8 op | u16 flags (0) | u64 request id |
+//                   u64 segment id | u64 offset | u64 length | u64 term, then `length` bytes for
 //                   WRITE (the data) and PROOF (client nonce | proof); READ and AUTH have none.
 //                   READ/WRITE name the segment the master handed out, so a node restarted at
 //                   the same address (a new segment) refuses descriptors of its predecessor's;
-//                   AUTH and PROOF ignore the field.
+//                   AUTH and PROOF ignore the field. The term is that of the master that
+//                   handed the descriptor out: a node that has seen a later one refuses it.
 //   reply   (24 B): u32 magic "KVDR" | i32 status (ErrorCode) | u64 request id | u64 length, then
 //                   `length` bytes: the data of an OK READ, the server's nonce of an OK AUTH, or
 //                   the error message of a failed op.
@@ -24,9 +25,9 @@ namespace kvtier::store::dp {
 
 inline constexpr uint32_t kRequestMagic = 0x5144564B;  // "KVDQ" little-endian
 inline constexpr uint32_t kReplyMagic = 0x5244564B;    // "KVDR" little-endian
-// 1 (no segment id, 32 B) and 2 (the secret itself in AUTH) are refused.
-inline constexpr uint8_t kVersion = 3;
-inline constexpr size_t kRequestHeaderBytes = 40;
+// 1 (no segment id, 32 B), 2 (the secret itself in AUTH) and 3 (no term, 40 B) are refused.
+inline constexpr uint8_t kVersion = 4;
+inline constexpr size_t kRequestHeaderBytes = 48;
 // magic | version | op | flags: the part every version shares, read first so that a peer speaking
 // another version (with another header size) is answered at once instead of waited for.
 inline constexpr size_t kRequestPrefixBytes = 8;
@@ -45,6 +46,7 @@ struct RequestHeader {
   uint64_t segment_id = 0;  // READ/WRITE: the segment the op is meant for; AUTH, PROOF: 0
   uint64_t offset = 0;
   uint64_t length = 0;
+  uint64_t term = 0;  // READ/WRITE: the master term of the descriptor (0 without etcd)
 };
 
 struct ReplyHeader {

@@ -37,6 +37,7 @@
 #include "common/logging.h"
 #include "store/protocol/store_errors.h"
 #include "store/transport/data_plane_protocol.h"
+#include "store/transport/stale_term.h"
 #include "store/transport/tcp_io.h"
 #include "wire/secret_channel.h"
 
@@ -73,6 +74,7 @@ struct DataPlaneServer::Impl {
   Counter* bad_requests = nullptr;
   Counter* served_read_bytes = nullptr;
   Counter* served_write_bytes = nullptr;
+  std::unique_ptr<StaleTermCounters> stale_term;
 
   wire::UniqueFd listener;
   uint16_t port = 0;
@@ -259,13 +261,22 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     // same address, or mounted its segment again under a new id): refused before the bounds,
     // which belong to that other segment. An admitted one counts as running until this
     // iteration ends, however it ends (segment_gate.h).
+    // One through a descriptor of a master term that is over is refused too (its space may
+    // belong to another object now), and counted in a series of its own too.
     SegmentGate::Pass pass;
     Status wrong_segment;
-    if (valid.code() != Code::kTooLarge && !(pass = gate->Enter(h.segment_id))) {
-      wrong_segment =
-          StoreError(ErrorCode::SEGMENT_NOT_FOUND,
-                     fmt::format("segment {} is not served here: this node serves segment {}",
-                                 h.segment_id, gate->id()));
+    SegmentGate::Refusal why = SegmentGate::Refusal::kNone;
+    if (valid.code() != Code::kTooLarge && !(pass = gate->Enter(h.segment_id, h.term, &why))) {
+      const bool is_write = h.op == dp::Op::kWrite;
+      if (why == SegmentGate::Refusal::kStaleTerm) {
+        stale_term->For(is_write)->Inc();
+        wrong_segment = StaleTermRefusal(is_write, h.term, gate->term());
+      } else {
+        wrong_segment =
+            StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                       fmt::format("segment {} is not served here: this node serves segment {}",
+                                   h.segment_id, gate->id()));
+      }
     }
 
     if (h.op == dp::Op::kRead) {
@@ -393,6 +404,7 @@ DataPlaneServer::DataPlaneServer(DataPlaneOptions options, MetricsRegistry* metr
   }
   impl_->connections = metrics->GetGauge("kvtier_data_plane_connections",
                                          "Open connections to this node's data-plane listener");
+  impl_->stale_term = std::make_unique<StaleTermCounters>(*metrics);
   impl_->bad_requests =
       metrics->GetCounter("kvtier_data_plane_bad_requests_total",
                           "Data-plane requests rejected (bad framing, bounds, limits or auth)");

@@ -7,10 +7,15 @@
 // the expiry would land its tail in space that now belongs to another object. So the node mounts
 // again under a new id (requests naming the old one are refused, SEGMENT_NOT_FOUND) and only once
 // nothing admitted under the old id is still running.
+// The gate also fences by master term (docs/store/failover.md): a master that takes over under
+// etcd does not know its predecessor's unfinished puts and hands their space out again, so an
+// access through a descriptor of an older term than the latest one seen (from the master's pings,
+// or from a request of a later term naming this segment) is refused.
 // Thread-safety: every method may be called concurrently (one mutex); a Pass belongs to the
 // access that holds it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -53,12 +58,36 @@ class SegmentGate {
     uint64_t id_ = 0;
   };
 
-  // Admits an access naming segment `id` if that is the one served now.
-  Pass Enter(uint64_t id) {
+  enum class Refusal { kNone, kOtherSegment, kStaleTerm };
+
+  // Admits an access naming segment `id` through a descriptor of master term `term` if that is
+  // the segment served now and no later term has been seen; a later term is remembered (only from
+  // a request naming this segment: its random id shows the descriptor came from a master).
+  Pass Enter(uint64_t id, uint64_t term, Refusal* why = nullptr) {
     std::lock_guard lock(mu_);
-    if (id != id_) return Pass();
+    Refusal refusal = Refusal::kNone;
+    if (id != id_) {
+      refusal = Refusal::kOtherSegment;
+    } else if (term < term_) {
+      refusal = Refusal::kStaleTerm;
+    }
+    if (why != nullptr) *why = refusal;
+    if (refusal != Refusal::kNone) return Pass();
+    term_ = term;
     ++running_[id];
     return Pass(this, id);
+  }
+
+  // The master's term, from its ping replies: accesses of older terms are refused from now on.
+  void SeeTerm(uint64_t term) {
+    std::lock_guard lock(mu_);
+    term_ = std::max(term_, term);
+  }
+
+  // The latest master term seen (0: none, or masters without etcd).
+  uint64_t term() const {
+    std::lock_guard lock(mu_);
+    return term_;
   }
 
   uint64_t id() const {
@@ -88,6 +117,7 @@ class SegmentGate {
 
   mutable std::mutex mu_;
   uint64_t id_;
+  uint64_t term_ = 0;
   std::map<uint64_t, size_t> running_;
 };
 

@@ -199,7 +199,7 @@ void RunPipeline(std::span<PipelineStream> streams, std::span<const TransferOp> 
     for (size_t j = 0; j < s.size(); ++j) {
       const TransferOp& op = ops[s.stream->ops[j]];
       const dp::Op kind = op.kind == TransferOp::Kind::kRead ? dp::Op::kRead : dp::Op::kWrite;
-      dp::EncodeRequestHeader({kind, s.first_id + j, op.segment_id, op.offset, op.length},
+      dp::EncodeRequestHeader({kind, s.first_id + j, op.segment_id, op.offset, op.length, op.term},
                               s.headers[j]);
     }
     if (s.stream->fd < 0) runner.Fail(s, ErrorCode::TRANSFER_FAIL, "no connection");

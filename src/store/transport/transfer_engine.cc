@@ -20,6 +20,7 @@
 #include "common/parallel_copy.h"
 #include "store/transport/connection_pool.h"
 #include "store/transport/data_plane_protocol.h"
+#include "store/transport/stale_term.h"
 #include "store/transport/tcp_pipeline.h"
 
 namespace kvtier::store {
@@ -71,6 +72,7 @@ struct TransferEngine::Impl {
   std::map<ErrorCode, RenamedCounter> result_counters;
   ConnectionPool pool;
   ParallelCopier copier;  // this engine's local copies
+  std::unique_ptr<StaleTermCounters> stale_term;  // local ops of a superseded master term
 
   explicit Impl(TransferOptions o)
       : opt(std::move(o)),
@@ -100,7 +102,15 @@ struct TransferEngine::Impl {
 };
 
 Status TransferEngine::Impl::AdmitLocal(const TransferOp& op, SegmentGate::Pass& pass) const {
-  pass = gate->Enter(op.segment_id);
+  SegmentGate::Refusal why = SegmentGate::Refusal::kNone;
+  pass = gate->Enter(op.segment_id, op.term, &why);
+  if (why == SegmentGate::Refusal::kStaleTerm) {
+    const bool is_write = op.kind == TransferOp::Kind::kWrite;
+    stale_term->For(is_write)->Inc();
+    const Status refusal = StaleTermRefusal(is_write, op.term, gate->term());
+    return StoreError(ErrorCode::ETCD_TRANSACTION_FAIL,
+                      fmt::format("{}: {}", op.endpoint, refusal.message()));
+  }
   if (!pass) {
     return StoreError(ErrorCode::SEGMENT_NOT_FOUND,
                       fmt::format("{}: segment {} is not served here: this node serves segment {}",
@@ -175,6 +185,7 @@ TransferEngine::TransferEngine(TransferOptions options, MetricsRegistry* metrics
     metrics = impl_->own_metrics.get();
   }
   impl_->metrics = metrics;
+  impl_->stale_term = std::make_unique<StaleTermCounters>(*metrics);
   const char* help = "Bytes moved by data-plane ops that succeeded";
   const char* dirs[2] = {"read", "write"};
   const char* paths[2] = {"local", "tcp"};

@@ -31,6 +31,7 @@ struct TransferOp {
   uint64_t offset = 0;       // in that segment
   uint8_t* local = nullptr;
   uint64_t length = 0;
+  uint64_t term = 0;  // the descriptor's master term (ReplicaDesc::term); refused if superseded
 };
 
 struct TransferOptions {
@@ -56,7 +57,9 @@ class TransferEngine {
 
   // One status per op, in order. A failed op never affects the others' results; a peer that is
   // down or dies mid-transfer gives TRANSFER_FAIL (or RPC_TIMEOUT) for its ops; an op naming a
-  // segment its endpoint does not serve gives SEGMENT_NOT_FOUND and moves no bytes.
+  // segment its endpoint does not serve gives SEGMENT_NOT_FOUND and moves no bytes; one whose
+  // term is older than the latest its node has seen gives ETCD_TRANSACTION_FAIL (counted in
+  // kvtier_node_stale_term_refusals_total) and moves no bytes.
   std::vector<Status> Run(std::span<const TransferOp> ops);
 
   // Drops pooled connections to `endpoint` (its node went away).

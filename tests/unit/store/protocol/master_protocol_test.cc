@@ -192,6 +192,54 @@ TEST(MasterProtocol, PutStartAndGetRepliesKeepEveryReplica) {
   EXPECT_EQ((*objs)[2].status().message(), "unfinished");
 }
 
+// Descriptors carry the term of the master that handed them out, and a ping reply that term, so
+// nodes can refuse the descriptors of a master whose term is over (docs/store/failover.md). A
+// master without etcd (term 0) sends neither field: its replies are the bytes they were.
+TEST(MasterProtocol, TheMastersTermTravelsWithDescriptorsAndPings) {
+  const uint64_t term = (1ull << 40) + 7;
+  std::vector<Result<std::vector<ReplicaDesc>>> put;
+  put.emplace_back(std::vector<ReplicaDesc>{{11, "h:1", 0, 100, term}, {12, "h:2", 64, 100, term}});
+  std::string body = EncodePutStartReply(put);
+  auto back = DecodePutStartReply(body.data(), body.size(), 1);
+  ASSERT_TRUE(back.ok() && (*back)[0].ok()) << back.status().ToString();
+  for (const ReplicaDesc& d : *(*back)[0]) EXPECT_EQ(d.term, term);
+
+  std::vector<Result<ObjectDesc>> get;
+  get.emplace_back(ObjectDesc{100, {{11, "h:1", 0, 100, term}}, 5000});
+  body = EncodeGetReplicasReply(get);
+  auto objs = DecodeGetReplicasReply(body.data(), body.size(), 1);
+  ASSERT_TRUE(objs.ok() && (*objs)[0].ok());
+  EXPECT_EQ((*objs)[0]->replicas[0].term, term);
+
+  const ReplicaDesc source{11, "h:1", 0, 100, term};
+  const ReplicaDesc target{12, "h:2", 0, 100, term};
+  body = EncodeRepairsReply(std::vector<RepairTask>{{"k", source, target}});
+  auto tasks = DecodeRepairsReply(body.data(), body.size());
+  ASSERT_TRUE(tasks.ok() && tasks->size() == 1u);
+  EXPECT_EQ((*tasks)[0].source.term, term);
+  EXPECT_EQ((*tasks)[0].target.term, term);
+
+  PingReply ping;
+  ping.lease_ttl_ms = 5;
+  ping.term = term;
+  body = EncodePingReply(ping);
+  auto p = DecodePingReply(body.data(), body.size());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->term, term);
+
+  // Term 0: no field at all, and the decoders read 0.
+  put.clear();
+  put.emplace_back(std::vector<ReplicaDesc>{{11, "h:1", 0, 100}});
+  body = EncodePutStartReply(put);
+  EXPECT_EQ(body.find("term"), std::string::npos);
+  back = DecodePutStartReply(body.data(), body.size(), 1);
+  ASSERT_TRUE(back.ok() && (*back)[0].ok());
+  EXPECT_EQ((*back)[0]->at(0).term, 0u);
+  body = EncodePingReply(PingReply{false, 5});
+  EXPECT_EQ(body.find("term"), std::string::npos);
+  EXPECT_EQ(DecodePingReply(body.data(), body.size())->term, 0u);
+}
+
 TEST(MasterProtocol, ExistAndStatusesReplies) {
   std::vector<Result<bool>> exist;
   exist.emplace_back(true);

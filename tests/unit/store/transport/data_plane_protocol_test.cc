@@ -14,20 +14,22 @@ namespace {
 
 using Raw = std::array<uint8_t, kRequestHeaderBytes>;
 
-Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length, uint64_t segment_id = 9) {
+Raw Encode(Op op, uint64_t id, uint64_t offset, uint64_t length, uint64_t segment_id = 9,
+           uint64_t term = 0) {
   Raw raw{};
-  EncodeRequestHeader({op, id, segment_id, offset, length}, raw);
+  EncodeRequestHeader({op, id, segment_id, offset, length, term}, raw);
   return raw;
 }
 
 TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
-  static_assert(kRequestHeaderBytes == 40 && kVersion == 3);
-  Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096, 0x1112131415161718ull);
+  static_assert(kRequestHeaderBytes == 48 && kVersion == 4);
+  Raw raw = Encode(Op::kWrite, 0x0102030405060708ull, 77, 4096, 0x1112131415161718ull,
+                   0x2122232425262728ull);
   EXPECT_EQ(raw[0], 'K');
   EXPECT_EQ(raw[1], 'V');
   EXPECT_EQ(raw[2], 'D');
   EXPECT_EQ(raw[3], 'Q');
-  EXPECT_EQ(raw[4], 3);
+  EXPECT_EQ(raw[4], 4);
   EXPECT_EQ(raw[5], static_cast<uint8_t>(Op::kWrite));
   EXPECT_EQ(raw[8], 0x08);  // request id, low byte first
   EXPECT_EQ(raw[15], 0x01);
@@ -35,6 +37,8 @@ TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
   EXPECT_EQ(raw[23], 0x11);
   EXPECT_EQ(raw[24], 77);  // offset
   EXPECT_EQ(raw[33], 0x10);  // length 4096 = 0x1000
+  EXPECT_EQ(raw[40], 0x28);  // the master term
+  EXPECT_EQ(raw[47], 0x21);
   auto h = DecodeRequestHeader(raw);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   EXPECT_EQ(h->op, Op::kWrite);
@@ -42,6 +46,7 @@ TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
   EXPECT_EQ(h->segment_id, 0x1112131415161718ull);
   EXPECT_EQ(h->offset, 77u);
   EXPECT_EQ(h->length, 4096u);
+  EXPECT_EQ(h->term, 0x2122232425262728ull);
   // AUTH and PROOF carry the field too (0 by convention); the decoder does not judge it.
   raw = Encode(Op::kAuth, 1, 0, 5, 0);
   EXPECT_EQ(DecodeRequestHeader(raw)->segment_id, 0u);
@@ -50,9 +55,9 @@ TEST(DataPlaneProtocol, RequestRoundTripIsLittleEndian) {
 }
 
 TEST(DataPlaneProtocol, EarlierVersionsAreRefusedFromTheirPrefix) {
-  // Version 1 sent 32-byte headers without a segment id, version 2 the secret itself in AUTH;
-  // the first 8 bytes suffice to refuse both.
-  for (uint8_t version : {1, 2}) {
+  // Version 1 sent 32-byte headers without a segment id, version 2 the secret itself in AUTH,
+  // version 3 40-byte headers without the master term; the first 8 bytes suffice to refuse each.
+  for (uint8_t version : {1, 2, 3}) {
     Raw raw = Encode(Op::kRead, 1, 0, 1);
     raw[4] = version;
     const Status prefix = CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>());
@@ -60,11 +65,11 @@ TEST(DataPlaneProtocol, EarlierVersionsAreRefusedFromTheirPrefix) {
     EXPECT_NE(prefix.message().find(fmt::format("data-plane version {} not supported", version)),
               std::string::npos)
         << prefix.message();
-    EXPECT_NE(prefix.message().find("speaks 3"), std::string::npos) << prefix.message();
+    EXPECT_NE(prefix.message().find("speaks 4"), std::string::npos) << prefix.message();
     EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
   }
-  const Raw v3 = Encode(Op::kRead, 1, 0, 1);
-  EXPECT_TRUE(CheckRequestPrefix(std::span(v3).first<kRequestPrefixBytes>()).ok());
+  const Raw v4 = Encode(Op::kRead, 1, 0, 1);
+  EXPECT_TRUE(CheckRequestPrefix(std::span(v4).first<kRequestPrefixBytes>()).ok());
 }
 
 TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
@@ -74,7 +79,7 @@ TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
   EXPECT_EQ(CheckRequestPrefix(std::span(raw).first<kRequestPrefixBytes>()).code(),
             Code::kProtocolError);
   raw = Encode(Op::kRead, 1, 0, 1);
-  raw[4] = 4;
+  raw[4] = 5;
   EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
   for (uint8_t op : {0, 5, 255}) {
     raw = Encode(Op::kRead, 1, 0, 1);

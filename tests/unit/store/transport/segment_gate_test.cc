@@ -18,16 +18,16 @@ constexpr uint64_t kNext = 0x0a0b0c0d0e0f0001ull;
 
 TEST(SegmentGate, AdmitsOnlyTheServedIdAndCountsWhatRunsUnderEach) {
   SegmentGate gate(1);
-  EXPECT_FALSE(gate.Enter(2));
+  EXPECT_FALSE(gate.Enter(2, 0));
   {
-    SegmentGate::Pass a = gate.Enter(1);
+    SegmentGate::Pass a = gate.Enter(1, 0);
     ASSERT_TRUE(a);
     EXPECT_EQ(gate.Running(1), 1u);
     EXPECT_EQ(gate.Replace(2), 1u);
     EXPECT_EQ(gate.id(), 2u);
-    EXPECT_FALSE(gate.Enter(1));
+    EXPECT_FALSE(gate.Enter(1, 0));
     EXPECT_EQ(gate.Running(1), 1u);  // admitted before the change: still running
-    SegmentGate::Pass b = gate.Enter(2);
+    SegmentGate::Pass b = gate.Enter(2, 0);
     SegmentGate::Pass moved = std::move(a);
     EXPECT_EQ(gate.Running(1), 1u);
     EXPECT_EQ(gate.Running(2), 1u);

@@ -65,12 +65,12 @@ struct Node {
 };
 
 inline TransferOp Write(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len,
-                        uint64_t segment_id = kTestSegment) {
-  return {TransferOp::Kind::kWrite, ep, segment_id, offset, local, len};
+                        uint64_t segment_id = kTestSegment, uint64_t term = 0) {
+  return {TransferOp::Kind::kWrite, ep, segment_id, offset, local, len, term};
 }
 inline TransferOp Read(const std::string& ep, uint64_t offset, uint8_t* local, uint64_t len,
-                       uint64_t segment_id = kTestSegment) {
-  return {TransferOp::Kind::kRead, ep, segment_id, offset, local, len};
+                       uint64_t segment_id = kTestSegment, uint64_t term = 0) {
+  return {TransferOp::Kind::kRead, ep, segment_id, offset, local, len, term};
 }
 
 // Generous by default: sanitizer builds on a loaded 2-core machine are slow.
@@ -89,9 +89,9 @@ inline wire::UniqueFd RawConnect(const std::string& endpoint) {
 }
 
 inline std::vector<uint8_t> RequestBytes(dp::Op op, uint64_t id, uint64_t offset, uint64_t len,
-                                         uint64_t segment_id = kTestSegment) {
+                                         uint64_t segment_id = kTestSegment, uint64_t term = 0) {
   std::vector<uint8_t> b(dp::kRequestHeaderBytes);
-  dp::EncodeRequestHeader({op, id, segment_id, offset, len},
+  dp::EncodeRequestHeader({op, id, segment_id, offset, len, term},
                           std::span<uint8_t, dp::kRequestHeaderBytes>(b.data(), b.size()));
   return b;
 }
