@@ -215,10 +215,15 @@ RunFn AddBenchStore(CLI::App& bench) {
 RunFn AddBenchMaster(CLI::App& bench) {
   auto o = std::make_shared<bench::BenchMasterOptions>();
   CLI::App* cmd = bench.add_subcommand(
-      "master", "The store master at cluster size: memory per object, batched key ops/s, p99");
-  cmd->add_option("--objects", o->objects, "Objects the master holds during the measurement")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+      "master",
+      "The store master at cluster size: memory per object, batched key ops/s, p99; with "
+      "--nodes, CPU per ping, placement, eviction and re-replication planning against N nodes");
+  CLI::Option* objects =
+      cmd->add_option("--objects", o->objects,
+                      "Objects the master holds during the measurement (with --nodes: 200000 "
+                      "unless given)")
+          ->capture_default_str()
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   cmd->add_option("--key-bytes", o->key_bytes, "Bytes per key")
       ->capture_default_str()
       ->check(CLI::Range(uint32_t{32}, uint32_t{4096}));
@@ -237,7 +242,32 @@ RunFn AddBenchMaster(CLI::App& bench) {
   cmd->add_option("--etcd", o->etcd,
                   "HOST:PORT of an etcd: the master journals every object there, as masters that "
                   "fail over do (a scratch cluster id, deleted afterwards)");
-  return [o] { return bench::RunBenchMaster(*o); };
+  cmd->add_option("--nodes", o->nodes,
+                  "Node counts: one master each, against that many simulated nodes (pings, "
+                  "placement, eviction, re-replication planning) instead of the key-ops phases")
+      ->delimiter(',')
+      ->check(CLI::Range(uint32_t{2}, uint32_t{4000}));
+  cmd->add_option("--object-bytes", o->object_bytes, "With --nodes: each object's size")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 30));
+  cmd->add_option("--replicas", o->replicas, "With --nodes: the master's --replicas")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{2}, uint32_t{8}));
+  cmd->add_option("--ping-seconds", o->ping_seconds, "With --nodes: each CPU window's length")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--node-ttl-s", o->node_ttl_s,
+                  "With --nodes: the master's --node-ttl-s (a silent node's expiry)")
+      ->capture_default_str()
+      ->check(CLI::Range(2.0, 600.0));
+  cmd->add_option("--placement-samples", o->placement_samples,
+                  "With --nodes: single-object put_start calls timed")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{10}, uint32_t{1000000}));
+  return [o, objects] {
+    if (!o->nodes.empty() && objects->count() == 0) o->objects = 200'000;
+    return bench::RunBenchMaster(*o);
+  };
 }
 
 RunFn AddBenchGpu(CLI::App& bench) {

@@ -14,6 +14,7 @@
 #include "bench/common/report_json.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
+#include "bench/master/node_scale.h"
 #include "common/etcd_client.h"
 #include "common/process/kvtier_launchers.h"
 #include "store/client/master_client.h"
@@ -235,6 +236,7 @@ void Print(const json& r, std::ostream& os) {
 }  // namespace
 
 int RunBenchMaster(const BenchMasterOptions& o) {
+  if (!o.nodes.empty()) return RunBenchNodes(o);
   const std::string cluster = fmt::format("bench-{}", ::getpid());
   process::KvtierSpec spec;
   spec.binary = "/proc/self/exe";

@@ -7,7 +7,7 @@
 // p50/p99, beside the master's ping round trip measured in the same run (the transport floor).
 // With --etcd the master records every object there (docs/store/failover.md), under a cluster id
 // of its own that the bench deletes afterwards; etcd's own transaction round trip is measured
-// beside it.
+// beside it. With --nodes, the node-count mode runs instead (node_scale.h).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +25,13 @@ struct BenchMasterOptions {
   bool json = false;
   std::string json_out;  // also write the JSON object to this file (the table still prints)
   std::string etcd;      // HOST:PORT of an etcd the master journals to; empty: a lone master
+  // The node-count mode (node_scale.h): one run per entry; empty: the mode above.
+  std::vector<uint32_t> nodes;
+  uint64_t object_bytes = 64 << 10;   // node mode: each object's size (the master sees only sizes)
+  uint32_t replicas = 2;              // node mode: the master's --replicas
+  double ping_seconds = 3;            // node mode: each CPU window
+  double node_ttl_s = 10;             // node mode: the master's --node-ttl-s (its default)
+  uint32_t placement_samples = 2000;  // node mode: single-key put_start calls timed
 };
 
 int RunBenchMaster(const BenchMasterOptions& options);
