@@ -25,7 +25,8 @@ const Column kColumns[] = {
     {"place p50", [](const json& r) { return Num(r["placement"]["p50_us"]); }, "{:.0f}"},
     {"place p99", [](const json& r) { return Num(r["placement"]["p99_us"]); }, "{:.0f}"},
     {"evict ms", [](const json& r) { return Num(r["eviction"]["until_evicted_ms"]); }, "{:.0f}"},
-    {"evict cpu ms", [](const json& r) { return Num(r["eviction"]["master_cpu_ms"]); }, "{:.0f}"},
+    {"evict cpu ms", [](const json& r) { return Num(r["eviction"]["master_cpu_net_ms"]); },
+     "{:.0f}"},
     {"plan ms", [](const json& r) { return Num(r["rereplication"]["plan_ms"]); }, "{:.0f}"},
     {"hand-out s", [](const json& r) { return Num(r["rereplication"]["handed_out_s"]); }, "{:.2f}"},
     {"RSS MiB", [](const json& r) { return Num(r["rss_end_bytes"]) / (1 << 20); }, "{:.0f}"},
@@ -70,21 +71,26 @@ void PrintNodeScale(const json& report, std::ostream& os) {
     const json& ev = r["eviction"];
     const json& f = r["fleet"];
     os << fmt::format(
-        "{} nodes: mount {:.2f} s, fill {:.0f} objects/s; placement p99 {:.0f} us (max {:.0f}); "
-        "eviction {:.0f} objects ({:.0f} ms to put the top-up); one node silent: expired after "
+        "{} nodes: mount {:.2f} s, fill {:.0f} objects/s; placement p99 {:.0f} us (max {:.0f}; "
+        "ping p50/p99 {:.0f}/{:.0f} us); eviction {:.0f} objects ({:.0f} ms to put the {} that "
+        "crossed the watermark); one node silent: expired after "
         "{:.1f} s, {} replicas lost, planned in {:.0f} ms ({:.0f} ms master CPU), handed out in "
         "{:.2f} s; {} pings ({} failed), {} repair tasks refused (no bytes here)\n",
         r["nodes"].get<uint32_t>(), Num(r["mount_s"]), Num(r["fill_objects_per_s"]),
-        Num(r["placement"]["p99_us"]), Num(r["placement"]["max_us"]), Num(ev["objects_evicted"]),
-        Num(ev["top_up_put_ms"]), Num(rr["silence_to_expiry_s"]),
+        Num(r["placement"]["p99_us"]), Num(r["placement"]["max_us"]),
+        Num(r["placement"]["ping_p50_us"]), Num(r["placement"]["ping_p99_us"]),
+        Num(ev["objects_evicted"]), Num(ev["crossing_put_ms"]),
+        ev["crossing_objects"].get<uint64_t>(), Num(rr["silence_to_expiry_s"]),
         rr["replicas_lost"].get<uint64_t>(), Num(rr["plan_ms"]), Num(rr["plan_master_cpu_ms"]),
         Num(rr["handed_out_s"]), f["pings_ok"].get<uint64_t>(), f["pings_failed"].get<uint64_t>(),
         f["repair_tasks_refused"].get<uint64_t>());
   }
   os << "(cpu/ping: the master's CPU over a pings-only window per ping answered, its 100 ms Tick "
         "included; net: less the idle window's CPU; +polls: CPU share with the repair polls on "
-        "too; place: put_start of one object, us; evict ms: from the top-up put until /metrics "
-        "shows evictions, up to one 100 ms Tick included; plan ms: from the node's expiry until "
+        "too; place: put_start of one object, us; evict ms: from the put that crosses the 95 % "
+        "watermark until /metrics shows evictions, up to one 100 ms Tick included; evict cpu: "
+        "the master's CPU over that time less the +polls share; plan ms: from the node's expiry "
+        "until "
         "the under-replicated gauge counts its objects; -1: not seen within the limit)\n";
 }
 
