@@ -57,7 +57,6 @@ void LogBad(const std::string& peer, const std::string& what) {
   }
 }
 
-
 }  // namespace
 
 struct DataPlaneServer::Impl {
@@ -65,6 +64,16 @@ struct DataPlaneServer::Impl {
     int fd = -1;  // closed (and set to -1) under mu by the connection's own thread
     bool done = false;
     std::thread thread;
+    // The READ/WRITE in progress (under mu): marked before it enters the gate, so an access of a
+    // newer term that enters after it finds it here and cuts it (CutOlder).
+    bool moving = false;
+    uint64_t moving_term = 0;
+    bool cut = false;
+  };
+  // What the gate's cut hook reaches; null once stopped (the hook may outlive this server).
+  struct CutTarget {
+    std::mutex mu;
+    Impl* impl = nullptr;
   };
 
   DataPlaneOptions opt;
@@ -75,6 +84,7 @@ struct DataPlaneServer::Impl {
   Counter* served_read_bytes = nullptr;
   Counter* served_write_bytes = nullptr;
   std::unique_ptr<StaleTermCounters> stale_term;
+  std::shared_ptr<CutTarget> cut_target = std::make_shared<CutTarget>();
 
   wire::UniqueFd listener;
   uint16_t port = 0;
@@ -91,6 +101,17 @@ struct DataPlaneServer::Impl {
   void AcceptLoop();
   void Serve(Conn* conn, int fd);
   void ReapDone();  // caller holds mu
+  // Closes the connections whose READ/WRITE is of a term below `term` (segment_gate.h).
+  void CutOlder(uint64_t term);
+  void Moving(Conn* conn, bool moving, uint64_t term = 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    conn->moving = moving;
+    conn->moving_term = term;
+  }
+  bool WasCut(Conn* conn) {
+    std::lock_guard<std::mutex> lock(mu);
+    return conn->cut;
+  }
 
   // Blocking whole-buffer I/O. SO_RCVTIMEO/SO_SNDTIMEO make a call return after kStallTimeoutS
   // without progress: allowed (we keep waiting) only before the first byte of a request.
@@ -168,6 +189,16 @@ Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const Status& statu
                         hdr);
   iovec iov[2] = {{hdr, sizeof(hdr)}, {message.data(), message.size()}};
   return SendFull(fd, iov, message.empty() ? 1 : 2);
+}
+
+void DataPlaneServer::Impl::CutOlder(uint64_t term) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& c : conns) {
+    if (c->moving && c->moving_term < term && c->fd >= 0) {
+      c->cut = true;
+      ::shutdown(c->fd, SHUT_RDWR);  // its thread's recv/send returns; it closes and leaves
+    }
+  }
 }
 
 void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
@@ -266,11 +297,20 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     SegmentGate::Pass pass;
     Status wrong_segment;
     SegmentGate::Refusal why = SegmentGate::Refusal::kNone;
+    Moving(conn, true, h.term);
+    struct Unmark {
+      Impl* impl;
+      Conn* conn;
+      ~Unmark() { impl->Moving(conn, false); }
+    } unmark{this, conn};  // however this request ends
     if (valid.code() != Code::kTooLarge && !(pass = gate->Enter(h.segment_id, h.term, &why))) {
       const bool is_write = h.op == dp::Op::kWrite;
       if (why == SegmentGate::Refusal::kStaleTerm) {
         stale_term->For(is_write)->Inc();
         wrong_segment = StaleTermRefusal(is_write, h.term, gate->term());
+      } else if (why == SegmentGate::Refusal::kBusy) {
+        wrong_segment = StoreError(ErrorCode::RPC_TIMEOUT,
+                                   "accesses of an older master term are still running here");
       } else {
         wrong_segment =
             StoreError(ErrorCode::SEGMENT_NOT_FOUND,
@@ -297,8 +337,13 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       iovec iov[2] = {{hdr, sizeof(hdr)}, {opt.segment + h.offset, static_cast<size_t>(h.length)}};
       if (SendFull(fd, iov, h.length == 0 ? 1 : 2) != Io::kOk) {
         close_reason = "connection lost while sending a READ reply";
+        if (WasCut(conn)) {
+          stale_term->read->Inc();
+          close_reason = fmt::format("READ of master term {} cut: a later term moves", h.term);
+        }
         break;
       }
+      Moving(conn, false);
       served_read_bytes->Inc(static_cast<double>(h.length));
       continue;
     }
@@ -323,9 +368,14 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
     }
     if (RecvFull(fd, opt.segment + h.offset, static_cast<size_t>(h.length), false) != Io::kOk) {
       close_reason = "connection lost inside a WRITE payload";
+      if (WasCut(conn)) {
+        stale_term->write->Inc();
+        close_reason = fmt::format("WRITE of master term {} cut: a later term moves", h.term);
+      }
       break;
     }
     served_write_bytes->Inc(static_cast<double>(h.length));
+    Moving(conn, false);
     pass.Release();
     if (Reply(fd, h.request_id, Status::Ok()) != Io::kOk) break;
   }
@@ -396,8 +446,8 @@ void DataPlaneServer::Impl::AcceptLoop() {
 DataPlaneServer::DataPlaneServer(DataPlaneOptions options, MetricsRegistry* metrics)
     : impl_(std::make_unique<Impl>()) {
   impl_->opt = std::move(options);
-  impl_->gate = impl_->opt.gate ? impl_->opt.gate
-                                : std::make_shared<SegmentGate>(impl_->opt.segment_id);
+  impl_->gate =
+      impl_->opt.gate ? impl_->opt.gate : std::make_shared<SegmentGate>(impl_->opt.segment_id);
   if (metrics == nullptr) {
     impl_->own_metrics = std::make_unique<MetricsRegistry>();
     metrics = impl_->own_metrics.get();
@@ -432,6 +482,14 @@ Status DataPlaneServer::Start() {
   impl_->stopping = false;
   impl_->wake.Drain();
   impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  {
+    std::lock_guard<std::mutex> cut_lock(impl_->cut_target->mu);
+    impl_->cut_target->impl = impl_.get();
+  }
+  impl_->gate->SetCutOlder([target = impl_->cut_target](uint64_t term) {
+    std::lock_guard<std::mutex> cut_lock(target->mu);
+    if (target->impl != nullptr) target->impl->CutOlder(term);
+  });
   impl_->running = true;
   KVT_LOG_INFO("data plane listening on {}:{}", impl_->opt.host, impl_->port);
   return Status::Ok();
@@ -441,6 +499,10 @@ void DataPlaneServer::Stop() {
   std::lock_guard<std::mutex> lock(impl_->lifecycle_mu);
   if (!impl_->running) return;
   impl_->stopping = true;
+  {
+    std::lock_guard<std::mutex> cut_lock(impl_->cut_target->mu);
+    impl_->cut_target->impl = nullptr;
+  }
   impl_->wake.Notify();
   impl_->accept_thread.join();
   impl_->listener = wire::UniqueFd();

@@ -111,6 +111,11 @@ Status TransferEngine::Impl::AdmitLocal(const TransferOp& op, SegmentGate::Pass&
     return StoreError(ErrorCode::ETCD_TRANSACTION_FAIL,
                       fmt::format("{}: {}", op.endpoint, refusal.message()));
   }
+  if (why == SegmentGate::Refusal::kBusy) {
+    return StoreError(
+        ErrorCode::RPC_TIMEOUT,
+        fmt::format("{}: accesses of an older master term are still running here", op.endpoint));
+  }
   if (!pass) {
     return StoreError(ErrorCode::SEGMENT_NOT_FOUND,
                       fmt::format("{}: segment {} is not served here: this node serves segment {}",

@@ -4,6 +4,8 @@
 // in kvtier_node_stale_term_refusals_total{op}; on the wire and on the local path alike.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "store/transport/segment_gate.h"
 #include "store/transport/stale_term.h"
 #include "transport_fixture.h"
@@ -67,6 +69,47 @@ TEST(TermFence, ADataPlaneWriteOfAnOlderTermIsRefusedAndCounted) {
 
   // The connection stays in sync after a refused WRITE's payload: the next op is served.
   ASSERT_TRUE(engine.Run({&new_write, 1})[0].ok());
+}
+
+// A WRITE of the old term already admitted, its payload still arriving (its writer paused in the
+// middle of sending) when the first access of a new term comes: the old one is cut (its
+// connection closed, counted) before the new one moves a byte, so its tail never lands.
+TEST(TermFence, AnOlderTermsWriteStillArrivingIsCutBeforeANewerOneMoves) {
+  auto gate = std::make_shared<SegmentGate>(kTestSegment);
+  std::vector<uint8_t> segment(1 << 20, 0);
+  MetricsRegistry metrics;
+  DataPlaneOptions o;
+  o.host = "127.0.0.1";
+  o.segment = segment.data();
+  o.segment_size = segment.size();
+  o.segment_id = kTestSegment;
+  o.gate = gate;
+  DataPlaneServer server(o, &metrics);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string endpoint = "127.0.0.1:" + std::to_string(server.Port());
+
+  wire::UniqueFd slow = RawConnect(endpoint);
+  std::vector<uint8_t> head = RequestBytes(dp::Op::kWrite, 1, 0, 8192, kTestSegment, kOld);
+  head.resize(head.size() + 4096, 0x11);  // half the payload
+  ASSERT_TRUE(tcp::SendAll(slow.get(), head.data(), head.size(), Soon()).ok());
+  for (int i = 0; i < 500 && gate->Running(kTestSegment) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(gate->Running(kTestSegment), 1u);
+
+  TransferEngine engine(Opts(), nullptr);
+  std::vector<uint8_t> fresh = Pattern(1, 8192);
+  TransferOp new_write = Write(endpoint, 0, fresh.data(), fresh.size(), kTestSegment, kNew);
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine.Run({&new_write, 1})[0].ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_TRUE(PeerClosed(slow.get()));
+  std::vector<uint8_t> tail(4096, 0x22);  // the rest, sent late: nowhere to land
+  (void)tcp::SendAll(slow.get(), tail.data(), tail.size(), Soon());
+  EXPECT_TRUE(std::equal(fresh.begin(), fresh.end(), segment.begin()));
+  EXPECT_EQ(Refusals(metrics, "write"), 1.0);
+  EXPECT_EQ(gate->Running(kTestSegment), 0u);
+  server.Stop();
 }
 
 TEST(TermFence, TheLocalPathRefusesOlderTermsLearntFromThePings) {
