@@ -9,16 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "hex_bytes.h"
+
 namespace kvtier::lmcache {
 namespace {
 
-std::string Hex(std::string_view hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
+using testing::Hex;
 
 // The recorded frames after the routing id: [uid, op, args...], as hex.
 std::vector<std::string> Frames(std::initializer_list<std::string_view> hex) {

@@ -16,17 +16,12 @@
 #include "cuda/gpu_memory.h"
 #include "server/lmcache_cuda_region.h"
 #include "server/lmcache_registration.h"
+#include "hex_bytes.h"
 
 namespace kvtier::lmcache {
 namespace {
 
-std::string Hex(std::string_view hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
-  }
-  return out;
-}
+using testing::Hex;
 
 std::string Bytes(int from, int count) {
   std::string s;
