@@ -59,6 +59,19 @@ bool Stopped(pid_t pid) {  // state 'T' in /proc/PID/stat
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T';
 }
 
+// Prints the processes' logs when the test failed, however it ended.
+struct LogsOnFailure {
+  std::vector<ChildProcess*> procs;
+  ~LogsOnFailure() {
+    if (!::testing::Test::HasFailure()) return;
+    for (ChildProcess* p : procs) {
+      const std::string log = p->Log();
+      std::cout << "--- pid " << p->pid() << " ---\n"
+                << log.substr(log.size() > 4000 ? log.size() - 4000 : 0) << "\n";
+    }
+  }
+};
+
 // The stalled writer, in a child process: allocation from `master`, its descriptor to `out`,
 // SIGSTOP; once continued, a WRITE and a READ through that descriptor, their codes to `out`.
 int StaleWriter(int out, const std::string& master) {
@@ -104,6 +117,7 @@ TEST(StoreTermFence, AWriterStalledPastATakeoverIsRefusedAndNoReadSeesItsBytes) 
   ASSERT_EQ(::pipe(pipe_fds), 0);
   const std::string a_address = a.address();
   ChildProcess writer = ChildProcess::Fork([&] { return StaleWriter(pipe_fds[1], a_address); });
+  const LogsOnFailure logs{{&a.process(), &b, &node.process(), &writer}};
   std::istringstream desc(ReadLine(pipe_fds[0], milliseconds(10000)));
   ReplicaDesc stale;
   desc >> stale.segment_id >> stale.offset >> stale.term >> stale.endpoint;
