@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "cuda/gpu_memory.h"
+#include "hex_bytes.h"
 #include "server/lmcache_cuda_region.h"
 #include "server/lmcache_registration.h"
-#include "hex_bytes.h"
 
 namespace kvtier::lmcache {
 namespace {
