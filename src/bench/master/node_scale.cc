@@ -185,14 +185,14 @@ uint64_t ObjectsUpTo(Bench& b, double share, uint64_t capacity) {
 // objects that cross it. Background CPU (pings and polls, measured before) is subtracted.
 json MeasureEviction(Bench& b, uint64_t capacity, double background_share) {
   const double evicted0 = b.Metric("kvtier_master_evictions_total");
-  if (std::string e = b.Put(ObjectsUpTo(b, kWatermark - 0.003, capacity), kFillThreads);
+  if (std::string e = b.Put(ObjectsUpTo(b, kWatermark - 0.0002, capacity), kFillThreads);
       !e.empty()) {
     return {{"error", "eviction fill: " + e}};
   }
   if (b.Metric("kvtier_master_evictions_total") != evicted0) {
     return {{"error", "evicted below the watermark"}};
   }
-  const uint64_t crossing = std::max<uint64_t>(1, ObjectsUpTo(b, kWatermark + 0.001, capacity));
+  const uint64_t crossing = std::max<uint64_t>(1, ObjectsUpTo(b, kWatermark + 0.0001, capacity));
   const double cpu0 = b.Cpu();
   const auto t0 = BenchClock::now();
   if (std::string e = b.Put(crossing, 1); !e.empty()) return {{"error", "eviction put: " + e}};
@@ -236,18 +236,22 @@ json MeasureRepairs(Bench& b) {
   const double plan_cpu = b.Cpu() - cpu0;
   const uint64_t refused0 = b.fleet->Counts().repair_tasks_refused;
   b.fleet->SetRepairPolling(true);
+  double started = 0;
+  const auto t_hand = BenchClock::now();
   const double handed = WaitFor(
       [&] {
-        return b.Metric("kvtier_master_repairs_total", {{"result", "started"}}) - started0 >=
-               static_cast<double>(lost);
+        started = b.Metric("kvtier_master_repairs_total", {{"result", "started"}}) - started0;
+        return started >= static_cast<double>(lost);
       },
       60);
+  const double hand_s = SecondsSince(t_hand);
   b.fleet->SetRepairPolling(false);
   return {{"replicas_lost", lost},
           {"silence_to_expiry_s", to_expiry},
           {"plan_ms", planned < 0 ? -1.0 : planned * 1e3},
           {"plan_master_cpu_ms", plan_cpu * 1e3},
           {"handed_out_s", handed},
+          {"handed_out_per_s", started / hand_s},  // at the limit too
           {"tasks_refused", b.fleet->Counts().repair_tasks_refused - refused0}};
 }
 

@@ -75,15 +75,16 @@ void PrintNodeScale(const json& report, std::ostream& os) {
         "ping p50/p99 {:.0f}/{:.0f} us); eviction {:.0f} objects ({:.0f} ms to put the {} that "
         "crossed the watermark); one node silent: expired after "
         "{:.1f} s, {} replicas lost, planned in {:.0f} ms ({:.0f} ms master CPU), handed out in "
-        "{:.2f} s; {} pings ({} failed), {} repair tasks refused (no bytes here)\n",
+        "{:.2f} s ({:.0f} objects/s); {} pings ({} failed), {} repair tasks refused (no bytes "
+        "here)\n",
         r["nodes"].get<uint32_t>(), Num(r["mount_s"]), Num(r["fill_objects_per_s"]),
         Num(r["placement"]["p99_us"]), Num(r["placement"]["max_us"]),
         Num(r["placement"]["ping_p50_us"]), Num(r["placement"]["ping_p99_us"]),
         Num(ev["objects_evicted"]), Num(ev["crossing_put_ms"]),
         ev["crossing_objects"].get<uint64_t>(), Num(rr["silence_to_expiry_s"]),
         rr["replicas_lost"].get<uint64_t>(), Num(rr["plan_ms"]), Num(rr["plan_master_cpu_ms"]),
-        Num(rr["handed_out_s"]), f["pings_ok"].get<uint64_t>(), f["pings_failed"].get<uint64_t>(),
-        f["repair_tasks_refused"].get<uint64_t>());
+        Num(rr["handed_out_s"]), Num(rr["handed_out_per_s"]), f["pings_ok"].get<uint64_t>(),
+        f["pings_failed"].get<uint64_t>(), f["repair_tasks_refused"].get<uint64_t>());
   }
   os << "(cpu/ping: the master's CPU over a pings-only window per ping answered, its 100 ms Tick "
         "included; net: less the idle window's CPU; +polls: CPU share with the repair polls on "
