@@ -198,7 +198,7 @@ json MeasureEviction(Bench& b, uint64_t capacity, double background_share) {
   if (std::string e = b.Put(crossing, 1); !e.empty()) return {{"error", "eviction put: " + e}};
   const double put_s = SecondsSince(t0);
   const double waited =
-      WaitFor([&] { return b.Metric("kvtier_master_evictions_total") > evicted0; }, 30);
+      WaitFor([&] { return b.Metric("kvtier_master_evictions_total") > evicted0; }, 300);
   const double wall = SecondsSince(t0);
   const double cpu = b.Cpu() - cpu0;
   return {{"crossing_objects", crossing},
