@@ -112,6 +112,14 @@ TEST(StoreTermFence, AWriterStalledPastATakeoverIsRefusedAndNoReadSeesItsBytes) 
   b_args.insert(b_args.end(), ha.begin(), ha.end());
   ChildProcess b(b_args);  // the standby: its RPC port listens once it leads
   NodeProcess node(fmt::format("etcd://{}/{}", etcd->endpoint(), kCluster), "64MB");
+  {
+    // A journals the node's segment without waiting for etcd; had A died before that, B would not
+    // know the segment and the node would mount afresh under a new id (no overlap to test). An
+    // acknowledged put is journaled after the segment, so once one is, B will restore it.
+    auto warm = ConnectDummyOf(node.address());
+    const std::vector<uint8_t> v = MakeValue("warm-up", 4096);
+    ASSERT_TRUE(warm->Put("warm-up", v.data(), v.size()).ok());
+  }
 
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
