@@ -28,11 +28,17 @@ from test_lmcache_mp_reference import (ARG_PARTS, BLOCK, CHUNK, CHUNKS, KEY_FIEL
 GET_EXPERIMENTAL, NOOP = 32, 24
 
 
-def _start_kvtier(*extra):
-    """`kvtier server` with the LMCache front, on three free loopback ports (RPC, HTTP, LMCache)."""
+def _start_kvtier(*extra, lmcache_flags=False):
+    """`kvtier server` with the LMCache front, on three free loopback ports (RPC, HTTP, LMCache);
+    with `lmcache_flags`, started the way an `lmcache server` command line is swapped for kvtier
+    (`--protocol lmcache` and lmcache's own flags, docs/lmcache-migration.md)."""
     exe = os.environ["KVTIER_BIN"]
 
     def argv(port, http_port, lmcache_port):
+        if lmcache_flags:
+            return [exe, "server", "--port", port, "--no-l1-prefault", *extra, "--protocol",
+                    "lmcache", "--host", "127.0.0.1", "--port", lmcache_port, "--http-port",
+                    http_port, "--chunk-size", CHUNK, "--l1-size-gb", "0.0625"]
         return [exe, "server", "--host", "127.0.0.1", "--port", port, "--http-port", http_port,
                 "--lmcache-port", lmcache_port, "--chunk-size", CHUNK, "--l1-size-gb", "0.0625",
                 "--no-l1-prefault", *extra]
@@ -47,9 +53,9 @@ def _start_kvtier(*extra):
     return srv
 
 
-@pytest.fixture(scope="module")
-def kvtier_lmcache():
-    srv = _start_kvtier()
+@pytest.fixture(scope="module", params=["--lmcache-port", "--protocol lmcache"])
+def kvtier_lmcache(request):
+    srv = _start_kvtier(lmcache_flags=request.param == "--protocol lmcache")
     yield srv
     srv.stop(timeout_s=30)
 
