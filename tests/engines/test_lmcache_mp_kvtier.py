@@ -20,10 +20,10 @@ import torch
 import zmq
 
 from kvtier._process import start_on_free_ports, tcp_open, wait_until
-from test_lmcache_mp_reference import (ARG_PARTS, BLOCK, CHUNK, CHUNKS, KEY_FIELDS, OP_IDS,
-                                       RPC_TIMEOUT_S, VOID_OPS, FrameTap, RequestClientFactory,
-                                       _decode_raw, _key, _tensor_bytes, register_worker,
-                                       retrieve_checked)
+from test_lmcache_mp_reference import (ARG_PARTS, BAD_FRAMES, BLOCK, CHUNK, CHUNKS, KEY_FIELDS,
+                                       OP_IDS, RPC_TIMEOUT_S, VOID_OPS, FrameTap,
+                                       RequestClientFactory, _decode_raw, _key, _tensor_bytes,
+                                       register_worker, retrieve_checked)
 
 GET_EXPERIMENTAL, NOOP = 32, 24
 
@@ -163,10 +163,8 @@ def test_frames_kvtier_cannot_take_get_no_reply_and_the_next_is_answered(kvtier_
     sock.connect(kvtier_lmcache.url)
     enc = msgspec.msgpack.encode
     try:
-        sock.send_multipart([enc(1), enc("no_such_operation")])
-        sock.send_multipart([enc(2), enc(OP_IDS["get_chunk_size"]), enc(0)])  # one part too many
-        sock.send_multipart([enc(3), enc(11)])  # retired id (query_prefetch_lookup_hits)
-        sock.send_multipart([enc(4), enc(OP_IDS["ping"]), b"\xc1"])  # not msgpack
+        for frames in BAD_FRAMES:
+            sock.send_multipart(frames)
         sock.send_multipart([enc(5)])  # a uid alone
         sock.send_multipart([enc(6), enc(NOOP)])
         assert sock.poll(int(RPC_TIMEOUT_S * 1000)), "no reply at all"

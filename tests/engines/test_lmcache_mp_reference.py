@@ -54,6 +54,15 @@ KEY_FIELDS = {"model_name", "world_size", "worker_id", "token_ids", "start", "en
               "cache_salt", "request_configs", "num_kv_readers"}
 
 
+_enc = msgspec.msgpack.encode
+# Messages no server can answer (uids 1-4): an unknown op, one part too many, a retired id
+# (query_prefetch_lookup_hits) and a part that is not msgpack. Both servers' tests send them.
+BAD_FRAMES = [[_enc(1), _enc("no_such_operation")],
+              [_enc(2), _enc(OP_IDS["get_chunk_size"]), _enc(0)],
+              [_enc(3), _enc(11)],
+              [_enc(4), _enc(OP_IDS["ping"]), b"\xc1"]]
+
+
 def _server_env():
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # the server needs nothing of kvtier (nor its `mooncake`)
@@ -379,10 +388,8 @@ def test_frames_the_server_cannot_answer_get_no_reply(lmcache_server):
     sock.connect(lmcache_server.url)
     enc = msgspec.msgpack.encode
     try:
-        sock.send_multipart([enc(1), enc("no_such_operation")])
-        sock.send_multipart([enc(2), enc(OP_IDS["get_chunk_size"]), enc(0)])  # one part too many
-        sock.send_multipart([enc(3), enc(11)])  # retired id (query_prefetch_lookup_hits)
-        sock.send_multipart([enc(4), enc(OP_IDS["ping"]), b"\xc1"])  # not msgpack
+        for frames in BAD_FRAMES:
+            sock.send_multipart(frames)
         sock.send_multipart([enc(5), enc(OP_IDS["query_prefetch_status"]), enc("never-seen")])
         sock.send_multipart([enc(6), enc(24)])  # noop
         assert sock.poll(int(RPC_TIMEOUT_S * 1000)), "no reply at all"
