@@ -40,17 +40,8 @@ TEST(SegmentGate, AdmitsOnlyTheServedIdAndCountsWhatRunsUnderEach) {
 // new requests naming it are refused; the old id stops running when the WRITE is done.
 TEST(SegmentGate, AWriteAdmittedBeforeTheChangeRunsUntilItsPayloadIsIn) {
   auto gate = std::make_shared<SegmentGate>(kTestSegment);
-  std::vector<uint8_t> segment(kMiB, 0);
-  MetricsRegistry metrics;
-  DataPlaneOptions o;
-  o.host = "127.0.0.1";
-  o.segment = segment.data();
-  o.segment_size = segment.size();
-  o.segment_id = kTestSegment;
-  o.gate = gate;
-  DataPlaneServer server(o, &metrics);
-  ASSERT_TRUE(server.Start().ok());
-  const std::string endpoint = "127.0.0.1:" + std::to_string(server.Port());
+  Node node(kMiB, "", 0, kTestSegment, gate);
+  const std::string& endpoint = node.endpoint;
 
   wire::UniqueFd slow = RawConnect(endpoint);
   std::vector<uint8_t> head = RequestBytes(dp::Op::kWrite, 1, 0, 8192);
@@ -85,7 +76,7 @@ TEST(SegmentGate, AWriteAdmittedBeforeTheChangeRunsUntilItsPayloadIsIn) {
   ASSERT_TRUE(served.ok()) << served.status().ToString();
   EXPECT_EQ(served->header.status, 0);
   EXPECT_EQ(served->payload, std::string(16, '\x22'));
-  server.Stop();
+  node.server->Stop();
 }
 
 // The engine's local memcpy path consults the same gate.

@@ -76,17 +76,8 @@ TEST(TermFence, ADataPlaneWriteOfAnOlderTermIsRefusedAndCounted) {
 // connection closed, counted) before the new one moves a byte, so its tail never lands.
 TEST(TermFence, AnOlderTermsWriteStillArrivingIsCutBeforeANewerOneMoves) {
   auto gate = std::make_shared<SegmentGate>(kTestSegment);
-  std::vector<uint8_t> segment(1 << 20, 0);
-  MetricsRegistry metrics;
-  DataPlaneOptions o;
-  o.host = "127.0.0.1";
-  o.segment = segment.data();
-  o.segment_size = segment.size();
-  o.segment_id = kTestSegment;
-  o.gate = gate;
-  DataPlaneServer server(o, &metrics);
-  ASSERT_TRUE(server.Start().ok());
-  const std::string endpoint = "127.0.0.1:" + std::to_string(server.Port());
+  Node node(1 << 20, "", 0, kTestSegment, gate);
+  const std::string& endpoint = node.endpoint;
 
   wire::UniqueFd slow = RawConnect(endpoint);
   std::vector<uint8_t> head = RequestBytes(dp::Op::kWrite, 1, 0, 8192, kTestSegment, kOld);
@@ -106,10 +97,10 @@ TEST(TermFence, AnOlderTermsWriteStillArrivingIsCutBeforeANewerOneMoves) {
   EXPECT_TRUE(PeerClosed(slow.get()));
   std::vector<uint8_t> tail(4096, 0x22);  // the rest, sent late: nowhere to land
   (void)tcp::SendAll(slow.get(), tail.data(), tail.size(), Soon());
-  EXPECT_TRUE(std::equal(fresh.begin(), fresh.end(), segment.begin()));
-  EXPECT_EQ(Refusals(metrics, "write"), 1.0);
+  EXPECT_TRUE(std::equal(fresh.begin(), fresh.end(), node.segment.begin()));
+  EXPECT_EQ(Refusals(node.metrics, "write"), 1.0);
   EXPECT_EQ(gate->Running(kTestSegment), 0u);
-  server.Stop();
+  node.server->Stop();
 }
 
 TEST(TermFence, TheLocalPathRefusesOlderTermsLearntFromThePings) {

@@ -14,6 +14,7 @@
 #include "common/metrics.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/data_plane_server.h"
+#include "store/transport/segment_gate.h"
 #include "store/transport/tcp_io.h"
 #include "store/transport/transfer_engine.h"
 #include "wire/fd_passing.h"
@@ -36,10 +37,10 @@ inline std::vector<uint8_t> Pattern(uint64_t seed, size_t n) {
 // The segment id the test nodes serve (and the helpers below name) unless a test says otherwise.
 inline constexpr uint64_t kTestSegment = 0x5e6d00000000002aull;
 
-// A segment and the listener serving it.
+// A segment and the listener serving it (through `gate` when given, as a node's is).
 struct Node {
   explicit Node(uint64_t segment_size, std::string token = "", uint16_t port = 0,
-                uint64_t segment_id = kTestSegment)
+                uint64_t segment_id = kTestSegment, std::shared_ptr<SegmentGate> gate = nullptr)
       : segment(segment_size, 0) {
     DataPlaneOptions o;
     o.host = "127.0.0.1";
@@ -48,6 +49,7 @@ struct Node {
     o.segment_size = segment.size();
     o.segment_id = segment_id;
     o.auth_token = std::move(token);
+    o.gate = std::move(gate);
     server = std::make_unique<DataPlaneServer>(o, &metrics);
     Status s = server->Start();
     EXPECT_TRUE(s.ok()) << s.ToString();
