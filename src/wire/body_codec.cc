@@ -120,6 +120,14 @@ Status BodyReader::Get(std::string_view key, BodyReader& out) const {
   return Status::Ok();
 }
 
+Status BodyReader::GetView(std::string_view key, std::string_view& out) const {
+  const auto* o = Find(key);
+  if (o == nullptr) return Missing(key);
+  if (o->type != msgpack::type::STR) return FieldError(key, "a string");
+  out = std::string_view(o->via.str.ptr, o->via.str.size);
+  return Status::Ok();
+}
+
 Status BodyReader::GetOptional(std::string_view key, uint64_t& out) const {
   const auto* o = Find(key);
   if (o == nullptr) return Status::Ok();
@@ -209,6 +217,23 @@ Status BodyReader::GetRows(std::string_view key, size_t width,
       if (!AsUint(row.via.array.ptr[j], values[j])) return FieldError(key, want);
     }
     out.push_back(std::move(values));
+  }
+  return Status::Ok();
+}
+
+Status BodyReader::GetRows(std::string_view key, size_t width, std::vector<uint64_t>& flat) const {
+  const auto* o = Find(key);
+  if (o == nullptr) return Missing(key);
+  auto bad = [&] { return FieldError(key, fmt::format("an array of [{}-integer] arrays", width)); };
+  if (o->type != msgpack::type::ARRAY) return bad();
+  flat.resize(size_t{o->via.array.size} * width);
+  uint64_t* next = flat.data();
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const auto& row = o->via.array.ptr[i];
+    if (row.type != msgpack::type::ARRAY || row.via.array.size != width) return bad();
+    for (size_t j = 0; j < width; ++j) {
+      if (!AsUint(row.via.array.ptr[j], *next++)) return bad();
+    }
   }
   return Status::Ok();
 }
@@ -318,6 +343,27 @@ BodyWriter& BodyWriter::PutRows(std::string_view key,
     pk_.pack_array(static_cast<uint32_t>(row.size()));
     for (uint64_t v : row) pk_.pack_uint64(v);
   }
+  return *this;
+}
+
+BodyWriter& BodyWriter::PutRows(std::string_view key, size_t width,
+                                const std::vector<uint64_t>& flat) {
+  Key(key);
+  const size_t rows = width == 0 ? 0 : flat.size() / width;
+  pk_.pack_array(static_cast<uint32_t>(rows));
+  for (size_t i = 0; i < rows; ++i) {
+    pk_.pack_array(static_cast<uint32_t>(width));
+    for (size_t j = 0; j < width; ++j) pk_.pack_uint64(flat[i * width + j]);
+  }
+  return *this;
+}
+
+BodyWriter& BodyWriter::PutJoined(std::string_view key, const std::vector<std::string>& parts) {
+  Key(key);
+  size_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  pk_.pack_str(static_cast<uint32_t>(total));
+  for (const auto& p : parts) pk_.pack_str_body(p.data(), static_cast<uint32_t>(p.size()));
   return *this;
 }
 

@@ -29,6 +29,8 @@ class BodyReader {
   Status Get(std::string_view key, uint32_t& out) const;
   Status Get(std::string_view key, std::string& out) const;
   Status Get(std::string_view key, BodyReader& out) const;  // nested map
+  // A required str field without a copy: valid while this reader (or a copy of it) lives.
+  Status GetView(std::string_view key, std::string_view& out) const;
   // Optional fields: missing or nil leaves `out` unchanged.
   Status GetOptional(std::string_view key, uint64_t& out) const;
   Status GetOptional(std::string_view key, uint32_t& out) const;
@@ -42,6 +44,8 @@ class BodyReader {
   Status GetOptional(std::string_view key, std::vector<ChunkHash>& out) const;
   // An array of arrays of uints (e.g. layout regions), each inner array of exactly `width`.
   Status GetRows(std::string_view key, size_t width, std::vector<std::vector<uint64_t>>& out) const;
+  // The same rows, row after row in one vector (no allocation per row).
+  Status GetRows(std::string_view key, size_t width, std::vector<uint64_t>& flat) const;
   // Every numeric field of a flat map (used by STATS).
   std::vector<std::pair<std::string, double>> Numbers() const;
 
@@ -67,6 +71,10 @@ class BodyWriter {
   BodyWriter& PutU32Bin(std::string_view key, const std::vector<uint32_t>& v);
   BodyWriter& PutHashes(std::string_view key, const std::vector<ChunkHash>& v);
   BodyWriter& PutRows(std::string_view key, const std::vector<std::vector<uint64_t>>& rows);
+  // The same encoding from `flat`: rows of `width` values each, one after another.
+  BodyWriter& PutRows(std::string_view key, size_t width, const std::vector<uint64_t>& flat);
+  // One str that is the concatenation of `parts`, written without joining them first.
+  BodyWriter& PutJoined(std::string_view key, const std::vector<std::string>& parts);
   BodyWriter& PutMap(std::string_view key, BodyWriter& nested);
   // The encoded map; the writer must not be used afterwards.
   std::string Finish();

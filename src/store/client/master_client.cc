@@ -65,10 +65,9 @@ class MasterClient final : public MasterApi {
     MasterRequest q;
     q.op = MasterRpcOp::kPutStart;
     q.node_id = node_id;
-    q.keys = keys;
     q.sizes = sizes;
     q.config = config;
-    return Batch(q, DecodePutStartReply);
+    return Batch(q, keys, DecodePutStartReply);
   }
 
   std::vector<Status> PutEnd(const std::string& node_id,
@@ -82,17 +81,17 @@ class MasterClient final : public MasterApi {
   }
 
   std::vector<Result<ObjectDesc>> GetReplicas(const std::vector<std::string>& keys) override {
-    return Batch(KeysRequest(MasterRpcOp::kGetReplicas, keys), DecodeGetReplicasReply);
+    return Batch(Request(MasterRpcOp::kGetReplicas), keys, DecodeGetReplicasReply);
   }
 
   std::vector<Result<bool>> Exist(const std::vector<std::string>& keys) override {
-    return Batch(KeysRequest(MasterRpcOp::kExist, keys), DecodeExistReply);
+    return Batch(Request(MasterRpcOp::kExist), keys, DecodeExistReply);
   }
 
   std::vector<Status> Remove(const std::vector<std::string>& keys, bool force) override {
-    MasterRequest q = KeysRequest(MasterRpcOp::kRemove, keys);
+    MasterRequest q = Request(MasterRpcOp::kRemove);
     q.force = force;
-    return Batch(q, DecodeStatusesReply);
+    return Batch(q, keys, DecodeStatusesReply);
   }
 
   Result<uint64_t> RemoveAll(bool force) override {
@@ -121,53 +120,53 @@ class MasterClient final : public MasterApi {
 
   std::vector<Status> EndRepairs(const std::string& node_id, const std::vector<std::string>& keys,
                                  const std::vector<bool>& copied) override {
-    MasterRequest q = KeysRequest(MasterRpcOp::kEndRepairs, keys);
+    MasterRequest q = Request(MasterRpcOp::kEndRepairs);
     q.node_id = node_id;
     q.copied = copied;
-    return Batch(q, DecodeStatusesReply);
+    return Batch(q, keys, DecodeStatusesReply);
   }
 
  private:
   // One answer for the whole request: the decoded reply, or the call's error.
   template <typename R>
   R One(const MasterRequest& q, R (*decode)(const void*, size_t)) {
-    auto reply = Call(q);
+    auto reply = Call(q, q.keys);
     if (!reply.ok()) return reply.status();
     return decode(reply->data(), reply->size());
   }
 
-  static MasterRequest KeysRequest(MasterRpcOp op, const std::vector<std::string>& keys) {
+  static MasterRequest Request(MasterRpcOp op) {
     MasterRequest q;
     q.op = op;
-    q.keys = keys;
     return q;
   }
 
   std::vector<Status> NodeKeys(MasterRpcOp op, const std::string& node_id,
                                const std::vector<std::string>& keys) {
-    MasterRequest q = KeysRequest(op, keys);
+    MasterRequest q = Request(op);
     q.node_id = node_id;
-    return Batch(q, DecodeStatusesReply);
+    return Batch(q, keys, DecodeStatusesReply);
   }
 
-  // One result per key: the decoded reply, or the call's error repeated for every key.
+  // One result per key: the decoded reply, or the call's error repeated for every key. `keys`
+  // stand in for q.keys (the caller's, not copied).
   template <typename T>
-  std::vector<T> Batch(const MasterRequest& q,
+  std::vector<T> Batch(const MasterRequest& q, const std::vector<std::string>& keys,
                        Result<std::vector<T>> (*decode)(const void*, size_t, size_t)) {
-    if (q.keys.empty()) return {};
+    if (keys.empty()) return {};
     Status error;
-    auto reply = Call(q);
+    auto reply = Call(q, keys);
     if (reply.ok()) {
-      auto decoded = decode(reply->data(), reply->size(), q.keys.size());
+      auto decoded = decode(reply->data(), reply->size(), keys.size());
       if (decoded.ok()) return std::move(decoded).value();
       error = decoded.status();
     } else {
       error = reply.status();
     }
-    return std::vector<T>(q.keys.size(), T(error));
+    return std::vector<T>(keys.size(), T(error));
   }
 
-  Result<std::string> Call(const MasterRequest& q);
+  Result<std::string> Call(const MasterRequest& q, const std::vector<std::string>& keys);
   Socket TakeIdle(bool check);
   Result<Socket> Dial(SteadyClock::time_point deadline, const char* op_name);
   Status NoLongerLeads(const char* op_name) const {
@@ -243,7 +242,8 @@ void MasterClient::Return(Socket socket) {
   if (idle_.size() < kMaxIdleSockets) idle_.push_back(std::move(socket));
 }
 
-Result<std::string> MasterClient::Call(const MasterRequest& q) {
+Result<std::string> MasterClient::Call(const MasterRequest& q,
+                                       const std::vector<std::string>& keys) {
   const char* op_name = MasterRpcOpName(static_cast<uint64_t>(q.op));
   if (const int64_t at = unanswered_ping_at_.load(std::memory_order_relaxed);
       at != 0 && q.op != MasterRpcOp::kPing) {
@@ -254,7 +254,7 @@ Result<std::string> MasterClient::Call(const MasterRequest& q) {
                     op_name, endpoint_, (NowNs() - at) / 1000000, options_.timeout.count()));
   }
   const auto deadline = SteadyClock::now() + options_.timeout;
-  const std::string body = EncodeMasterRequest(q);
+  const std::string body = EncodeMasterRequest(q, keys);
   // A pooled connection may have been closed by a master that restarted since. A call that is
   // safe to resend goes out on it unchecked and, if it turns out closed, once more on a fresh
   // one; other calls check it first (one more system call).

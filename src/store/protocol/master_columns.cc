@@ -40,21 +40,15 @@ Status BadReply(const std::string& message) {
 
 // A list of byte strings: "<name>" = concatenation, "<name>_lens" = LE uint32 lengths.
 void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::string>& items) {
-  std::string all;
   std::vector<uint32_t> lens;
-  size_t total = 0;
-  for (const auto& s : items) total += s.size();
-  all.reserve(total);
   lens.reserve(items.size());
-  for (const auto& s : items) {
-    all.append(s);
-    lens.push_back(static_cast<uint32_t>(s.size()));
-  }
-  w.Put(name, std::string_view(all));
+  for (const auto& s : items) lens.push_back(static_cast<uint32_t>(s.size()));
+  w.PutJoined(name, items);
   w.PutU32Bin(fmt::format("{}_lens", name), lens);
 }
 
-// Reads a list written by PutByteList; at most `max_items` items. Required fields.
+// Reads a list written by PutByteList; at most `max_items` items. Required fields. The items are
+// cut straight out of the parsed body (no copy of the whole list first).
 Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                    std::vector<std::string>& out) {
   const std::string lens_name = fmt::format("{}_lens", name);
@@ -66,8 +60,8 @@ Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                   fmt::format("field '{}' lists {} items, more than the limit of {}", lens_name,
                               lens.size(), max_items));
   }
-  std::string all;
-  if (Status s = r.Get(name, all); !s.ok()) return s;
+  std::string_view all;
+  if (Status s = r.GetView(name, all); !s.ok()) return s;
   uint64_t total = 0;
   for (uint32_t n : lens) total += n;
   if (total != all.size()) {
@@ -79,7 +73,7 @@ Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
   out.reserve(lens.size());
   size_t off = 0;
   for (uint32_t n : lens) {
-    out.emplace_back(all, off, n);
+    out.emplace_back(all.substr(off, n));
     off += n;
   }
   return Status::Ok();
@@ -100,18 +94,7 @@ Result<BodyReader> ParseReply(const void* body, size_t size) {
 
 // Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
 void PutKeyStatuses(BodyWriter& w, const std::vector<Status>& results) {
-  std::vector<uint32_t> codes;
-  std::vector<std::string> messages;
-  bool any_message = false;
-  codes.reserve(results.size());
-  messages.reserve(results.size());
-  for (const Status& s : results) {
-    codes.push_back(static_cast<uint32_t>(ErrorCodeOf(s)));
-    messages.push_back(s.message());
-    any_message = any_message || !s.message().empty();
-  }
-  w.PutU32Bin("codes", codes);
-  if (any_message) PutByteList(w, "messages", messages);
+  PutKeyStatuses(w, results.size(), [&](size_t i) -> const Status& { return results[i]; });
 }
 
 Result<std::vector<Status>> GetKeyStatuses(const BodyReader& r, size_t keys) {
@@ -147,16 +130,18 @@ void ReplicaColumns::Add(const std::vector<ReplicaDesc>* replicas) {
   }
   counts_.push_back(static_cast<uint32_t>(replicas->size()));
   for (const auto& d : *replicas) {
-    auto [it, fresh] = endpoint_index_.try_emplace(d.endpoint, endpoints_.size());
-    if (fresh) endpoints_.push_back(d.endpoint);
-    rows_.push_back({d.segment_id, d.offset, d.size, it->second});
+    // A reply names a few distinct endpoints (its keys' nodes): a scan beats a map's nodes.
+    size_t index = 0;
+    while (index < endpoints_.size() && endpoints_[index] != d.endpoint) ++index;
+    if (index == endpoints_.size()) endpoints_.push_back(d.endpoint);
+    rows_.insert(rows_.end(), {d.segment_id, d.offset, d.size, index});
     term_ = std::max(term_, d.term);  // one master answers: every descriptor has its term
   }
 }
 
 void ReplicaColumns::Write(BodyWriter& w) {
   w.PutU32Bin("replica_counts", counts_);
-  w.PutRows("replicas", rows_);
+  w.PutRows("replicas", kReplicaWidth, rows_);
   PutByteList(w, "endpoints", endpoints_);
   if (term_ != 0) w.Put("term", term_);
 }
@@ -170,16 +155,17 @@ Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader
         Code::kInvalidArgument,
         fmt::format("field 'replica_counts' has {} items for {} keys", counts.size(), keys));
   }
-  std::vector<std::vector<uint64_t>> rows;
-  if (Status s = r.GetRows("replicas", 4, rows); !s.ok()) return s;
+  std::vector<uint64_t> flat;
+  if (Status s = r.GetRows("replicas", kReplicaWidth, flat); !s.ok()) return s;
+  const size_t rows = flat.size() / kReplicaWidth;
   std::vector<std::string> endpoints;
-  if (Status s = GetByteList(r, "endpoints", rows.size(), endpoints); !s.ok()) return s;
+  if (Status s = GetByteList(r, "endpoints", rows, endpoints); !s.ok()) return s;
   uint64_t total = 0;
   for (uint32_t c : counts) total += c;
-  if (total != rows.size()) {
+  if (total != rows) {
     return Status(Code::kInvalidArgument,
                   fmt::format("field 'replicas' has {} rows but 'replica_counts' adds up to {}",
-                              rows.size(), total));
+                              rows, total));
   }
   uint64_t term = 0;
   if (Status s = r.GetOptional("term", term); !s.ok()) return s;
@@ -188,7 +174,7 @@ Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader
   for (size_t k = 0; k < keys; ++k) {
     out[k].reserve(counts[k]);
     for (uint32_t i = 0; i < counts[k]; ++i, ++row) {
-      const auto& v = rows[row];
+      const uint64_t* v = &flat[row * kReplicaWidth];
       if (v[3] >= endpoints.size()) {
         return Status(Code::kInvalidArgument,
                       fmt::format("field 'replicas' row {} names endpoint {} of {}", row, v[3],

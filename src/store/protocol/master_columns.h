@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +33,22 @@ Result<BodyReader> ParseReply(const void* body, size_t size);
 
 // Per-key results: "codes" (LE int32 bin) and, when any is non-empty, "messages".
 void PutKeyStatuses(BodyWriter& w, const std::vector<Status>& results);
+// The same from `n` results read through `status_of(i)` (a const Status&), without copying them.
+template <typename F>
+void PutKeyStatuses(BodyWriter& w, size_t n, F status_of) {
+  std::vector<uint32_t> codes(n);
+  bool any_message = false;
+  for (size_t i = 0; i < n; ++i) {
+    const Status& s = status_of(i);
+    codes[i] = static_cast<uint32_t>(ErrorCodeOf(s));
+    any_message = any_message || !s.message().empty();
+  }
+  w.PutU32Bin("codes", codes);
+  if (!any_message) return;
+  std::vector<std::string> messages(n);
+  for (size_t i = 0; i < n; ++i) messages[i] = status_of(i).message();
+  PutByteList(w, "messages", messages);
+}
 Result<std::vector<Status>> GetKeyStatuses(const BodyReader& r, size_t keys);
 
 template <typename T>
@@ -44,6 +59,7 @@ Status StatusOf(const Result<T>& r) {
 // Replica columns: "replica_counts" per key, "replicas" rows [segment_id, offset, size,
 // endpoint index], "endpoints" the distinct endpoints those indexes name, and "term": the term
 // of the master that answered (one per reply; absent when 0, a master without etcd).
+inline constexpr size_t kReplicaWidth = 4;
 class ReplicaColumns {
  public:
   void Add(const std::vector<ReplicaDesc>* replicas);  // null: a key with none (failed)
@@ -51,9 +67,8 @@ class ReplicaColumns {
 
  private:
   std::vector<uint32_t> counts_;
-  std::vector<std::vector<uint64_t>> rows_;
+  std::vector<uint64_t> rows_;  // kReplicaWidth values a replica
   std::vector<std::string> endpoints_;
-  std::map<std::string, uint64_t> endpoint_index_;
   uint64_t term_ = 0;
 };
 Result<std::vector<std::vector<ReplicaDesc>>> GetReplicaColumns(const BodyReader& r, size_t keys);

@@ -45,7 +45,9 @@ const char* MasterRpcOpName(uint64_t op) {
   }
 }
 
-std::string EncodeMasterRequest(const MasterRequest& q) {
+std::string EncodeMasterRequest(const MasterRequest& q) { return EncodeMasterRequest(q, q.keys); }
+
+std::string EncodeMasterRequest(const MasterRequest& q, const std::vector<std::string>& keys) {
   BodyWriter w;
   w.Put("v", q.version);
   switch (q.op) {
@@ -66,11 +68,8 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
       break;
     case MasterRpcOp::kPutStart: {
       w.Put("node_id", std::string_view(q.node_id));
-      PutByteList(w, "keys", q.keys);
-      std::vector<std::vector<uint64_t>> rows;
-      rows.reserve(q.sizes.size());
-      for (uint64_t s : q.sizes) rows.push_back({s});
-      w.PutRows("sizes", rows);
+      PutByteList(w, "keys", keys);
+      w.PutRows("sizes", 1, q.sizes);
       w.Put("replicas", q.config.replicas);
       w.Put("preferred_segment", std::string_view(q.config.preferred_segment));
       if (q.config.hard_pin) w.Put("hard_pin", true);
@@ -81,12 +80,12 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
     case MasterRpcOp::kPutEnd:
     case MasterRpcOp::kPutRevoke:
       w.Put("node_id", std::string_view(q.node_id));
-      PutByteList(w, "keys", q.keys);
+      PutByteList(w, "keys", keys);
       break;
     case MasterRpcOp::kGetReplicas:
     case MasterRpcOp::kExist:
     case MasterRpcOp::kRemove:
-      PutByteList(w, "keys", q.keys);
+      PutByteList(w, "keys", keys);
       if (q.force) w.Put("force", true);
       break;
     case MasterRpcOp::kRemoveAll:
@@ -102,7 +101,7 @@ std::string EncodeMasterRequest(const MasterRequest& q) {
       break;
     case MasterRpcOp::kEndRepairs:
       w.Put("node_id", std::string_view(q.node_id));
-      PutByteList(w, "keys", q.keys);
+      PutByteList(w, "keys", keys);
       w.PutU32Bin("copied", std::vector<uint32_t>(q.copied.begin(), q.copied.end()));
       break;
   }
@@ -147,15 +146,10 @@ Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t 
     case MasterRpcOp::kPutStart: {
       if (s.ok()) s = r.Get("node_id", q.node_id);
       if (s.ok()) s = keys();
-      std::vector<std::vector<uint64_t>> rows;
-      if (s.ok()) s = r.GetRows("sizes", 1, rows);
-      if (s.ok() && rows.size() != q.keys.size()) {
+      if (s.ok()) s = r.GetRows("sizes", 1, q.sizes);
+      if (s.ok() && q.sizes.size() != q.keys.size()) {
         s = Status(Code::kInvalidArgument, fmt::format("field 'sizes' has {} rows for {} keys",
-                                                       rows.size(), q.keys.size()));
-      }
-      if (s.ok()) {
-        q.sizes.reserve(rows.size());
-        for (const auto& row : rows) q.sizes.push_back(row[0]);
+                                                       q.sizes.size(), q.keys.size()));
       }
       if (s.ok()) s = r.GetOptional("replicas", q.config.replicas);
       if (s.ok()) s = r.GetOptional("preferred_segment", q.config.preferred_segment);
@@ -229,14 +223,9 @@ std::string EncodePingReply(const Result<PingReply>& reply) {
 std::string EncodePutStartReply(const std::vector<Result<std::vector<ReplicaDesc>>>& results) {
   BodyWriter w;
   PutStatus(w, Status::Ok());
-  std::vector<Status> statuses;
-  statuses.reserve(results.size());
   ReplicaColumns columns;
-  for (const auto& r : results) {
-    statuses.push_back(StatusOf(r));
-    columns.Add(r.ok() ? &*r : nullptr);
-  }
-  PutKeyStatuses(w, statuses);
+  for (const auto& r : results) columns.Add(r.ok() ? &*r : nullptr);
+  PutKeyStatuses(w, results.size(), [&](size_t i) -> const Status& { return results[i].status(); });
   columns.Write(w);
   return w.Finish();
 }
@@ -251,18 +240,15 @@ std::string EncodeStatusesReply(const std::vector<Status>& results) {
 std::string EncodeGetReplicasReply(const std::vector<Result<ObjectDesc>>& results) {
   BodyWriter w;
   PutStatus(w, Status::Ok());
-  std::vector<Status> statuses;
-  statuses.reserve(results.size());
   ReplicaColumns columns;
-  std::vector<std::vector<uint64_t>> objects;
-  objects.reserve(results.size());
+  std::vector<uint64_t> objects;  // rows [size, lease_ttl_ms]
+  objects.reserve(2 * results.size());
   for (const auto& r : results) {
-    statuses.push_back(StatusOf(r));
     columns.Add(r.ok() ? &r->replicas : nullptr);
-    objects.push_back({r.ok() ? r->size : 0, r.ok() ? r->lease_ttl_ms : 0});
+    objects.insert(objects.end(), {r.ok() ? r->size : 0, r.ok() ? r->lease_ttl_ms : 0});
   }
-  PutKeyStatuses(w, statuses);
-  w.PutRows("objects", objects);
+  PutKeyStatuses(w, results.size(), [&](size_t i) -> const Status& { return results[i].status(); });
+  w.PutRows("objects", 2, objects);
   columns.Write(w);
   return w.Finish();
 }
@@ -270,15 +256,10 @@ std::string EncodeGetReplicasReply(const std::vector<Result<ObjectDesc>>& result
 std::string EncodeExistReply(const std::vector<Result<bool>>& results) {
   BodyWriter w;
   PutStatus(w, Status::Ok());
-  std::vector<Status> statuses;
   std::vector<uint32_t> exists;
-  statuses.reserve(results.size());
   exists.reserve(results.size());
-  for (const auto& r : results) {
-    statuses.push_back(StatusOf(r));
-    exists.push_back(r.ok() && *r ? 1 : 0);
-  }
-  PutKeyStatuses(w, statuses);
+  for (const auto& r : results) exists.push_back(r.ok() && *r ? 1 : 0);
+  PutKeyStatuses(w, results.size(), [&](size_t i) -> const Status& { return results[i].status(); });
   w.PutU32Bin("exists", exists);
   return w.Finish();
 }
@@ -342,10 +323,11 @@ Result<std::vector<Result<ObjectDesc>>> DecodeGetReplicasReply(const void* body,
   if (!r.ok()) return r.status();
   auto statuses = GetKeyStatuses(*r, keys);
   if (!statuses.ok()) return BadReply(statuses.status().message());
-  std::vector<std::vector<uint64_t>> objects;
+  std::vector<uint64_t> objects;  // rows [size, lease_ttl_ms]
   if (Status s = r->GetRows("objects", 2, objects); !s.ok()) return BadReply(s.message());
-  if (objects.size() != keys) {
-    return BadReply(fmt::format("field 'objects' has {} rows for {} keys", objects.size(), keys));
+  if (objects.size() != 2 * keys) {
+    return BadReply(
+        fmt::format("field 'objects' has {} rows for {} keys", objects.size() / 2, keys));
   }
   auto replicas = GetReplicaColumns(*r, keys);
   if (!replicas.ok()) return BadReply(replicas.status().message());
@@ -357,8 +339,8 @@ Result<std::vector<Result<ObjectDesc>>> DecodeGetReplicasReply(const void* body,
       continue;
     }
     ObjectDesc d;
-    d.size = objects[i][0];
-    d.lease_ttl_ms = objects[i][1];
+    d.size = objects[2 * i];
+    d.lease_ttl_ms = objects[2 * i + 1];
     d.replicas = std::move((*replicas)[i]);
     out.emplace_back(std::move(d));
   }

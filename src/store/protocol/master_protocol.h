@@ -62,6 +62,8 @@ struct MasterRequest {
 };
 
 std::string EncodeMasterRequest(const MasterRequest& request);  // the body frame
+// The same with `keys` in place of request.keys: a client encodes its caller's keys uncopied.
+std::string EncodeMasterRequest(const MasterRequest& request, const std::vector<std::string>& keys);
 
 // The fuzz entry point: the op frame's value and the body frame's bytes, as they came off the
 // socket. Errors are INVALID_PARAMS with a message naming the field (or the op, or "v").
