@@ -94,7 +94,7 @@ void MasterService::Impl::DropMounts(const std::vector<MountRef>& gone) {
   for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
     auto shard = shards.LockShard(i);
     lost += shard->EraseIf([&](const std::string& key, ObjectMeta& meta) {
-      if (std::erase_if(meta.replicas, on_gone) == 0) return false;
+      if (meta.replicas.EraseIf(on_gone) == 0) return false;
       if (meta.replicas.empty()) {
         RecordRemoval(key);
         return true;

@@ -128,7 +128,7 @@ std::vector<Replica> SegmentPool::Allocate(uint64_t size, uint32_t count,
   views.reserve(segments_.size());
   entries.reserve(segments_.size());
   for (auto& entry : segments_) {
-    views.push_back(PlacementSegment{entry.second.node_id, entry.second.endpoint});
+    views.push_back(PlacementSegment{entry.second.node_id, entry.second.endpoint.str()});
     entries.push_back(&entry);
   }
   const std::vector<size_t> order =
@@ -200,7 +200,7 @@ std::vector<SegmentSnapshot> SegmentPool::Snapshot() const {
   std::lock_guard lock(mu_);
   out.reserve(segments_.size());
   for (const auto& [id, seg] : segments_) {
-    out.push_back(SegmentSnapshot{id, seg.node_id, seg.endpoint, seg.allocator.capacity(),
+    out.push_back(SegmentSnapshot{id, seg.node_id, seg.endpoint.str(), seg.allocator.capacity(),
                                   seg.allocator.used_bytes()});
   }
   return out;

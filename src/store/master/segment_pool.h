@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/arena_allocator.h"
+#include "store/master/interned.h"
 #include "store/protocol/store_errors.h"
 #include "store/protocol/store_types.h"
 
@@ -35,13 +36,13 @@ struct MountRef {
 // A replica as the master stores it.
 struct Replica {
   MountRef mount;
-  std::string endpoint;
+  InternedString endpoint;
   uint64_t offset = 0;
   uint64_t size = 0;  // what the writer asked for; the segment is charged ChargedBytes(size)
 
   // What a node is told: `term` is the handing-out master's, which nodes fence by.
   ReplicaDesc Desc(uint64_t term) const {
-    return ReplicaDesc{mount.segment_id, endpoint, offset, size, term};
+    return ReplicaDesc{mount.segment_id, endpoint.str(), offset, size, term};
   }
 };
 
@@ -108,7 +109,7 @@ class SegmentPool {
  private:
   struct Segment {
     std::string node_id;
-    std::string endpoint;
+    InternedString endpoint;  // copied into every replica
     uint64_t generation = 0;
     ArenaAllocator allocator;
   };
