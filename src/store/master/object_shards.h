@@ -1,8 +1,9 @@
 // The key -> ObjectMeta map, split into kNumShards shards with a mutex each so RPC threads
-// working on different keys rarely contend. A shard also keeps the set of its unfinished keys,
-// so the sweep for abandoned puts visits only those, and the map-wide key count.
-// Callers lock one shard (Lock / LockShard) and work on it through the returned guard; never
-// hold two shard locks at once. Lock order elsewhere: shard -> segment pool.
+// working on different keys rarely contend; each shard's map is an ObjectTable (object_table.h). A
+// shard also keeps the set of its unfinished keys, so the sweep for abandoned puts visits only
+// those, and the map-wide key count. Callers lock one shard (Lock / LockShard) and work on it
+// through the returned guard; never hold two shard locks at once. Lock order elsewhere: shard ->
+// segment pool.
 #pragma once
 
 #include <array>
@@ -12,40 +13,42 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "store/master/object_meta.h"
+#include "store/master/object_table.h"
 
 namespace kvtier::store {
 
 class ObjectShard {
  public:
-  ObjectMeta* Find(const std::string& key);
-  // The key must be absent (callers Find first, under the same lock).
-  ObjectMeta& Insert(const std::string& key, ObjectMeta meta);
-  void Erase(const std::string& key);
+  // Valid until the key is erased (other keys' inserts and erases do not move it).
+  ObjectMeta* Find(std::string_view key);
+  // Inserts, or replaces the meta of a present key (callers Find first, under the same lock).
+  ObjectMeta& Insert(std::string_view key, ObjectMeta meta);
+  void Erase(std::string_view key);
   // Unfinished -> complete.
-  void MarkComplete(const std::string& key, ObjectMeta& meta);
+  void MarkComplete(std::string_view key, ObjectMeta& meta);
 
-  void ForEach(const std::function<void(const std::string&, const ObjectMeta&)>& fn) const {
-    for (const auto& [key, meta] : objects_) fn(key, meta);
-  }
+  // `key` is a buffer reused across calls: copy it to keep it.
+  void ForEach(const std::function<void(const std::string& key, const ObjectMeta&)>& fn) const;
   // Calls `fn(key, meta)` for every object; erases those for which it returns true.
-  // Returns how many were erased.
-  size_t EraseIf(const std::function<bool(const std::string&, ObjectMeta&)>& fn);
-  std::vector<std::string> UnfinishedKeys() const {
-    return {unfinished_.begin(), unfinished_.end()};
-  }
+  // Returns how many were erased. fn must not insert into or erase from this shard itself.
+  size_t EraseIf(const std::function<bool(const std::string& key, ObjectMeta&)>& fn);
+  std::vector<std::string> UnfinishedKeys() const;
   size_t unfinished_count() const { return unfinished_.size(); }
-  size_t size() const { return objects_.size(); }
+  size_t size() const { return table_.size(); }
+  // Bytes this shard holds from the allocator (object_table.h says what is counted).
+  uint64_t MemoryBytes() const;
 
  private:
   friend class ObjectShards;
-  std::mutex mu_;
-  std::unordered_map<std::string, ObjectMeta> objects_;
-  std::unordered_set<std::string> unfinished_;
+  mutable std::mutex mu_;
+  ObjectTable table_;
+  // The unfinished objects' entries, by their meta's address (what MarkComplete is given).
+  std::unordered_map<const ObjectMeta*, ObjectTable::Index> unfinished_;
   std::atomic<int64_t>* keys_ = nullptr;  // ObjectShards::keys_
   std::atomic<int64_t>* unfinished_total_ = nullptr;
 };
@@ -77,6 +80,8 @@ class ObjectShards {
 
   uint64_t keys() const { return static_cast<uint64_t>(keys_.load()); }
   uint64_t unfinished() const { return static_cast<uint64_t>(unfinished_.load()); }
+  // Every shard's MemoryBytes (locks each in turn).
+  uint64_t MemoryBytes() const;
 
  private:
   std::array<ObjectShard, kNumShards> shards_;

@@ -1,7 +1,11 @@
-// ObjectShards: key and unfinished counts stay right through insert, complete, erase.
+// ObjectShards: key and unfinished counts stay right through insert, complete, erase; with
+// KVTIER_LONG=1 (make test-long), 10M objects in at most 200 bytes each of table memory.
 #include "store/master/object_shards.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace kvtier::store {
 namespace {
@@ -57,6 +61,55 @@ TEST(ObjectShardsTest, CountsFollowTheStateMachine) {
   EXPECT_EQ(erased, 49u);
   EXPECT_EQ(shards.keys(), 49u);
   EXPECT_EQ(shards.unfinished(), 0u);
+}
+
+TEST(ObjectShardsTest, EraseIfCanEmptyEveryShard) {
+  ObjectShards shards;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    shards.Lock(key)->Insert(key, Meta(i % 2 == 0));
+  }
+  const uint64_t full = shards.MemoryBytes();
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < ObjectShards::kNumShards; ++i) {
+    shards.LockShard(i)->EraseIf([&](const std::string& key, ObjectMeta&) {
+      seen.push_back(key);
+      return true;
+    });
+  }
+  EXPECT_EQ(seen.size(), 3000u);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_EQ(shards.keys(), 0u);
+  EXPECT_EQ(shards.unfinished(), 0u);
+  EXPECT_LT(shards.MemoryBytes(), full / 10);  // emptied tables give their memory back
+  shards.Lock("again")->Insert("again", Meta(false));
+  EXPECT_EQ(shards.Lock("again")->UnfinishedKeys(), std::vector<std::string>{"again"});
+}
+
+TEST(ObjectShardsTest, TenMillionObjectsFitTheBudget) {
+  if (std::getenv("KVTIER_LONG") == nullptr) GTEST_SKIP() << "set KVTIER_LONG=1 (make test-long)";
+  ObjectShards shards;
+  const uint64_t n = 10'000'000;
+  auto key = [](uint64_t i) {
+    std::string k = "bench-model@00010001@0@" + std::to_string(i * 0x9e3779b97f4a7c15ULL);
+    k.resize(80, 'k');
+    return k;
+  };
+  for (uint64_t i = 0; i < n; ++i) {
+    const std::string k = key(i);
+    ObjectMeta m = Meta(true);
+    m.serial = i;
+    shards.Lock(k)->Insert(k, std::move(m));
+  }
+  EXPECT_EQ(shards.keys(), n);
+  EXPECT_LE(static_cast<double>(shards.MemoryBytes()) / n, 200.0);
+  for (uint64_t i = 0; i < n; i += 9973) {
+    const std::string k = key(i);
+    ObjectMeta* m = shards.Lock(k)->Find(k);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->serial, i);
+  }
 }
 
 TEST(ObjectShardsTest, KeysSpreadOverShards) {
