@@ -12,6 +12,7 @@
 #include <string_view>
 #include <thread>
 
+#include "bench/common/admin_scrape.h"
 #include "bench/common/report_json.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
@@ -139,6 +140,12 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
   if (auto s = client->MountSegment(kNode, {1, 1ULL << 44, kNode.endpoint}); !s.ok()) {
     return {{"error", "mount: " + s.ToString()}};
   }
+  // The master's own figures (store/master/master_memory.h), around the fill like the RSS.
+  auto memory = [&]() -> json {
+    auto status = AdminStatus(master.port(1));
+    return status.ok() ? status->value("memory", json::object()) : json::object();
+  };
+  const json memory_before = memory();
   const uint64_t rss_before = RssBytes(master.pid());
   const auto fill_start = BenchClock::now();
   std::vector<std::string> errors(kFillThreads);
@@ -157,6 +164,7 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
   }
   const double fill_s = SecondsSince(fill_start);
   const uint64_t rss_after = RssBytes(master.pid());
+  const json memory_after = memory();
   out["objects"] = o.objects;
   out["key_bytes"] = o.key_bytes;
   out["fill_seconds"] = fill_s;
@@ -165,6 +173,16 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
   out["rss_after_bytes"] = rss_after;
   out["bytes_per_object"] = static_cast<double>(rss_after - std::min(rss_after, rss_before)) /
                             static_cast<double>(o.objects);
+  out["master_memory_before"] = memory_before;
+  out["master_memory_after"] = memory_after;
+  for (const auto& [field, name] :
+       {std::pair{"allocator_in_use_bytes", "allocator_bytes_per_object"},
+        std::pair{"object_table_bytes", "table_bytes_per_object"}}) {
+    if (memory_before.contains(field) && memory_after.contains(field)) {
+      out[name] = (memory_after[field].get<double>() - memory_before[field].get<double>()) /
+                  static_cast<double>(o.objects);
+    }
+  }
 
   std::atomic<uint64_t> next{o.objects};
   json mixes = json::array();
@@ -227,9 +245,10 @@ void Print(const json& r, std::ostream& os) {
   os << fmt::format("master ping round trip (the floor): p50 {:.0f} us, p99 {:.0f} us\n",
                     r["ping_p50_us"].get<double>(), r["ping_p99_us"].get<double>());
   if (r.contains("etcd_txn_p50_us")) {
-    os << fmt::format("etcd transaction of one batch's records (a journaled put_end's floor): "
-                      "p50 {:.0f} us, p99 {:.0f} us\n",
-                      r["etcd_txn_p50_us"].get<double>(), r["etcd_txn_p99_us"].get<double>());
+    os << fmt::format(
+        "etcd transaction of one batch's records (a journaled put_end's floor): "
+        "p50 {:.0f} us, p99 {:.0f} us\n",
+        r["etcd_txn_p50_us"].get<double>(), r["etcd_txn_p99_us"].get<double>());
   }
   os << fmt::format(
       "fill: {} objects ({}-byte keys) in {:.1f} s, {:.0f} key ops/s; master RSS {:.0f} -> "
@@ -237,6 +256,14 @@ void Print(const json& r, std::ostream& os) {
       r["objects"].get<uint64_t>(), r["key_bytes"].get<uint32_t>(), r["fill_seconds"].get<double>(),
       r["fill_key_ops_per_s"].get<double>(), r["rss_before_bytes"].get<double>() / (1 << 20),
       r["rss_after_bytes"].get<double>() / (1 << 20), r["bytes_per_object"].get<double>());
+  auto per_object = [&r](const char* name) {
+    return r.contains(name) ? fmt::format("{:.0f}", r[name].get<double>()) : std::string("n/a");
+  };
+  os << fmt::format(
+      "master memory per object over the fill: RSS {:.0f} B, allocator in use {} B, object "
+      "table {} B\n",
+      r["bytes_per_object"].get<double>(), per_object("allocator_bytes_per_object"),
+      per_object("table_bytes_per_object"));
   os << fmt::format("{:>8} {:>9} {:>12} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "threads", "batches",
                     "key ops/s", "all p50/99", "p50 / ping", "get p50/99", "exist p50/99",
                     "put p50/99");
@@ -278,7 +305,7 @@ int RunBenchMaster(const BenchMasterOptions& o) {
   const std::string cluster = fmt::format("bench-{}", ::getpid());
   process::KvtierSpec spec;
   spec.binary = "/proc/self/exe";
-  spec.with_http = false;
+  spec.with_http = true;  // /status has the master's memory figures
   // Nodes are never dropped (the bench's node does not ping) and nothing is evicted.
   spec.args = {"--node-ttl-s", "86400", "--log-level", "warn"};
   if (!o.etcd.empty()) {

@@ -5,6 +5,9 @@
 // for --seconds: 50% get_replicas, 40% exist, 10% put (start + end) of new keys. Printed: master
 // memory per object (its RSS growth over the fill), key operations per second and each batch's
 // p50/p99, beside the master's ping round trip measured in the same run (the transport floor).
+// Memory per object is printed three ways, each as its growth over the fill divided by the
+// objects: the master's RSS, its allocator's bytes in use and its object table's own count (both
+// from the master's /status "memory", store/master/master_memory.h).
 // With --etcd the master records every object there (docs/store/failover.md), under a cluster id
 // of its own that the bench deletes afterwards; etcd's own transaction round trip is measured
 // beside it. With --nodes, the node-count mode runs instead (node_scale.h).

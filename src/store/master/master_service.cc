@@ -10,6 +10,7 @@
 #include <map>
 
 #include "common/logging.h"
+#include "store/master/master_memory.h"
 #include "store/master/master_service_impl.h"
 
 namespace kvtier::store {
@@ -203,6 +204,7 @@ nlohmann::json MasterService::StatusJson() const {
   j["discarded_bytes"] = s.discarded.bytes();
   j["under_replicated"] = s.repairs.waiting();
   j["repairs_pending"] = s.repairs.pending();
+  j["memory"] = MasterMemoryJson(s.shards);
   nlohmann::json segments = nlohmann::json::array();
   for (const SegmentSnapshot& seg : s.pool.Snapshot()) {
     segments.push_back({{"id", seg.id},
