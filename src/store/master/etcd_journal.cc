@@ -80,7 +80,8 @@ MetadataJournal::Ticket EtcdJournal::PutObject(const std::string& key,
   return Enqueue(ObjectRecordKey(prefix_, key), EncodeObjectRecord(object));
 }
 
-MetadataJournal::Ticket EtcdJournal::RemoveObject(const std::string& key) {
+MetadataJournal::Ticket EtcdJournal::RemoveObject(const std::string& key,
+                                                  const JournalObject& /*was*/) {
   return Enqueue(ObjectRecordKey(prefix_, key), std::nullopt);
 }
 
@@ -134,9 +135,8 @@ void EtcdJournal::Run() {
   while (true) {
     queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty() || failed_) return;  // stopping with nothing left, or failed
-    queued_cv_.wait_for(lock, kGather, [&] {
-      return stopping_ || waiting_ > 0 || queue_.size() >= kMaxOpsPerTxn;
-    });
+    queued_cv_.wait_for(
+        lock, kGather, [&] { return stopping_ || waiting_ > 0 || queue_.size() >= kMaxOpsPerTxn; });
     // The last change per key wins; a transaction may not name a key twice.
     std::map<std::string, std::optional<std::string>> batch;
     Ticket upto = 0;

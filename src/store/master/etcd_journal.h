@@ -43,7 +43,7 @@ class EtcdJournal final : public MetadataJournal {
   ~EtcdJournal() override;  // writes what is queued (while etcd answers), then stops
 
   Ticket PutObject(const std::string& key, const JournalObject& object) override;
-  Ticket RemoveObject(const std::string& key) override;
+  Ticket RemoveObject(const std::string& key, const JournalObject& was) override;
   Ticket PutSegment(const JournalSegment& segment) override;
   Ticket RemoveSegment(uint64_t segment_id) override;
   Status Wait(Ticket ticket) override;

@@ -82,6 +82,7 @@ std::optional<JournalSegment> DecodeSegmentRecord(const std::string& value) {
 
 JournalObject ToJournal(const ObjectMeta& meta) {
   JournalObject o;
+  o.serial = meta.serial;
   o.size = meta.size;
   o.want_replicas = meta.want_replicas;
   o.hard_pin = meta.hard_pin;

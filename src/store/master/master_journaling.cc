@@ -16,7 +16,8 @@ void MasterService::SetJournal(MetadataJournal* journal) {
   Impl& s = *impl_;
   s.journal = journal;
   s.evictor.SetRelease([&s](const std::string& key, ObjectMeta& meta) {
-    s.FreeAfterRecorded(std::move(meta.replicas), s.RecordRemoval(key));
+    const MetadataJournal::Ticket removal = s.RecordRemoval(key, &meta);
+    s.FreeAfterRecorded(std::move(meta.replicas), removal);
   });
 }
 
@@ -25,8 +26,10 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
   RestoreStats stats;
   const int64_t now = s.Now();
   s.pool.SetGenerationBase(generation_base);
-  // The base is term << 32 (master_server.cc).
+  // The base is term << 32 (master_server.cc). Serials of this term start there too, above every
+  // earlier term's, so the nodes' records of one key order by serial (docs/store/failover.md).
   s.term = generation_base >> 32;
+  if (s.next_serial.load() < generation_base + 1) s.next_serial.store(generation_base + 1);
   std::map<uint64_t, std::string> endpoints;  // restored segment id -> its endpoint
   {
     std::lock_guard lock(s.membership_mu);
@@ -57,7 +60,7 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
     meta.soft_pin_ttl_ns = rec.soft_pin_ttl_ns;
     meta.RenewSoftPin(now);
     meta.lease_until_ns = lease_until;  // the old master's readers may still be copying
-    meta.serial = s.next_serial.fetch_add(1);
+    meta.serial = rec.serial != 0 ? rec.serial : s.next_serial.fetch_add(1);
     for (const JournalReplica& r : rec.replicas) {
       auto seg = endpoints.find(r.segment_id);
       Replica replica{MountRef{r.segment_id, r.generation},
@@ -74,7 +77,9 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
       if (shard->Find(key) == nullptr) s.RecordRemoval(key);
       continue;
     }
-    if (meta.replicas.size() != rec.replicas.size()) s.RecordObject(key, meta);
+    // Every restored object is recorded again: an etcd record of an earlier version (one object
+    // per key in etcd) reaches its nodes this way.
+    s.RecordObject(key, meta);
     if (meta.replicas.size() < meta.want_replicas) s.repairs.Add(key);
     shard->Insert(key, std::move(meta));
     ++stats.objects;
@@ -92,8 +97,10 @@ MetadataJournal::Ticket MasterService::Impl::RecordObject(const std::string& key
   return journal == nullptr ? 0 : journal->PutObject(key, ToJournal(meta));
 }
 
-MetadataJournal::Ticket MasterService::Impl::RecordRemoval(const std::string& key) {
-  return journal == nullptr ? 0 : journal->RemoveObject(key);
+MetadataJournal::Ticket MasterService::Impl::RecordRemoval(const std::string& key,
+                                                           const ObjectMeta* was) {
+  if (journal == nullptr) return 0;
+  return journal->RemoveObject(key, was != nullptr ? ToJournal(*was) : JournalObject{});
 }
 
 void MasterService::Impl::RecordMount(const NodeInfo& node, const SegmentInfo& segment,

@@ -26,6 +26,9 @@
 #include "store/master/master_admin_api.h"
 #include "store/master/master_http_api.h"
 #include "store/master/master_rpc_server.h"
+#include "store/master/node_journal.h"
+#include "store/master/node_resync.h"
+#include "store/transport/records_client.h"
 
 namespace kvtier::store {
 
@@ -131,7 +134,8 @@ struct MasterServer::Impl {
         j["failover"] = {{"etcd", options.etcd_endpoints},
                          {"prefix", options.etcd_prefix},
                          {"term", term.load()},
-                         {"journal_transactions", journal->transactions()}};
+                         {"journal_transactions", journal->transactions()},
+                         {"node_record_requests", node_journal->requests()}};
       }
     } else {
       j["failover"] = {{"etcd", options.etcd_endpoints}, {"prefix", options.etcd_prefix}};
@@ -188,14 +192,30 @@ struct MasterServer::Impl {
     auto state = EtcdJournal::Load(etcd.get(), options.etcd_prefix);
     if (!state.ok()) return lost(state.status().ToString());
     const auto give_up = std::chrono::seconds(options.etcd_lease_ttl_s);
+    // etcd holds the segments; the objects' records live on the nodes (node_journal.h).
     journal = std::make_unique<EtcdJournal>(etcd.get(), options.etcd_prefix,
                                             EtcdCompare{election->key(), *term}, give_up, lost);
-    service.SetJournal(journal.get());
+    records = std::make_unique<RecordsClient>(options.auth_token, give_up);
+    node_journal = std::make_unique<NodeJournal>(journal.get(), records.get(), *term, lost);
+    for (const JournalSegment& seg : state->segments)
+      node_journal->KnowSegment(seg.id, seg.endpoint);
+    service.SetJournal(node_journal.get());
     this->term = *term;
     metrics.GetGauge("kvtier_master_term", "Under etcd: this leader's term (its key's revision)")
         ->Set(static_cast<double>(*term));
     // Mount generations of this term start above every earlier term's (segment_pool.h).
     service.Restore(*state, static_cast<uint64_t>(*term) << 32);
+    const ResyncStats resync =
+        ResyncFromNodes(service, *node_journal, *records, *term, state->segments);
+    KVT_LOG_INFO(
+        "master: {} node(s) reported {} object record(s) in {:.2f} s ({} dropped as "
+        "superseded, {} node(s) did not answer)",
+        resync.segments, resync.records, resync.seconds, resync.dropped, resync.segments_failed);
+    if (!state->objects.empty()) {  // an earlier version's etcd records, now on the nodes
+      if (node_journal->Flush().ok()) {
+        (void)etcd->DeletePrefix(ObjectKeyPrefix(options.etcd_prefix));
+      }
+    }
     std::lock_guard lock(mu);
     if (stopping) return;
     if (Status s = ListenRpc(); !s.ok()) return lost("cannot listen: " + s.ToString());
@@ -223,6 +243,8 @@ struct MasterServer::Impl {
       http.Stop();
       http_started = false;
     }
+    node_journal.reset();  // before what it sends through
+    records.reset();
     journal.reset();
     election.reset();
     started = false;
@@ -258,7 +280,9 @@ struct MasterServer::Impl {
   // revokes the lease that fences it.
   std::unique_ptr<EtcdClient> etcd;
   std::unique_ptr<LeaderElection> election;
-  std::unique_ptr<EtcdJournal> journal;
+  std::unique_ptr<EtcdJournal> journal;  // the segments
+  std::unique_ptr<RecordsClient> records;
+  std::unique_ptr<NodeJournal> node_journal;  // the objects, on their nodes
   std::thread campaign;
 };
 

@@ -15,6 +15,7 @@
 #include "store/master/metadata_journal.h"
 #include "store/master/segment_pool.h"
 #include "store/protocol/master_api.h"
+#include "store/protocol/object_records.h"
 
 namespace kvtier::store {
 
@@ -75,6 +76,13 @@ class MasterService final : public MasterApi {
   // generations start, above every earlier term's); SetJournal makes every later change be
   // recorded in `journal` (which must outlive the service), and puts end only once recorded.
   RestoreStats Restore(const JournalState& state, uint64_t generation_base);
+  // A takeover from the nodes (docs/store/failover.md): the records the node of a restored
+  // segment reported. Per key the largest serial wins and its replicas are merged; the records
+  // that lose (an older serial, a range already taken, a segment not restored) are appended to
+  // `*drops` as REMOVEs to send back to the node. Reports of several nodes may come at once.
+  RestoreStats AddReported(uint64_t segment_id, const std::string& endpoint,
+                           const std::vector<ObjectRecord>& records,
+                           std::vector<ObjectRecord>* drops);
   void SetJournal(MetadataJournal* journal);
 
   // Housekeeping, every ~100 ms from the monitor thread (tests call it with a FakeClock):

@@ -64,7 +64,8 @@ struct MasterService::Impl {
   // Journaling (master_journaling.cc); each a no-op (ticket 0) without a journal. Called under
   // the key's shard lock, so a key's records keep its order.
   MetadataJournal::Ticket RecordObject(const std::string& key, const ObjectMeta& meta);
-  MetadataJournal::Ticket RecordRemoval(const std::string& key);
+  // `was`: the removed object (its replicas' nodes are told); null when none is left.
+  MetadataJournal::Ticket RecordRemoval(const std::string& key, const ObjectMeta* was = nullptr);
   void RecordMount(const NodeInfo& node, const SegmentInfo& segment, const std::string& endpoint);
   void RecordUnmounts(const std::vector<MountRef>& gone);
   // Frees a removed object's replicas once its removal is recorded (metadata_journal.h).

@@ -346,7 +346,7 @@ std::vector<Status> MasterService::Remove(const std::vector<std::string>& keys, 
           fmt::format("key {} has a read lease for {} more ms (remove with force to override)",
                       KeyForMessage(key), (meta->lease_until_ns - now + 999999) / 1000000));
     } else {
-      last = s.RecordRemoval(key);
+      last = s.RecordRemoval(key, meta);
       s.FreeRemoved(*meta, now, last);
       shard->Erase(key);
     }
@@ -405,7 +405,7 @@ uint64_t MasterService::Impl::RemoveMatching(const std::function<bool(const std:
         return false;
       }
       if (!match(key)) return false;
-      last = RecordRemoval(key);
+      last = RecordRemoval(key, &meta);
       FreeRemoved(meta, now, last);
       return true;
     });

@@ -27,6 +27,7 @@ struct JournalReplica {
 };
 
 struct JournalObject {
+  uint64_t serial = 0;  // its put's (object_meta.h); the nodes' records order versions by it
   uint64_t size = 0;
   uint16_t want_replicas = 1;
   bool hard_pin = false;
@@ -55,7 +56,9 @@ class MetadataJournal {
   virtual ~MetadataJournal() = default;
 
   virtual Ticket PutObject(const std::string& key, const JournalObject& object) = 0;
-  virtual Ticket RemoveObject(const std::string& key) = 0;
+  // `was`: the object as it was (the nodes holding its replicas are told); its replicas may be
+  // empty when they are all gone with their segments.
+  virtual Ticket RemoveObject(const std::string& key, const JournalObject& was) = 0;
   virtual Ticket PutSegment(const JournalSegment& segment) = 0;
   virtual Ticket RemoveSegment(uint64_t segment_id) = 0;
 

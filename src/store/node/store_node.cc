@@ -10,12 +10,15 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/etcd_address.h"
 #include "common/logging.h"
 #include "common/memfd.h"
-#include "common/etcd_address.h"
 #include "store/client/leader_master_client.h"
 #include "store/client/master_client.h"
 #include "store/node/repairer.h"
+#include "store/node/segment_records.h"
+#include "store/protocol/object_records.h"
+#include "store/transport/data_plane_protocol.h"
 #include "store/transport/data_plane_server.h"
 #include "store/transport/segment_gate.h"
 #include "store/transport/transfer_engine.h"
@@ -30,6 +33,9 @@ std::string RandomHex(size_t bytes) {
   return out;
 }
 
+// Records per REPORT reply: about 4 MB of a node's records at 64-byte keys.
+constexpr size_t kReportChunkRecords = 32768;
+
 uint64_t RandomId() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) | rd();
@@ -39,7 +45,7 @@ uint64_t RandomId() {
 
 struct StoreNode::Impl {
   NodeOptions options;
-  Clock* clock = nullptr;  // options.clock or the real one
+  Clock* clock = nullptr;       // options.clock or the real one
   MetricsRegistry own_metrics;  // used when the caller passes none
   MetricsRegistry* metrics = nullptr;
   NodeInfo info;
@@ -47,6 +53,7 @@ struct StoreNode::Impl {
   MappedFile memory;
   std::unique_ptr<MasterApi> master;
   std::optional<MasterClientOptions> master_for_clients;
+  SegmentRecords records;  // what a master that takes over asks for (docs/store/failover.md)
   std::unique_ptr<DataPlaneServer> data_plane;
   std::unique_ptr<TransferEngine> engine;
   std::shared_ptr<SegmentGate> gate;  // the segment id served, shared by both
@@ -73,15 +80,30 @@ struct StoreNode::Impl {
     const std::string puts = "kvtier_node_put_keys_total";
     const std::string gets = "kvtier_node_get_keys_total";
     put_keys_ok = metrics->GetCounter(puts, "Keys put through this node", {{"result", "ok"}});
-    put_keys_failed = metrics->GetCounter(puts, "Keys put through this node", {{"result", "error"}});
+    put_keys_failed =
+        metrics->GetCounter(puts, "Keys put through this node", {{"result", "error"}});
     get_keys_ok = metrics->GetCounter(gets, "Keys read through this node", {{"result", "ok"}});
-    get_keys_failed = metrics->GetCounter(gets, "Keys read through this node", {{"result", "error"}});
+    get_keys_failed =
+        metrics->GetCounter(gets, "Keys read through this node", {{"result", "error"}});
     lease_expired = metrics->GetCounter("kvtier_node_lease_expired_total",
                                         "Reads that finished after their lease ran out");
     remounts = metrics->GetCounter("kvtier_node_mounts_total",
                                    "Segment mounts at the master (first and after NEED_REMOUNT)");
     metrics->GetGauge("kvtier_node_segment_bytes", "Size of this node's segment")
         ->Set(static_cast<double>(segment.size));
+  }
+
+  // A master's RECORDS and REPORT (the data plane checked segment and term). A segment mounted
+  // afresh starts without records: the master that forgot it forgot its objects too.
+  Result<std::string> OnRecords(uint8_t op, uint64_t cursor, std::string_view payload) {
+    records.SetSegment(gate->id());
+    if (op == static_cast<uint8_t>(dp::Op::kReport)) {
+      return EncodeRecordReport(records.Report(cursor, kReportChunkRecords));
+    }
+    auto batch = DecodeRecordBatch(payload);
+    if (!batch.ok()) return StoreError(ErrorCode::INVALID_PARAMS, batch.status().message());
+    records.Apply(*batch);
+    return std::string();
   }
 
   // One heartbeat: ping, and (re-)mount when the master does not know this node. Returns the
@@ -125,9 +147,10 @@ struct StoreNode::Impl {
       segment.id = RandomId();
       gate->Replace(segment.id);
       id_offered = false;
-      KVT_LOG_WARN("node {}: the master forgot this node and its objects; mounting the segment "
-                   "again as {} (was {})",
-                   info.endpoint, segment.id, retired_ids.back());
+      KVT_LOG_WARN(
+          "node {}: the master forgot this node and its objects; mounting the segment "
+          "again as {} (was {})",
+          info.endpoint, segment.id, retired_ids.back());
     }
     std::erase_if(retired_ids, [&](uint64_t id) { return gate->Running(id) == 0; });
     if (!retired_ids.empty() && ShouldLog("node-retired-segment")) {
@@ -189,10 +212,21 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
   // It changes again whenever the master forgets this node (ReadyToMountAfresh).
   const uint64_t segment_id = RandomId();
   impl->gate = std::make_shared<SegmentGate>(segment_id);
-  impl->data_plane = std::make_unique<DataPlaneServer>(
-      DataPlaneOptions{options.host, options.port, impl->memory.data(), options.segment_size,
-                       segment_id, options.auth_token, impl->gate},
-      impl->metrics);
+  DataPlaneOptions dp_options;
+  dp_options.host = options.host;
+  dp_options.port = options.port;
+  dp_options.segment = impl->memory.data();
+  dp_options.segment_size = options.segment_size;
+  dp_options.segment_id = segment_id;
+  dp_options.auth_token = options.auth_token;
+  dp_options.gate = impl->gate;
+  if (options.segment_size > 0) {
+    Impl* raw = impl.get();
+    dp_options.records = [raw](uint8_t op, uint64_t cursor, std::string_view payload) {
+      return raw->OnRecords(op, cursor, payload);
+    };
+  }
+  impl->data_plane = std::make_unique<DataPlaneServer>(std::move(dp_options), impl->metrics);
   if (Status s = impl->data_plane->Start(); !s.ok()) {
     return StoreError(ErrorCode::INVALID_PARAMS,
                       fmt::format("node: cannot serve the data plane on {}:{}: {}", options.host,
@@ -203,8 +237,7 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
   impl->segment = {segment_id, options.segment_size, impl->info.endpoint};
   impl->engine = std::make_unique<TransferEngine>(
       TransferOptions{impl->info.endpoint, impl->memory.data(), options.segment_size, segment_id,
-                      options.rpc_timeout, 8, options.auth_token, impl->gate,
-                      options.copy_threads},
+                      options.rpc_timeout, 8, options.auth_token, impl->gate, options.copy_threads},
       impl->metrics);
   impl->InitMetrics();
   // Mounted at once when the master is up; otherwise the heartbeat keeps trying. A master that
@@ -349,9 +382,8 @@ std::vector<Result<uint64_t>> StoreNode::Impl::Read(const std::vector<std::strin
     std::vector<size_t> op_key;
     for (size_t k : pending) {
       const ReplicaDesc& r = descs[k]->replicas[attempt];
-      ops.push_back(
-          {TransferOp::Kind::kRead, r.endpoint, r.segment_id, r.offset, buffers[k].data, r.size,
-           r.term});
+      ops.push_back({TransferOp::Kind::kRead, r.endpoint, r.segment_id, r.offset, buffers[k].data,
+                     r.size, r.term});
       op_key.push_back(k);
     }
     const auto read = engine->Run(ops);

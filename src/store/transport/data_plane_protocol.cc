@@ -19,6 +19,10 @@ const char* OpName(Op op) {
       return "AUTH";
     case Op::kProof:
       return "PROOF";
+    case Op::kRecords:
+      return "RECORDS";
+    case Op::kReport:
+      return "REPORT";
   }
   return "?";
 }
@@ -67,7 +71,7 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
   const uint8_t* p = in.data();
   KVT_RETURN_IF_ERROR(CheckRequestPrefix(in.first<kRequestPrefixBytes>()));
   const uint8_t op = p[5];
-  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kProof)) {
+  if (op < static_cast<uint8_t>(Op::kRead) || op > static_cast<uint8_t>(Op::kReport)) {
     return Status(Code::kUnknownRequest, fmt::format("unknown data-plane op {}", op));
   }
   if (LoadLE<uint16_t>(p + 6) != 0) {
@@ -89,10 +93,19 @@ Status ValidateRequest(const RequestHeader& h, uint64_t segment_size) {
                   fmt::format("AUTH carries no payload, this one {} bytes", h.length));
   }
   if (h.op == Op::kProof && h.length != kProofPayloadBytes) {
-    return Status(Code::kInvalidArgument, fmt::format("PROOF carries {} bytes, this one {}",
-                                                      kProofPayloadBytes, h.length));
+    return Status(Code::kInvalidArgument,
+                  fmt::format("PROOF carries {} bytes, this one {}", kProofPayloadBytes, h.length));
   }
   if (h.op == Op::kAuth || h.op == Op::kProof) return Status::Ok();
+  if (h.op == Op::kReport && h.length != 0) {
+    return Status(Code::kInvalidArgument,
+                  fmt::format("REPORT carries no payload, this one {} bytes", h.length));
+  }
+  if (h.op == Op::kRecords && h.length > kMaxRecordsBytes) {
+    return Status(Code::kTooLarge, fmt::format("RECORDS of {} bytes is over the {} byte limit",
+                                               h.length, kMaxRecordsBytes));
+  }
+  if (h.op == Op::kRecords || h.op == Op::kReport) return Status::Ok();  // no segment range
   if (h.length > kMaxOpBytes) {
     return Status(Code::kTooLarge, fmt::format("{} of {} bytes is over the {} byte per-op limit",
                                                OpName(h.op), h.length, kMaxOpBytes));

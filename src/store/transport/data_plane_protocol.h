@@ -38,7 +38,11 @@ inline constexpr uint64_t kNonceBytes = 32;          // an OK AUTH's reply paylo
 inline constexpr uint64_t kProofPayloadBytes = 64;   // PROOF: client nonce | proof
 inline constexpr uint64_t kMaxErrorMessageBytes = 1024;
 
-enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3, kProof = 4 };
+// RECORDS and REPORT are a master's, not a peer's (docs/store/failover.md): RECORDS carries a batch
+// of object records for the segment (store/protocol/object_records.h), REPORT asks for the
+// segment's records from `offset` on (a cursor, no payload). Neither touches segment bytes.
+enum class Op : uint8_t { kRead = 1, kWrite = 2, kAuth = 3, kProof = 4, kRecords = 5, kReport = 6 };
+inline constexpr uint64_t kMaxRecordsBytes = 64ull << 20;  // per RECORDS request
 
 struct RequestHeader {
   Op op = Op::kRead;
@@ -68,7 +72,8 @@ Result<RequestHeader> DecodeRequestHeader(std::span<const uint8_t, kRequestHeade
 
 // Checks a decoded request against the limits and the segment (overflow-safe):
 //   kTooLarge   - READ/WRITE over kMaxOpBytes
-//   kInvalidArgument - AUTH with a payload, PROOF of another size than kProofPayloadBytes
+//   kInvalidArgument - AUTH or REPORT with a payload, PROOF of another size than kProofPayloadBytes
+//   kTooLarge   - RECORDS over kMaxRecordsBytes
 //   kOutOfRange - offset + length outside [0, segment_size)
 Status ValidateRequest(const RequestHeader& h, uint64_t segment_size);
 

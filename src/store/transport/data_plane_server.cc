@@ -118,8 +118,11 @@ struct DataPlaneServer::Impl {
   Io RecvFull(int fd, void* buf, size_t len, bool idle_ok);
   Io SendFull(int fd, iovec* iov, int iovcnt);
   Io Drain(int fd, uint64_t len);
-  // `payload` goes with an OK status only (an AUTH's nonce).
+  // `payload` goes with an OK status only (an AUTH's nonce, a REPORT's records).
   Io Reply(int fd, uint64_t request_id, const Status& status, std::string_view payload = {});
+  // RECORDS and REPORT; false when the connection must close.
+  bool ServeRecords(int fd, const std::string& peer, const dp::RequestHeader& h,
+                    const Status& valid);
   void Bad(const std::string& peer, const std::string& what) {
     bad_requests->Inc();
     LogBad(peer, what);
@@ -183,7 +186,9 @@ Io DataPlaneServer::Impl::Drain(int fd, uint64_t len) {
 Io DataPlaneServer::Impl::Reply(int fd, uint64_t request_id, const Status& status,
                                 std::string_view payload) {
   std::string message = status.ok() ? std::string(payload) : status.message();
-  if (message.size() > dp::kMaxErrorMessageBytes) message.resize(dp::kMaxErrorMessageBytes);
+  if (!status.ok() && message.size() > dp::kMaxErrorMessageBytes) {
+    message.resize(dp::kMaxErrorMessageBytes);
+  }
   uint8_t hdr[dp::kReplyHeaderBytes];
   dp::EncodeReplyHeader({static_cast<int32_t>(ErrorCodeOf(status)), request_id, message.size()},
                         hdr);
@@ -285,6 +290,11 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
       challenge.reset();  // one proof per challenge
       authed = true;
       if (Reply(fd, h.request_id, Status::Ok()) != Io::kOk) break;
+      continue;
+    }
+
+    if (h.op == dp::Op::kRecords || h.op == dp::Op::kReport) {
+      if (!ServeRecords(fd, peer, h, valid)) break;
       continue;
     }
 
@@ -392,6 +402,46 @@ void DataPlaneServer::Impl::Serve(Conn* conn, int fd) {
   conn->fd = -1;
   conn->done = true;
   connections->Add(-1);
+}
+
+// A master's records move no segment bytes, so they take no pass of the gate; one of a term
+// this node has seen superseded is refused (its master no longer leads), a later one remembered.
+bool DataPlaneServer::Impl::ServeRecords(int fd, const std::string& peer,
+                                         const dp::RequestHeader& h, const Status& valid) {
+  if (valid.code() == Code::kTooLarge) {
+    Bad(peer, valid.message() + "; closing the connection (payload not drained)");
+    (void)Reply(fd, h.request_id, StoreError(ErrorCode::INVALID_PARAMS, valid.message()));
+    return false;
+  }
+  std::string payload;
+  if (valid.ok()) {
+    payload.resize(static_cast<size_t>(h.length));
+    if (RecvFull(fd, payload.data(), payload.size(), false) != Io::kOk) return false;
+  } else if (Drain(fd, h.length) != Io::kOk) {
+    return false;
+  }
+  Status refusal =
+      valid.ok() ? Status::Ok() : StoreError(ErrorCode::INVALID_PARAMS, valid.message());
+  if (refusal.ok() && !opt.records) {
+    refusal = StoreError(ErrorCode::INVALID_PARAMS, "this node keeps no object records");
+  } else if (refusal.ok() && h.segment_id != gate->id()) {
+    refusal = StoreError(ErrorCode::SEGMENT_NOT_FOUND,
+                         fmt::format("segment {} is not served here: this node serves segment {}",
+                                     h.segment_id, gate->id()));
+  } else if (refusal.ok() && h.term < gate->term()) {
+    refusal = StoreError(ErrorCode::ETCD_TRANSACTION_FAIL,
+                         fmt::format("object records of master term {} refused: this node has "
+                                     "seen term {}",
+                                     h.term, gate->term()));
+  }
+  if (!refusal.ok()) {
+    Bad(peer, refusal.message());
+    return Reply(fd, h.request_id, refusal) == Io::kOk;
+  }
+  gate->SeeTerm(h.term);
+  Result<std::string> out = opt.records(static_cast<uint8_t>(h.op), h.offset, payload);
+  if (!out.ok()) return Reply(fd, h.request_id, out.status()) == Io::kOk;
+  return Reply(fd, h.request_id, Status::Ok(), *out) == Io::kOk;
 }
 
 void DataPlaneServer::Impl::ReapDone() {

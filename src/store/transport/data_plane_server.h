@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/metrics.h"
 #include "common/status.h"
@@ -25,10 +27,14 @@ struct DataPlaneOptions {
   uint8_t* segment = nullptr;
   uint64_t segment_size = 0;
   uint64_t segment_id = 0;  // READ/WRITE must name it (the id the master hands out for it)
-  std::string auth_token;  // when not empty, a connection must prove it first (AUTH, PROOF)
+  std::string auth_token;   // when not empty, a connection must prove it first (AUTH, PROOF)
   // Which segment id is served now, shared with the node's transfer engine (segment_gate.h);
   // null: a gate of this server's own over segment_id.
   std::shared_ptr<SegmentGate> gate;
+  // A master's RECORDS and REPORT (docs/store/failover.md): `op` the dp::Op's value, `cursor` a
+  // REPORT's; answers the reply's payload, or an error. Called only for a request naming the
+  // served segment, of a term not older than the latest seen. Null: both are refused.
+  std::function<Result<std::string>(uint8_t op, uint64_t cursor, std::string_view payload)> records;
 };
 
 class DataPlaneServer {

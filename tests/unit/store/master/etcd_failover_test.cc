@@ -66,7 +66,7 @@ TEST_F(EtcdFailoverTest, JournalGroupCommitsAndLoadsWhatItRecorded) {
   for (int i = 0; i < 1000; ++i) {
     last = journal.PutObject("key" + std::to_string(i), Object(100 + i));
     if (i % 10 == 0) {
-      last = journal.RemoveObject("key" + std::to_string(i));
+      last = journal.RemoveObject("key" + std::to_string(i), {});
       journal.AfterRecorded(last, [&freed] { freed.fetch_add(1); });
     }
   }
@@ -110,7 +110,7 @@ TEST_F(EtcdFailoverTest, AJournalWhoseTermEndedWritesNothingAndFails) {
   ASSERT_TRUE(after.ok());
   EXPECT_FALSE(after->has_value());
   // Later changes fail at once.
-  EXPECT_FALSE(journal.Wait(journal.RemoveObject("before")).ok());
+  EXPECT_FALSE(journal.Wait(journal.RemoveObject("before", {})).ok());
 }
 
 TEST_F(EtcdFailoverTest, AJournalThatCannotReachEtcdGivesUp) {

@@ -22,7 +22,9 @@ class MemoryJournal final : public MetadataJournal {
   Ticket PutObject(const std::string& key, const JournalObject& o) override {
     return Add("obj/" + key, EncodeObjectRecord(o));
   }
-  Ticket RemoveObject(const std::string& key) override { return Add("obj/" + key, std::nullopt); }
+  Ticket RemoveObject(const std::string& key, const JournalObject& /*was*/) override {
+    return Add("obj/" + key, std::nullopt);
+  }
   Ticket PutSegment(const JournalSegment& s) override {
     return Add("seg/" + std::to_string(s.id), EncodeSegmentRecord(s));
   }

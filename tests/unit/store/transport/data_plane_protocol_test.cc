@@ -81,7 +81,7 @@ TEST(DataPlaneProtocol, RejectsBadMagicVersionOpAndFlags) {
   raw = Encode(Op::kRead, 1, 0, 1);
   raw[4] = 5;
   EXPECT_EQ(DecodeRequestHeader(raw).status().code(), Code::kVersionMismatch);
-  for (uint8_t op : {0, 5, 255}) {
+  for (uint8_t op : {0, 7, 255}) {
     raw = Encode(Op::kRead, 1, 0, 1);
     raw[5] = op;
     auto h = DecodeRequestHeader(raw);

@@ -1,0 +1,275 @@
+// The journal on the nodes (node_journal.h).
+#include "store/master/node_journal.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "common/endian.h"
+#include "common/logging.h"
+#include "store/protocol/store_errors.h"
+
+namespace kvtier::store {
+namespace {
+
+constexpr std::chrono::milliseconds kRetryInterval{100};
+constexpr size_t kMaxBatchBytes = 16u << 20;  // under the data plane's RECORDS limit
+
+}  // namespace
+
+NodeJournal::NodeJournal(EtcdJournal* segments, RecordsClient* client, uint64_t term,
+                         std::function<void(const std::string&)> on_failed)
+    : segments_(segments), client_(client), term_(term), on_failed_(std::move(on_failed)) {}
+
+NodeJournal::~NodeJournal() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [id, peer] : peers_) peer->cv.notify_all();
+    for (auto& peer : retired_) peer->cv.notify_all();
+  }
+  for (auto& [id, peer] : peers_) peer->sender.join();
+  for (auto& peer : retired_) peer->sender.join();
+  std::lock_guard lock(mu_);
+  if (!failed_) failed_ = StoreError(ErrorCode::RPC_FAIL, "the master is stopping");
+  recorded_cv_.notify_all();
+}
+
+bool NodeJournal::QueueLocked(Ticket ticket, const ObjectRecord& record) {
+  auto it = peers_.find(record.segment_id);
+  if (it == peers_.end()) return false;
+  Peer& peer = *it->second;
+  AppendRecord(peer.pending, record);
+  ++peer.pending_count;
+  peer.tickets.push_back(ticket);
+  peer.cv.notify_one();
+  return true;
+}
+
+MetadataJournal::Ticket NodeJournal::Change(const std::string& key, const JournalObject& object,
+                                            RecordKind kind) {
+  ObjectRecord r;
+  r.kind = kind;
+  r.key = key;
+  r.serial = object.serial;
+  r.size = object.size;
+  r.want_replicas = object.want_replicas;
+  r.hard_pin = object.hard_pin;
+  r.soft_pin_ttl_ns = object.soft_pin_ttl_ns;
+  std::lock_guard lock(mu_);
+  const Ticket ticket = next_ticket_++;
+  uint32_t queued = 0;
+  for (const JournalReplica& replica : object.replicas) {
+    r.segment_id = replica.segment_id;
+    r.offset = replica.offset;
+    r.length = replica.size;
+    queued += QueueLocked(ticket, r) ? 1 : 0;
+  }
+  if (queued != 0) outstanding_[ticket] = queued;
+  return ticket;
+}
+
+MetadataJournal::Ticket NodeJournal::PutObject(const std::string& key,
+                                               const JournalObject& object) {
+  return Change(key, object, RecordKind::kPut);
+}
+
+MetadataJournal::Ticket NodeJournal::RemoveObject(const std::string& key,
+                                                  const JournalObject& was) {
+  return Change(key, was, RecordKind::kRemove);
+}
+
+MetadataJournal::Ticket NodeJournal::Send(uint64_t segment_id, std::vector<ObjectRecord> records) {
+  std::lock_guard lock(mu_);
+  const Ticket ticket = next_ticket_++;
+  uint32_t queued = 0;
+  for (ObjectRecord& r : records) {
+    r.segment_id = segment_id;
+    queued += QueueLocked(ticket, r) ? 1 : 0;
+  }
+  if (queued != 0) outstanding_[ticket] = queued;
+  return ticket;
+}
+
+void NodeJournal::PeerLocked(uint64_t segment_id, const std::string& endpoint) {
+  auto& peer = peers_[segment_id];
+  if (peer == nullptr) {
+    peer = std::make_unique<Peer>();
+    peer->segment_id = segment_id;
+    Peer* raw = peer.get();
+    peer->sender = std::thread([this, raw] { RunPeer(raw); });
+  }
+  peer->endpoint = endpoint;
+}
+
+void NodeJournal::KnowSegment(uint64_t segment_id, const std::string& endpoint) {
+  std::lock_guard lock(mu_);
+  PeerLocked(segment_id, endpoint);
+}
+
+MetadataJournal::Ticket NodeJournal::PutSegment(const JournalSegment& segment) {
+  std::lock_guard lock(mu_);
+  etcd_ticket_ = segments_->PutSegment(segment);
+  PeerLocked(segment.id, segment.endpoint);
+  return next_ticket_++;
+}
+
+MetadataJournal::Ticket NodeJournal::RemoveSegment(uint64_t segment_id) {
+  std::lock_guard lock(mu_);
+  etcd_ticket_ = segments_->RemoveSegment(segment_id);
+  auto it = peers_.find(segment_id);
+  if (it != peers_.end()) {
+    it->second->gone = true;
+    it->second->cv.notify_all();
+    retired_.push_back(std::move(it->second));
+    peers_.erase(it);
+  }
+  return next_ticket_++;
+}
+
+MetadataJournal::Ticket NodeJournal::RecordedLocked() const {
+  return outstanding_.empty() ? next_ticket_ - 1 : outstanding_.begin()->first - 1;
+}
+
+Status NodeJournal::Wait(Ticket ticket) {
+  Ticket etcd;
+  {
+    std::lock_guard lock(mu_);
+    etcd = etcd_ticket_;
+  }
+  // The segments first: a successor must know every segment an acknowledged object is on.
+  if (etcd != 0) KVT_RETURN_IF_ERROR(segments_->Wait(etcd));
+  std::unique_lock lock(mu_);
+  recorded_cv_.wait(lock, [&] { return RecordedLocked() >= ticket || failed_; });
+  return RecordedLocked() >= ticket ? Status::Ok() : *failed_;
+}
+
+Status NodeJournal::Flush() {
+  Ticket last;
+  {
+    std::lock_guard lock(mu_);
+    last = next_ticket_ - 1;
+  }
+  return Wait(last);
+}
+
+void NodeJournal::AfterRecorded(Ticket ticket, std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    if (failed_) return;
+    if (RecordedLocked() < ticket) {
+      after_.emplace(ticket, std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
+void NodeJournal::ReleaseLocked(const std::vector<Ticket>& tickets) {
+  for (Ticket t : tickets) {
+    auto it = outstanding_.find(t);
+    if (it != outstanding_.end() && --it->second == 0) outstanding_.erase(it);
+  }
+  recorded_cv_.notify_all();
+}
+
+std::vector<std::function<void()>> NodeJournal::DueLocked() {
+  std::vector<std::function<void()>> due;
+  const Ticket recorded = RecordedLocked();
+  auto end = after_.upper_bound(recorded);
+  for (auto it = after_.begin(); it != end; ++it) due.push_back(std::move(it->second));
+  after_.erase(after_.begin(), end);
+  return due;
+}
+
+void NodeJournal::RunPeer(Peer* peer) {
+  std::unique_lock lock(mu_);
+  std::string body;  // records taken, not yet acknowledged
+  uint32_t count = 0;
+  std::vector<Ticket> tickets;
+  auto release = [&] {
+    ReleaseLocked(tickets);
+    tickets.clear();
+    body.clear();
+    count = 0;
+    std::vector<std::function<void()>> due = DueLocked();
+    lock.unlock();
+    for (auto& fn : due) fn();
+    lock.lock();
+  };
+  for (;;) {
+    peer->cv.wait(lock, [&] {
+      return count != 0 || peer->pending_count != 0 || peer->gone || stopping_ || failed_;
+    });
+    if (failed_) return;
+    if (peer->gone) {  // unmounted: its replicas are gone, nothing to wait for
+      tickets.insert(tickets.end(), peer->tickets.begin(), peer->tickets.end());
+      peer->tickets.clear();
+      peer->pending.clear();
+      peer->pending_count = 0;
+      release();
+      return;
+    }
+    if (count == 0 && peer->pending_count == 0) return;  // stopping, all sent
+    if (body.size() < kMaxBatchBytes && peer->pending_count != 0) {
+      body += peer->pending;
+      count += peer->pending_count;
+      tickets.insert(tickets.end(), peer->tickets.begin(), peer->tickets.end());
+      peer->pending.clear();
+      peer->pending_count = 0;
+      peer->tickets.clear();
+    }
+    std::string batch;
+    batch.reserve(4 + body.size());
+    AppendLE<uint32_t>(batch, count);
+    batch += body;
+    const std::string endpoint = peer->endpoint;
+    lock.unlock();
+    const Status sent = client_->Send(endpoint, peer->segment_id, term_, batch);
+    lock.lock();
+    if (sent.ok()) {
+      ++requests_;
+      release();
+      continue;
+    }
+    const ErrorCode code = ErrorCodeOf(sent);
+    if (code == ErrorCode::SEGMENT_NOT_FOUND) {
+      // The node serves another segment now: it forgot this one, and its objects with it.
+      KVT_LOG_WARN("master: {} records for segment {} dropped: {}", count, peer->segment_id,
+                   sent.ToString());
+      release();
+      continue;
+    }
+    if (code == ErrorCode::ETCD_TRANSACTION_FAIL) {
+      lock.unlock();
+      Fail(sent);
+      return;
+    }
+    if (stopping_) return;
+    if (ShouldLog("node-journal-retry")) {
+      KVT_LOG_WARN("master: records for segment {} not acknowledged, asking again: {}",
+                   peer->segment_id, sent.ToString());
+    }
+    peer->cv.wait_for(lock, kRetryInterval, [&] { return peer->gone || stopping_; });
+  }
+}
+
+void NodeJournal::Fail(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (failed_) return;
+    failed_ = why;
+    after_.clear();
+    for (auto& [id, peer] : peers_) peer->cv.notify_all();
+    recorded_cv_.notify_all();
+  }
+  KVT_LOG_ERROR("master: object records failed, stepping down: {}", why.ToString());
+  on_failed_(why.ToString());
+}
+
+uint64_t NodeJournal::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_;
+}
+
+}  // namespace kvtier::store
