@@ -18,6 +18,7 @@
 #include "bench/common/timing.h"
 #include "bench/master/node_scale.h"
 #include "bench/master/raw_round_trips.h"
+#include "bench/master/record_sink.h"
 #include "common/etcd_client.h"
 #include "common/process/kvtier_launchers.h"
 #include "store/client/master_client.h"
@@ -148,7 +149,17 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
     out["etcd_txn_p50_us"] = txn.p50;
     out["etcd_txn_p99_us"] = txn.p99;
   }
-  if (auto s = client->MountSegment(kNode, {1, 1ULL << 44, kNode.endpoint}); !s.ok()) {
+  // Under etcd the master sends every object's record to its segment's node: a sink keeps them
+  // as a node does (record_sink.h).
+  std::unique_ptr<RecordSink> sink;
+  store::NodeInfo node = kNode;
+  if (!o.etcd.empty()) {
+    auto started = RecordSink::Start(1);
+    if (!started.ok()) return {{"error", "record sink: " + started.status().ToString()}};
+    sink = std::move(*started);
+    node.endpoint = sink->endpoint();
+  }
+  if (auto s = client->MountSegment(node, {1, 1ULL << 44, node.endpoint}); !s.ok()) {
     return {{"error", "mount: " + s.ToString()}};
   }
   // The master's own figures (store/master/master_memory.h), around the fill like the RSS.
@@ -179,6 +190,7 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
   out["objects"] = o.objects;
   out["key_bytes"] = o.key_bytes;
   out["fill_seconds"] = fill_s;
+  if (sink) out["node_records"] = sink->records();  // each acknowledged put's, on its node
   out["fill_key_ops_per_s"] = 2.0 * static_cast<double>(o.objects) / fill_s;  // start + end
   out["rss_before_bytes"] = rss_before;
   out["rss_after_bytes"] = rss_after;
@@ -270,6 +282,10 @@ void Print(const json& r, std::ostream& os) {
       r["objects"].get<uint64_t>(), r["key_bytes"].get<uint32_t>(), r["fill_seconds"].get<double>(),
       r["fill_key_ops_per_s"].get<double>(), r["rss_before_bytes"].get<double>() / (1 << 20),
       r["rss_after_bytes"].get<double>() / (1 << 20), r["bytes_per_object"].get<double>());
+  if (r.contains("node_records")) {
+    os << fmt::format("records on the segment's node after the fill: {}\n",
+                      r["node_records"].get<uint64_t>());
+  }
   auto per_object = [&r](const char* name) {
     return r.contains(name) ? fmt::format("{:.0f}", r[name].get<double>()) : std::string("n/a");
   };
