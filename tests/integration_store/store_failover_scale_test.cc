@@ -1,0 +1,168 @@
+// A takeover at scale (issue 39 item 1, docs/store/failover.md): a node holds 1M objects (10M
+// under KVTIER_LONG=1, `make test-long`) put through it while two masters share a real etcd. The
+// leader stops; the standby asks the node for its records, and then every acknowledged object
+// exists and reads back its own bytes. Prints how long the takeover and the first put after it
+// took (no bound: the figures go to docs/perf-notes/store.md).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/free_port.h"
+#include "store/master/master_server.h"
+#include "store/node/store_node.h"
+#include "store/transport/tcp_io.h"
+#include "support/etcd_process.h"
+
+namespace kvtier::store {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+constexpr size_t kBatch = 8192;
+constexpr uint64_t kValueBytes = 16;
+constexpr const char* kCluster = "scale";
+
+std::string Key(uint64_t i) { return fmt::format("failover-scale-{:010d}", i); }
+
+void Value(uint64_t i, uint8_t* out) {
+  for (uint64_t b = 0; b < kValueBytes; b += 8) std::memcpy(out + b, &i, 8);
+  out[kValueBytes - 1] ^= 0x5a;
+}
+
+double SecondsSince(steady::time_point t) {
+  return std::chrono::duration<double>(steady::now() - t).count();
+}
+
+bool Listening(uint16_t port) {
+  return tcp::Connect(fmt::format("127.0.0.1:{}", port), steady::now() + 200ms).ok();
+}
+
+std::unique_ptr<MasterServer> StartMaster(const std::string& etcd, uint16_t port) {
+  MasterServerOptions o;
+  o.port = port;
+  o.http_port = 0;
+  o.etcd_endpoints = etcd;
+  o.etcd_prefix = std::string("/kvtier/") + kCluster;
+  o.etcd_lease_ttl_s = 2;
+  o.on_leadership_lost = [](const std::string& why) {
+    std::cerr << "leadership lost: " << why << "\n";
+  };
+  auto m = std::make_unique<MasterServer>(o);
+  EXPECT_TRUE(m->Start().ok());
+  return m;
+}
+
+template <typename F>
+bool WaitFor(F done, std::chrono::seconds limit) {
+  const auto until = steady::now() + limit;
+  while (steady::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return done();
+}
+
+TEST(StoreFailoverAtScale, EveryAcknowledgedObjectSurvivesATakeover) {
+  if (!testing::EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+  const char* long_env = std::getenv("KVTIER_LONG");
+  const uint64_t n = long_env != nullptr && std::string(long_env) == "1" ? 10'000'000 : 1'000'000;
+  auto etcd = testing::EtcdProcess::Start();
+  ASSERT_NE(etcd, nullptr);
+  const uint16_t port_a = FreeLoopbackPort();
+  auto a = StartMaster(etcd->endpoint(), port_a);
+  ASSERT_TRUE(WaitFor([&] { return Listening(port_a); }, 30s)) << "A never led";
+  const uint16_t port_b = FreeLoopbackPort();
+  auto b = StartMaster(etcd->endpoint(), port_b);
+
+  MetricsRegistry metrics;
+  NodeOptions no;
+  no.master = fmt::format("etcd://{}/{}", etcd->endpoint(), kCluster);
+  no.port = 0;
+  no.segment_size = n * 64 + (64ull << 20);
+  no.prefault = false;
+  no.heartbeat_interval = 200ms;
+  no.repair_bytes_per_s = 0;
+  auto node = StoreNode::Start(no, &metrics);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return (*node)->mounted(); }, 30s));
+
+  std::vector<std::string> keys;
+  std::vector<uint8_t> bytes(kBatch * kValueBytes);
+  std::vector<ConstBuffer> values;
+  const auto put_start = steady::now();
+  for (uint64_t first = 0; first < n; first += kBatch) {
+    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
+    keys.clear();
+    values.clear();
+    for (uint64_t i = 0; i < count; ++i) {
+      keys.push_back(Key(first + i));
+      Value(first + i, bytes.data() + i * kValueBytes);
+      values.push_back({bytes.data() + i * kValueBytes, kValueBytes});
+    }
+    const std::vector<Status> put = (*node)->Put(keys, values, PutConfig{});
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_TRUE(put[i].ok()) << keys[i] << ": " << put[i].ToString();
+  }
+  const double put_s = SecondsSince(put_start);
+
+  // The leader goes; the standby takes over from etcd's segments and the node's records.
+  const auto stopped = steady::now();
+  a->Stop();
+  ASSERT_TRUE(WaitFor([&] { return Listening(port_b); }, 60s)) << "B never took over";
+  const double led_s = SecondsSince(stopped);
+  uint8_t one[kValueBytes] = {1};
+  const ConstBuffer after{one, kValueBytes};
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return (*node)->Put({"after"}, {&after, 1}, PutConfig{})[0].ok();
+      },
+      120s))
+      << "no put succeeded after the takeover";
+  const double first_put_s = SecondsSince(stopped);
+  a.reset();
+
+  const auto check_start = steady::now();
+  std::vector<MutableBuffer> outs;
+  uint64_t missing = 0, wrong = 0;
+  for (uint64_t first = 0; first < n; first += kBatch) {
+    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
+    keys.clear();
+    outs.clear();
+    for (uint64_t i = 0; i < count; ++i) {
+      keys.push_back(Key(first + i));
+      outs.push_back({bytes.data() + i * kValueBytes, kValueBytes});
+    }
+    const auto got = (*node)->Get(keys, outs);
+    uint8_t want[kValueBytes];
+    for (uint64_t i = 0; i < count; ++i) {
+      if (!got[i].ok()) {
+        if (++missing <= 5) ADD_FAILURE() << keys[i] << ": " << got[i].status().ToString();
+        continue;
+      }
+      Value(first + i, want);
+      if (*got[i] != kValueBytes || std::memcmp(want, outs[i].data, kValueBytes) != 0) ++wrong;
+    }
+  }
+  EXPECT_EQ(missing, 0u);
+  EXPECT_EQ(wrong, 0u);
+  std::cout << fmt::format(
+      "{} objects put through the node in {:.1f} s ({:.0f}/s); leader stopped: the standby led "
+      "after {:.2f} s, the first put landed after {:.2f} s; {} objects read back in {:.1f} s, {} "
+      "missing, {} wrong\n",
+      n, put_s, static_cast<double>(n) / put_s, led_s, first_put_s, n, SecondsSince(check_start),
+      missing, wrong);
+  node->reset();
+  b.reset();
+}
+
+}  // namespace
+}  // namespace kvtier::store
