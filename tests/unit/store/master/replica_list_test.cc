@@ -79,6 +79,23 @@ TEST(MountIdTest, OneIdPerMountAndEndpoint) {
   EXPECT_EQ(MountOf(last).generation, 2999u);
 }
 
+// Threads interning mounts (across block boundaries) read each back while others add more.
+TEST(MountIdTest, ThreadsInternAndReadConcurrently) {
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t g = 0; g < 2500; ++g) {
+        const MountId id = InternMount(MountRef{5000u + t, g}, "t" + std::to_string(t));
+        const InternedMount& m = MountOf(id);
+        wrong[t] += m.segment_id != 5000u + t || m.generation != g;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
+}
+
 TEST(ReplicaListTest, InlineThenOutOfLine) {
   ReplicaList list;
   ExpectList(list, {});
