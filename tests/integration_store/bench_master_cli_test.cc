@@ -26,6 +26,12 @@ TEST(BenchMasterCli, FillsTheMasterAndReportsEveryNumber) {
     EXPECT_GT(m["batches"].get<uint64_t>(), 0u);
     EXPECT_GT(m["key_ops_per_s"].get<double>(), 0);
     for (const char* kind : {"get_replicas", "exist"}) EXPECT_GT(m[kind]["p99_us"], 0) << kind;
+    // Beside it, from the same run: the raw round trip at that concurrency and the CPU split.
+    EXPECT_GT(m["raw_rtt_p50_us"].get<double>(), 0);
+    EXPECT_GE(m["raw_rtt_p99_us"].get<double>(), m["raw_rtt_p50_us"].get<double>());
+    EXPECT_GT(m["master_cpu_us_per_key_op"].get<double>(), 0);
+    EXPECT_GT(m["client_cpu_us_per_key_op"].get<double>(), 0);
+    EXPECT_GE(m["other_processes_cores"].get<double>(), 0);
   }
   const CliOutput bad = RunKvtier("bench master --objects 0");
   EXPECT_NE(bad.status, 0);
