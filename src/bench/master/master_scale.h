@@ -4,7 +4,10 @@
 // master never touches bytes); then, for each thread count, threads send batches of --batch keys
 // for --seconds: 50% get_replicas, 40% exist, 10% put (start + end) of new keys. Printed: master
 // memory per object (its RSS growth over the fill), key operations per second and each batch's
-// p50/p99, beside the master's ping round trip measured in the same run (the transport floor).
+// p50/p99, beside the master's ping round trip measured in the same run, and, per thread count,
+// beside a raw loopback round trip at the same concurrency (raw_round_trips.h), with the CPU per
+// key op of the master and of the client threads and the cores all other processes took meanwhile
+// (the VM is shared: key ops/s swing with the neighbours, CPU per key op much less).
 // Memory per object is printed three ways, each as its growth over the fill divided by the
 // objects: the master's RSS, its allocator's bytes in use and its object table's own count (both
 // from the master's /status "memory", store/master/master_memory.h).
