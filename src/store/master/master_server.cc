@@ -186,9 +186,13 @@ struct MasterServer::Impl {
     });
     if (!term.ok()) return;  // stopped first
     auto lost = [this](const std::string& why) {
+      lost_leadership = true;
       SetLeading(false);
       options.on_leadership_lost(why);
     };
+    // The lease is kept alive from now on: asking the nodes for their records can take longer
+    // than its TTL (10M records of one node: several seconds).
+    election->Hold(lost);
     auto state = EtcdJournal::Load(etcd.get(), options.etcd_prefix);
     if (!state.ok()) return lost(state.status().ToString());
     const auto give_up = std::chrono::seconds(options.etcd_lease_ttl_s);
@@ -217,11 +221,10 @@ struct MasterServer::Impl {
       }
     }
     std::lock_guard lock(mu);
-    if (stopping) return;
+    if (stopping || lost_leadership) return;
     if (Status s = ListenRpc(); !s.ok()) return lost("cannot listen: " + s.ToString());
     StartMonitor();
     SetLeading(true);  // after the journal and the restore: HTTP readers see whole tables
-    election->Hold(lost);
   }
 
   // Stops whatever runs, also what a failed Start left running.
@@ -271,8 +274,9 @@ struct MasterServer::Impl {
   bool stopping = false;
   bool started = false;
   bool http_started = false;
-  bool serving = false;              // the RPC listener and the monitor run
-  std::atomic<bool> leading{false};  // serving, and the HTTP routes answer as the leader
+  bool serving = false;                      // the RPC listener and the monitor run
+  std::atomic<bool> leading{false};          // serving, and the HTTP routes answer as the leader
+  std::atomic<bool> lost_leadership{false};  // the lease lapsed (or the journal failed)
   std::atomic<int64_t> term{0};
   const std::chrono::steady_clock::time_point start_time = std::chrono::steady_clock::now();
   std::thread monitor;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -29,15 +30,23 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
       uint64_t records = 0;
       std::vector<ObjectRecord> drops;
       Status failed;
+      // The next chunk is asked for while this one is merged.
+      auto ask = [&](uint64_t from) {
+        return std::async(std::launch::async, [&client, &seg, term, from] {
+          return client.Report(seg.endpoint, seg.id, term, from);
+        });
+      };
+      auto next_chunk = ask(0);
       do {
-        auto chunk = client.Report(seg.endpoint, seg.id, term, cursor);
+        auto chunk = next_chunk.get();
         if (!chunk.ok()) {
           failed = chunk.status();
           break;
         }
+        cursor = chunk->next_cursor;
+        if (cursor != 0) next_chunk = ask(cursor);
         records += chunk->records.size();
         service.AddReported(seg.id, seg.endpoint, chunk->records, &drops);
-        cursor = chunk->next_cursor;
       } while (cursor != 0);
       if (!failed.ok()) {
         KVT_LOG_WARN(
@@ -45,8 +54,11 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
             "segment is unmounted, and the node mounts afresh",
             seg.id, seg.endpoint, failed.ToString());
         (void)service.UnmountSegment(seg.node_id, seg.id);
-      } else if (!drops.empty()) {
-        journal.Send(seg.id, drops);
+      } else {
+        // Its node is alive as of now: a long report must not let it expire before its first
+        // ping reaches the new leader.
+        (void)service.Ping(NodeInfo{seg.node_id, seg.node_endpoint});
+        if (!drops.empty()) journal.Send(seg.id, drops);
       }
       std::lock_guard lock(mu);
       ++(failed.ok() ? stats.segments : stats.segments_failed);

@@ -1,0 +1,93 @@
+// A takeover from the nodes' records (docs/store/failover.md): MasterService::AddReported merges
+// what each node reports, per key the largest serial, its replicas together, and sends back as
+// REMOVEs the records that lost.
+#include <gtest/gtest.h>
+
+#include "master_service_fixture.h"
+
+namespace kvtier::store {
+namespace {
+
+class MasterResyncTest : public MasterServiceTest {
+ protected:
+  static ObjectRecord Rec(const std::string& key, uint64_t serial, uint64_t segment,
+                          uint64_t offset, uint64_t size = 100) {
+    ObjectRecord r;
+    r.key = key;
+    r.serial = serial;
+    r.segment_id = segment;
+    r.offset = offset;
+    r.length = size;
+    r.size = size;
+    r.want_replicas = 2;
+    return r;
+  }
+  std::vector<ObjectRecord> Report(const std::string& node, uint64_t segment,
+                                   const std::vector<ObjectRecord>& records) {
+    std::vector<ObjectRecord> drops;
+    master_->AddReported(segment, Endpoint(node), records, &drops);
+    return drops;
+  }
+};
+
+TEST_F(MasterResyncTest, ReplicasOfOneVersionOnTwoNodesMakeOneObject) {
+  ASSERT_TRUE(Mount("n1", 11, 1 << 20).ok());
+  ASSERT_TRUE(Mount("n2", 22, 1 << 20).ok());
+  EXPECT_TRUE(Report("n1", 11, {Rec("a", 5, 11, 0), Rec("b", 6, 11, 128)}).empty());
+  EXPECT_TRUE(Report("n2", 22, {Rec("a", 5, 22, 4096)}).empty());
+  EXPECT_EQ(Keys(), 2u);
+  auto a = Get("a");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->replicas.size(), 2u);
+  EXPECT_EQ(a->replicas[0].offset, 0u);
+  EXPECT_EQ(a->replicas[1].segment_id, 22u);
+  EXPECT_EQ(a->replicas[1].offset, 4096u);
+  EXPECT_EQ(Allocated(), 3 * ChargedBytes(100));
+}
+
+TEST_F(MasterResyncTest, TheLargestSerialWinsInEitherOrder) {
+  ASSERT_TRUE(Mount("n1", 11, 1 << 20).ok());
+  ASSERT_TRUE(Mount("n2", 22, 1 << 20).ok());
+  // The newer version first: the older one, reported later, is sent back.
+  EXPECT_TRUE(Report("n1", 11, {Rec("k", 9, 11, 0)}).empty());
+  auto drops = Report("n2", 22, {Rec("k", 3, 22, 0)});
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].kind, RecordKind::kRemove);
+  EXPECT_EQ(drops[0].serial, 3u);
+  // The older version first: replaced, its replica freed and sent back.
+  EXPECT_TRUE(Report("n2", 22, {Rec("j", 1, 22, 512)}).empty());
+  drops = Report("n1", 11, {Rec("j", 2, 11, 512)});
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].segment_id, 22u);
+  EXPECT_EQ(drops[0].serial, 1u);
+  EXPECT_EQ(Get("j")->replicas.at(0).segment_id, 11u);
+  EXPECT_EQ(Get("k")->replicas.at(0).segment_id, 11u);
+  EXPECT_EQ(Allocated(), 2 * ChargedBytes(100));
+}
+
+TEST_F(MasterResyncTest, RecordsOfAnUnknownSegmentOrATakenRangeAreSentBack) {
+  ASSERT_TRUE(Mount("n1", 11, 1 << 20).ok());
+  auto drops = Report("n9", 99, {Rec("x", 1, 99, 0)});  // never mounted here
+  EXPECT_EQ(drops.size(), 1u);
+  drops = Report("n1", 11, {Rec("a", 1, 11, 0), Rec("b", 2, 11, 64)});  // b overlaps a
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_EQ(drops[0].key, "b");
+  EXPECT_EQ(Keys(), 1u);
+}
+
+TEST_F(MasterResyncTest, AResyncedObjectIsReadableAndNewPutsAvoidItsRange) {
+  ASSERT_TRUE(Mount("n1", 11, 1 << 16).ok());
+  EXPECT_TRUE(Report("n1", 11, {Rec("old", 7, 11, 1024, 1000)}).empty());
+  EXPECT_TRUE(Exists("old"));
+  EXPECT_EQ(Get("old")->size, 1000u);
+  EXPECT_EQ(RemoveCode("old"), ErrorCode::OBJECT_HAS_LEASE);  // the old master's readers
+  for (int i = 0; i < 40; ++i) {
+    for (const ReplicaDesc& r : Put("n1", "new" + std::to_string(i), 1000)) {
+      const bool overlaps = r.offset < 1024 + ChargedBytes(1000) && 1024 < r.offset + 1024;
+      EXPECT_FALSE(overlaps) << "new object at " << r.offset;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::store
