@@ -1,6 +1,8 @@
 // Sharded object map (see object_shards.h).
 #include "store/master/object_shards.h"
 
+#include <algorithm>
+
 namespace kvtier::store {
 
 ObjectMeta* ObjectShard::Find(std::string_view key) {
@@ -77,6 +79,32 @@ ObjectShards::ObjectShards() {
 }
 
 size_t ObjectShards::ShardOf(const std::string& key) { return ObjectTable::Hash(key) % kNumShards; }
+
+void ObjectShards::Prefetch(const std::vector<std::string>& keys) {
+  constexpr size_t kGroup = 64;  // keys in flight at once
+  uint64_t hash[kGroup];
+  ObjectTable::Index index[kGroup];
+  for (size_t base = 0; base < keys.size(); base += kGroup) {
+    const size_t n = std::min(kGroup, keys.size() - base);
+    for (size_t i = 0; i < n; ++i) {
+      hash[i] = ObjectTable::Hash(keys[base + i]);
+      ObjectShard& shard = shards_[hash[i] % kNumShards];
+      std::lock_guard lock(shard.mu_);
+      shard.table_.PrefetchSlot(hash[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ObjectShard& shard = shards_[hash[i] % kNumShards];
+      std::lock_guard lock(shard.mu_);
+      index[i] = shard.table_.PrefetchEntry(hash[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (index[i] == ObjectTable::kNone) continue;
+      ObjectShard& shard = shards_[hash[i] % kNumShards];
+      std::lock_guard lock(shard.mu_);
+      shard.table_.PrefetchKey(index[i]);
+    }
+  }
+}
 
 uint64_t ObjectShards::MemoryBytes() const {
   uint64_t bytes = 0;

@@ -23,6 +23,21 @@ ObjectTable::Index ObjectTable::Find(std::string_view key, uint64_t hash) const 
   }
 }
 
+ObjectTable::Index ObjectTable::PrefetchEntry(uint64_t hash) const {
+  if (size_ == 0) return kNone;
+  const uint32_t tag = Tag(hash);
+  for (size_t s = Home(tag);; s = (s + 1) & mask_) {
+    const uint64_t slot = slots_[s];
+    if (slot == 0) return kNone;
+    if (static_cast<uint32_t>(slot >> 32) != tag) continue;
+    const Index index = static_cast<Index>(slot) - 1;
+    const Entry* e = &At(index);
+    __builtin_prefetch(e);
+    __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1);
+    return index;
+  }
+}
+
 std::pair<ObjectTable::Index, bool> ObjectTable::Insert(std::string_view key, uint64_t hash,
                                                         ObjectMeta meta) {
   if (const Index found = Find(key, hash); found != kNone) {

@@ -61,6 +61,23 @@ class ObjectTable {
     }
   }
 
+  // The stages of a prefetched batch (ObjectShards::Prefetch), each under the shard's lock and
+  // each only a hint: they read what the next stage needs and ask the CPU for the cache lines a
+  // Find will touch, without waiting for them. Slot: the key's index slot. Entry: the entry of the
+  // first slot whose hash bits match (returned, or kNone). Key: that entry's key bytes.
+  void PrefetchSlot(uint64_t hash) const {
+    if (mask_ != 0) __builtin_prefetch(&slots_[Home(Tag(hash))]);
+  }
+  Index PrefetchEntry(uint64_t hash) const;
+  void PrefetchKey(Index index) const {
+    if (index >= next_) return;  // erased and the table emptied since
+    const Entry& e = At(index);
+    if (e.key_len == kFree || e.key_len == 0) return;
+    const char* key = keys_.Get(e.key_ref, e.key_len).data();
+    __builtin_prefetch(key);
+    __builtin_prefetch(key + e.key_len - 1);
+  }
+
   size_t size() const { return size_; }
   size_t capacity() const { return mask_ == 0 ? 0 : mask_ + 1; }
   // Bytes held from the allocator for the entries, keys and index (not the blocks of objects

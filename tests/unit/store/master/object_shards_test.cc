@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
 namespace kvtier::store {
 namespace {
@@ -85,6 +87,41 @@ TEST(ObjectShardsTest, EraseIfCanEmptyEveryShard) {
   EXPECT_LT(shards.MemoryBytes(), full / 10);  // emptied tables give their memory back
   shards.Lock("again")->Insert("again", Meta(false));
   EXPECT_EQ(shards.Lock("again")->UnfinishedKeys(), std::vector<std::string>{"again"});
+}
+
+// Prefetch is a hint: lookups answer the same after it, for present, absent and empty keys, and
+// it is safe while other threads insert, erase and empty shards (run under TSan by hand).
+TEST(ObjectShardsTest, PrefetchIsOnlyAHint) {
+  ObjectShards shards;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    shards.Lock(key)->Insert(key, Meta(true));
+  }
+  std::vector<std::string> batch = {"", "missing"};
+  for (int i = 0; i < 1000; i += 7) batch.push_back("key" + std::to_string(i));
+  shards.Prefetch(batch);
+  shards.Prefetch({});
+  for (const std::string& key : batch) {
+    const bool present = key.starts_with("key");
+    EXPECT_EQ(shards.Lock(key)->Find(key) != nullptr, present) << key;
+  }
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    for (int round = 0; !stop.load(); ++round) {
+      for (int i = 0; i < 1000; ++i) {
+        const std::string key = "key" + std::to_string(i);
+        auto shard = shards.Lock(key);
+        if (round % 2 == 0) {
+          shard->Erase(key);
+        } else {
+          shard->Insert(key, Meta(true));
+        }
+      }
+    }
+  });
+  for (int i = 0; i < 300; ++i) shards.Prefetch(batch);
+  stop = true;
+  churn.join();
 }
 
 TEST(ObjectShardsTest, TenMillionObjectsFitTheBudget) {
