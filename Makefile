@@ -3,6 +3,9 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PY := /usr/bin/python3
 CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# A build tree that `make run` creates: unity-built (KVT_UNITY in CMakeLists.txt) with line tables
+# only, which makes a cold compile about 3x cheaper; a later `make test` keeps them.
+RUN_CMAKE_FLAGS ?= -DKVT_UNITY=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 FUZZ_SECONDS ?= 60
 # Length of `make soak` (tests/soak/soak.py), in minutes; fractions allowed.
 SOAK_MINUTES ?= 30
@@ -54,7 +57,7 @@ test-long: test-build
 
 # Only what the demo needs: the binary and the Python module (no test binaries).
 run: deps
-	$(MAKE) $(BUILD)/CMakeCache.txt
+	test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS) $(RUN_CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target kvtier _kvtier
 	scripts/demo.sh
 

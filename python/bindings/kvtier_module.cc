@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "binding_helpers.h"
 #include "store_bindings.h"
 #include "client/cache_client.h"
 #include "client/kv_layouts.h"
@@ -55,13 +56,6 @@ T Take(Result<T>&& r) {
 // A wait in µs from Python, cut to a day so that it fits the clock's arithmetic.
 std::chrono::microseconds WaitOf(uint64_t us) {
   return std::chrono::microseconds(std::min<uint64_t>(us, 86'400'000'000ULL));
-}
-
-// Runs `f` without the GIL; its arguments must already be plain C++ values.
-template <typename F>
-auto NoGil(F&& f) {
-  py::gil_scoped_release release;
-  return f();
 }
 
 // A numpy uint32 array is copied with one memcpy; anything else (list, other integer dtypes)

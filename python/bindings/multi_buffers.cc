@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "binding_helpers.h"
+
 namespace kvtier {
 namespace {
 
@@ -10,7 +12,6 @@ using store::ErrorCode;
 using store::StoreError;
 
 constexpr size_t kAlign = 64;  // each value starts on a cache line of the area
-constexpr int64_t kInternalError = static_cast<int64_t>(ErrorCode::INTERNAL_ERROR);
 
 size_t Aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "binding_helpers.h"
 #include "common/memfd.h"
 #include "multi_buffers.h"
 #include "store/client/dummy_client.h"
@@ -36,13 +37,6 @@ using store::StoreError;
 
 constexpr int64_t kRpcFail = static_cast<int64_t>(ErrorCode::RPC_FAIL);
 constexpr int64_t kInvalidParams = static_cast<int64_t>(ErrorCode::INVALID_PARAMS);
-constexpr int64_t kInternalError = static_cast<int64_t>(ErrorCode::INTERNAL_ERROR);
-
-template <typename F>
-auto NoGil(F&& f) {
-  py::gil_scoped_release release;
-  return f();
-}
 
 // What Python gets for a status: 0, or Mooncake's negative code.
 int64_t ValueOf(const Status& s) { return static_cast<int64_t>(store::ErrorCodeOf(s)); }

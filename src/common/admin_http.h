@@ -26,6 +26,9 @@ class Server;
 
 namespace kvtier {
 
+// The content type of a JSON reply.
+inline constexpr const char* kJsonContentType = "application/json; charset=utf-8";
+
 // What an extra GET endpoint answers.
 struct HttpReply {
   int status = 200;

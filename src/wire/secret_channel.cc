@@ -13,7 +13,7 @@
 namespace kvtier::wire {
 namespace {
 
-constexpr char kMagic[4] = {'K', 'V', 'T', 'R'};
+constexpr char kChannelMagic[4] = {'K', 'V', 'T', 'R'};
 constexpr size_t kIvBytes = 12;
 
 // HMAC-SHA256(secret, label || client nonce || server nonce [|| shared]).
@@ -42,7 +42,7 @@ Nonce RandomNonce() {
 }
 
 std::string EncodeHello(const Hello& h) {
-  std::string out(kMagic, sizeof(kMagic));
+  std::string out(kChannelMagic, sizeof(kChannelMagic));
   out.push_back(static_cast<char>(h.version));
   out.push_back(h.auth ? 1 : 0);
   out.append(2, '\0');
@@ -53,7 +53,7 @@ std::string EncodeHello(const Hello& h) {
 Result<Hello> DecodeHello(const void* data, size_t size) {
   if (size < kHelloBytes) return Status(Code::kProtocolError, "hello: too short");
   const auto* p = static_cast<const uint8_t*>(data);
-  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+  if (std::memcmp(p, kChannelMagic, sizeof(kChannelMagic)) != 0) {
     return Status(Code::kProtocolError, "not a kvtier rpc peer (its first bytes are no hello)");
   }
   Hello h;

@@ -14,9 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kRows = 7;  // a, b, c, a-spin, b-spin, a-pipe, b-pipe (lookup_l2_calls.h)
+constexpr size_t kLookupRows = 7;  // a, b, c, a-spin, b-spin, a-pipe, b-pipe (lookup_l2_calls.h)
 
-const json* Row(const json& rows, const std::string& id) {
+const json* FindRow(const json& rows, const std::string& id) {
   for (const json& r : rows) {
     if (r["id"] == id) return &r;
   }
@@ -26,8 +26,8 @@ const json* Row(const json& rows, const std::string& id) {
 // Row `minus`'s p50 or p99 subtracted from row `id`'s, of LOOKUP + wait; null when either is
 // missing.
 json Extra(const json& rows, const std::string& id, const std::string& minus, const char* q) {
-  const json* x = Row(rows, id);
-  const json* y = Row(rows, minus);
+  const json* x = FindRow(rows, id);
+  const json* y = FindRow(rows, minus);
   if (x == nullptr || y == nullptr) return json();
   return (*x)["total_us"][q].get<double>() - (*y)["total_us"][q].get<double>();
 }
@@ -51,7 +51,7 @@ std::string Times(const json& v) {
 bool LookupL2Verified(const LookupL2Section& s) {
   if (!s.unavailable.empty()) return true;
   // Every check of the rows and the counters left an error when it failed (lookup_l2.cc).
-  return s.errors.empty() && s.rows.size() == kRows && s.raw_tcp_us.p50 > 0;
+  return s.errors.empty() && s.rows.size() == kLookupRows && s.raw_tcp_us.p50 > 0;
 }
 
 json LookupL2Json(const LookupL2Section& s) {

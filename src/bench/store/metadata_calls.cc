@@ -20,7 +20,7 @@ using nlohmann::json;
 constexpr uint32_t kBatch = kMetadataBatchKeys;
 constexpr uint32_t kExistBatches = 8;  // distinct exists(32) batches, taken in turn
 
-enum Row {
+enum CallRow {
   kExists1,
   kExists32,
   kGetSize1,
@@ -122,7 +122,7 @@ class Calls {
   }
 
   template <typename F>
-  auto Time(Row row, F&& f) {
+  auto Time(CallRow row, F&& f) {
     const auto t0 = BenchClock::now();
     auto r = f();
     if (timed_) us_[row].push_back(MicrosSince(t0));
@@ -137,7 +137,8 @@ class Calls {
     return keys;
   }
 
-  void Exists(Row row, const std::vector<std::string>& keys, const std::vector<bool>& expected) {
+  void Exists(CallRow row, const std::vector<std::string>& keys,
+              const std::vector<bool>& expected) {
     std::vector<Result<bool>> r = Time(row, [&] { return client_.BatchIsExist(keys); });
     if (r.size() != keys.size()) {
       AddError(errors_, fmt::format("exists: {} answers for {} keys", r.size(), keys.size()));
@@ -171,7 +172,7 @@ class Calls {
   }
 
   // Puts fresh keys, then removes them (they hold no lease, so the remove must succeed).
-  void PutAndRemove(uint32_t n, uint32_t count, Row put, Row remove) {
+  void PutAndRemove(uint32_t n, uint32_t count, CallRow put, CallRow remove) {
     const std::vector<std::string> keys = Keys("put", n, count);
     const std::vector<void*> buffers(buffers_.begin(), buffers_.begin() + count);
     const std::vector<size_t> sizes(sizes_.begin(), sizes_.begin() + count);
@@ -184,7 +185,7 @@ class Calls {
 
   // The master's two put calls alone, under a writer id of its own; the object is published
   // with no bytes written (nothing reads it) and removed again, untimed.
-  void MasterPut(uint32_t n, uint32_t count, Row start, Row end) {
+  void MasterPut(uint32_t n, uint32_t count, CallRow start, CallRow end) {
     const std::vector<std::string> keys = Keys("master-put", n, count);
     const std::vector<uint64_t> sizes(count, spec_.value_bytes);
     auto started = Time(start, [&] { return master_->PutStart(writer_id_, keys, sizes, {}); });

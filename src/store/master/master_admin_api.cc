@@ -7,10 +7,8 @@
 namespace kvtier::store {
 namespace {
 
-constexpr const char* kJson = "application/json; charset=utf-8";
-
 HttpReply BadRequest(const std::string& why) {
-  return {400, nlohmann::json{{"error", why}}.dump(), kJson};
+  return {400, nlohmann::json{{"error", why}}.dump(), kJsonContentType};
 }
 
 HttpReply Remove(MasterService& service, const std::string& body) {
@@ -33,7 +31,7 @@ HttpReply Remove(MasterService& service, const std::string& body) {
     }
     uint64_t kept = 0;
     const uint64_t n = service.RemoveByPrefix(prefix.get<std::string>(), force.get<bool>(), &kept);
-    return {200, nlohmann::json{{"removed", n}, {"kept", kept}}.dump(), kJson};
+    return {200, nlohmann::json{{"removed", n}, {"kept", kept}}.dump(), kJsonContentType};
   }
   const nlohmann::json& keys_json = req["keys"];
   std::vector<std::string> keys;
@@ -57,7 +55,8 @@ HttpReply Remove(MasterService& service, const std::string& body) {
                          {"message", statuses[i].message()}};
     }
   }
-  return {200, nlohmann::json{{"removed", removed}, {"failed", std::move(failed)}}.dump(), kJson};
+  return {200, nlohmann::json{{"removed", removed}, {"failed", std::move(failed)}}.dump(),
+          kJsonContentType};
 }
 
 }  // namespace

@@ -11,8 +11,6 @@
 namespace kvtier::store {
 namespace {
 
-constexpr const char* kJson = "application/json; charset=utf-8";
-
 nlohmann::json ReplicaJson(const ReplicaDesc& r) {
   return {{"size_", r.size},
           {"buffer_address_", r.offset},
@@ -90,7 +88,7 @@ void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service, HttpGate 
           400,
           nlohmann::json{{"success", false}, {"error", "No keys provided. Use ?keys=key1,key2,..."}}
               .dump(),
-          kJson};
+          kJsonContentType};
     }
     nlohmann::json data = nlohmann::json::object();
     for (const std::string& key : keys) {
@@ -104,7 +102,7 @@ void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service, HttpGate 
       data[key] = {{"ok", true}, {"values", std::move(values)}};
     }
     return HttpReply{200, nlohmann::json{{"success", true}, {"data", std::move(data)}}.dump(),
-                     kJson};
+                     kJsonContentType};
   });
   add("/query_segment", [m](const auto& params) {
     const std::string name = Param(params, "segment");
@@ -134,7 +132,7 @@ void AddMooncakeHttpApi(AdminHttp& http, const MasterService& service, HttpGate 
     const size_t n = segments.size();
     return HttpReply{
         200, nlohmann::json{{"total_segments", n}, {"segments", std::move(segments)}}.dump(),
-        kJson};
+        kJsonContentType};
   });
   add("/metrics/summary", [m](const auto&) {
     uint64_t used = 0, capacity = 0;
