@@ -61,8 +61,14 @@ run: deps
 	cmake --build $(BUILD) -j $(JOBS) --target kvtier _kvtier
 	scripts/demo.sh
 
+# Prints every bench and saves the reports and their tables in $(BUILD) (bench-tables.md); the doc
+# is left alone. bench-docs then puts those tables into docs/BENCHMARKS.md's marked region.
 bench: test-build
 	scripts/bench.sh
+
+.PHONY: bench-docs
+bench-docs:
+	$(PY) bench/markdown.py --write-doc docs/BENCHMARKS.md $(BUILD)
 
 # Not part of `make test`: one server under trace replays for SOAK_MINUTES (docs/RELIABILITY.md).
 soak: test-build

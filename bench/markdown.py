@@ -10,8 +10,14 @@ command). A component without a report is listed as not run; a report that canno
 named with the reason, and the other tables are still printed.
 
 Usage: python3 bench/markdown.py [BUILD]   (BUILD defaults to build; markdown on stdout)
+       python3 bench/markdown.py --write-doc docs/BENCHMARKS.md [BUILD]
+With --write-doc, the lines between the doc's two marker lines (BEGIN and END below, each alone on
+its line, once) are replaced by exactly what the first form prints; the rest of the file is kept
+byte for byte. It refuses, changing nothing, when a marker is missing, doubled or out of order,
+or when BUILD holds no report of any component.
 """
 
+import argparse
 import datetime
 import json
 import os
@@ -304,6 +310,27 @@ COMPONENTS = [
      [("bench-store-python-api.json", store_python_api_rows)]),
 ]
 
+# What each component's bench does, a line above its table.
+WHAT = {
+    COMPONENTS[0][0]: "a cache server with its defaults under a prompt workload of 2 MiB chunk "
+    "objects, every byte read back verified; STORE and RETRIEVE throughput against one thread's "
+    "memcpy, LOOKUP latency against a raw ZMQ round trip.",
+    COMPONENTS[1][0]: "writes and loads through each L2 connector (fs in a temporary directory, "
+    "resp against a redis-server started for the run, the store connector against a master and "
+    "a node) against the backend's own limit or memcpy, and lookup p99 under write bursts.",
+    COMPONENTS[2][0]: "a master, nodes and a redis-server started for the run: put and get "
+    "same-node against memcpy and cross-node against one raw TCP stream, metadata calls against "
+    "raw TCP round trips, the same values through Redis; then re-replication after a node kill.",
+    COMPONENTS[3][0]: "one master holding 1M objects: memory per object, and batches of key "
+    "operations from 1 and 4 threads against the master's ping.",
+    COMPONENTS[4][0]: "the vLLM worker connector saving a prompt's KV blocks to a kvtier server "
+    "and loading them back (every block compared), against memcpy of the same bytes.",
+    COMPONENTS[5][0]: "the SGLang HiCache backend's page backup (`batch_set_v1`) and prefetch "
+    "(`batch_get_v1`) per client and layout, every page compared, against memcpy.",
+    COMPONENTS[6][0]: "Mooncake's batch calls through `kvtier.store`, for a dummy client and an "
+    "embedded node, every value compared, against memcpy of the same bytes.",
+}
+
 # Components of docs/BENCHMARKS.md that scripts/bench.sh does not run, with their commands.
 NOT_IN_BENCH_SH = [
     ("Trace replays and the TTFT model", "`make run` (scripts/demo.sh), "
@@ -339,7 +366,7 @@ def render_component(title, reports):
                     f"{machine_text(report)}")
         if d.get("ok") is False or d.get("errors"):
             head.append(f"  **the run reported errors**: {d.get('errors') or 'ok is false'}")
-    out = [f"### {title}", "", *head, ""]
+    out = [f"### {title}", "", f"What: {WHAT[title]}", "", *head, ""]
     out += ["| measure | ratio, same run | absolute | goal | run |", "|---|---|---|---|---|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in t.rows]
     if t.notes:
@@ -387,15 +414,66 @@ def render(build):
     return "\n".join(out)
 
 
+# The region of a doc that --write-doc owns: each marker alone on its line, once, BEGIN first.
+BEGIN = "<!-- bench-tables: begin -->"
+END = "<!-- bench-tables: end -->"
+
+
+def replace_region(text, tables):
+    """text with the lines between BEGIN and END replaced by tables; ValueError if the markers
+    are not each there exactly once, BEGIN first."""
+    lines = text.splitlines(keepends=True)
+    found = {m: [i for i, x in enumerate(lines) if x.rstrip("\r\n") == m] for m in (BEGIN, END)}
+    for marker, at in found.items():
+        if len(at) != 1:
+            where = ", ".join(str(i + 1) for i in at)
+            raise ValueError(f"the line {marker!r} is there {len(at)} times"
+                             f"{' (lines ' + where + ')' if at else ''}; it must be there once")
+    begin, end = found[BEGIN][0], found[END][0]
+    if end < begin:
+        raise ValueError(f"{END!r} (line {end + 1}) comes before {BEGIN!r} (line {begin + 1})")
+    if tables and not tables.endswith("\n"):
+        tables += "\n"
+    return "".join(lines[:begin + 1]) + tables + "".join(lines[end:])
+
+
+def has_reports(build):
+    return any((Path(build) / name).exists() for _, files in COMPONENTS for name, _ in files)
+
+
+def write_doc(doc, build):
+    """Rewrites doc's region from build's reports (what main prints); ValueError if it cannot."""
+    doc = Path(doc)
+    if not has_reports(build):
+        raise ValueError(f"no bench report in {build} (run `make bench` first)")
+    with open(doc, encoding="utf-8", newline="") as f:  # newline="": line ends kept as they are
+        text = f.read()
+    new = replace_region(text, render(build) + "\n")
+    tmp = doc.with_name(doc.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(new)
+    os.chmod(tmp, doc.stat().st_mode & 0o7777)
+    os.replace(tmp, doc)
+
+
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("BUILD", "build")
-    if build in ("-h", "--help"):
-        print(__doc__)
-        return 0
-    if not Path(build).is_dir():
-        print(f"error: {build} is not a directory", file=sys.stderr)
+    p = argparse.ArgumentParser(description="Markdown tables of the bench reports in BUILD.")
+    p.add_argument("build", nargs="?", default=os.environ.get("BUILD", "build"), metavar="BUILD")
+    p.add_argument("--write-doc", metavar="DOC",
+                   help=f"replace the lines between {BEGIN} and {END} in DOC instead of printing")
+    args = p.parse_args()
+    if not Path(args.build).is_dir():
+        print(f"error: {args.build} is not a directory", file=sys.stderr)
         return 1
-    print(render(build))
+    if args.write_doc is None:
+        print(render(args.build))
+        return 0
+    try:
+        write_doc(args.write_doc, args.build)
+    except (OSError, ValueError) as e:
+        print(f"error: {args.write_doc} not changed: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote the bench tables of {args.build} into {args.write_doc}", file=sys.stderr)
     return 0
 
 

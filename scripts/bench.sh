@@ -28,14 +28,21 @@
 # date) and the command that made it. At the end bench/markdown.py turns the $BUILD/bench-*.json
 # reports into one markdown table per component, the shape of docs/BENCHMARKS.md's "Current
 # results", written to $BUILD/bench-tables.md; with --markdown (given anywhere; not passed on to
-# the server runs) they are printed as well.
+# the server runs) they are printed as well. With --update-docs (likewise) the same tables also
+# replace the marked region of docs/BENCHMARKS.md (bench/markdown.py --write-doc); without it the
+# doc is left alone, so a run on another machine does not rewrite the project's numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 print_tables=0
+update_docs=0
 server_args=()
 for arg in "$@"; do
-  if [[ "$arg" == "--markdown" ]]; then print_tables=1; else server_args+=("$arg"); fi
+  case "$arg" in
+    --markdown) print_tables=1 ;;
+    --update-docs) update_docs=1 ;;
+    *) server_args+=("$arg") ;;
+  esac
 done
 set -- "${server_args[@]+"${server_args[@]}"}"
 
@@ -121,6 +128,9 @@ write_tables() {
   mv "$build/bench-tables.md.tmp" "$build/bench-tables.md"
   echo "wrote $build/bench-tables.md" >&2
   if ((print_tables)); then cat "$build/bench-tables.md"; fi
+  if ((update_docs)); then
+    /usr/bin/python3 bench/markdown.py --write-doc docs/BENCHMARKS.md "$build"
+  fi
 }
 
 if [[ ! -x /usr/bin/redis-server ]]; then

@@ -237,3 +237,69 @@ def test_fresh_reports(tmp_path):
     for f in tmp_path.glob("bench-*.json"):
         m = json.loads(f.read_text())["machine"]
         assert {"cpus", "load_avg_1m", "cpu_model", "memory_bytes", "kernel", "date"} <= set(m)
+
+
+# --- --write-doc: the marked region of docs/BENCHMARKS.md ---------------------------------------
+
+def _markdown_cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "markdown.py"), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_every_component_says_what_it_runs(build):
+    text = markdown.render(build)
+    for title, _ in markdown.COMPONENTS:
+        assert f"### {title}\n\nWhat: {markdown.WHAT[title]}\n" in text
+
+
+def test_write_doc_replaces_the_region_with_what_it_prints_and_keeps_the_rest(build, tmp_path):
+    # Bytes around the region that a careless rewrite would change: CRLF, no final newline,
+    # non-ASCII, blank lines, and the markers' text quoted inside a line (not a marker).
+    before = ("# Title\r\n\nIntro that quotes `<!-- bench-tables: begin -->` in a line.  \n"
+              "µs ≥ 0.90\n\n").encode()
+    after = "\n\n## Curated\n| a | b |\n|---|---|\nlast line, no newline".encode()
+    old = b"### stale table\n| 1 | 2 |\n"
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_bytes(before + markdown.BEGIN.encode() + b"\n" + old + markdown.END.encode() +
+                    b"\n" + after)
+    doc.chmod(0o640)
+    printed = _markdown_cli(str(build))
+    assert printed.returncode == 0, printed.stderr
+    for _ in range(2):  # a second run over its own output gives the same bytes
+        r = _markdown_cli("--write-doc", str(doc), str(build))
+        assert r.returncode == 0, r.stderr
+        assert doc.read_bytes() == (before + markdown.BEGIN.encode() + b"\n" +
+                                    printed.stdout.encode() + markdown.END.encode() + b"\n" +
+                                    after)
+    assert doc.stat().st_mode & 0o777 == 0o640
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("region, why", [
+    ("no markers\n", "there 0 times"),
+    ("{B}\nx\n", "'<!-- bench-tables: end -->' is there 0 times"),
+    ("x\n{E}\n", "'<!-- bench-tables: begin -->' is there 0 times"),
+    ("{B}\n{B}\nx\n{E}\n", "there 2 times (lines 2, 3)"),
+    ("{B}\nx\n{E}\n{E}\n", "there 2 times (lines 4, 5)"),
+    ("{E}\nx\n{B}\n", "comes before"),
+    ("text {B}\nx\n{E} text\n", "there 0 times"),  # a marker must be alone on its line
+])
+def test_write_doc_refuses_bad_markers_and_changes_nothing(build, tmp_path, region, why):
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text("# Title\n" + region.format(B=markdown.BEGIN, E=markdown.END))
+    want = doc.read_bytes()
+    r = _markdown_cli("--write-doc", str(doc), str(build))
+    assert r.returncode == 1
+    assert f"error: {doc} not changed:" in r.stderr and why in r.stderr, r.stderr
+    assert doc.read_bytes() == want
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_write_doc_refuses_a_build_without_reports(tmp_path):
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text(f"{markdown.BEGIN}\nkept\n{markdown.END}\n")
+    (tmp_path / "empty").mkdir()
+    r = _markdown_cli("--write-doc", str(doc), str(tmp_path / "empty"))
+    assert r.returncode == 1 and "no bench report in" in r.stderr, r.stderr
+    assert doc.read_text() == f"{markdown.BEGIN}\nkept\n{markdown.END}\n"
+
