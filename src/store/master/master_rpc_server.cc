@@ -14,6 +14,10 @@
 namespace kvtier::store {
 namespace {
 
+// The most keys (and bytes of their buffers) a connection thread keeps between requests.
+constexpr size_t kKeptKeys = 128;
+constexpr size_t kKeptKeyBytes = 16 << 10;
+
 constexpr const char* kHandshakeRefusals[] = {"no_token", "wrong_token", "bad_handshake",
                                               "incomplete_handshake"};
 constexpr const char* kBadRequestsHelp =
@@ -141,16 +145,22 @@ void MasterRpcServer::Stop() { listener_.Stop(); }
 
 std::string MasterRpcServer::Serve(uint32_t op, std::string_view body) {
   const int64_t start_ns = Clock::Real()->NowNs();
-  auto q = DecodeMasterRequest(op, body.data(), body.size());
-  if (!q.ok()) {
+  // One request per connection thread, decoded into again and again: its key strings keep their
+  // buffers, so a usual batch's keys cost no allocation once the thread is warm.
+  thread_local MasterRequest q;
+  if (Status s = DecodeMasterRequestInto(op, body.data(), body.size(), q); !s.ok()) {
     CountBad(std::string_view(MasterRpcOpName(op)) == "unknown" ? "op" : "body",
-             fmt::format("{}: {}", MasterRpcOpName(op), q.status().ToString()));
-    CountDone(op, ErrorCodeOf(q.status()), 0);
+             fmt::format("{}: {}", MasterRpcOpName(op), s.ToString()));
+    CountDone(op, ErrorCodeOf(s), 0);
 
-    return EncodeStatusReply(q.status());
+    return EncodeStatusReply(s);
   }
   ErrorCode code = ErrorCode::OK;
-  std::string reply = ExecuteGuarded(api_, *q, &code);
+  std::string reply = ExecuteGuarded(api_, q, &code);
+  // What a huge batch left behind is given back; a usual one's buffers stay for the next.
+  size_t kept = 0;
+  for (const std::string& k : q.keys) kept += k.capacity();
+  if (q.keys.size() > kKeptKeys || kept > kKeptKeyBytes) std::vector<std::string>().swap(q.keys);
   // Counted before the reply leaves: a client that reads /metrics after its answer sees it.
   CountDone(op, code, static_cast<double>(Clock::Real()->NowNs() - start_ns) * 1e-9);
   return reply;

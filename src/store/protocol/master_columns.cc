@@ -48,7 +48,8 @@ void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::st
 }
 
 // Reads a list written by PutByteList; at most `max_items` items. Required fields. The items are
-// cut straight out of the parsed body (no copy of the whole list first).
+// cut straight out of the parsed body (no copy of the whole list first), into the strings
+// already in `out` where there are some (their buffers are reused).
 Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                    std::vector<std::string>& out) {
   const std::string lens_name = fmt::format("{}_lens", name);
@@ -69,12 +70,11 @@ Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                   fmt::format("field '{}' holds {} bytes but '{}' adds up to {}", name, all.size(),
                               lens_name, total));
   }
-  out.clear();
-  out.reserve(lens.size());
+  out.resize(lens.size());  // strings already in `out` keep their buffers
   size_t off = 0;
-  for (uint32_t n : lens) {
-    out.emplace_back(all.substr(off, n));
-    off += n;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    out[i].assign(all.data() + off, lens[i]);
+    off += lens[i];
   }
   return Status::Ok();
 }

@@ -22,7 +22,8 @@ using wire::BodyWriter;
 Status BadReply(const std::string& message);
 
 void PutByteList(BodyWriter& w, std::string_view name, const std::vector<std::string>& items);
-// Reads a list written by PutByteList; at most `max_items` items. Required fields.
+// Reads a list written by PutByteList; at most `max_items` items. Required fields. Strings
+// already in `out` are reused (their buffers too), so a caller that keeps `out` allocates nothing.
 Status GetByteList(const BodyReader& r, std::string_view name, size_t max_items,
                    std::vector<std::string>& out);
 

@@ -109,8 +109,16 @@ std::string EncodeMasterRequest(const MasterRequest& q, const std::vector<std::s
 }
 
 Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size) {
-  if (op < 1 || op > kMaxMasterRpcOp) return BadRequest(fmt::format("unknown op {}", op));
   MasterRequest q;
+  if (Status s = DecodeMasterRequestInto(op, body, size, q); !s.ok()) return s;
+  return q;
+}
+
+Status DecodeMasterRequestInto(uint64_t op, const void* body, size_t size, MasterRequest& q) {
+  // Every field back to its default but the key strings, whose buffers the keys reuse.
+  std::vector<std::string> spare = std::move(q.keys);
+  q = MasterRequest{};
+  if (op < 1 || op > kMaxMasterRpcOp) return BadRequest(fmt::format("unknown op {}", op));
   q.op = static_cast<MasterRpcOp>(op);
   if (size > kMaxMasterBodyBytes) {
     return BadRequest(fmt::format("body of {} bytes exceeds the limit of {}", size,
@@ -126,7 +134,10 @@ Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t 
                                   q.version, kMasterProtocolVersion));
   }
   Status s;
-  auto keys = [&] { return GetByteList(r, "keys", kMaxBatchKeys, q.keys); };
+  auto keys = [&] {
+    q.keys = std::move(spare);
+    return GetByteList(r, "keys", kMaxBatchKeys, q.keys);
+  };
   switch (q.op) {
     case MasterRpcOp::kMountSegment:
       if (s.ok()) s = r.Get("node_id", q.node.id);
@@ -201,7 +212,7 @@ Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t 
     }
   }
   if (!s.ok()) return ToRequestError(s);
-  return q;
+  return Status::Ok();
 }
 
 std::string EncodeStatusReply(const Status& status) {

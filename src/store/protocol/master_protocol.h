@@ -68,6 +68,10 @@ std::string EncodeMasterRequest(const MasterRequest& request, const std::vector<
 // The fuzz entry point: the op frame's value and the body frame's bytes, as they came off the
 // socket. Errors are INVALID_PARAMS with a message naming the field (or the op, or "v").
 Result<MasterRequest> DecodeMasterRequest(uint64_t op, const void* body, size_t size);
+// The same into `q`, every field reset first except that its key strings' buffers are reused for
+// the new keys (the master's connection threads decode each request into one, so a batch's keys
+// allocate nothing once warm). On an error `q` is partly filled.
+Status DecodeMasterRequestInto(uint64_t op, const void* body, size_t size, MasterRequest& q);
 
 // Reply bodies. Each carries "code" (0 or a negative ErrorCode) and "message" for the request
 // as a whole; batch replies add one result per key when "code" is 0.
