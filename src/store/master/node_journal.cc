@@ -117,6 +117,12 @@ MetadataJournal::Ticket NodeJournal::PutSegment(const JournalSegment& segment) {
 MetadataJournal::Ticket NodeJournal::RemoveSegment(uint64_t segment_id) {
   std::lock_guard lock(mu_);
   etcd_ticket_ = segments_->RemoveSegment(segment_id);
+  // Unmounted segments whose senders have ended (they leave holding mu_, which we hold now).
+  std::erase_if(retired_, [](const std::unique_ptr<Peer>& p) {
+    if (!p->done) return false;
+    p->sender.join();
+    return true;
+  });
   auto it = peers_.find(segment_id);
   if (it != peers_.end()) {
     it->second->gone = true;
@@ -184,6 +190,10 @@ std::vector<std::function<void()>> NodeJournal::DueLocked() {
 
 void NodeJournal::RunPeer(Peer* peer) {
   std::unique_lock lock(mu_);
+  struct Done {
+    Peer* peer;
+    ~Done() { peer->done = true; }  // under mu_: `lock` is released after this runs
+  } done{peer};
   std::string body;  // records taken, not yet acknowledged
   uint32_t count = 0;
   std::vector<Ticket> tickets;
@@ -243,6 +253,7 @@ void NodeJournal::RunPeer(Peer* peer) {
     if (code == ErrorCode::ETCD_TRANSACTION_FAIL) {
       lock.unlock();
       Fail(sent);
+      lock.lock();  // `done` is set under mu_
       return;
     }
     if (stopping_) return;

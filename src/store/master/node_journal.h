@@ -63,6 +63,7 @@ class NodeJournal final : public MetadataJournal {
     uint32_t pending_count = 0;
     std::vector<Ticket> tickets;  // one per pending record
     bool gone = false;            // unmounted: its tickets are released, the thread ends
+    bool done = false;            // its thread has ended (set under mu_ as it leaves)
     std::condition_variable cv;   // the sender waits for records
     std::thread sender;
   };
@@ -88,7 +89,8 @@ class NodeJournal final : public MetadataJournal {
   mutable std::mutex mu_;
   std::condition_variable recorded_cv_;
   std::map<uint64_t, std::unique_ptr<Peer>> peers_;  // by segment id
-  std::vector<std::unique_ptr<Peer>> retired_;       // unmounted, their threads ending
+  std::vector<std::unique_ptr<Peer>> retired_;       // unmounted, their threads ending (reaped
+                                                     // at the next unmount)
   std::map<Ticket, uint32_t> outstanding_;           // tickets some node has not acknowledged
   std::multimap<Ticket, std::function<void()>> after_;
   Ticket next_ticket_ = 1;

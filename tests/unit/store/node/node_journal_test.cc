@@ -1,0 +1,168 @@
+// The journal on the nodes (node_journal.h, docs/store/failover.md) against real data-plane
+// servers that keep records as a node does, and a real etcd for the segments: a change is
+// recorded once every replica's node holds it; an unreachable node holds its changes back until
+// its segment is unmounted; a node that has seen a later term fails the journal once.
+#include "store/master/node_journal.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/free_port.h"
+#include "store/master/journal_records.h"
+#include "store/node/segment_records.h"
+#include "store/transport/data_plane_protocol.h"
+#include "store/transport/data_plane_server.h"
+#include "support/etcd_process.h"
+
+namespace kvtier::store {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EtcdProcess;
+
+// A node's record keeping over a data-plane server, for one segment id.
+struct RecordNode {
+  explicit RecordNode(uint64_t segment_id, uint16_t port = 0)
+      : gate(std::make_shared<SegmentGate>(segment_id)) {
+    records.SetSegment(segment_id);
+    DataPlaneOptions o;
+    o.port = port;
+    o.segment_id = segment_id;
+    o.gate = gate;
+    o.records = [this](uint8_t op, uint64_t cursor,
+                       std::string_view payload) -> Result<std::string> {
+      if (op == static_cast<uint8_t>(dp::Op::kReport)) {
+        return EncodeRecordReport(records.Report(cursor, 1000));
+      }
+      auto batch = DecodeRecordBatch(payload);
+      if (!batch.ok()) return batch.status();
+      records.Apply(*batch);
+      return std::string();
+    };
+    server = std::make_unique<DataPlaneServer>(std::move(o), &metrics);
+    EXPECT_TRUE(server->Start().ok());
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(server->Port()); }
+
+  SegmentRecords records;
+  MetricsRegistry metrics;
+  std::shared_ptr<SegmentGate> gate;
+  std::unique_ptr<DataPlaneServer> server;
+};
+
+class NodeJournalTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (EtcdProcess::Available()) etcd_ = EtcdProcess::Start();
+  }
+  static void TearDownTestSuite() { etcd_.reset(); }
+  void SetUp() override {
+    if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
+    ASSERT_NE(etcd_, nullptr);
+    client_ = std::make_unique<EtcdClient>(etcd_->endpoint());
+    prefix_ =
+        "/kvtier/" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto r = client_->Txn({EtcdCompare{LeaderKey(prefix_), 0}},
+                          {EtcdOp::Put(LeaderKey(prefix_), "m:1")});
+    ASSERT_TRUE(r.ok() && r->succeeded);
+    term_ = static_cast<uint64_t>(r->revision);
+    segments_ = std::make_unique<EtcdJournal>(
+        client_.get(), prefix_, EtcdCompare{LeaderKey(prefix_), r->revision}, 3000ms, nullptr);
+  }
+  std::unique_ptr<NodeJournal> Journal() {
+    return std::make_unique<NodeJournal>(segments_.get(), &records_client_, term_,
+                                         [this](const std::string&) { ++failures_; });
+  }
+  static JournalSegment Segment(uint64_t id, const std::string& endpoint) {
+    return JournalSegment{id, 1, 1 << 20, endpoint, "node" + std::to_string(id), endpoint};
+  }
+  static JournalObject Object(uint64_t serial, std::vector<JournalReplica> replicas) {
+    JournalObject o;
+    o.serial = serial;
+    o.size = 100;
+    o.replicas = std::move(replicas);
+    return o;
+  }
+
+  static std::unique_ptr<EtcdProcess> etcd_;
+  std::unique_ptr<EtcdClient> client_;
+  std::string prefix_;
+  uint64_t term_ = 0;
+  std::unique_ptr<EtcdJournal> segments_;
+  RecordsClient records_client_{"", 2000ms};
+  std::atomic<int> failures_{0};
+};
+std::unique_ptr<EtcdProcess> NodeJournalTest::etcd_;
+
+TEST_F(NodeJournalTest, AChangeIsRecordedOnceEveryReplicasNodeHoldsIt) {
+  RecordNode n1(11), n2(22);
+  auto journal = Journal();
+  journal->PutSegment(Segment(11, n1.endpoint()));
+  journal->PutSegment(Segment(22, n2.endpoint()));
+  MetadataJournal::Ticket last = 0;
+  for (int i = 0; i < 500; ++i) {
+    last = journal->PutObject(
+        "k" + std::to_string(i),
+        Object(i + 1, {{11, 1, uint64_t(i) * 128, 100}, {22, 1, uint64_t(i) * 128, 100}}));
+  }
+  ASSERT_TRUE(journal->Wait(last).ok());
+  EXPECT_EQ(n1.records.size(), 500u);
+  EXPECT_EQ(n2.records.size(), 500u);
+  EXPECT_LT(journal->requests(), 1000u);  // group commits: fewer requests than records
+  // A removal reaches the same nodes, and what waits for it runs after.
+  std::atomic<bool> freed{false};
+  const auto removed = journal->RemoveObject("k0", Object(1, {{11, 1, 0, 100}, {22, 1, 0, 100}}));
+  journal->AfterRecorded(removed, [&] { freed = true; });
+  ASSERT_TRUE(journal->Wait(removed).ok());
+  EXPECT_TRUE(freed);
+  EXPECT_EQ(n1.records.size(), 499u);
+  EXPECT_EQ(n2.records.size(), 499u);
+  // The segments are in etcd: a successor finds them.
+  auto state = EtcdJournal::Load(client_.get(), prefix_);
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->segments.size(), 2u);
+  EXPECT_TRUE(state->objects.empty());  // no object ever goes to etcd
+  EXPECT_EQ(failures_, 0);
+}
+
+TEST_F(NodeJournalTest, AnUnreachableNodeHoldsItsChangesBackUntilItsSegmentIsUnmounted) {
+  const uint16_t port = FreeLoopbackPort();  // nothing listens there yet
+  auto journal = Journal();
+  journal->PutSegment(Segment(33, "127.0.0.1:" + std::to_string(port)));
+  const auto ticket = journal->PutObject("k", Object(5, {{33, 1, 0, 100}}));
+  auto waited = std::async(std::launch::async, [&] { return journal->Wait(ticket); });
+  EXPECT_EQ(waited.wait_for(400ms), std::future_status::timeout);
+  RecordNode late(33, port);  // the node comes up: the sender's next try reaches it
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waited.get().ok());
+  EXPECT_EQ(late.records.size(), 1u);
+
+  const uint16_t gone_port = FreeLoopbackPort();
+  journal->PutSegment(Segment(44, "127.0.0.1:" + std::to_string(gone_port)));
+  const auto stuck = journal->PutObject("j", Object(6, {{44, 1, 0, 100}}));
+  auto stuck_wait = std::async(std::launch::async, [&] { return journal->Wait(stuck); });
+  EXPECT_EQ(stuck_wait.wait_for(300ms), std::future_status::timeout);
+  journal->RemoveSegment(44);  // unmounted (its node expired): nothing left to wait for
+  ASSERT_EQ(stuck_wait.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(stuck_wait.get().ok());
+}
+
+TEST_F(NodeJournalTest, ANodeThatHasSeenALaterTermFailsTheJournalOnce) {
+  RecordNode n(55);
+  n.gate->SeeTerm(term_ + 1);
+  auto journal = Journal();
+  journal->PutSegment(Segment(55, n.endpoint()));
+  const auto t1 = journal->PutObject("a", Object(1, {{55, 1, 0, 100}}));
+  const auto t2 = journal->PutObject("b", Object(2, {{55, 1, 128, 100}}));
+  EXPECT_EQ(ErrorCodeOf(journal->Wait(t2)), ErrorCode::ETCD_TRANSACTION_FAIL);
+  EXPECT_FALSE(journal->Wait(t1).ok());
+  EXPECT_EQ(n.records.size(), 0u);
+  EXPECT_EQ(failures_, 1);
+}
+
+}  // namespace
+}  // namespace kvtier::store
