@@ -3,9 +3,6 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PY := /usr/bin/python3
 CMAKE_FLAGS ?= -DPython_EXECUTABLE=$(PY) -DCMAKE_BUILD_TYPE=RelWithDebInfo
-# A build tree that `make run` creates: unity-built (KVT_UNITY in CMakeLists.txt) with line tables
-# only, which makes a cold compile about 3x cheaper; a later `make test` keeps them.
-RUN_CMAKE_FLAGS ?= -DKVT_UNITY=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 FUZZ_SECONDS ?= 60
 # Length of `make soak` (tests/soak/soak.py), in minutes; fractions allowed.
 SOAK_MINUTES ?= 30
@@ -55,11 +52,10 @@ test-engines: test-build
 test-long: test-build
 	cd $(BUILD) && KVTIER_LONG=1 ctest --output-on-failure --timeout 3600 -R '$(LONG_TESTS)'
 
-# Only what the demo needs: the binary and the Python module (no test binaries).
-run: deps
-	test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS) $(RUN_CMAKE_FLAGS)
-	cmake --build $(BUILD) -j $(JOBS) --target kvtier _kvtier
-	scripts/demo.sh
+# Only what the demo needs: its packages, the binary and the Python module (no test binaries),
+# with their output in $(BUILD)/logs (scripts/run.sh).
+run:
+	@BUILD=$(BUILD) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" scripts/run.sh
 
 # Prints every bench and saves the reports and their tables in $(BUILD) (bench-tables.md); the doc
 # is left alone. bench-docs then puts those tables into docs/BENCHMARKS.md's marked region.
