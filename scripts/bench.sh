@@ -63,7 +63,9 @@ echo "wrote $json" >&2
 
 # Adds the machine block's missing keys and the command to the report in $1.
 stamp() {
-  /usr/bin/python3 bench/bench_report.py stamp "$1" --command "$2"
+  local words
+  read -r -a words <<< "$2" # one space between words: an empty argument list leaves none
+  /usr/bin/python3 bench/bench_report.py stamp "$1" --command "${words[*]}"
 }
 stamp "$json" "$bin bench server $*"
 
