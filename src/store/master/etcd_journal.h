@@ -1,7 +1,8 @@
-// MetadataJournal in etcd (docs/store/failover.md): one key per object and per segment under the
-// cluster's prefix (journal_records.h), so the keyspace itself is the snapshot a standby loads;
-// no log to replay or compact (etcd's own revision history is compacted by etcd's
-// --auto-compaction-* flags).
+// MetadataJournal in etcd (docs/store/failover.md): one key per record under the cluster's prefix
+// (journal_records.h), so the keyspace itself is the snapshot a standby loads; no log to replay
+// or compact (etcd's own revision history is compacted by etcd's --auto-compaction-* flags). A
+// leader records only its segments here (NodeJournal sends the objects to their nodes and their
+// segments here); object records are what an earlier version wrote, which Load still reads.
 //
 // One writer thread group-commits: it takes every queued change (up to kMaxOpsPerTxn, etcd's
 // default --max-txn-ops; once someone waits for one, or 2 ms after the first was queued), keeps

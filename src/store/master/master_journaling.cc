@@ -1,5 +1,6 @@
 // MasterService, part 4: a master under etcd (docs/store/failover.md). Restore takes over the
-// segments and objects a predecessor recorded; the Record* helpers send every later change to
+// segments (and an earlier version's object records) from etcd; the nodes' records come after,
+// through AddReported (master_resync.cc). The Record* helpers send every later change to
 // the journal (metadata_journal.h), called by the other parts under the key's shard lock.
 #include <fmt/format.h>
 

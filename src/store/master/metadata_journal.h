@@ -1,8 +1,9 @@
 // What a master records so that a standby can take over with the same objects
-// (docs/store/failover.md): every complete object (size, pins, replicas) and every mounted
-// segment. Unfinished puts, read leases and counters are not recorded: a put in flight at a
-// failover fails (its PutEnd finds no object), and the new master gives every object a fresh
-// read lease, since readers of the old one may still be copying.
+// (docs/store/failover.md): every complete object (size, pins, replicas, serial) and every
+// mounted segment; NodeJournal sends the objects to their nodes and the segments to etcd.
+// Unfinished puts, read leases and counters are not recorded: a put in flight at a failover fails
+// (its PutEnd finds no object), and the new master gives every object a fresh read lease, since
+// readers of the old one may still be copying.
 //
 // The service records a key's changes under that key's shard lock, so they reach the journal in
 // the order they happened; a journal applies them in the order received. Tickets grow by one per

@@ -54,6 +54,7 @@ struct StoreNode::Impl {
   std::unique_ptr<MasterApi> master;
   std::optional<MasterClientOptions> master_for_clients;
   SegmentRecords records;  // what a master that takes over asks for (docs/store/failover.md)
+  Gauge* object_records = nullptr;
   std::unique_ptr<DataPlaneServer> data_plane;
   std::unique_ptr<TransferEngine> engine;
   std::shared_ptr<SegmentGate> gate;  // the segment id served, shared by both
@@ -103,6 +104,7 @@ struct StoreNode::Impl {
     auto batch = DecodeRecordBatch(payload);
     if (!batch.ok()) return StoreError(ErrorCode::INVALID_PARAMS, batch.status().message());
     records.Apply(*batch);
+    object_records->Set(static_cast<double>(records.size()));
     return std::string();
   }
 
@@ -212,6 +214,9 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(const NodeOptions& options,
   // It changes again whenever the master forgets this node (ReadyToMountAfresh).
   const uint64_t segment_id = RandomId();
   impl->gate = std::make_shared<SegmentGate>(segment_id);
+  impl->object_records = impl->metrics->GetGauge(
+      "kvtier_node_object_records",
+      "Records of the objects on this node's segment, kept for a master that takes over");
   DataPlaneOptions dp_options;
   dp_options.host = options.host;
   dp_options.port = options.port;
