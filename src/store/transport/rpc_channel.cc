@@ -19,8 +19,6 @@ using std::chrono::milliseconds;
 
 // How long one blocking send or recv waits before the deadline and `abandoned` are checked.
 constexpr milliseconds kSlice{100};
-constexpr size_t kReadChunk = 64 << 10;
-constexpr size_t kKeptBufferBytes = 1 << 20;
 
 std::string Errno(int e) { return std::strerror(e); }
 

@@ -28,11 +28,8 @@ namespace kvtier::store::rpc {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-constexpr size_t kReadChunk = 64 << 10;
 // Connections served at once; one more is closed at once (each holds a thread).
 constexpr size_t kMaxConnections = 4096;
-// A reply buffer larger than this is given back once sent.
-constexpr size_t kKeptBufferBytes = 1 << 20;
 
 void SetRecvTimeout(int fd, std::chrono::milliseconds t) {
   timeval tv{static_cast<time_t>(t.count() / 1000),

@@ -8,11 +8,6 @@
 #include "common/endian.h"
 
 namespace kvtier::store::rpc {
-namespace {
-
-constexpr size_t kKeptBufferBytes = 1 << 20;
-
-}  // namespace
 
 Status AppendRecord(std::string& out, uint64_t id, uint32_t op, std::string_view body,
                     wire::RecordCipher* cipher) {

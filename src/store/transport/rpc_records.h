@@ -22,6 +22,10 @@ namespace kvtier::store::rpc {
 
 inline constexpr size_t kLengthBytes = 4;
 inline constexpr size_t kEnvelopeBytes = 12;  // id + op
+// Bytes one recv asks for, on either side of a connection.
+inline constexpr size_t kReadChunk = 64 << 10;
+// A send or receive buffer larger than this is given back once a huge batch is through.
+inline constexpr size_t kKeptBufferBytes = 1 << 20;
 
 // The largest payload of a record whose body is at most `max_body` bytes, sealed or not.
 constexpr size_t MaxPayloadFor(size_t max_body) {
