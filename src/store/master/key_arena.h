@@ -2,7 +2,7 @@
 // A key is named by a 32-bit Ref (block index << 16 | offset) plus its length, which the caller
 // keeps. A released key's bytes go on a free list for their length, so the next key of that
 // length (a cache's keys mostly share one) reuses them; bytes no key reuses are counted as dead,
-// and the owner rebuilds the arena (ObjectTable::CompactKeys) when they outgrow the live ones.
+// and the owner rebuilds the arena (ObjectTable::MaybeCompactKeys) when they outgrow the live ones.
 // Not thread-safe: the shard's lock covers it.
 #pragma once
 

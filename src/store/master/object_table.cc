@@ -13,7 +13,10 @@ namespace kvtier::store {
 // key three times (shard, Prefetch, Find).
 uint64_t ObjectTable::Hash(std::string_view key) { return XXH3_64bits(key.data(), key.size()); }
 
-ObjectTable::Index ObjectTable::Find(std::string_view key, uint64_t hash) const {
+// The probe of `hash` from its home slot: the first entry whose slot's hash bits match and that
+// `accept` takes, or kNone at the first empty slot.
+template <typename Accept>
+ObjectTable::Index ObjectTable::Probe(uint64_t hash, Accept accept) const {
   if (size_ == 0) return kNone;
   const uint32_t tag = Tag(hash);
   for (size_t s = Home(tag);; s = (s + 1) & mask_) {
@@ -21,24 +24,22 @@ ObjectTable::Index ObjectTable::Find(std::string_view key, uint64_t hash) const 
     if (slot == 0) return kNone;
     if (static_cast<uint32_t>(slot >> 32) != tag) continue;
     const Index index = static_cast<Index>(slot) - 1;
-    const Entry& e = At(index);
-    if (e.key_len == key.size() && keys_.Get(e.key_ref, e.key_len) == key) return index;
+    if (accept(At(index))) return index;
   }
 }
 
+ObjectTable::Index ObjectTable::Find(std::string_view key, uint64_t hash) const {
+  return Probe(hash, [&](const Entry& e) {
+    return e.key_len == key.size() && keys_.Get(e.key_ref, e.key_len) == key;
+  });
+}
+
 ObjectTable::Index ObjectTable::PrefetchEntry(uint64_t hash) const {
-  if (size_ == 0) return kNone;
-  const uint32_t tag = Tag(hash);
-  for (size_t s = Home(tag);; s = (s + 1) & mask_) {
-    const uint64_t slot = slots_[s];
-    if (slot == 0) return kNone;
-    if (static_cast<uint32_t>(slot >> 32) != tag) continue;
-    const Index index = static_cast<Index>(slot) - 1;
-    const Entry* e = &At(index);
-    __builtin_prefetch(e);
-    __builtin_prefetch(reinterpret_cast<const char*>(e + 1) - 1);
-    return index;
-  }
+  return Probe(hash, [](const Entry& e) {
+    __builtin_prefetch(&e);
+    __builtin_prefetch(reinterpret_cast<const char*>(&e + 1) - 1);
+    return true;
+  });
 }
 
 std::pair<ObjectTable::Index, bool> ObjectTable::Insert(std::string_view key, uint64_t hash,

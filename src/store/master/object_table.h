@@ -104,6 +104,8 @@ class ObjectTable {
     return static_cast<uint32_t>((hash * 0x9e3779b97f4a7c15ULL) >> 32);
   }
   size_t Home(uint32_t tag) const { return tag >> shift_; }
+  template <typename Accept>
+  Index Probe(uint64_t hash, Accept accept) const;
   // The slot that holds `index` (it must be in the table).
   size_t SlotOf(Index index, uint32_t tag) const;
   void RemoveSlot(size_t slot);
