@@ -1,16 +1,15 @@
 // Concurrent loopback echo round trips (raw_round_trips.h).
 #include "bench/master/raw_round_trips.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
-#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/common/blocking_socket.h"
 #include "bench/common/stats.h"
 #include "bench/common/timing.h"
 #include "store/transport/tcp_io.h"
@@ -19,32 +18,6 @@ namespace kvtier::bench {
 namespace {
 
 constexpr int kWarmup = 200;
-
-// Blocking whole-buffer I/O; false when the peer is gone.
-bool SendWhole(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool RecvWhole(int fd, char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-// tcp::Connect and accept4 give non-blocking sockets; the floor is measured blocking.
-void MakeBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK); }
 
 }  // namespace
 
@@ -70,8 +43,8 @@ Result<RawRoundTrips> MeasureRawRoundTrips(uint32_t threads, size_t message_byte
   std::vector<std::thread> echoes;
   for (auto& s : servers) {
     echoes.emplace_back([fd = s.get(), message_bytes] {
-      std::string buf(message_bytes, '\0');
-      while (RecvWhole(fd, buf.data(), buf.size()) && SendWhole(fd, buf.data(), buf.size())) {
+      std::vector<uint8_t> buf(message_bytes);
+      while (RecvBlocking(fd, buf.data(), buf.size()) && SendBlocking(fd, buf.data(), buf.size())) {
       }
     });
   }
@@ -82,12 +55,13 @@ Result<RawRoundTrips> MeasureRawRoundTrips(uint32_t threads, size_t message_byte
   for (uint32_t t = 0; t < threads; ++t) {
     callers.emplace_back([&, t] {
       const int fd = clients[t].get();
-      std::string buf(message_bytes, 'r');
+      std::vector<uint8_t> buf(message_bytes, 'r');
       const auto deadline = BenchClock::now() + std::chrono::duration_cast<BenchClock::duration>(
                                                     std::chrono::duration<double>(seconds));
       for (int i = 0; BenchClock::now() < deadline; ++i) {
         const auto t0 = BenchClock::now();
-        if (!SendWhole(fd, buf.data(), buf.size()) || !RecvWhole(fd, buf.data(), buf.size())) {
+        if (!SendBlocking(fd, buf.data(), buf.size()) ||
+            !RecvBlocking(fd, buf.data(), buf.size())) {
           failed = true;
           return;
         }
