@@ -39,9 +39,13 @@ bool NodeJournal::QueueLocked(Ticket ticket, const ObjectRecord& record) {
   auto it = peers_.find(record.segment_id);
   if (it == peers_.end()) return false;
   Peer& peer = *it->second;
-  AppendRecord(peer.pending, record);
-  ++peer.pending_count;
-  peer.tickets.push_back(ticket);
+  if (peer.pending.empty() || peer.pending.back().bytes.size() >= kMaxBatchBytes) {
+    peer.pending.emplace_back();
+  }
+  Chunk& chunk = peer.pending.back();
+  AppendRecord(chunk.bytes, record);
+  ++chunk.count;
+  chunk.tickets.push_back(ticket);
   peer.cv.notify_one();
   return true;
 }
@@ -146,7 +150,9 @@ Status NodeJournal::Wait(Ticket ticket) {
   // The segments first: a successor must know every segment an acknowledged object is on.
   if (etcd != 0) KVT_RETURN_IF_ERROR(segments_->Wait(etcd));
   std::unique_lock lock(mu_);
-  recorded_cv_.wait(lock, [&] { return RecordedLocked() >= ticket || failed_; });
+  // Recorded, and what waited for it has run (a removed object's space is free again).
+  recorded_cv_.wait(
+      lock, [&] { return (RecordedLocked() >= ticket && callbacks_running_ == 0) || failed_; });
   return RecordedLocked() >= ticket ? Status::Ok() : *failed_;
 }
 
@@ -194,45 +200,41 @@ void NodeJournal::RunPeer(Peer* peer) {
     Peer* peer;
     ~Done() { peer->done = true; }  // under mu_: `lock` is released after this runs
   } done{peer};
-  std::string body;  // records taken, not yet acknowledged
-  uint32_t count = 0;
-  std::vector<Ticket> tickets;
+  Chunk taken;  // sent, not yet acknowledged
   auto release = [&] {
-    ReleaseLocked(tickets);
-    tickets.clear();
-    body.clear();
-    count = 0;
+    ReleaseLocked(taken.tickets);
+    taken = Chunk();
     std::vector<std::function<void()>> due = DueLocked();
+    if (due.empty()) return;
+    ++callbacks_running_;
     lock.unlock();
     for (auto& fn : due) fn();
     lock.lock();
+    --callbacks_running_;
+    recorded_cv_.notify_all();
   };
   for (;;) {
     peer->cv.wait(lock, [&] {
-      return count != 0 || peer->pending_count != 0 || peer->gone || stopping_ || failed_;
+      return taken.count != 0 || !peer->pending.empty() || peer->gone || stopping_ || failed_;
     });
     if (failed_) return;
     if (peer->gone) {  // unmounted: its replicas are gone, nothing to wait for
-      tickets.insert(tickets.end(), peer->tickets.begin(), peer->tickets.end());
-      peer->tickets.clear();
+      for (Chunk& c : peer->pending) {
+        taken.tickets.insert(taken.tickets.end(), c.tickets.begin(), c.tickets.end());
+      }
       peer->pending.clear();
-      peer->pending_count = 0;
       release();
       return;
     }
-    if (count == 0 && peer->pending_count == 0) return;  // stopping, all sent
-    if (body.size() < kMaxBatchBytes && peer->pending_count != 0) {
-      body += peer->pending;
-      count += peer->pending_count;
-      tickets.insert(tickets.end(), peer->tickets.begin(), peer->tickets.end());
-      peer->pending.clear();
-      peer->pending_count = 0;
-      peer->tickets.clear();
+    if (taken.count == 0 && peer->pending.empty()) return;  // stopping, all sent
+    if (taken.count == 0) {
+      taken = std::move(peer->pending.front());
+      peer->pending.pop_front();
     }
     std::string batch;
-    batch.reserve(4 + body.size());
-    AppendLE<uint32_t>(batch, count);
-    batch += body;
+    batch.reserve(4 + taken.bytes.size());
+    AppendLE<uint32_t>(batch, taken.count);
+    batch += taken.bytes;
     const std::string endpoint = peer->endpoint;
     lock.unlock();
     const Status sent = client_->Send(endpoint, peer->segment_id, term_, batch);
@@ -245,7 +247,7 @@ void NodeJournal::RunPeer(Peer* peer) {
     const ErrorCode code = ErrorCodeOf(sent);
     if (code == ErrorCode::SEGMENT_NOT_FOUND) {
       // The node serves another segment now: it forgot this one, and its objects with it.
-      KVT_LOG_WARN("master: {} records for segment {} dropped: {}", count, peer->segment_id,
+      KVT_LOG_WARN("master: {} records for segment {} dropped: {}", taken.count, peer->segment_id,
                    sent.ToString());
       release();
       continue;

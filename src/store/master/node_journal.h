@@ -16,6 +16,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,15 +57,19 @@ class NodeJournal final : public MetadataJournal {
   uint64_t requests() const;  // RECORDS requests acknowledged so far
 
  private:
+  // Records queued for one node, in order; a chunk is one RECORDS request's worth at most.
+  struct Chunk {
+    std::string bytes;  // encoded records
+    uint32_t count = 0;
+    std::vector<Ticket> tickets;  // one per record
+  };
   struct Peer {
     uint64_t segment_id = 0;
     std::string endpoint;
-    std::string pending;  // encoded records, in order
-    uint32_t pending_count = 0;
-    std::vector<Ticket> tickets;  // one per pending record
-    bool gone = false;            // unmounted: its tickets are released, the thread ends
-    bool done = false;            // its thread has ended (set under mu_ as it leaves)
-    std::condition_variable cv;   // the sender waits for records
+    std::deque<Chunk> pending;
+    bool gone = false;           // unmounted: its tickets are released, the thread ends
+    bool done = false;           // its thread has ended (set under mu_ as it leaves)
+    std::condition_variable cv;  // the sender waits for records
     std::thread sender;
   };
 
@@ -93,6 +98,7 @@ class NodeJournal final : public MetadataJournal {
                                                      // at the next unmount)
   std::map<Ticket, uint32_t> outstanding_;           // tickets some node has not acknowledged
   std::multimap<Ticket, std::function<void()>> after_;
+  int callbacks_running_ = 0;  // AfterRecorded batches running now (Wait waits for them)
   Ticket next_ticket_ = 1;
   Ticket etcd_ticket_ = 0;  // the latest segment change sent to etcd
   std::optional<Status> failed_;

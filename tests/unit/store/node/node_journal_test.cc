@@ -151,6 +151,24 @@ TEST_F(NodeJournalTest, AnUnreachableNodeHoldsItsChangesBackUntilItsSegmentIsUnm
   EXPECT_TRUE(stuck_wait.get().ok());
 }
 
+TEST_F(NodeJournalTest, WhatPiledUpForAnUnreachableNodeGoesInRequestsUnderTheLimit) {
+  const uint16_t port = FreeLoopbackPort();
+  auto journal = Journal();
+  journal->PutSegment(Segment(66, "127.0.0.1:" + std::to_string(port)));
+  // About 75 MB of records, more than one RECORDS request may carry (64 MiB): they must arrive
+  // as several requests, each under the limit.
+  constexpr uint64_t kRecords = 700000;
+  MetadataJournal::Ticket last = 0;
+  const std::string pad(40, 'p');
+  for (uint64_t i = 0; i < kRecords; ++i) {
+    last = journal->PutObject(pad + std::to_string(i), Object(i + 1, {{66, 1, i * 64, 64}}));
+  }
+  RecordNode late(66, port);
+  ASSERT_TRUE(journal->Wait(last).ok());
+  EXPECT_EQ(late.records.size(), kRecords);
+  EXPECT_GE(journal->requests(), 2u);
+}
+
 TEST_F(NodeJournalTest, ANodeThatHasSeenALaterTermFailsTheJournalOnce) {
   RecordNode n(55);
   n.gate->SeeTerm(term_ + 1);
