@@ -422,7 +422,9 @@ END = "<!-- bench-tables: end -->"
 def replace_region(text, tables):
     """text with the lines between BEGIN and END replaced by tables; ValueError if the markers
     are not each there exactly once, BEGIN first."""
-    lines = text.splitlines(keepends=True)
+    # Only "\n" ends a line (str.splitlines would also break at a form feed or U+2028).
+    lines = text.split("\n")
+    lines = [x + "\n" for x in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     found = {m: [i for i, x in enumerate(lines) if x.rstrip("\r\n") == m] for m in (BEGIN, END)}
     for marker, at in found.items():
         if len(at) != 1:

@@ -283,6 +283,9 @@ def test_write_doc_replaces_the_region_with_what_it_prints_and_keeps_the_rest(bu
     ("{B}\nx\n{E}\n{E}\n", "there 2 times (lines 4, 5)"),
     ("{E}\nx\n{B}\n", "comes before"),
     ("text {B}\nx\n{E} text\n", "there 0 times"),  # a marker must be alone on its line
+    # Only \n ends a line: a form feed or U+2028 (str.splitlines' other breaks) does not.
+    ("form feed\f{B}\nx\n{E}\n", "'<!-- bench-tables: begin -->' is there 0 times"),
+    ("a\u2028b\n{B}\n{B}\nx\n{E}\n", "there 2 times (lines 3, 4)"),
 ])
 def test_write_doc_refuses_bad_markers_and_changes_nothing(build, tmp_path, region, why):
     doc = tmp_path / "BENCHMARKS.md"
@@ -302,7 +305,6 @@ def test_write_doc_refuses_a_build_without_reports(tmp_path):
     r = _markdown_cli("--write-doc", str(doc), str(tmp_path / "empty"))
     assert r.returncode == 1 and "no bench report in" in r.stderr, r.stderr
     assert doc.read_text() == f"{markdown.BEGIN}\nkept\n{markdown.END}\n"
-
 
 
 def test_the_docs_region_is_well_marked_and_generated():
