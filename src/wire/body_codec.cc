@@ -1,8 +1,10 @@
 #include "wire/body_codec.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 namespace kvtier::wire {
 namespace {
@@ -65,8 +67,8 @@ Result<BodyReader> BodyReader::Parse(const void* data, size_t size) {
   msgpack::unpack_limit limit(n, n, n, n, n, 32);
   try {
     std::size_t off = 0;
-    r.handle_ = std::make_shared<msgpack::object_handle>(msgpack::unpack(
-        static_cast<const char*>(data), size, off, nullptr, nullptr, limit));
+    r.handle_ = std::make_shared<msgpack::object_handle>(
+        msgpack::unpack(static_cast<const char*>(data), size, off, nullptr, nullptr, limit));
     if (off != size) {
       return Status(Code::kProtocolError,
                     fmt::format("body has {} trailing bytes after the map", size - off));
@@ -202,21 +204,12 @@ Status BodyReader::GetOptional(std::string_view key, std::vector<ChunkHash>& out
 
 Status BodyReader::GetRows(std::string_view key, size_t width,
                            std::vector<std::vector<uint64_t>>& out) const {
-  const auto* o = Find(key);
-  if (o == nullptr) return Missing(key);
-  const auto want = fmt::format("an array of [{}-integer] arrays", width);
-  if (o->type != msgpack::type::ARRAY) return FieldError(key, want);
-  out.clear();
-  for (uint32_t i = 0; i < o->via.array.size; ++i) {
-    const auto& row = o->via.array.ptr[i];
-    if (row.type != msgpack::type::ARRAY || row.via.array.size != width) {
-      return FieldError(key, want);
-    }
-    std::vector<uint64_t> values(width);
-    for (size_t j = 0; j < width; ++j) {
-      if (!AsUint(row.via.array.ptr[j], values[j])) return FieldError(key, want);
-    }
-    out.push_back(std::move(values));
+  std::vector<uint64_t> flat;
+  if (Status s = GetRows(key, width, flat); !s.ok()) return s;
+  // The row count from the array itself: with width 0, `flat` holds none of it.
+  out.assign(Find(key)->via.array.size, std::vector<uint64_t>(width));
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(i * width), width, out[i].begin());
   }
   return Status::Ok();
 }

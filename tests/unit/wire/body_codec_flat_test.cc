@@ -47,6 +47,20 @@ TEST(BodyCodecFlat, EmptyFlatRows) {
   EXPECT_TRUE(flat.empty());
 }
 
+// The nested read is the flat one cut into rows: the same values, and rows of width 0 counted.
+TEST(BodyCodecFlat, NestedRowsReadAsTheFlatOnes) {
+  BodyWriter w;
+  w.PutRows("r", std::vector<std::vector<uint64_t>>{{1, 2}, {3, 4}, {5, 6}});
+  w.PutRows("zero", std::vector<std::vector<uint64_t>>{{}, {}});
+  const BodyReader r = ParseOrDie(w.Finish());
+  std::vector<std::vector<uint64_t>> rows{{9}};
+  ASSERT_TRUE(r.GetRows("r", 2, rows).ok());
+  EXPECT_EQ(rows, (std::vector<std::vector<uint64_t>>{{1, 2}, {3, 4}, {5, 6}}));
+  ASSERT_TRUE(r.GetRows("zero", 0, rows).ok());
+  EXPECT_EQ(rows, (std::vector<std::vector<uint64_t>>{{}, {}}));
+  EXPECT_FALSE(r.GetRows("r", 3, rows).ok());
+}
+
 TEST(BodyCodecFlat, JoinedIsTheConcatenationAndReadsAsAView) {
   BodyWriter joined;
   joined.PutJoined("s", {"ab", "", "cde"});
