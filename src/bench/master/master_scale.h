@@ -11,9 +11,11 @@
 // Memory per object is printed three ways, each as its growth over the fill divided by the
 // objects: the master's RSS, its allocator's bytes in use and its object table's own count (both
 // from the master's /status "memory", store/master/master_memory.h).
-// With --etcd the master records every object there (docs/store/failover.md), under a cluster id
-// of its own that the bench deletes afterwards; etcd's own transaction round trip is measured
-// beside it. With --nodes, the node-count mode runs instead (node_scale.h).
+// With --etcd the master is failover-ready (docs/store/failover.md): etcd holds its election and
+// segments under a cluster id of its own that the bench deletes afterwards, and each object's
+// record goes to its segment's node, here a sink in the bench process (record_sink.h); etcd's own
+// transaction round trip is measured beside it. With --nodes, the node-count mode runs instead
+// (node_scale.h).
 #pragma once
 
 #include <cstdint>
