@@ -240,8 +240,9 @@ RunFn AddBenchMaster(CLI::App& bench) {
   cmd->add_flag("--json", o->json, "Print one JSON object with every number on stdout");
   cmd->add_option("--json-out", o->json_out, "Also write that JSON object to this file");
   cmd->add_option("--etcd", o->etcd,
-                  "HOST:PORT of an etcd: the master journals every object there, as masters that "
-                  "fail over do (a scratch cluster id, deleted afterwards)");
+                  "HOST:PORT of an etcd: the master fails over as in production (election and "
+                  "segments in etcd under a scratch cluster id, deleted afterwards; each object's "
+                  "record sent to a node sink in the bench)");
   cmd->add_option("--nodes", o->nodes,
                   "Node counts: one master each, against that many simulated nodes (pings, "
                   "placement, eviction, re-replication planning) instead of the key-ops phases")
