@@ -41,6 +41,7 @@ class ObjectTable {
 
   ObjectMeta& meta(Index index) { return At(index).meta; }
   const ObjectMeta& meta(Index index) const { return At(index).meta; }
+  // Valid until the next erase of any key: an erase may compact the arena and move its bytes.
   std::string_view key(Index index) const {
     const Entry& e = At(index);
     return keys_.Get(e.key_ref, e.key_len);

@@ -90,7 +90,8 @@ TEST(ObjectShardsTest, EraseIfCanEmptyEveryShard) {
 }
 
 // Prefetch is a hint: lookups answer the same after it, for present, absent and empty keys, and
-// it is safe while other threads insert, erase and empty shards (run under TSan by hand).
+// it is safe while other threads insert, erase and empty shards (scripts/sanitize.sh runs it under
+// TSan).
 TEST(ObjectShardsTest, PrefetchIsOnlyAHint) {
   ObjectShards shards;
   for (int i = 0; i < 1000; ++i) {

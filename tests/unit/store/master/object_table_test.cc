@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -179,6 +180,10 @@ TEST(ObjectTableTest, CompactionKeepsLiveKeys) {
     model[key] = i;
   }
   const uint64_t full = t.MemoryBytes();
+  // A Find result held across the compaction: the entry stays put, only key bytes move.
+  const std::string kept =
+      std::find_if(model.begin(), model.end(), [](const auto& m) { return m.second == 0; })->first;
+  const ObjectMeta* kept_meta = &t.meta(t.Find(kept, hash(kept)));
   for (auto it = model.begin(); it != model.end();) {
     if (it->second % 10 != 0) {
       ASSERT_TRUE(t.Erase(it->first, hash(it->first)));
@@ -189,6 +194,8 @@ TEST(ObjectTableTest, CompactionKeepsLiveKeys) {
   }
   ExpectSame(t, model, hash);
   EXPECT_LT(t.MemoryBytes(), full / 2);  // keys compacted (entries and slots stay)
+  EXPECT_EQ(&t.meta(t.Find(kept, hash(kept))), kept_meta);
+  EXPECT_EQ(kept_meta->serial, 0u);
 }
 
 TEST(ObjectTableTest, AnEmptiedTableGivesItsMemoryBackAndWorksAgain) {
