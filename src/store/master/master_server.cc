@@ -209,6 +209,15 @@ struct MasterServer::Impl {
         ->Set(static_cast<double>(*term));
     // Mount generations of this term start above every earlier term's (segment_pool.h).
     service.Restore(*state, static_cast<uint64_t>(*term) << 32);
+    // Puts are served from now on, placed only where the nodes have reported (node_resync.h);
+    // reads of objects not reported yet miss. The monitor (expiry, eviction) and the HTTP
+    // routes wait for the whole report.
+    {
+      std::lock_guard lock(mu);
+      if (stopping || lost_leadership) return;
+      if (Status s = ListenRpc(); !s.ok()) return lost("cannot listen: " + s.ToString());
+      rpc_listening = true;
+    }
     const ResyncStats resync =
         ResyncFromNodes(service, *node_journal, *records, *term, state->segments);
     KVT_LOG_INFO(
@@ -222,9 +231,8 @@ struct MasterServer::Impl {
     }
     std::lock_guard lock(mu);
     if (stopping || lost_leadership) return;
-    if (Status s = ListenRpc(); !s.ok()) return lost("cannot listen: " + s.ToString());
     StartMonitor();
-    SetLeading(true);  // after the journal and the restore: HTTP readers see whole tables
+    SetLeading(true);  // after the journal and the report: HTTP readers see whole tables
   }
 
   // Stops whatever runs, also what a failed Start left running.
@@ -239,8 +247,11 @@ struct MasterServer::Impl {
     SetLeading(false);
     if (serving) {
       monitor.join();
-      rpc.Stop();
       serving = false;
+    }
+    if (rpc_listening) {
+      rpc.Stop();
+      rpc_listening = false;
     }
     if (http_started) {
       http.Stop();
@@ -274,7 +285,8 @@ struct MasterServer::Impl {
   bool stopping = false;
   bool started = false;
   bool http_started = false;
-  bool serving = false;                      // the RPC listener and the monitor run
+  bool serving = false;  // the monitor runs
+  bool rpc_listening = false;
   std::atomic<bool> leading{false};          // serving, and the HTTP routes answer as the leader
   std::atomic<bool> lost_leadership{false};  // the lease lapsed (or the journal failed)
   std::atomic<int64_t> term{0};
@@ -301,8 +313,10 @@ Status MasterServer::Start() {
   KVT_RETURN_IF_ERROR(m.options.Validate());
   if (m.options.etcd_endpoints.empty()) {
     KVT_RETURN_IF_ERROR(m.ListenRpc());
+    m.rpc_listening = true;
     if (Status s = m.StartHttp(); !s.ok()) {
       m.rpc.Stop();
+      m.rpc_listening = false;
       return s;
     }
     m.StartMonitor();

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
@@ -22,7 +21,7 @@ namespace kvtier::store {
 struct MasterOptions {
   double eviction_high_watermark_ratio = 0.95;  // evict when used bytes exceed this share
   double eviction_ratio = 0.05;                 // ... down to (watermark - ratio) of capacity
-  std::chrono::milliseconds node_ttl{10000};  // a node silent this long is unmounted
+  std::chrono::milliseconds node_ttl{10000};    // a node silent this long is unmounted
   std::chrono::milliseconds default_kv_lease_ttl{5000};
   // A soft pin's TTL when the put names none (Mooncake's default: 30 min); puts may ask for up to
   // max_kv_soft_pin_ttl.
@@ -76,10 +75,15 @@ class MasterService final : public MasterApi {
   // generations start, above every earlier term's); SetJournal makes every later change be
   // recorded in `journal` (which must outlive the service), and puts end only once recorded.
   RestoreStats Restore(const JournalState& state, uint64_t generation_base);
-  // A takeover from the nodes (docs/store/failover.md): the records the node of a restored
-  // segment reported. Per key the largest serial wins and its replicas are merged; the records
-  // that lose (an older serial, a range already taken, a segment not restored) are appended to
-  // `*drops` as REMOVEs to send back to the node. Reports of several nodes may come at once.
+  // A takeover from the nodes (docs/store/failover.md), while serving. HoldSegment takes a
+  // restored segment's whole range, so nothing is placed there before its node has reported;
+  // AddReported adopts the reported records' ranges inside it (per key the largest serial wins
+  // and its replicas are merged; the records that lose, or name a segment not restored, are
+  // appended to `*drops` as REMOVEs to send back, and their ranges freed); ReleaseRange frees the
+  // space between records as the report proceeds. Records of this master's own term are its own
+  // puts, already known, and are skipped. Reports of several nodes may come at once.
+  bool HoldSegment(uint64_t segment_id, uint64_t size);
+  void ReleaseRange(uint64_t segment_id, uint64_t offset, uint64_t length);
   RestoreStats AddReported(uint64_t segment_id, const std::string& endpoint,
                            const std::vector<ObjectRecord>& records,
                            std::vector<ObjectRecord>* drops);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "store/master/segment_pool.h"
 
 namespace kvtier::store {
 namespace {
@@ -26,8 +27,15 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
   auto work = [&] {
     for (size_t i = next++; i < segments.size(); i = next++) {
       const JournalSegment& seg = segments[i];
+      // Held whole until reported: nothing is placed over a record not yet known. (A segment
+      // whose ranges an earlier version's etcd records already took is known from those.)
+      if (!service.HoldSegment(seg.id, seg.size)) continue;
+      const uint64_t whole = seg.size & ~(kSegmentAlignment - 1);
+      const uint64_t own_serials = term << 32;
       uint64_t cursor = 0;
       uint64_t records = 0;
+      uint64_t freed_to = 0;  // everything below is released or a record's
+      uint64_t end = 0;       // where the node's last record ended, from its first chunk
       std::vector<ObjectRecord> drops;
       Status failed;
       // The next chunk is asked for while this one is merged.
@@ -37,6 +45,7 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
         });
       };
       auto next_chunk = ask(0);
+      bool first = true;
       do {
         auto chunk = next_chunk.get();
         if (!chunk.ok()) {
@@ -47,6 +56,16 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
         if (cursor != 0) next_chunk = ask(cursor);
         records += chunk->records.size();
         service.AddReported(seg.id, seg.endpoint, chunk->records, &drops);
+        if (first) {  // past the last record: free at once
+          end = std::min(ChargedBytes(chunk->end), whole);
+          service.ReleaseRange(seg.id, end, whole - end);
+          first = false;
+        }
+        for (const ObjectRecord& r : chunk->records) {  // the gaps before each record
+          if (r.serial > own_serials || r.offset < freed_to || r.offset >= end) continue;
+          service.ReleaseRange(seg.id, freed_to, r.offset - freed_to);
+          freed_to = r.offset + ChargedBytes(r.length);
+        }
       } while (cursor != 0);
       if (!failed.ok()) {
         KVT_LOG_WARN(
@@ -55,6 +74,7 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
             seg.id, seg.endpoint, failed.ToString());
         (void)service.UnmountSegment(seg.node_id, seg.id);
       } else {
+        if (freed_to < end) service.ReleaseRange(seg.id, freed_to, end - freed_to);
         // Its node is alive as of now: a long report must not let it expire before its first
         // ping reaches the new leader.
         (void)service.Ping(NodeInfo{seg.node_id, seg.node_endpoint});

@@ -69,6 +69,7 @@ RecordReport SegmentRecords::Report(uint64_t cursor, size_t max_records) const {
     out.records.push_back(it->second);
   }
   if (it != by_offset_.end()) out.next_cursor = out.records.back().offset + 1;
+  if (!by_offset_.empty()) out.end = EndOf(by_offset_.rbegin()->second);
   return out;
 }
 

@@ -88,14 +88,16 @@ Result<std::vector<ObjectRecord>> DecodeRecordBatch(std::string_view bytes) {
 std::string EncodeRecordReport(const RecordReport& report) {
   std::string out = EncodeRecordBatch(report.records);
   AppendLE<uint64_t>(out, report.next_cursor);
+  AppendLE<uint64_t>(out, report.end);
   return out;
 }
 
 Result<RecordReport> DecodeRecordReport(std::string_view bytes) {
   auto batch = ReadBatch(bytes);
   if (!batch.ok()) return batch.status();
-  if (bytes.size() != 8) return Bad("report without its cursor");
-  return RecordReport{std::move(*batch), LoadLE<uint64_t>(bytes.data())};
+  if (bytes.size() != 16) return Bad("report without its cursor and end");
+  return RecordReport{std::move(*batch), LoadLE<uint64_t>(bytes.data()),
+                      LoadLE<uint64_t>(bytes.data() + 8)};
 }
 
 }  // namespace kvtier::store

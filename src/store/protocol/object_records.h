@@ -6,7 +6,8 @@
 //           u64 offset | u64 length | u64 object size | u16 want replicas | u8 hard pin |
 //           u64 soft pin ttl ns
 //   batch:  u32 count | count records
-// A report reply is a batch followed by u64 next cursor (0: the report is complete).
+// A report reply is a batch followed by u64 next cursor (0: the report is complete) and u64 end
+// (where the segment's last record ends when the chunk was taken).
 // The decoders are pure functions of the bytes, so a fuzzer can drive them.
 #pragma once
 
@@ -52,6 +53,9 @@ Result<std::vector<ObjectRecord>> DecodeRecordBatch(std::string_view bytes);
 struct RecordReport {
   std::vector<ObjectRecord> records;
   uint64_t next_cursor = 0;  // 0: nothing more
+  // The end of the segment's last record (0: none): space from here on held no record when the
+  // chunk was taken, so a master that takes over may hand it out before the report is complete.
+  uint64_t end = 0;
 };
 std::string EncodeRecordReport(const RecordReport& report);
 Result<RecordReport> DecodeRecordReport(std::string_view bytes);

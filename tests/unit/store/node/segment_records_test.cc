@@ -86,6 +86,7 @@ TEST(SegmentRecords, ReportsInChunksUntilTheCursorIsZero) {
   } while (cursor != 0);
   EXPECT_EQ(chunks, 4);
   EXPECT_EQ(seen, puts);
+  EXPECT_EQ(records.Report(0, 1).end, 10u * 64);  // where the last record ends
 }
 
 }  // namespace

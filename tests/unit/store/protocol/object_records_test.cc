@@ -34,11 +34,12 @@ TEST(ObjectRecords, BatchRoundTrips) {
 }
 
 TEST(ObjectRecords, ReportCarriesItsCursor) {
-  RecordReport in{{Sample("x", 64)}, 65};
+  RecordReport in{{Sample("x", 64)}, 65, 64 + 4096};
   auto out = DecodeRecordReport(EncodeRecordReport(in));
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->records, in.records);
   EXPECT_EQ(out->next_cursor, 65u);
+  EXPECT_EQ(out->end, 64u + 4096);
   EXPECT_FALSE(DecodeRecordReport(EncodeRecordBatch(in.records)).ok());  // no cursor
 }
 
