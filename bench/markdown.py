@@ -213,7 +213,8 @@ def master_rows(t, r):
               f"{num(m.get('p50_us'), 0)}, p99 {num(m.get('p99_us'), 0)} µs; ping p50 "
               f"{num(ping, 0)} µs")
     if d.get("etcd_txn_p50_us"):
-        t.row(r, "one etcd transaction of a batch's records (a journaled put's floor)", "-",
+        t.row(r, "one etcd transaction of a batch's records (a put's wait when records went to "
+              "etcd)", "-",
               f"p50 {num(d['etcd_txn_p50_us'], 0)}, p99 {num(d.get('etcd_txn_p99_us'), 0)} µs")
 
 

@@ -131,7 +131,8 @@ json Run(const BenchMasterOptions& o, const process::Launched& master) {
   out["ping_p50_us"] = ping.p50;
   out["ping_p99_us"] = ping.p99;
   if (!o.etcd.empty()) {
-    // The floor of a journaled put_end: one etcd transaction of `batch` record-sized puts.
+    // For scale: one etcd transaction of `batch` record-sized puts, what each put_end waited for
+    // while the objects' records went to etcd (they go to the nodes now).
     EtcdClient etcd(o.etcd);
     const std::string prefix = fmt::format("/kvtier/bench-{}-rtt/", ::getpid());
     std::vector<EtcdOp> ops;
@@ -272,7 +273,7 @@ void Print(const json& r, std::ostream& os) {
                     r["ping_p50_us"].get<double>(), r["ping_p99_us"].get<double>());
   if (r.contains("etcd_txn_p50_us")) {
     os << fmt::format(
-        "etcd transaction of one batch's records (a journaled put_end's floor): "
+        "etcd transaction of one batch's records (a put_end's wait when records went to etcd): "
         "p50 {:.0f} us, p99 {:.0f} us\n",
         r["etcd_txn_p50_us"].get<double>(), r["etcd_txn_p99_us"].get<double>());
   }
