@@ -311,25 +311,33 @@ COMPONENTS = [
      [("bench-store-python-api.json", store_python_api_rows)]),
 ]
 
-# What each component's bench does, a line above its table.
+# What each component's bench does, a line above its table; keyed by title, so an order change of
+# COMPONENTS cannot put a text under another table.
 WHAT = {
-    COMPONENTS[0][0]: "a cache server with its defaults under a prompt workload of 2 MiB chunk "
-    "objects, every byte read back verified; STORE and RETRIEVE throughput against one thread's "
-    "memcpy, LOOKUP latency against a raw ZMQ round trip.",
-    COMPONENTS[1][0]: "writes and loads through each L2 connector (fs in a temporary directory, "
-    "resp against a redis-server started for the run, the store connector against a master and "
-    "a node) against the backend's own limit or memcpy, and lookup p99 under write bursts.",
-    COMPONENTS[2][0]: "a master, nodes and a redis-server started for the run: put and get "
-    "same-node against memcpy and cross-node against one raw TCP stream, metadata calls against "
-    "raw TCP round trips, the same values through Redis; then re-replication after a node kill.",
-    COMPONENTS[3][0]: "one master holding 1M objects: memory per object, and batches of key "
-    "operations from 1 and 4 threads against the master's ping.",
-    COMPONENTS[4][0]: "the vLLM worker connector saving a prompt's KV blocks to a kvtier server "
-    "and loading them back (every block compared), against memcpy of the same bytes.",
-    COMPONENTS[5][0]: "the SGLang HiCache backend's page backup (`batch_set_v1`) and prefetch "
-    "(`batch_get_v1`) per client and layout, every page compared, against memcpy.",
-    COMPONENTS[6][0]: "Mooncake's batch calls through `kvtier.store`, for a dummy client and an "
-    "embedded node, every value compared, against memcpy of the same bytes.",
+    "Cache server: STORE, RETRIEVE, LOOKUP (`kvtier bench server`)":
+        "a cache server with its defaults under a prompt workload of 2 MiB chunk objects, every "
+        "byte read back verified; STORE and RETRIEVE throughput against one thread's memcpy, "
+        "LOOKUP latency against a raw ZMQ round trip.",
+    "L2 backends (`kvtier bench l2`)":
+        "writes and loads through each L2 connector (fs in a temporary directory, resp against a "
+        "redis-server started for the run, the store connector against a master and a node) "
+        "against the backend's own limit or memcpy, and lookup p99 under write bursts.",
+    "Store data path and metadata (`kvtier bench store`)":
+        "a master, nodes and a redis-server started for the run: put and get same-node against "
+        "memcpy and cross-node against one raw TCP stream, metadata calls against raw TCP round "
+        "trips, the same values through Redis; then re-replication after a node kill.",
+    "The store master at cluster size (`kvtier bench master`)":
+        "one master holding 1M objects: memory per object, and batches of key operations from 1 "
+        "and 4 threads against the master's ping.",
+    "vLLM connector, host path (`bench/vllm_connector.py`)":
+        "the vLLM worker connector saving a prompt's KV blocks to a kvtier server and loading "
+        "them back (every block compared), against memcpy of the same bytes.",
+    "SGLang HiCache backend (`bench/sglang_backend.py`)":
+        "the SGLang HiCache backend's page backup (`batch_set_v1`) and prefetch (`batch_get_v1`) "
+        "per client and layout, every page compared, against memcpy.",
+    "Python store API (`bench/store_python_api.py`)":
+        "Mooncake's batch calls through `kvtier.store`, for a dummy client and an embedded node, "
+        "every value compared, against memcpy of the same bytes.",
 }
 
 # Components of docs/BENCHMARKS.md that scripts/bench.sh does not run, with their commands.
