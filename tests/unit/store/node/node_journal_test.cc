@@ -13,6 +13,8 @@
 
 #include "common/free_port.h"
 #include "store/master/journal_records.h"
+#include "store/master/master_service.h"
+#include "store/master/node_resync.h"
 #include "store/node/segment_records.h"
 #include "store/transport/data_plane_protocol.h"
 #include "store/transport/data_plane_server.h"
@@ -180,6 +182,61 @@ TEST_F(NodeJournalTest, ANodeThatHasSeenALaterTermFailsTheJournalOnce) {
   EXPECT_FALSE(journal->Wait(t1).ok());
   EXPECT_EQ(n.records.size(), 0u);
   EXPECT_EQ(failures_, 1);
+}
+
+// A takeover's report through real data planes: the records are merged (the larger serial wins
+// and the loser's node is told), the space between and after them is freed, and a node that does
+// not answer loses its segment.
+TEST_F(NodeJournalTest, ATakeoverMergesTheNodesReportsAndFreesTheRest) {
+  RecordNode n1(11), n2(22);
+  auto rec = [](std::string key, uint64_t serial, uint64_t segment, uint64_t offset) {
+    ObjectRecord r;
+    r.key = std::move(key);
+    r.serial = serial;
+    r.segment_id = segment;
+    r.offset = offset;
+    r.length = 100;
+    r.size = 100;
+    r.want_replicas = 2;
+    return r;
+  };
+  n1.records.Apply({rec("a", 5, 11, 0), rec("b", 6, 11, 4096), rec("k", 3, 11, 8192)});
+  n2.records.Apply({rec("a", 5, 22, 0), rec("k", 9, 22, 128)});
+  const uint16_t dead = FreeLoopbackPort();
+  JournalState state;
+  state.segments = {Segment(11, n1.endpoint()), Segment(22, n2.endpoint()),
+                    Segment(33, "127.0.0.1:" + std::to_string(dead))};
+  MetricsRegistry metrics;
+  MasterService service(MasterOptions{}, nullptr, &metrics);
+  auto journal = Journal();
+  for (const JournalSegment& seg : state.segments) journal->KnowSegment(seg.id, seg.endpoint);
+  service.SetJournal(journal.get());
+  service.Restore(state, term_ << 32);
+  const ResyncStats stats =
+      ResyncFromNodes(service, *journal, records_client_, term_, state.segments);
+  EXPECT_EQ(stats.segments, 2u);
+  EXPECT_EQ(stats.segments_failed, 1u);
+  EXPECT_EQ(stats.records, 5u);
+  EXPECT_EQ(stats.dropped, 1u);
+  ASSERT_TRUE(journal->Flush().ok());
+  EXPECT_EQ(n1.records.size(), 2u);  // k's older version was dropped on its node
+  auto got = service.GetReplicas({"a", "b", "k"});
+  ASSERT_TRUE(got[0].ok() && got[1].ok() && got[2].ok());
+  EXPECT_EQ(got[0]->replicas.size(), 2u);
+  EXPECT_EQ(got[2]->replicas.at(0).segment_id, 22u);
+  EXPECT_EQ(got[2]->replicas.at(0).offset, 128u);
+  // Only the winners' ranges are taken: the gaps, the tails and the loser's range are free.
+  EXPECT_EQ(service.StatusJson()["allocated_bytes"].get<uint64_t>(), 4u * 128);
+  for (const SegmentSnapshot& seg : service.Segments()) EXPECT_NE(seg.id, 33u);
+  // A new put lands in a freed gap or tail, never over a reported record.
+  auto put = service.PutStart("node11", {"new"}, {100}, PutConfig{});
+  ASSERT_TRUE(put[0].ok()) << put[0].status().ToString();
+  for (const ReplicaDesc& r : *put[0]) {
+    const bool over_a = r.offset == 0;
+    const bool over_b = r.segment_id == 11 && r.offset == 4096;
+    const bool over_k = r.segment_id == 22 && r.offset == 128;
+    EXPECT_FALSE(over_a || over_b || over_k) << r.segment_id << " at " << r.offset;
+  }
 }
 
 }  // namespace
