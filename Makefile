@@ -9,7 +9,7 @@ SOAK_MINUTES ?= 30
 # Sanitizer runs of `make test` (scripts/sanitize.sh): all, asan, tsan or none.
 SANITIZERS ?= all
 # The ctest names `make test-long` runs (a regex).
-LONG_TESTS ?= ^(store_multihost_tests|store_failover_tests|StoreFailoverAtScale\..*|ObjectShardsTest\.TenMillionObjectsFitTheBudget)$$
+LONG_TESTS ?= ^(store_multihost_tests|store_failover_tests|StoreFailoverAtScale\..*|StoreFailoverKill\..*|ObjectShardsTest\.TenMillionObjectsFitTheBudget)$$
 
 .PHONY: all deps test-deps test-build build test test-engines test-long run bench soak fuzz clean
 

@@ -4,7 +4,8 @@
 // standby takes over, serves puts while the node reports its records, and once the report is
 // complete every acknowledged object reads back its own bytes. Prints the time from the kill to
 // the first put and to the end of the report (no bound: docs/perf-notes/store.md has them).
-// 200k objects by default; KVTIER_FAILOVER_OBJECTS sets another count.
+// 200k objects by default, 10M under KVTIER_LONG=1 (make test-long); KVTIER_FAILOVER_OBJECTS sets
+// another count.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -47,7 +48,11 @@ bool LeaderComplete(uint16_t http_port) {
 TEST(StoreFailoverKill, AKilledLeadersObjectsAllReadBackAndPutsResumeWithinTheLease) {
   if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
   const char* env = std::getenv("KVTIER_FAILOVER_OBJECTS");
-  const uint64_t n = env != nullptr ? std::strtoull(env, nullptr, 10) : 200'000;
+  const char* long_env = std::getenv("KVTIER_LONG");
+  const bool long_run = long_env != nullptr && std::string(long_env) == "1";
+  const uint64_t n = env != nullptr ? std::strtoull(env, nullptr, 10)
+                     : long_run     ? 10'000'000
+                                    : 200'000;
   auto etcd = EtcdProcess::Start();
   ASSERT_NE(etcd, nullptr);
   const std::vector<std::string> ha = {"--etcd-endpoints", etcd->endpoint(),     "--cluster-id",
