@@ -83,14 +83,11 @@ MetadataJournal::Ticket NodeJournal::RemoveObject(const std::string& key,
   return Change(key, was, RecordKind::kRemove);
 }
 
-MetadataJournal::Ticket NodeJournal::Send(uint64_t segment_id, std::vector<ObjectRecord> records) {
+MetadataJournal::Ticket NodeJournal::Send(const std::vector<ObjectRecord>& records) {
   std::lock_guard lock(mu_);
   const Ticket ticket = next_ticket_++;
   uint32_t queued = 0;
-  for (ObjectRecord& r : records) {
-    r.segment_id = segment_id;
-    queued += QueueLocked(ticket, r) ? 1 : 0;
-  }
+  for (const ObjectRecord& r : records) queued += QueueLocked(ticket, r) ? 1 : 0;
   if (queued != 0) outstanding_[ticket] = queued;
   return ticket;
 }

@@ -51,8 +51,9 @@ class NodeJournal final : public MetadataJournal {
   // A segment restored from etcd at a takeover: records for it go to `endpoint` (PutSegment's
   // job for later mounts, which also records them in etcd).
   void KnowSegment(uint64_t segment_id, const std::string& endpoint);
-  // Raw records for one segment's node (a takeover's REMOVEs of records that lost the merge).
-  Ticket Send(uint64_t segment_id, std::vector<ObjectRecord> records);
+  // Raw records, each to its own segment's node (a takeover's REMOVEs of records that lost the
+  // merge, which may be on any node).
+  Ticket Send(const std::vector<ObjectRecord>& records);
 
   uint64_t requests() const;  // RECORDS requests acknowledged so far
 

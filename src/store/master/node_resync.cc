@@ -78,7 +78,7 @@ ResyncStats ResyncFromNodes(MasterService& service, NodeJournal& journal, Record
         // Its node is alive as of now: a long report must not let it expire before its first
         // ping reaches the new leader.
         (void)service.Ping(NodeInfo{seg.node_id, seg.node_endpoint});
-        if (!drops.empty()) journal.Send(seg.id, drops);
+        if (!drops.empty()) journal.Send(drops);  // each to its own node
       }
       std::lock_guard lock(mu);
       ++(failed.ok() ? stats.segments : stats.segments_failed);
