@@ -181,6 +181,13 @@ TEST_F(NodeJournalTest, ANodeThatHasSeenALaterTermFailsTheJournalOnce) {
   EXPECT_EQ(ErrorCodeOf(journal->Wait(t2)), ErrorCode::ETCD_TRANSACTION_FAIL);
   EXPECT_FALSE(journal->Wait(t1).ok());
   EXPECT_EQ(n.records.size(), 0u);
+  // on_failed runs on the sender's thread just after the waiters are told: once.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (failures_ == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  (void)journal->Wait(journal->PutObject("c", Object(3, {{55, 1, 256, 100}})));
+  std::this_thread::sleep_for(50ms);
   EXPECT_EQ(failures_, 1);
 }
 
