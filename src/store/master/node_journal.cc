@@ -12,7 +12,7 @@
 namespace kvtier::store {
 namespace {
 
-constexpr std::chrono::milliseconds kRetryInterval{100};
+constexpr std::chrono::milliseconds kResendInterval{100};
 constexpr size_t kMaxBatchBytes = 16u << 20;  // under the data plane's RECORDS limit
 
 }  // namespace
@@ -260,7 +260,7 @@ void NodeJournal::RunPeer(Peer* peer) {
       KVT_LOG_WARN("master: records for segment {} not acknowledged, asking again: {}",
                    peer->segment_id, sent.ToString());
     }
-    peer->cv.wait_for(lock, kRetryInterval, [&] { return peer->gone || stopping_; });
+    peer->cv.wait_for(lock, kResendInterval, [&] { return peer->gone || stopping_; });
   }
 }
 
