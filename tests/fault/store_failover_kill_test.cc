@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -21,29 +20,16 @@
 #include "fault/store_fault_support.h"
 #include "store/node/store_node.h"
 #include "support/etcd_process.h"
+#include "support/numbered_objects.h"
 
 namespace kvtier::fault {
 namespace {
 
 using testing::EtcdProcess;
+using testing::LeaderComplete;
+using testing::NumberedObjects;
 
-constexpr size_t kBatch = 8192;
-constexpr uint64_t kValueBytes = 16;
 constexpr const char* kCluster = "kill-scale";
-
-std::string Key(uint64_t i) { return fmt::format("kill-scale-{:010d}", i); }
-
-void Value(uint64_t i, uint8_t* out) {
-  for (uint64_t b = 0; b < kValueBytes; b += 8) std::memcpy(out + b, &i, 8);
-  out[0] ^= 0xa5;
-}
-
-bool LeaderComplete(uint16_t http_port) {
-  httplib::Client http("127.0.0.1", http_port);
-  http.set_connection_timeout(1);
-  auto r = http.Get("/healthz/leader");
-  return r && r->status == 200;
-}
 
 TEST(StoreFailoverKill, AKilledLeadersObjectsAllReadBackAndPutsResumeWithinTheLease) {
   if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
@@ -83,27 +69,13 @@ TEST(StoreFailoverKill, AKilledLeadersObjectsAllReadBackAndPutsResumeWithinTheLe
   MetricsRegistry metrics;
   auto client = store::StoreNode::Start(client_options, &metrics);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  std::vector<std::string> keys;
-  std::vector<uint8_t> bytes(kBatch * kValueBytes);
-  std::vector<ConstBuffer> values;
-  for (uint64_t first = 0; first < n; first += kBatch) {
-    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
-    keys.clear();
-    values.clear();
-    for (uint64_t i = 0; i < count; ++i) {
-      keys.push_back(Key(first + i));
-      Value(first + i, bytes.data() + i * kValueBytes);
-      values.push_back({bytes.data() + i * kValueBytes, kValueBytes});
-    }
-    const std::vector<Status> put = (*client)->Put(keys, values, store::PutConfig{});
-    for (size_t i = 0; i < count; ++i)
-      ASSERT_TRUE(put[i].ok()) << keys[i] << ": " << put[i].ToString();
-  }
+  const NumberedObjects objects("kill-scale");
+  ASSERT_TRUE(objects.PutAll(**client, n));
 
   const auto killed = steady_clock::now();
   a.Kill();
-  uint8_t one[kValueBytes] = {7};
-  const ConstBuffer after{one, kValueBytes};
+  uint8_t one[NumberedObjects::kValueBytes] = {7};
+  const ConstBuffer after{one, sizeof(one)};
   ASSERT_TRUE(WaitFor(
       [&] {
         return (*client)->Put({"after"}, {&after, 1}, store::PutConfig{})[0].ok();
@@ -114,33 +86,13 @@ TEST(StoreFailoverKill, AKilledLeadersObjectsAllReadBackAndPutsResumeWithinTheLe
   ASSERT_TRUE(WaitFor([&] { return LeaderComplete(b_http); }, seconds(300))) << b.Log();
   const double complete_s = SecondsSince(killed);
 
-  uint64_t missing = 0, wrong = 0;
-  std::vector<MutableBuffer> outs;
-  uint8_t want[kValueBytes];
-  for (uint64_t first = 0; first < n; first += kBatch) {
-    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
-    keys.clear();
-    outs.clear();
-    for (uint64_t i = 0; i < count; ++i) {
-      keys.push_back(Key(first + i));
-      outs.push_back({bytes.data() + i * kValueBytes, kValueBytes});
-    }
-    const auto got = (*client)->Get(keys, outs);
-    for (uint64_t i = 0; i < count; ++i) {
-      if (!got[i].ok()) {
-        if (++missing <= 5) ADD_FAILURE() << keys[i] << ": " << got[i].status().ToString();
-        continue;
-      }
-      Value(first + i, want);
-      if (*got[i] != kValueBytes || std::memcmp(want, outs[i].data, kValueBytes) != 0) ++wrong;
-    }
-  }
-  EXPECT_EQ(missing, 0u);
-  EXPECT_EQ(wrong, 0u);
+  const NumberedObjects::Check c = objects.ReadAll(**client, n);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.wrong, 0u);
   std::cout << fmt::format(
       "[ failover kill ] {} objects; leader SIGKILLed (lease 2 s): first put after {:.2f} s, the "
       "node's report complete after {:.2f} s; {} missing, {} wrong\n",
-      n, first_put_s, complete_s, missing, wrong);
+      n, first_put_s, complete_s, c.missing, c.wrong);
   if (::testing::Test::HasFailure()) std::cout << b.Log().substr(0, 4000) << "\n";
 }
 

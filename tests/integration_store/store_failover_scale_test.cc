@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -21,6 +20,7 @@
 #include "store/node/store_node.h"
 #include "store/transport/tcp_io.h"
 #include "support/etcd_process.h"
+#include "support/numbered_objects.h"
 
 namespace kvtier::store {
 namespace {
@@ -28,16 +28,10 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-constexpr size_t kBatch = 8192;
-constexpr uint64_t kValueBytes = 16;
+using testing::LeaderComplete;
+using testing::NumberedObjects;
+
 constexpr const char* kCluster = "scale";
-
-std::string Key(uint64_t i) { return fmt::format("failover-scale-{:010d}", i); }
-
-void Value(uint64_t i, uint8_t* out) {
-  for (uint64_t b = 0; b < kValueBytes; b += 8) std::memcpy(out + b, &i, 8);
-  out[kValueBytes - 1] ^= 0x5a;
-}
 
 double SecondsSince(steady::time_point t) {
   return std::chrono::duration<double>(steady::now() - t).count();
@@ -45,14 +39,6 @@ double SecondsSince(steady::time_point t) {
 
 bool Listening(uint16_t port) {
   return tcp::Connect(fmt::format("127.0.0.1:{}", port), steady::now() + 200ms).ok();
-}
-
-// The master's /healthz/leader answers 200 once its takeover is complete (the nodes reported).
-bool LeaderComplete(uint16_t http_port) {
-  httplib::Client http("127.0.0.1", http_port);
-  http.set_connection_timeout(1);
-  auto r = http.Get("/healthz/leader");
-  return r && r->status == 200;
 }
 
 std::unique_ptr<MasterServer> StartMaster(const std::string& etcd, uint16_t port,
@@ -106,23 +92,9 @@ TEST(StoreFailoverAtScale, EveryAcknowledgedObjectSurvivesATakeover) {
   ASSERT_TRUE(node.ok()) << node.status().ToString();
   ASSERT_TRUE(WaitFor([&] { return (*node)->mounted(); }, 30s));
 
-  std::vector<std::string> keys;
-  std::vector<uint8_t> bytes(kBatch * kValueBytes);
-  std::vector<ConstBuffer> values;
+  const NumberedObjects objects("failover-scale");
   const auto put_start = steady::now();
-  for (uint64_t first = 0; first < n; first += kBatch) {
-    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
-    keys.clear();
-    values.clear();
-    for (uint64_t i = 0; i < count; ++i) {
-      keys.push_back(Key(first + i));
-      Value(first + i, bytes.data() + i * kValueBytes);
-      values.push_back({bytes.data() + i * kValueBytes, kValueBytes});
-    }
-    const std::vector<Status> put = (*node)->Put(keys, values, PutConfig{});
-    for (size_t i = 0; i < count; ++i)
-      ASSERT_TRUE(put[i].ok()) << keys[i] << ": " << put[i].ToString();
-  }
+  ASSERT_TRUE(objects.PutAll(**node, n));
   const double put_s = SecondsSince(put_start);
 
   // The leader goes; the standby takes over from etcd's segments and serves puts at once, while
@@ -131,8 +103,8 @@ TEST(StoreFailoverAtScale, EveryAcknowledgedObjectSurvivesATakeover) {
   a->Stop();
   ASSERT_TRUE(WaitFor([&] { return Listening(port_b); }, 60s)) << "B never took over";
   const double led_s = SecondsSince(stopped);
-  uint8_t one[kValueBytes] = {1};
-  const ConstBuffer after{one, kValueBytes};
+  uint8_t one[NumberedObjects::kValueBytes] = {1};
+  const ConstBuffer after{one, sizeof(one)};
   ASSERT_TRUE(WaitFor(
       [&] {
         return (*node)->Put({"after"}, {&after, 1}, PutConfig{})[0].ok();
@@ -145,35 +117,15 @@ TEST(StoreFailoverAtScale, EveryAcknowledgedObjectSurvivesATakeover) {
   a.reset();
 
   const auto check_start = steady::now();
-  std::vector<MutableBuffer> outs;
-  uint64_t missing = 0, wrong = 0;
-  for (uint64_t first = 0; first < n; first += kBatch) {
-    const uint64_t count = std::min<uint64_t>(kBatch, n - first);
-    keys.clear();
-    outs.clear();
-    for (uint64_t i = 0; i < count; ++i) {
-      keys.push_back(Key(first + i));
-      outs.push_back({bytes.data() + i * kValueBytes, kValueBytes});
-    }
-    const auto got = (*node)->Get(keys, outs);
-    uint8_t want[kValueBytes];
-    for (uint64_t i = 0; i < count; ++i) {
-      if (!got[i].ok()) {
-        if (++missing <= 5) ADD_FAILURE() << keys[i] << ": " << got[i].status().ToString();
-        continue;
-      }
-      Value(first + i, want);
-      if (*got[i] != kValueBytes || std::memcmp(want, outs[i].data, kValueBytes) != 0) ++wrong;
-    }
-  }
-  EXPECT_EQ(missing, 0u);
-  EXPECT_EQ(wrong, 0u);
+  const NumberedObjects::Check c = objects.ReadAll(**node, n);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.wrong, 0u);
   std::cout << fmt::format(
       "{} objects put through the node in {:.1f} s ({:.0f}/s); leader stopped: the standby "
       "listened after {:.2f} s, the first put landed after {:.2f} s, the node's report was "
       "complete after {:.2f} s; {} objects read back in {:.1f} s, {} missing, {} wrong\n",
       n, put_s, static_cast<double>(n) / put_s, led_s, first_put_s, complete_s, n,
-      SecondsSince(check_start), missing, wrong);
+      SecondsSince(check_start), c.missing, c.wrong);
   node->reset();
   b.reset();
 }
