@@ -53,15 +53,8 @@ RestoreStats MasterService::Restore(const JournalState& state, uint64_t generati
   const int64_t lease_until =
       now + std::chrono::nanoseconds(s.options.default_kv_lease_ttl).count();
   for (const auto& [key, rec] : state.objects) {
-    ObjectMeta meta;
-    meta.size = rec.size;
-    meta.complete = true;
-    meta.hard_pin = rec.hard_pin;
-    meta.want_replicas = rec.want_replicas;
-    meta.soft_pin_ttl_ns = rec.soft_pin_ttl_ns;
-    meta.RenewSoftPin(now);
-    meta.lease_until_ns = lease_until;  // the old master's readers may still be copying
-    meta.serial = rec.serial != 0 ? rec.serial : s.next_serial.fetch_add(1);
+    ObjectMeta meta = RestoredObject(rec, now, lease_until);
+    if (meta.serial == 0) meta.serial = s.next_serial.fetch_add(1);  // a record without one
     for (const JournalReplica& r : rec.replicas) {
       auto seg = endpoints.find(r.segment_id);
       Replica replica{MountRef{r.segment_id, r.generation},

@@ -81,15 +81,7 @@ RestoreStats MasterService::AddReported(uint64_t segment_id, const std::string& 
       shard->Erase(r.key);
       ++stats.objects_dropped;
     }
-    ObjectMeta fresh;
-    fresh.size = r.size;
-    fresh.complete = true;
-    fresh.hard_pin = r.hard_pin;
-    fresh.want_replicas = r.want_replicas;
-    fresh.soft_pin_ttl_ns = r.soft_pin_ttl_ns;
-    fresh.RenewSoftPin(now);
-    fresh.lease_until_ns = lease_until;  // the old master's readers may still be copying
-    fresh.serial = r.serial;
+    ObjectMeta fresh = RestoredObject(r, now, lease_until);
     fresh.replicas.push_back(std::move(replica));
     if (fresh.replicas.size() < fresh.want_replicas) s.repairs.Add(r.key);
     shard->Insert(r.key, std::move(fresh));

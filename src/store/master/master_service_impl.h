@@ -96,4 +96,21 @@ struct MasterService::Impl {
 // The batch-size check shared by the batch operations (keys: store/protocol/store_key.h).
 Status CheckBatch(size_t keys);
 
+// An object a takeover restores from a record (a node's ObjectRecord, or a JournalObject an
+// earlier release left in etcd): complete, its soft pin running from `now`, read-leased until
+// `lease_until` because the old master's readers may still be copying. No replicas yet.
+template <typename Record>
+ObjectMeta RestoredObject(const Record& r, int64_t now, int64_t lease_until) {
+  ObjectMeta meta;
+  meta.size = r.size;
+  meta.complete = true;
+  meta.hard_pin = r.hard_pin;
+  meta.want_replicas = r.want_replicas;
+  meta.soft_pin_ttl_ns = r.soft_pin_ttl_ns;
+  meta.RenewSoftPin(now);
+  meta.lease_until_ns = lease_until;
+  meta.serial = r.serial;
+  return meta;
+}
+
 }  // namespace kvtier::store
