@@ -202,16 +202,28 @@ def rereplication_rows(t, r):
 
 def master_rows(t, r):
     d = r.doc
-    t.row(r, f"memory per object, {d.get('objects')} objects", "-",
-          f"{num(d.get('bytes_per_object'), 0)} B; fill {num(d.get('fill_key_ops_per_s'), 0)} "
-          "key ops/s")
+    t.row(r, f"memory per object, {d.get('objects')} objects: RSS / allocator / object table",
+          "-", f"{num(d.get('bytes_per_object'), 0)} / {num(d.get('allocator_bytes_per_object'), 0)}"
+          f" / {num(d.get('table_bytes_per_object'), 0)} B; fill "
+          f"{num(d.get('fill_key_ops_per_s'), 0)} key ops/s")
     ping = d.get("ping_p50_us")
     for m in d.get("mixed", []):
-        t.row(r, f"mixed key batches (get_replicas, exist, put), {m.get('threads')} thread(s)",
-              f"batch p50 {bold(ratio(m.get('p50_us'), ping), suffix='x')} the master's ping "
-              "p50", f"{num(m.get('key_ops_per_s'), 0)} key ops/s; batch p50 "
-              f"{num(m.get('p50_us'), 0)}, p99 {num(m.get('p99_us'), 0)} µs; ping p50 "
-              f"{num(ping, 0)} µs")
+        what = f"mixed key batches (get_replicas, exist, put), {m.get('threads')} thread(s)"
+        if m.get("raw_rtt_p50_us"):  # a raw loopback echo at the same concurrency, same run
+            rt = (f"batch p50 {bold(ratio(m.get('p50_us'), m['raw_rtt_p50_us']), suffix='x')}, "
+                  f"p99 {bold(ratio(m.get('p99_us'), m.get('raw_rtt_p99_us')), suffix='x')} the "
+                  "raw round trip at that concurrency")
+            extra = (f"; raw p50 {num(m['raw_rtt_p50_us'], 0)}, p99 "
+                     f"{num(m.get('raw_rtt_p99_us'), 0)} µs; CPU per key op master "
+                     f"{num(m.get('master_cpu_us_per_key_op'))}, client "
+                     f"{num(m.get('client_cpu_us_per_key_op'))} µs; other processes "
+                     f"{num(m.get('other_processes_cores'))} cores")
+        else:
+            rt = (f"batch p50 {bold(ratio(m.get('p50_us'), ping), suffix='x')} the master's "
+                  "ping p50")
+            extra = f"; ping p50 {num(ping, 0)} µs"
+        t.row(r, what, rt, f"{num(m.get('key_ops_per_s'), 0)} key ops/s; batch p50 "
+              f"{num(m.get('p50_us'), 0)}, p99 {num(m.get('p99_us'), 0)} µs{extra}")
     if d.get("etcd_txn_p50_us"):
         t.row(r, "one etcd transaction of a batch's records (a put's wait when records went to "
               "etcd)", "-",
