@@ -30,21 +30,22 @@ nlohmann::json DummiesJson(const std::vector<DummySummary>& dummies) {
   return out;
 }
 
-Status Invalid(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
+// A node option this server refuses.
+Status BadOption(std::string message) { return Status(Code::kInvalidArgument, std::move(message)); }
 
 }  // namespace
 
 Status NodeServerOptions::Validate() const {
-  if (node.master.empty()) return Invalid("master: empty (host:port or etcd://...)");
-  if (node.host.empty()) return Invalid("host: empty");
-  if (node.heartbeat_interval.count() <= 0) return Invalid("heartbeat interval must be > 0");
-  if (node.rpc_timeout.count() <= 0) return Invalid("rpc timeout must be > 0");
+  if (node.master.empty()) return BadOption("master: empty (host:port or etcd://...)");
+  if (node.host.empty()) return BadOption("host: empty");
+  if (node.heartbeat_interval.count() <= 0) return BadOption("heartbeat interval must be > 0");
+  if (node.rpc_timeout.count() <= 0) return BadOption("rpc timeout must be > 0");
   if (node.copy_threads > 64) {
-    return Invalid(fmt::format("copy threads: {} is over 64", node.copy_threads));
+    return BadOption(fmt::format("copy threads: {} is over 64", node.copy_threads));
   }
-  if (dummy_ttl.count() <= 0) return Invalid("dummy ttl must be > 0");
+  if (dummy_ttl.count() <= 0) return BadOption("dummy ttl must be > 0");
   if (http_port && *http_port != 0 && *http_port == node.port) {
-    return Invalid(fmt::format("http port {} is the data-plane port", *http_port));
+    return BadOption(fmt::format("http port {} is the data-plane port", *http_port));
   }
   return Status::Ok();
 }
