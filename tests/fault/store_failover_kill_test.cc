@@ -41,23 +41,10 @@ TEST(StoreFailoverKill, AKilledLeadersObjectsAllReadBackAndPutsResumeWithinTheLe
                                     : 200'000;
   auto etcd = EtcdProcess::Start();
   ASSERT_NE(etcd, nullptr);
-  const std::vector<std::string> ha = {"--etcd-endpoints", etcd->endpoint(),     "--cluster-id",
-                                       kCluster,           "--etcd-lease-ttl-s", "2"};
+  const std::vector<std::string> ha = FailoverFlags(etcd->endpoint(), kCluster);
   MasterProcess a(ha);  // ready once it leads
-  const uint16_t b_port = FreeLoopbackPort();
   const uint16_t b_http = FreeLoopbackPort();
-  std::vector<std::string> b_args = {testing::KvtierBin(),
-                                     "master",
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     std::to_string(b_port),
-                                     "--http-port",
-                                     std::to_string(b_http),
-                                     "--log-level",
-                                     "info"};
-  b_args.insert(b_args.end(), ha.begin(), ha.end());
-  ChildProcess b(b_args);
+  ChildProcess b(StandbyMasterArgs(ha, FreeLoopbackPort(), b_http, "info"));
   const std::string master = fmt::format("etcd://{}/{}", etcd->endpoint(), kCluster);
   NodeProcess node(master, fmt::format("{}", n * 64 + (64ull << 20)));
 

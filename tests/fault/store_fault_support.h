@@ -31,6 +31,31 @@ using testing::MasterProcess;
 using testing::NodeProcess;
 using testing::WaitFor;
 
+// The flags that make a `kvtier master` one of the candidates of `cluster` on this etcd, with the
+// shortest lease (2 s), so a takeover comes quickly.
+inline std::vector<std::string> FailoverFlags(const std::string& etcd_endpoint,
+                                              const std::string& cluster) {
+  return {"--etcd-endpoints", etcd_endpoint, "--cluster-id", cluster, "--etcd-lease-ttl-s", "2"};
+}
+
+// A second candidate, started after the leader: a standby whose RPC port listens once it leads.
+inline std::vector<std::string> StandbyMasterArgs(const std::vector<std::string>& failover_flags,
+                                                  uint16_t port, uint16_t http_port,
+                                                  const std::string& log_level) {
+  std::vector<std::string> args = {testing::KvtierBin(),
+                                   "master",
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   std::to_string(port),
+                                   "--http-port",
+                                   std::to_string(http_port),
+                                   "--log-level",
+                                   log_level};
+  args.insert(args.end(), failover_flags.begin(), failover_flags.end());
+  return args;
+}
+
 inline std::unique_ptr<StoreClient> ConnectDummyOf(const std::string& node_address,
                                                    uint64_t mem_pool = 0,
                                                    uint64_t local_buffer = 8ull << 20) {
@@ -68,8 +93,8 @@ inline Read ReadChecked(StoreClient& c, const std::string& key) {
     const bool missing = ErrorCodeOf(got.status()) == ErrorCode::OBJECT_NOT_FOUND;
     return {missing ? Read::kNotFound : Read::kError, got.status().ToString()};
   }
-  const std::string problem = CheckValue(
-      key, std::span(reinterpret_cast<const uint8_t*>(got->data()), got->size()));
+  const std::string problem =
+      CheckValue(key, std::span(reinterpret_cast<const uint8_t*>(got->data()), got->size()));
   if (!problem.empty()) {
     return {Read::kCorrupt, problem + " (" + std::to_string(got->size()) + " bytes)"};
   }
@@ -78,10 +103,14 @@ inline Read ReadChecked(StoreClient& c, const std::string& key) {
 
 inline const char* KindName(Read::Kind k) {
   switch (k) {
-    case Read::kIntact: return "intact";
-    case Read::kNotFound: return "not found";
-    case Read::kError: return "error";
-    case Read::kCorrupt: return "CORRUPT";
+    case Read::kIntact:
+      return "intact";
+    case Read::kNotFound:
+      return "not found";
+    case Read::kError:
+      return "error";
+    case Read::kCorrupt:
+      return "CORRUPT";
   }
   return "?";
 }

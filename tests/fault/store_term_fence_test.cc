@@ -102,15 +102,10 @@ TEST(StoreTermFence, AWriterStalledPastATakeoverIsRefusedAndNoReadSeesItsBytes) 
   if (!EtcdProcess::Available()) GTEST_SKIP() << "no /usr/bin/etcd";
   auto etcd = EtcdProcess::Start();
   ASSERT_NE(etcd, nullptr);
-  const std::vector<std::string> ha = {"--etcd-endpoints", etcd->endpoint(),     "--cluster-id",
-                                       kCluster,           "--etcd-lease-ttl-s", "2"};
+  const std::vector<std::string> ha = FailoverFlags(etcd->endpoint(), kCluster);
   MasterProcess a(ha);  // ready once it leads
   const uint16_t b_port = FreeLoopbackPort();
-  std::vector<std::string> b_args = {
-      testing::KvtierBin(),   "master",      "--host", "127.0.0.1",   "--port",
-      std::to_string(b_port), "--http-port", "0",      "--log-level", "error"};
-  b_args.insert(b_args.end(), ha.begin(), ha.end());
-  ChildProcess b(b_args);  // the standby: its RPC port listens once it leads
+  ChildProcess b(StandbyMasterArgs(ha, b_port, 0, "error"));
   NodeProcess node(fmt::format("etcd://{}/{}", etcd->endpoint(), kCluster), "64MB");
   {
     // A journals the node's segment without waiting for etcd; had A died before that, B would not
